@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds everything the GPU check needs into one self-contained folder, on a machine with Rust
+# (no GPU needed). Copy the folder to a machine with an NVIDIA GPU and the CUDA 13 driver (no Rust)
+# and run `bash gpu-check.sh OUTDIR` there.
+#
+#   bash scripts/gpu-prepare.sh [BUNDLE_DIR]        # default: target/gpu-bundle
+#
+# The bundle holds:
+#   tests/<name>        tileops's test executables (release), found via cargo's JSON messages
+#   bin/<name>          the workspace's release examples (bench_all and the roofline tool, if present)
+#   nvrtc/              the pinned NVRTC 13.0 library and CUDA headers from .cuda-wheels, so kernels
+#                       compile for the device's own sm_XX without a toolkit on the GPU machine.
+#                       TILEOPS_BUNDLE_NVRTC=gzip (default) stores the libraries gzipped (~45 MB
+#                       instead of ~115 MB; gpu-check.sh unpacks them), =copy as they are, =none
+#                       leaves them out (the GPU machine's own CUDA 13 toolkit is then used).
+#   profiles/, manifest/   the YAML the tools read
+#   gpu-check.sh, BUILD_INFO
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bundle="${1:-$root/target/gpu-bundle}"
+nvrtc_mode="${TILEOPS_BUNDLE_NVRTC:-gzip}"
+cd "$root"
+
+case "$nvrtc_mode" in
+  gzip|copy|none) ;;
+  *) echo "gpu-prepare: TILEOPS_BUNDLE_NVRTC must be gzip, copy or none (got $nvrtc_mode)" >&2; exit 2 ;;
+esac
+
+python="${PYTHON:-python3}"
+command -v "$python" >/dev/null || { echo "gpu-prepare: $python is needed to read cargo's JSON" >&2; exit 1; }
+
+rm -rf "$bundle"
+mkdir -p "$bundle/tests" "$bundle/bin"
+
+# Prints the executables of the artifacts in cargo's JSON messages on stdin, as `kind name path`.
+executables() {
+  "$python" -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+        continue
+    target = msg["target"]
+    kind = "test" if msg["profile"]["test"] else target["kind"][0]
+    print(kind, target["name"], msg["executable"])
+'
+}
+
+echo "gpu-prepare: building tileops test executables (release)"
+cargo test --release --locked -p tileops --no-run --message-format=json-render-diagnostics \
+  | executables >"$bundle/.tests.txt"
+while read -r kind name path; do
+  # The library's unit tests are named after the crate; give them a clearer name.
+  [[ "$kind" == "lib" || "$name" == "tileops" ]] && name="tileops_unit"
+  cp "$path" "$bundle/tests/$name"
+done <"$bundle/.tests.txt"
+
+echo "gpu-prepare: building the workspace's examples (release)"
+cargo build --release --locked --workspace --examples --message-format=json-render-diagnostics \
+  | executables >"$bundle/.examples.txt"
+while read -r kind name path; do
+  [[ "$kind" == "example" ]] && cp "$path" "$bundle/bin/$name"
+done <"$bundle/.examples.txt"
+rm -f "$bundle/.tests.txt" "$bundle/.examples.txt"
+
+if [[ "$nvrtc_mode" != none ]]; then
+  bash scripts/install-cuda-wheels.sh
+  wheels="${TILEOPS_CUDA_WHEELS:-$root/.cuda-wheels}/nvidia/cu13"
+  mkdir -p "$bundle/nvrtc/nvidia/cu13/lib"
+  cp -r "$wheels/include" "$bundle/nvrtc/nvidia/cu13/include"
+  for lib in "$wheels/lib/libnvrtc.so.13" "$wheels/lib/libnvrtc-builtins.so.13.0"; do
+    if [[ "$nvrtc_mode" == gzip ]]; then
+      gzip -6 -c "$lib" >"$bundle/nvrtc/nvidia/cu13/lib/$(basename "$lib").gz"
+    else
+      cp "$lib" "$bundle/nvrtc/nvidia/cu13/lib/"
+    fi
+  done
+fi
+
+cp -rL tileops/profiles "$bundle/profiles"
+cp -rL tileops/manifest "$bundle/manifest"
+cp scripts/gpu-check.sh "$bundle/gpu-check.sh"
+{
+  echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | grep -q . && echo '(dirty)')"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version 2>/dev/null | head -1)"
+  echo "rustc: $(rustc --version)"
+  echo "nvrtc: $nvrtc_mode"
+} >"$bundle/BUILD_INFO"
+
+echo "gpu-prepare: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1))"
+ls "$bundle/tests" "$bundle/bin" | sed 's/^/  /'
+echo "gpu-prepare: on the GPU machine: bash $(basename "$bundle")/gpu-check.sh OUTDIR"

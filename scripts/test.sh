@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Every test, on a fresh machine: installs what the tests need, then runs them.
+#
+# - the pinned NVRTC/ptxas wheels (notes/cuda.md) into .cuda-wheels/, so the kernel compile check
+#   really compiles every kernel for sm_90 and sm_80 even without a GPU;
+# - formatting and lints (cargo fmt, cargo clippy -D warnings);
+# - the whole workspace's tests: unit, integration (downstream crate, trybuild UI, TileOPs
+#   compatibility), doc tests. GPU tests print SKIP without a GPU (TILEOPS_REQUIRE_GPU=1 makes
+#   them fail instead).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -x scripts/install-cuda-wheels.sh ] || [ -f scripts/install-cuda-wheels.sh ]; then
+    bash scripts/install-cuda-wheels.sh
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== cargo test"
+cargo test --workspace --all-targets --locked
+cargo test --workspace --doc --locked

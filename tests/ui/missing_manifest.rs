@@ -1,0 +1,8 @@
+use tileops::TensorSpec;
+
+#[tileops::roofline_op("softmax", manifest = "tests/ui/manifests/absent.yaml", register = false)]
+pub struct Op {
+    pub x: TensorSpec,
+}
+
+fn main() {}

@@ -1,0 +1,41 @@
+//! What the macro emits when it found problems: the errors, and the struct with a stub method.
+//!
+//! Emitting the struct and an `eval_roofline` with the right signature keeps the rest of the crate
+//! compiling against them, so one manifest mistake gives one error rather than a cascade of
+//! "no method named `eval_roofline`".
+
+use crate::diagnostic::{Diagnostic, to_compile_errors};
+use crate::expand::{rebuild_tracking, roofline_model_impl};
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use std::path::PathBuf;
+use syn::ItemStruct;
+
+/// The compile errors, the unchanged struct, and a stub `eval_roofline` (never run: the crate
+/// does not compile).
+pub fn fallback(
+    item: &ItemStruct,
+    op_name: &str,
+    register: bool,
+    diagnostics: &[Diagnostic],
+    span: Span,
+    tracked: &[PathBuf],
+) -> TokenStream {
+    let errors = to_compile_errors(diagnostics, span);
+    let ident = &item.ident;
+    let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
+    let model = if register { roofline_model_impl(item, op_name) } else { TokenStream::new() };
+    let tracking = rebuild_tracking(tracked);
+    quote! {
+        #errors
+        #item
+        impl #impl_generics #ident #ty_generics #where_clause {
+            #[allow(dead_code)]
+            pub fn eval_roofline(&self) -> ::core::result::Result<::tileops::Roofline, ::tileops::RooflineError> {
+                ::core::unreachable!("the manifest entry did not compile")
+            }
+        }
+        #model
+        #tracking
+    }
+}

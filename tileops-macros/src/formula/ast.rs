@@ -1,0 +1,524 @@
+//! The syntax tree of one formula: a Python 3 expression restricted to the subset in
+//! `design/formula-language.md`.
+//!
+//! Every node carries a byte span into the formula string, so the checker can point inside the
+//! formula. Parentheses leave no node (as in Python's `ast`); a composite node's span runs from its
+//! first token to its last, parentheses included.
+
+use std::fmt;
+use std::ops::Range;
+
+/// A byte range into the formula string; always on `char` boundaries.
+pub type Span = Range<usize>;
+
+/// One expression node and where it sits in the formula.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+/// The expression forms of the language. Constructs that the language rejects (lambda, dict
+/// displays, …) never get a node: the parser names them in its error instead.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    /// `42`, `0x2a`, `1_000`.
+    Int(i128),
+    /// `1.0e-5`, `.5`, `1.`, `1e3`.
+    Float(f64),
+    /// `'tanh'`, `"mean"`, with escapes resolved; adjacent literals are already concatenated.
+    Str(String),
+    /// `True`, `False`.
+    Bool(bool),
+    /// `None`.
+    NoneLit,
+    /// A bare name: an input, a param, a var, a helper, a comprehension variable, ….
+    Name(String),
+    /// `(a, b)`, `(a,)`, `()`, and the unparenthesised `a, b`.
+    Tuple(Vec<Expr>),
+    /// `[a, b]`.
+    List(Vec<Expr>),
+    /// `{a, b}`.
+    Set(Vec<Expr>),
+    /// `value.attr`; `attr_span` covers the attribute name only.
+    Attribute {
+        value: Box<Expr>,
+        attr: String,
+        attr_span: Span,
+    },
+    /// `value[index]`; the index may be a [`ExprKind::Slice`] or a tuple of indices.
+    Subscript { value: Box<Expr>, index: Box<Expr> },
+    /// `lower:upper:step`, any part optional. Only ever the index of a subscript (or an element
+    /// of a tuple index).
+    Slice {
+        lower: Option<Box<Expr>>,
+        upper: Option<Box<Expr>>,
+        step: Option<Box<Expr>>,
+    },
+    /// `func(args…)`; a lone generator argument `f(x for x in s)` is one
+    /// [`ExprKind::Comprehension`] argument.
+    Call { func: Box<Expr>, args: Vec<Expr> },
+    /// `-a`, `+a`, `not a`.
+    Unary { op: UnaryOp, operand: Box<Expr> },
+    /// `a + b`, …, `a ** b`.
+    Binary {
+        op: BinOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    /// `a and b`, `a or b` (left-associative: `a or b or c` is `(a or b) or c`, which Python
+    /// evaluates identically).
+    BoolOp {
+        op: BoolOpKind,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    /// `a < b <= c`: the first operand, then each operator with its right operand.
+    Compare {
+        left: Box<Expr>,
+        rest: Vec<Comparator>,
+    },
+    /// `body if test else orelse`.
+    IfExp {
+        body: Box<Expr>,
+        test: Box<Expr>,
+        orelse: Box<Expr>,
+    },
+    /// `[elt for … in … if …]`, `{elt for …}`, `(elt for …)`.
+    Comprehension {
+        kind: CompKind,
+        elt: Box<Expr>,
+        clauses: Vec<CompClause>,
+    },
+}
+
+/// One `OP right` link of a comparison chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparator {
+    pub op: CmpOp,
+    /// The operator's tokens (`not in` and `is not` span both words).
+    pub op_span: Span,
+    pub right: Expr,
+}
+
+/// One `for target in iter if cond…` clause of a comprehension.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompClause {
+    pub target: Target,
+    pub iter: Expr,
+    pub ifs: Vec<Expr>,
+    pub span: Span,
+}
+
+/// A comprehension target: a name, or a tuple of names (`for a, b in …`, `for (a, b) in …`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Name(TargetName),
+    Tuple(Vec<TargetName>, Span),
+}
+
+/// A name bound by a comprehension target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetName {
+    pub name: String,
+    pub span: Span,
+}
+
+impl Target {
+    /// The names this target binds, in order.
+    pub fn names(&self) -> &[TargetName] {
+        match self {
+            Target::Name(n) => std::slice::from_ref(n),
+            Target::Tuple(names, _) => names,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompKind {
+    List,
+    Set,
+    Generator,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Pos,
+    Not,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Mod,
+    Pow,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoolOpKind {
+    And,
+    Or,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    In,
+    NotIn,
+    Is,
+    IsNot,
+}
+
+impl UnaryOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "-",
+            UnaryOp::Pos => "+",
+            UnaryOp::Not => "not",
+        }
+    }
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::FloorDiv => "//",
+            BinOp::Mod => "%",
+            BinOp::Pow => "**",
+        }
+    }
+}
+
+impl BoolOpKind {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BoolOpKind::And => "and",
+            BoolOpKind::Or => "or",
+        }
+    }
+}
+
+impl CmpOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::In => "in",
+            CmpOp::NotIn => "not in",
+            CmpOp::Is => "is",
+            CmpOp::IsNot => "is not",
+        }
+    }
+}
+
+impl CompKind {
+    /// The construct's name as error messages say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CompKind::List => "list comprehension",
+            CompKind::Set => "set comprehension",
+            CompKind::Generator => "generator expression",
+        }
+    }
+}
+
+impl Expr {
+    pub fn new(kind: ExprKind, span: Span) -> Self {
+        Expr { kind, span }
+    }
+
+    /// The construct's name as error messages say it ("subscript", "list display", …).
+    pub fn describe(&self) -> &'static str {
+        match &self.kind {
+            ExprKind::Int(_) => "integer literal",
+            ExprKind::Float(_) => "float literal",
+            ExprKind::Str(_) => "string literal",
+            ExprKind::Bool(_) => "boolean literal",
+            ExprKind::NoneLit => "`None`",
+            ExprKind::Name(_) => "name",
+            ExprKind::Tuple(_) => "tuple display",
+            ExprKind::List(_) => "list display",
+            ExprKind::Set(_) => "set display",
+            ExprKind::Attribute { .. } => "attribute",
+            ExprKind::Subscript { .. } => "subscript",
+            ExprKind::Slice { .. } => "slice",
+            ExprKind::Call { .. } => "call",
+            ExprKind::Unary { .. } => "unary operator",
+            ExprKind::Binary { .. } => "binary operator",
+            ExprKind::BoolOp { .. } => "boolean operator",
+            ExprKind::Compare { .. } => "comparison",
+            ExprKind::IfExp { .. } => "conditional expression",
+            ExprKind::Comprehension { kind, .. } => kind.describe(),
+        }
+    }
+
+    /// The direct sub-expressions, in source (= evaluation) order.
+    pub fn children(&self) -> Vec<&Expr> {
+        match &self.kind {
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Str(_)
+            | ExprKind::Bool(_)
+            | ExprKind::NoneLit
+            | ExprKind::Name(_) => Vec::new(),
+            ExprKind::Tuple(items) | ExprKind::List(items) | ExprKind::Set(items) => {
+                items.iter().collect()
+            }
+            ExprKind::Attribute { value, .. } => vec![value],
+            ExprKind::Subscript { value, index } => vec![value, index],
+            ExprKind::Slice { lower, upper, step } => [lower, upper, step]
+                .into_iter()
+                .flatten()
+                .map(|b| &**b)
+                .collect(),
+            ExprKind::Call { func, args } => {
+                let mut v: Vec<&Expr> = vec![func];
+                v.extend(args.iter());
+                v
+            }
+            ExprKind::Unary { operand, .. } => vec![operand],
+            ExprKind::Binary { left, right, .. } | ExprKind::BoolOp { left, right, .. } => {
+                vec![left, right]
+            }
+            ExprKind::Compare { left, rest } => {
+                let mut v: Vec<&Expr> = vec![left];
+                v.extend(rest.iter().map(|c| &c.right));
+                v
+            }
+            ExprKind::IfExp { body, test, orelse } => vec![test, body, orelse],
+            ExprKind::Comprehension { elt, clauses, .. } => {
+                let mut v: Vec<&Expr> = Vec::new();
+                for c in clauses {
+                    v.push(&c.iter);
+                    v.extend(c.ifs.iter());
+                }
+                v.push(elt);
+                v
+            }
+        }
+    }
+
+    /// The depth of the tree rooted here (a leaf is 1).
+    pub fn depth(&self) -> usize {
+        1 + self
+            .children()
+            .into_iter()
+            .map(Expr::depth)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Fully parenthesised rendering: every compound node is wrapped in parentheses, so the tree's
+/// shape can be read (and asserted) from the text. `-2**2` prints as `(-(2 ** 2))`.
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ExprKind::Int(v) => write!(f, "{v}"),
+            // `1e999` is how Python spells an infinite literal.
+            ExprKind::Float(v) if v.is_infinite() => f.write_str("1e999"),
+            ExprKind::Float(v) => write!(f, "{v:?}"),
+            ExprKind::Str(s) => write_py_str(f, s),
+            ExprKind::Bool(true) => f.write_str("True"),
+            ExprKind::Bool(false) => f.write_str("False"),
+            ExprKind::NoneLit => f.write_str("None"),
+            ExprKind::Name(n) => f.write_str(n),
+            ExprKind::Tuple(items) => {
+                f.write_str("(")?;
+                write_list(f, items)?;
+                if items.len() == 1 {
+                    f.write_str(",")?;
+                }
+                f.write_str(")")
+            }
+            ExprKind::List(items) => {
+                f.write_str("[")?;
+                write_list(f, items)?;
+                f.write_str("]")
+            }
+            ExprKind::Set(items) => {
+                f.write_str("{")?;
+                write_list(f, items)?;
+                f.write_str("}")
+            }
+            // `1.real` would lex as the float `1.` followed by a name.
+            ExprKind::Attribute { value, attr, .. } if matches!(value.kind, ExprKind::Int(_)) => {
+                write!(f, "(({value}).{attr})")
+            }
+            ExprKind::Attribute { value, attr, .. } => write!(f, "({value}.{attr})"),
+            // A tuple index prints bare, as written: `s[a:b, c]` (slices cannot be parenthesised).
+            ExprKind::Subscript { value, index } => match &index.kind {
+                ExprKind::Tuple(items) if !items.is_empty() => {
+                    write!(f, "({value}[")?;
+                    write_list(f, items)?;
+                    if items.len() == 1 {
+                        f.write_str(",")?;
+                    }
+                    f.write_str("])")
+                }
+                _ => write!(f, "({value}[{index}])"),
+            },
+            ExprKind::Slice { lower, upper, step } => {
+                if let Some(l) = lower {
+                    write!(f, "{l}")?;
+                }
+                f.write_str(":")?;
+                if let Some(u) = upper {
+                    write!(f, "{u}")?;
+                }
+                if let Some(s) = step {
+                    write!(f, ":{s}")?;
+                }
+                Ok(())
+            }
+            ExprKind::Call { func, args } => {
+                write!(f, "({func}(")?;
+                write_list(f, args)?;
+                f.write_str("))")
+            }
+            ExprKind::Unary {
+                op: UnaryOp::Not,
+                operand,
+            } => write!(f, "(not {operand})"),
+            ExprKind::Unary { op, operand } => write!(f, "({}{operand})", op.symbol()),
+            ExprKind::Binary { op, left, right } => {
+                write!(f, "({left} {} {right})", op.symbol())
+            }
+            ExprKind::BoolOp { op, left, right } => {
+                write!(f, "({left} {} {right})", op.symbol())
+            }
+            ExprKind::Compare { left, rest } => {
+                write!(f, "({left}")?;
+                for c in rest {
+                    write!(f, " {} {}", c.op.symbol(), c.right)?;
+                }
+                f.write_str(")")
+            }
+            ExprKind::IfExp { body, test, orelse } => {
+                write!(f, "({body} if {test} else {orelse})")
+            }
+            ExprKind::Comprehension { kind, elt, clauses } => {
+                let (open, close) = match kind {
+                    CompKind::List => ("[", "]"),
+                    CompKind::Set => ("{", "}"),
+                    CompKind::Generator => ("(", ")"),
+                };
+                write!(f, "{open}{elt}")?;
+                for c in clauses {
+                    f.write_str(" for ")?;
+                    match &c.target {
+                        Target::Name(n) => f.write_str(&n.name)?,
+                        Target::Tuple(names, _) => {
+                            f.write_str("(")?;
+                            for (i, n) in names.iter().enumerate() {
+                                if i > 0 {
+                                    f.write_str(", ")?;
+                                }
+                                f.write_str(&n.name)?;
+                            }
+                            if names.len() == 1 {
+                                f.write_str(",")?;
+                            }
+                            f.write_str(")")?;
+                        }
+                    }
+                    write!(f, " in {}", c.iter)?;
+                    for cond in &c.ifs {
+                        write!(f, " if {cond}")?;
+                    }
+                }
+                f.write_str(close)
+            }
+        }
+    }
+}
+
+/// A string literal Python reads back as the same string.
+fn write_py_str(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+    f.write_str("\"")?;
+    for c in s.chars() {
+        match c {
+            '\\' => f.write_str("\\\\")?,
+            '"' => f.write_str("\\\"")?,
+            '\n' => f.write_str("\\n")?,
+            '\r' => f.write_str("\\r")?,
+            '\t' => f.write_str("\\t")?,
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => write!(f, "\\x{:02x}", c as u32)?,
+            c => write!(f, "{c}")?,
+        }
+    }
+    f.write_str("\"")
+}
+
+fn write_list(f: &mut fmt::Formatter<'_>, items: &[Expr]) -> fmt::Result {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(kind: ExprKind) -> Expr {
+        Expr::new(kind, 0..0)
+    }
+
+    #[test]
+    fn display_is_fully_parenthesised() {
+        let e = leaf(ExprKind::Binary {
+            op: BinOp::Add,
+            left: Box::new(leaf(ExprKind::Name("a".into()))),
+            right: Box::new(leaf(ExprKind::Unary {
+                op: UnaryOp::Neg,
+                operand: Box::new(leaf(ExprKind::Int(2))),
+            })),
+        });
+        assert_eq!(e.to_string(), "(a + (-2))");
+        assert_eq!(e.depth(), 3);
+    }
+
+    #[test]
+    fn display_of_literals_and_displays() {
+        let one = leaf(ExprKind::Tuple(vec![leaf(ExprKind::Int(1))]));
+        assert_eq!(one.to_string(), "(1,)");
+        assert_eq!(leaf(ExprKind::Tuple(vec![])).to_string(), "()");
+        assert_eq!(leaf(ExprKind::Str("a'b".into())).to_string(), "\"a'b\"");
+        assert_eq!(leaf(ExprKind::Float(0.5)).to_string(), "0.5");
+        assert_eq!(leaf(ExprKind::NoneLit).to_string(), "None");
+        assert_eq!(leaf(ExprKind::Bool(true)).to_string(), "True");
+    }
+
+    #[test]
+    fn children_follow_evaluation_order() {
+        let e = leaf(ExprKind::IfExp {
+            body: Box::new(leaf(ExprKind::Name("b".into()))),
+            test: Box::new(leaf(ExprKind::Name("t".into()))),
+            orelse: Box::new(leaf(ExprKind::Name("o".into()))),
+        });
+        let names: Vec<String> = e.children().iter().map(|c| c.to_string()).collect();
+        assert_eq!(names, ["t", "b", "o"]);
+    }
+}

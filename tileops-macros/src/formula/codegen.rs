@@ -1,0 +1,889 @@
+//! Formula → Rust: one checked expression becomes one Rust expression of type
+//! `::tileops::roofline::Value`, to be placed where `?` returns an
+//! `::tileops::roofline::EvalError` (the body of a closure returning
+//! `Result<Value, EvalError>`).
+//!
+//! Conventions (shared with the expansion pass that binds Block 1):
+//! - a formula name `n` is the Rust local `py_n`, a `Value`, except a tensor input, whose local
+//!   `py_n` is an `InputRef` (`::tileops::roofline::__rt::input`);
+//! - comprehension variables are `py_n` locals of the loops generated here, so they shadow like
+//!   Python's;
+//! - scratch locals are `__tileops_*`, never a `py_` name.
+//!
+//! Operands are evaluated left to right, `and`/`or`, conditionals and comparison chains
+//! short-circuit, each operand of a chain is evaluated once — all as in Python. The generated code
+//! calls only the runtime API of `tileops/src/roofline/CONTRACT.md`. Codegen never panics: a tree
+//! the checker would have refused still yields code that compiles and returns an `EvalError`
+//! where Python would raise.
+
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::quote;
+
+use super::Scope;
+use super::ast::{
+    BinOp, BoolOpKind, CmpOp, CompClause, CompKind, Comparator, Expr, ExprKind, Target, UnaryOp,
+};
+use super::check::{Binding, resolve};
+
+pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
+    Gen {
+        scope,
+        locals: Vec::new(),
+    }
+    .value(expr)
+}
+
+/// `py_<name>` for a name the lexer could have produced; `None` otherwise (a hand-built tree).
+pub(crate) fn py_ident(name: &str) -> Option<Ident> {
+    let mut bytes = name.bytes();
+    let first_ok = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+    if !first_ok || !bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return None;
+    }
+    // `py_` + an ASCII identifier is always a valid, non-keyword Rust identifier.
+    Some(Ident::new(&format!("py_{name}"), Span::call_site()))
+}
+
+fn value_path() -> TokenStream {
+    quote!(::tileops::roofline::Value)
+}
+
+fn rt() -> TokenStream {
+    quote!(::tileops::roofline::__rt)
+}
+
+/// An expression that fails at run time with `message`, typed as a `Value`.
+fn raise(message: &str) -> TokenStream {
+    let v = value_path();
+    let lit = Literal::string(message);
+    quote! {
+        ::core::result::Result::<#v, ::tileops::roofline::EvalError>::Err(
+            ::tileops::roofline::EvalError::new(::std::string::String::from(#lit))
+        )?
+    }
+}
+
+fn int_literal(v: i128) -> TokenStream {
+    if v == i128::MIN {
+        quote!(::core::primitive::i128::MIN)
+    } else if v < 0 {
+        let lit = Literal::i128_suffixed(-v);
+        quote!(-#lit)
+    } else {
+        let lit = Literal::i128_suffixed(v);
+        quote!(#lit)
+    }
+}
+
+/// The exact bits of a float, as a hex `u64` literal.
+fn float_bits_literal(v: f64) -> TokenStream {
+    let bits = v.to_bits();
+    match format!("0x{bits:016x}u64").parse::<Literal>() {
+        Ok(lit) => quote!(#lit),
+        Err(_) => {
+            let lit = Literal::u64_suffixed(bits);
+            quote!(#lit)
+        }
+    }
+}
+
+fn binop_fn(op: BinOp) -> Ident {
+    let name = match op {
+        BinOp::Add => "add",
+        BinOp::Sub => "sub",
+        BinOp::Mul => "mul",
+        BinOp::Div => "truediv",
+        BinOp::FloorDiv => "floordiv",
+        BinOp::Mod => "modulo",
+        BinOp::Pow => "pow",
+    };
+    Ident::new(name, Span::call_site())
+}
+
+fn cmp_op(op: CmpOp) -> TokenStream {
+    let variant = match op {
+        CmpOp::Lt => "Lt",
+        CmpOp::Le => "Le",
+        CmpOp::Gt => "Gt",
+        CmpOp::Ge => "Ge",
+        CmpOp::Eq => "Eq",
+        CmpOp::Ne => "Ne",
+        CmpOp::In => "In",
+        CmpOp::NotIn => "NotIn",
+        CmpOp::Is => "Is",
+        CmpOp::IsNot => "IsNot",
+    };
+    let variant = Ident::new(variant, Span::call_site());
+    let rt = rt();
+    quote!(#rt::CmpOp::#variant)
+}
+
+fn py_type(helper: &str) -> Option<TokenStream> {
+    let variant = match helper {
+        "int" => "Int",
+        "float" => "Float",
+        "bool" => "Bool",
+        "tuple" => "Tuple",
+        "list" => "List",
+        "set" => "Set",
+        _ => return None,
+    };
+    let variant = Ident::new(variant, Span::call_site());
+    Some(quote!(::tileops::roofline::PyType::#variant))
+}
+
+struct Gen<'a> {
+    scope: &'a Scope,
+    /// Comprehension variables in scope, innermost last.
+    locals: Vec<String>,
+}
+
+impl Gen<'_> {
+    fn resolve(&self, name: &str) -> Binding {
+        resolve(self.scope, &self.locals, name)
+    }
+
+    /// An expression usable behind `&` as a `&Value`: a plain local for names (no clone),
+    /// otherwise the owned value.
+    fn operand(&mut self, e: &Expr) -> TokenStream {
+        if let ExprKind::Name(name) = &e.kind
+            && let Some(ident) = self.value_local(name)
+        {
+            return quote!(#ident);
+        }
+        self.value(e)
+    }
+
+    /// The `py_` local holding a name's `Value`, when the name is one.
+    fn value_local(&self, name: &str) -> Option<Ident> {
+        match self.resolve(name) {
+            Binding::Local | Binding::Param | Binding::Var | Binding::Dim | Binding::ElemBytes => {
+                py_ident(name)
+            }
+            _ => None,
+        }
+    }
+
+    /// An expression of type `Value` (owned).
+    fn value(&mut self, e: &Expr) -> TokenStream {
+        let v = value_path();
+        let rt = rt();
+        match &e.kind {
+            ExprKind::Int(i) => {
+                let lit = int_literal(*i);
+                quote!(#v::Int(#lit))
+            }
+            ExprKind::Float(f) => {
+                let bits = float_bits_literal(*f);
+                quote!(#v::Float(::core::primitive::f64::from_bits(#bits)))
+            }
+            ExprKind::Str(s) => {
+                let lit = Literal::string(s);
+                quote!(#v::Str(::std::string::String::from(#lit)))
+            }
+            ExprKind::Bool(b) => quote!(#v::Bool(#b)),
+            ExprKind::NoneLit => quote!(#v::None),
+            ExprKind::Name(name) => self.name(name),
+            ExprKind::Tuple(items) => {
+                let items = self.values(items);
+                quote!(#v::Tuple(::std::vec![#(#items),*]))
+            }
+            ExprKind::List(items) => {
+                let items = self.values(items);
+                quote!(#v::List(::std::vec![#(#items),*]))
+            }
+            ExprKind::Set(items) => {
+                let items = self.values(items);
+                quote!(#rt::make_set(::std::vec![#(#items),*])?)
+            }
+            ExprKind::Attribute { value, attr, .. } => self.attribute(value, attr),
+            ExprKind::Subscript { value, index } => self.subscript(value, index),
+            ExprKind::Slice { .. } => raise("TypeError: a slice outside a subscript"),
+            ExprKind::Call { func, args } => self.call(func, args),
+            ExprKind::Unary { op, operand } => {
+                let a = self.operand(operand);
+                let f = Ident::new(
+                    match op {
+                        UnaryOp::Neg => "neg",
+                        UnaryOp::Pos => "pos",
+                        UnaryOp::Not => "not",
+                    },
+                    Span::call_site(),
+                );
+                quote!(#rt::#f(&#a)?)
+            }
+            ExprKind::Binary { op, left, right } => {
+                let a = self.operand(left);
+                let b = self.operand(right);
+                let f = binop_fn(*op);
+                quote!(#rt::#f(&#a, &#b)?)
+            }
+            ExprKind::BoolOp { op, left, right } => {
+                // Python returns the deciding operand itself, not a bool.
+                let a = self.value(left);
+                let b = self.value(right);
+                let (if_truthy, if_falsy) = match op {
+                    BoolOpKind::And => (b, quote!(__tileops_lhs)),
+                    BoolOpKind::Or => (quote!(__tileops_lhs), b),
+                };
+                quote! {{
+                    let __tileops_lhs: #v = #a;
+                    if #rt::truthy(&__tileops_lhs)? { #if_truthy } else { #if_falsy }
+                }}
+            }
+            ExprKind::Compare { left, rest } => self.compare(left, rest),
+            ExprKind::IfExp { body, test, orelse } => {
+                let t = self.operand(test);
+                let b = self.value(body);
+                let o = self.value(orelse);
+                quote!(if #rt::truthy(&#t)? { #b } else { #o })
+            }
+            ExprKind::Comprehension { kind, elt, clauses } => {
+                self.comprehension(*kind, elt, clauses)
+            }
+        }
+    }
+
+    fn values(&mut self, items: &[Expr]) -> Vec<TokenStream> {
+        items.iter().map(|i| self.value(i)).collect()
+    }
+
+    fn name(&mut self, name: &str) -> TokenStream {
+        if let Some(ident) = self.value_local(name) {
+            return quote!(#ident.clone());
+        }
+        match self.resolve(name) {
+            Binding::Helper(h) => match py_type(h) {
+                Some(t) => {
+                    let v = value_path();
+                    quote!(#v::Type(#t))
+                }
+                None => raise(&format!(
+                    "TypeError: the helper `{h}` is a function, not a value"
+                )),
+            },
+            Binding::Input { .. } => raise(&format!(
+                "TypeError: the tensor input `{name}` is not a value; use `{name}.shape`"
+            )),
+            _ => raise(&format!("NameError: name '{name}' is not defined")),
+        }
+    }
+
+    fn input_local<'e>(&self, e: &'e Expr) -> Option<(Ident, &'e str)> {
+        match &e.kind {
+            ExprKind::Name(name) if matches!(self.resolve(name), Binding::Input { .. }) => {
+                py_ident(name).map(|i| (i, name.as_str()))
+            }
+            _ => None,
+        }
+    }
+
+    fn attribute(&mut self, value: &Expr, attr: &str) -> TokenStream {
+        if let Some((ident, name)) = self.input_local(value) {
+            let name = Literal::string(name);
+            match attr {
+                "shape" => return quote!(#ident.shape(#name)?),
+                "ndim" => return quote!(#ident.ndim(#name)?),
+                _ => {}
+            }
+        }
+        raise(&format!(
+            "AttributeError: `.{attr}` is only available as `.shape` / `.ndim` of a tensor input"
+        ))
+    }
+
+    fn subscript(&mut self, value: &Expr, index: &Expr) -> TokenStream {
+        let rt = rt();
+        let v = value_path();
+        let base = self.operand(value);
+        match &index.kind {
+            ExprKind::Slice { lower, upper, step } => {
+                let parts: Vec<TokenStream> = [lower, upper, step]
+                    .into_iter()
+                    .map(|part| match part {
+                        Some(p) => {
+                            let p = self.operand(p);
+                            quote!(::core::option::Option::Some(&#p))
+                        }
+                        None => quote!(::core::option::Option::None),
+                    })
+                    .collect();
+                quote!(#rt::slice(&#base, #(#parts),*)?)
+            }
+            ExprKind::Tuple(items)
+                if items
+                    .iter()
+                    .any(|i| matches!(i.kind, ExprKind::Slice { .. })) =>
+            {
+                raise("TypeError: a tuple of slices is not a valid index")
+            }
+            ExprKind::Tuple(items) => {
+                let items = self.values(items);
+                quote!(#rt::subscript(&#base, &#v::Tuple(::std::vec![#(#items),*]))?)
+            }
+            _ => {
+                let i = self.operand(index);
+                quote!(#rt::subscript(&#base, &#i)?)
+            }
+        }
+    }
+
+    fn call(&mut self, func: &Expr, args: &[Expr]) -> TokenStream {
+        if let ExprKind::Name(name) = &func.kind
+            && let Binding::Helper(h) = self.resolve(name)
+        {
+            let f = Ident::new(h, Span::call_site());
+            let args = self.values(args);
+            return quote!(::tileops::roofline::helpers::#f(&[#(#args),*])?);
+        }
+        raise("TypeError: only helpers can be called")
+    }
+
+    /// `a OP b` → `Value::Bool(compare(..)?)`. A chain `a < b < c` evaluates each operand once,
+    /// left to right, and stops at the first false link, as Python does.
+    fn compare(&mut self, left: &Expr, rest: &[Comparator]) -> TokenStream {
+        let v = value_path();
+        let rt = rt();
+        if let [c] = rest {
+            if let Some(presence) = self.presence_test(left, c.op, &c.right) {
+                return presence;
+            }
+            let a = self.operand(left);
+            let b = self.operand(&c.right);
+            let op = cmp_op(c.op);
+            return quote!(#v::Bool(#rt::compare(#op, &#a, &#b)?));
+        }
+        let Some(last) = rest.last() else {
+            // A comparison without operators is just its operand.
+            return self.value(left);
+        };
+        let name = |i: usize| Ident::new(&format!("__tileops_cmp{i}"), Span::call_site());
+        let operands: Vec<TokenStream> = std::iter::once(left)
+            .chain(rest.iter().map(|c| &c.right))
+            .map(|e| self.operand(e))
+            .collect();
+        // Build from the innermost (last) link outwards.
+        let n = rest.len();
+        let (lhs, rhs, op) = (name(n - 1), name(n), cmp_op(last.op));
+        let mut body = quote!(#v::Bool(#rt::compare(#op, #lhs, #rhs)?));
+        for i in (0..n - 1).rev() {
+            let (lhs, rhs, op) = (name(i), name(i + 1), cmp_op(rest[i].op));
+            let next = name(i + 2);
+            let next_operand = &operands[i + 2];
+            body = quote! {
+                if #rt::compare(#op, #lhs, #rhs)? {
+                    let #next: &#v = &#next_operand;
+                    #body
+                } else {
+                    #v::Bool(false)
+                }
+            };
+        }
+        let (first, second) = (name(0), name(1));
+        let (a, b) = (&operands[0], &operands[1]);
+        quote! {{
+            let #first: &#v = &#a;
+            let #second: &#v = &#b;
+            #body
+        }}
+    }
+
+    /// `t is None` / `t is not None` (either side) on a tensor input.
+    fn presence_test(&self, left: &Expr, op: CmpOp, right: &Expr) -> Option<TokenStream> {
+        let negate = match op {
+            CmpOp::Is => false,
+            CmpOp::IsNot => true,
+            _ => return None,
+        };
+        let (ident, _) = match (&left.kind, &right.kind) {
+            (_, ExprKind::NoneLit) => self.input_local(left)?,
+            (ExprKind::NoneLit, _) => self.input_local(right)?,
+            _ => return None,
+        };
+        let v = value_path();
+        Some(if negate {
+            quote!(#v::Bool(!#ident.is_none()))
+        } else {
+            quote!(#v::Bool(#ident.is_none()))
+        })
+    }
+
+    /// A block that loops over the clauses, filters with `continue`, and collects the element.
+    fn comprehension(&mut self, kind: CompKind, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
+        let v = value_path();
+        let rt = rt();
+        let depth = self.locals.len();
+        let mut loops = Vec::new();
+        for clause in clauses {
+            let iter = self.operand(&clause.iter);
+            let Some(bind) = self.bind_target(&clause.target) else {
+                self.locals.truncate(depth);
+                return raise("SyntaxError: invalid comprehension target");
+            };
+            let conds: Vec<TokenStream> = clause.ifs.iter().map(|c| self.operand(c)).collect();
+            loops.push((iter, bind, conds));
+        }
+        let elt = self.value(elt);
+        self.locals.truncate(depth);
+
+        let mut body = quote!(__tileops_acc.push(#elt););
+        for (iter, bind, conds) in loops.into_iter().rev() {
+            body = quote! {
+                for __tileops_item in #rt::iterate(&#iter)? {
+                    #bind
+                    #(
+                        if !#rt::truthy(&#conds)? {
+                            continue;
+                        }
+                    )*
+                    #body
+                }
+            };
+        }
+        let result = match kind {
+            CompKind::List | CompKind::Generator => quote!(#v::List(__tileops_acc)),
+            CompKind::Set => quote!(#rt::make_set(__tileops_acc)?),
+        };
+        quote! {{
+            let mut __tileops_acc: ::std::vec::Vec<#v> = ::std::vec::Vec::new();
+            #body
+            #result
+        }}
+    }
+
+    /// Binds `__tileops_item` to the target's `py_` locals and brings them into scope for the
+    /// rest of the comprehension. `None` for a name that is not an identifier.
+    fn bind_target(&mut self, target: &Target) -> Option<TokenStream> {
+        let v = value_path();
+        let rt = rt();
+        let idents = target
+            .names()
+            .iter()
+            .map(|t| py_ident(&t.name))
+            .collect::<Option<Vec<Ident>>>()?;
+        self.locals
+            .extend(target.names().iter().map(|t| t.name.clone()));
+        Some(match target {
+            Target::Name(_) => quote! {
+                #[allow(unused_variables)]
+                let #(#idents)* = __tileops_item;
+            },
+            Target::Tuple(names, _) => {
+                let n = names.len();
+                quote! {
+                    let mut __tileops_parts = #rt::unpack(__tileops_item, #n)?.into_iter();
+                    #(
+                        #[allow(unused_variables)]
+                        let #idents = __tileops_parts.next().unwrap_or(#v::None);
+                    )*
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Layer, check, parse};
+    use super::*;
+
+    fn scope() -> Scope {
+        Scope::new()
+            .input("x", false)
+            .input("weight", true)
+            .param("dim")
+            .var("M")
+            .var("N")
+            .dim("K")
+    }
+
+    /// Generated code for a formula that must check clean, whitespace-normalised.
+    fn gen_src(src: &str, layer: Layer) -> String {
+        let e = parse(src).unwrap_or_else(|e| panic!("{src:?}: {}", e.message));
+        let c = check(&e, layer, &scope());
+        assert!(c.errors.is_empty(), "{src:?}: {:#?}", c.errors);
+        let ts = codegen(&e, &scope());
+        // Every output must at least be a syntactically valid Rust expression.
+        syn::parse2::<syn::Expr>(ts.clone())
+            .unwrap_or_else(|err| panic!("{src:?} generated invalid Rust: {err}\n{ts}"));
+        ts.to_string()
+    }
+
+    fn has(code: &str, needle: &str) {
+        // Compare modulo token spacing.
+        let squash = |s: &str| s.split_whitespace().collect::<String>();
+        assert!(
+            squash(code).contains(&squash(needle)),
+            "missing {needle:?} in\n{code}"
+        );
+    }
+
+    fn count(code: &str, needle: &str) -> usize {
+        let squash = |s: &str| s.split_whitespace().collect::<String>();
+        squash(code).matches(&squash(needle)).count()
+    }
+
+    #[test]
+    fn literals() {
+        let c = gen_src("42", Layer::Arithmetic);
+        has(&c, "::tileops::roofline::Value::Int(42i128)");
+        let c = gen_src("1.5", Layer::Arithmetic);
+        has(
+            &c,
+            "::tileops::roofline::Value::Float(::core::primitive::f64::from_bits(0x3ff8000000000000u64))",
+        );
+        let c = gen_src("'tanh'", Layer::Arithmetic);
+        has(
+            &c,
+            "::tileops::roofline::Value::Str(::std::string::String::from(\"tanh\"))",
+        );
+        has(
+            &gen_src("True", Layer::Arithmetic),
+            "::tileops::roofline::Value::Bool(true)",
+        );
+        has(
+            &gen_src("None", Layer::Arithmetic),
+            "::tileops::roofline::Value::None",
+        );
+    }
+
+    #[test]
+    fn float_bits_are_exact() {
+        for f in [
+            0.1,
+            1.0e-5,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::INFINITY,
+        ] {
+            let lit = float_bits_literal(f).to_string();
+            let hex = lit.trim_start_matches("0x").trim_end_matches("u64");
+            assert_eq!(u64::from_str_radix(hex, 16).map(f64::from_bits), Ok(f));
+        }
+    }
+
+    #[test]
+    fn names_and_operators() {
+        let c = gen_src("4 * M * N", Layer::Arithmetic);
+        has(
+            &c,
+            "::tileops::roofline::__rt::mul(&::tileops::roofline::__rt::mul(&::tileops::roofline::Value::Int(4i128), &py_M)?, &py_N)?",
+        );
+        let c = gen_src("M", Layer::Arithmetic);
+        assert_eq!(c.replace(' ', ""), "py_M.clone()");
+        for (src, f) in [
+            ("M + N", "add"),
+            ("M - N", "sub"),
+            ("M / N", "truediv"),
+            ("M // N", "floordiv"),
+            ("M % N", "modulo"),
+            ("M ** N", "pow"),
+        ] {
+            has(
+                &gen_src(src, Layer::Arithmetic),
+                &format!("__rt::{f}(&py_M, &py_N)?"),
+            );
+        }
+        has(&gen_src("-M", Layer::Arithmetic), "__rt::neg(&py_M)?");
+        has(&gen_src("+M", Layer::Arithmetic), "__rt::pos(&py_M)?");
+        has(&gen_src("not M", Layer::Arithmetic), "__rt::not(&py_M)?");
+        has(
+            &gen_src("elem_bytes * K * dim", Layer::Arithmetic),
+            "__rt::mul(&py_elem_bytes, &py_K)?",
+        );
+    }
+
+    #[test]
+    fn comparisons() {
+        let c = gen_src("M < N", Layer::Arithmetic);
+        has(
+            &c,
+            "Value::Bool(::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Lt, &py_M, &py_N)?)",
+        );
+        for (src, op) in [
+            ("M <= N", "Le"),
+            ("M > N", "Gt"),
+            ("M >= N", "Ge"),
+            ("M == N", "Eq"),
+            ("M != N", "Ne"),
+            ("M in N", "In"),
+            ("M not in N", "NotIn"),
+            ("M is N", "Is"),
+            ("M is not N", "IsNot"),
+        ] {
+            has(
+                &gen_src(src, Layer::Arithmetic),
+                &format!("CmpOp::{op}, &py_M, &py_N"),
+            );
+        }
+        // A chain evaluates each operand once and short-circuits.
+        let c = gen_src("-K <= dim < M + N", Layer::Arithmetic);
+        has(
+            &c,
+            "let __tileops_cmp0: &::tileops::roofline::Value = &::tileops::roofline::__rt::neg(&py_K)?;",
+        );
+        has(
+            &c,
+            "let __tileops_cmp1: &::tileops::roofline::Value = &py_dim;",
+        );
+        has(
+            &c,
+            "if ::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Le, __tileops_cmp0, __tileops_cmp1)? { let __tileops_cmp2: &::tileops::roofline::Value = &::tileops::roofline::__rt::add(&py_M, &py_N)?;",
+        );
+        has(
+            &c,
+            "Value::Bool(::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Lt, __tileops_cmp1, __tileops_cmp2)?)",
+        );
+        has(&c, "else { ::tileops::roofline::Value::Bool(false) }");
+        assert_eq!(count(&c, "__rt::add("), 1);
+        let c = gen_src("M < N < K < dim", Layer::Arithmetic);
+        assert_eq!(count(&c, "__rt::compare("), 3);
+        assert_eq!(count(&c, "Value::Bool(false)"), 2);
+    }
+
+    #[test]
+    fn tensor_inputs() {
+        let c = gen_src("x.shape[-1]", Layer::Vars);
+        has(
+            &c,
+            "::tileops::roofline::__rt::subscript(&py_x.shape(\"x\")?, &::tileops::roofline::__rt::neg(&::tileops::roofline::Value::Int(1i128))?)?",
+        );
+        has(&gen_src("x.ndim", Layer::Vars), "py_x.ndim(\"x\")?");
+        has(
+            &gen_src("weight is None", Layer::Vars),
+            "::tileops::roofline::Value::Bool(py_weight.is_none())",
+        );
+        has(
+            &gen_src("weight is not None", Layer::Vars),
+            "::tileops::roofline::Value::Bool(!py_weight.is_none())",
+        );
+        has(
+            &gen_src("None is not weight", Layer::Vars),
+            "Value::Bool(!py_weight.is_none())",
+        );
+        // A param compared with None is an ordinary comparison.
+        has(
+            &gen_src("dim is None", Layer::Vars),
+            "CmpOp::Is, &py_dim, &::tileops::roofline::Value::None",
+        );
+    }
+
+    #[test]
+    fn bool_ops_and_conditionals() {
+        let c = gen_src("M and N", Layer::Arithmetic);
+        has(
+            &c,
+            "let __tileops_lhs: ::tileops::roofline::Value = py_M.clone(); if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { py_N.clone() } else { __tileops_lhs }",
+        );
+        let c = gen_src("M or N", Layer::Arithmetic);
+        has(
+            &c,
+            "if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { __tileops_lhs } else { py_N.clone() }",
+        );
+        let c = gen_src("(5 if M else 3) * N", Layer::Arithmetic);
+        has(
+            &c,
+            "&if ::tileops::roofline::__rt::truthy(&py_M)? { ::tileops::roofline::Value::Int(5i128) } else { ::tileops::roofline::Value::Int(3i128) }",
+        );
+    }
+
+    #[test]
+    fn displays_helpers_and_types() {
+        has(
+            &gen_src("(M, N)", Layer::Vars),
+            "::tileops::roofline::Value::Tuple(::std::vec![py_M.clone(), py_N.clone()])",
+        );
+        has(
+            &gen_src("[M]", Layer::Vars),
+            "::tileops::roofline::Value::List(::std::vec![py_M.clone()])",
+        );
+        has(
+            &gen_src("{M, N}", Layer::Vars),
+            "::tileops::roofline::__rt::make_set(::std::vec![py_M.clone(), py_N.clone()])?",
+        );
+        has(
+            &gen_src("()", Layer::Vars),
+            "::tileops::roofline::Value::Tuple(::std::vec![])",
+        );
+        has(
+            &gen_src("product(x.shape)", Layer::Vars),
+            "::tileops::roofline::helpers::product(&[py_x.shape(\"x\")?])?",
+        );
+        has(
+            &gen_src("ceil(M / 2)", Layer::Arithmetic),
+            "::tileops::roofline::helpers::ceil(&[",
+        );
+        has(
+            &gen_src("set()", Layer::Vars),
+            "::tileops::roofline::helpers::set(&[])?",
+        );
+        let c = gen_src("isinstance(dim, (list, tuple))", Layer::Vars);
+        has(
+            &c,
+            "::tileops::roofline::helpers::isinstance(&[py_dim.clone(), ::tileops::roofline::Value::Tuple(::std::vec![::tileops::roofline::Value::Type(::tileops::roofline::PyType::List), ::tileops::roofline::Value::Type(::tileops::roofline::PyType::Tuple)])])?",
+        );
+        for (t, v) in [
+            ("int", "Int"),
+            ("float", "Float"),
+            ("bool", "Bool"),
+            ("set", "Set"),
+        ] {
+            has(
+                &gen_src(t, Layer::Vars),
+                &format!("Value::Type(::tileops::roofline::PyType::{v})"),
+            );
+        }
+    }
+
+    #[test]
+    fn subscripts_and_slices() {
+        let c = gen_src("x.shape[:dim]", Layer::Vars);
+        has(
+            &c,
+            "::tileops::roofline::__rt::slice(&py_x.shape(\"x\")?, ::core::option::Option::None, ::core::option::Option::Some(&py_dim), ::core::option::Option::None)?",
+        );
+        let c = gen_src("x.shape[1:M:2]", Layer::Vars);
+        has(
+            &c,
+            "Some(&::tileops::roofline::Value::Int(1i128)), ::core::option::Option::Some(&py_M), ::core::option::Option::Some(&::tileops::roofline::Value::Int(2i128))",
+        );
+        let c = gen_src("x.shape[M, N]", Layer::Vars);
+        has(
+            &c,
+            "__rt::subscript(&py_x.shape(\"x\")?, &::tileops::roofline::Value::Tuple(::std::vec![py_M.clone(), py_N.clone()]))?",
+        );
+    }
+
+    #[test]
+    fn comprehensions() {
+        let c = gen_src("[i * 2 for i in range(M) if i != 1 if i]", Layer::Vars);
+        has(
+            &c,
+            "let mut __tileops_acc: ::std::vec::Vec<::tileops::roofline::Value> = ::std::vec::Vec::new();",
+        );
+        has(
+            &c,
+            "for __tileops_item in ::tileops::roofline::__rt::iterate(&::tileops::roofline::helpers::range(&[py_M.clone()])?)? {",
+        );
+        has(&c, "#[allow(unused_variables)] let py_i = __tileops_item;");
+        has(
+            &c,
+            "if !::tileops::roofline::__rt::truthy(&::tileops::roofline::Value::Bool(",
+        );
+        assert_eq!(count(&c, "continue;"), 2);
+        has(
+            &c,
+            "__tileops_acc.push(::tileops::roofline::__rt::mul(&py_i, &::tileops::roofline::Value::Int(2i128))?);",
+        );
+        has(&c, "::tileops::roofline::Value::List(__tileops_acc) }");
+
+        let c = gen_src("{a + b for a, b in M}", Layer::Vars);
+        has(
+            &c,
+            "let mut __tileops_parts = ::tileops::roofline::__rt::unpack(__tileops_item, 2usize)?.into_iter();",
+        );
+        has(
+            &c,
+            "let py_a = __tileops_parts.next().unwrap_or(::tileops::roofline::Value::None);",
+        );
+        has(
+            &c,
+            "let py_b = __tileops_parts.next().unwrap_or(::tileops::roofline::Value::None);",
+        );
+        has(&c, "::tileops::roofline::__rt::make_set(__tileops_acc)?");
+
+        let c = gen_src(
+            "product(x.shape[i] for i in range(x.ndim) for j in range(i))",
+            Layer::Vars,
+        );
+        assert_eq!(count(&c, "for __tileops_item in"), 2);
+        has(&c, "::tileops::roofline::helpers::product(&[{");
+
+        // A comprehension variable shadowing an input is a Value inside, an input outside.
+        let c = gen_src("[x for x in x.shape]", Layer::Vars);
+        has(&c, "iterate(&py_x.shape(\"x\")?)?");
+        has(&c, "__tileops_acc.push(py_x.clone());");
+        let c = gen_src("[x is None for x in x.shape]", Layer::Vars);
+        has(&c, "CmpOp::Is, &py_x, &::tileops::roofline::Value::None");
+
+        // Nested comprehensions.
+        let c = gen_src("[[b for b in range(a)] for a in range(3)]", Layer::Vars);
+        assert_eq!(count(&c, "let mut __tileops_acc"), 2);
+    }
+
+    #[test]
+    fn unchecked_trees_still_generate_code() {
+        let s = scope();
+        for src in [
+            "x * 2",
+            "x.dtype",
+            "dim.real",
+            "foo + 1",
+            "product",
+            "dim(1)",
+            "x.shape()",
+            "x.shape[1:2, 0]",
+            "weight == None",
+        ] {
+            let e = parse(src).unwrap();
+            let ts = codegen(&e, &s);
+            syn::parse2::<syn::Expr>(ts.clone()).unwrap_or_else(|err| panic!("{src}: {err}"));
+            has(&ts.to_string(), "::tileops::roofline::EvalError::new");
+        }
+        // Hand-built trees: a bad identifier, a slice outside a subscript, an empty chain.
+        let name = Expr::new(ExprKind::Name("not an ident".into()), 0..0);
+        has(&codegen(&name, &s).to_string(), "NameError");
+        let slice = Expr::new(
+            ExprKind::Slice {
+                lower: None,
+                upper: None,
+                step: None,
+            },
+            0..0,
+        );
+        has(
+            &codegen(&slice, &s).to_string(),
+            "a slice outside a subscript",
+        );
+        let chain = Expr::new(
+            ExprKind::Compare {
+                left: Box::new(Expr::new(ExprKind::Int(i128::MIN), 0..0)),
+                rest: Vec::new(),
+            },
+            0..0,
+        );
+        has(&codegen(&chain, &s).to_string(), "i128::MIN");
+    }
+
+    #[test]
+    fn deepest_trees_do_not_overflow() {
+        // The parser's limits keep the recursion here bounded; these sit just under them and run
+        // on a test thread's 2 MiB stack.
+        let scope = scope();
+        let nested =
+            |open: &str, close: &str, n: usize| format!("{}M{}", open.repeat(n), close.repeat(n));
+        for src in [
+            nested("(M + ", ")", 60),
+            nested("-", "", 60),
+            nested("[", "]", 60),
+            nested("{", "}", 60),
+            nested("f(", ")", 60),
+            nested("[i for i in ", "]", 60),
+            nested("product(i for i in ", ")", 45),
+            nested("(M if ", " else K)", 60),
+            nested("M[", "]", 60),
+            vec!["M"; 99].join(" ** "),
+            vec!["M"; 99].join(" + "),
+            vec!["M"; 99].join(" < "),
+        ] {
+            let e = parse(&src).unwrap_or_else(|e| panic!("{}: {}", &src[..20], e.message));
+            let _ = check(&e, Layer::Vars, &scope);
+            let _ = check(&e, Layer::Arithmetic, &scope);
+            let _ = codegen(&e, &scope).to_string();
+            let _ = e.to_string();
+        }
+    }
+}

@@ -1,0 +1,1092 @@
+//! The manifest formula language (`design/formula-language.md`): a Python 3 expression subset,
+//! parsed, checked against its layer's names, and turned into Rust at compile time.
+//!
+//! The pipeline for one formula string:
+//! 1. [`parse`] → an [`Expr`] tree with byte spans, or the first syntax error;
+//! 2. [`check`] → every name/form error for its [`Layer`] and [`Scope`], and the free names it
+//!    reads (what Block 1 must bind);
+//! 3. [`codegen`] → a Rust expression of type `::tileops::roofline::Value`.
+//!
+//! ```text
+//! let scope = Scope::new().input("x", false).param("dim");
+//! let expr = formula::parse("x.shape[dim % x.ndim]")?;
+//! let checked = formula::check(&expr, Layer::Vars, &scope);
+//! assert!(checked.is_ok());
+//! let tokens = formula::codegen(&expr, &scope); // uses `py_x` (an InputRef) and `py_dim`
+//! ```
+//!
+//! Spans are byte offsets into the formula string; the caller maps them into the manifest file.
+
+// The expansion pass that calls this module is written separately; until it lands, parts of the
+// API are only exercised by tests.
+#![allow(dead_code)]
+
+pub mod ast;
+mod check;
+mod codegen;
+mod lexer;
+mod parser;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::Range;
+
+use proc_macro2::TokenStream;
+
+pub use ast::Expr;
+#[allow(unused_imports)] // the API for the other passes; not all of it is used yet
+pub use check::{ARITH_HELPERS, Checked, TYPE_HELPERS, VARS_HELPERS};
+#[allow(unused_imports)]
+pub use parser::MAX_DEPTH;
+
+/// An error inside one formula: where (byte span into the formula string) and what.
+///
+/// Messages start lowercase, name code in backticks, have no trailing period, and stay stable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormulaError {
+    pub span: Range<usize>,
+    pub message: String,
+}
+
+impl FormulaError {
+    pub fn new(span: Range<usize>, message: impl Into<String>) -> Self {
+        FormulaError {
+            span,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FormulaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for FormulaError {}
+
+/// Which block a formula belongs to (seed §4.4.3); each allows different constructs and names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layer {
+    /// A `vars` entry: the whole syntax; tensor inputs (through `.shape`, `.ndim` and presence
+    /// tests), params, `elem_bytes`, earlier vars, fixed-rank dims, all [`VARS_HELPERS`].
+    Vars,
+    /// `flops` / `bytes`: literals, names, operators, comparisons, `and`/`or`/`not`,
+    /// conditionals, calls to [`ARITH_HELPERS`]; names are vars, params, fixed-rank dims and
+    /// `elem_bytes`.
+    Arithmetic,
+}
+
+impl Layer {
+    /// The helpers this layer may call.
+    pub fn helpers(self) -> &'static [&'static str] {
+        match self {
+            Layer::Vars => VARS_HELPERS,
+            Layer::Arithmetic => ARITH_HELPERS,
+        }
+    }
+
+    /// How messages name a formula of this layer: "a `vars` formula",
+    /// "a `flops`/`bytes` formula".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Layer::Vars => "a `vars` formula",
+            Layer::Arithmetic => "a `flops`/`bytes` formula",
+        }
+    }
+}
+
+/// The names one formula may see, besides `elem_bytes` (always) and the helpers of its layer.
+///
+/// Build it with the chained methods or fill the fields directly; for `vars`, add each var to
+/// [`Scope::vars`] after checking it, so that later entries see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// `signature.inputs`: name → `optional` (an `optional: true` input may be absent).
+    pub inputs: BTreeMap<String, bool>,
+    /// `signature.params`.
+    pub params: BTreeSet<String>,
+    /// Vars declared so far (all of them for `flops`/`bytes`).
+    pub vars: BTreeSet<String>,
+    /// Dim names of fixed-rank input shapes (`shape: "[M, K]"`).
+    pub dims: BTreeSet<String>,
+}
+
+impl Scope {
+    pub fn new() -> Self {
+        Scope::default()
+    }
+
+    pub fn input(mut self, name: impl Into<String>, optional: bool) -> Self {
+        self.inputs.insert(name.into(), optional);
+        self
+    }
+
+    pub fn param(mut self, name: impl Into<String>) -> Self {
+        self.params.insert(name.into());
+        self
+    }
+
+    pub fn var(mut self, name: impl Into<String>) -> Self {
+        self.vars.insert(name.into());
+        self
+    }
+
+    pub fn dim(mut self, name: impl Into<String>) -> Self {
+        self.dims.insert(name.into());
+        self
+    }
+}
+
+/// Parses one formula into a tree whose nodes carry byte spans into `src`.
+///
+/// Returns the first syntax error, naming any construct outside the language (lambda, `:=`,
+/// starred or keyword arguments, dict displays and comprehensions, f-strings, `await`, `yield`,
+/// bitwise operators, `@`). Never panics; trees are at most [`MAX_DEPTH`] deep.
+pub fn parse(src: &str) -> Result<Expr, FormulaError> {
+    parser::parse(src)
+}
+
+/// Checks a parsed formula against its layer's constructs and names (the table in
+/// `formula-language.md`), returning every error, sorted by position, and the free names read.
+pub fn check(expr: &Expr, layer: Layer, scope: &Scope) -> Checked {
+    check::check(expr, layer, scope)
+}
+
+/// Generates a Rust expression of type `::tileops::roofline::Value` for a checked formula.
+///
+/// The code reads the locals `py_<name>` for every name in [`Checked::names`] (a
+/// `::tileops::roofline::__rt::InputRef` for tensor inputs, a `Value` for the rest — including
+/// `py_elem_bytes`) and uses `?` on `Result<_, ::tileops::roofline::EvalError>`, so it belongs in
+/// a closure or function returning that error. `scope` must be the one the formula was checked
+/// with: it tells tensor inputs (and their presence tests) from values.
+pub fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
+    codegen::codegen(expr, scope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One inline entry of `tileops-compat/*.yaml` (TileOPs commit 52dbc086), copied verbatim.
+    struct Entry {
+        op: &'static str,
+        inputs: &'static [(&'static str, bool)],
+        params: &'static [&'static str],
+        vars: &'static [(&'static str, &'static str)],
+        flops: &'static str,
+        bytes: &'static str,
+    }
+
+    const COMPAT: &[Entry] = &[
+        Entry {
+            op: "ReluFwdOp",
+            inputs: &[("input", false)],
+            params: &["inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "GeluFwdOp",
+            inputs: &[("input", false)],
+            params: &["approximate"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "5 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "SiluFwdOp",
+            inputs: &[("input", false)],
+            params: &["inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "5 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "HardswishFwdOp",
+            inputs: &[("input", false)],
+            params: &["inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "4 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "HardsigmoidFwdOp",
+            inputs: &[("input", false)],
+            params: &["inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "3 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "MishFwdOp",
+            inputs: &[("input", false)],
+            params: &["inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "4 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "SeluFwdOp",
+            inputs: &[("input", false)],
+            params: &["inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "5 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "LeakyReluFwdOp",
+            inputs: &[("input", false)],
+            params: &["negative_slope", "inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "2 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "EluFwdOp",
+            inputs: &[("input", false)],
+            params: &["alpha", "inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "4 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "HardtanhFwdOp",
+            inputs: &[("input", false)],
+            params: &["min_val", "max_val", "inplace"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "SoftplusFwdOp",
+            inputs: &[("input", false)],
+            params: &["beta", "threshold"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "5 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "ClampScalarFwdOp",
+            inputs: &[("input", false)],
+            params: &["min", "max"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "NanToNumFwdOp",
+            inputs: &[("input", false)],
+            params: &["nan", "posinf", "neginf"],
+            vars: &[("N", "product(input.shape)")],
+            flops: "6 * N",
+            bytes: "2 * N * elem_bytes",
+        },
+        Entry {
+            op: "RMSNormFwdOp",
+            inputs: &[("x", false), ("weight", false)],
+            params: &["normalized_shape", "eps"],
+            vars: &[
+                ("M", "product(x.shape[:x.ndim - len(normalized_shape)])"),
+                ("N", "product(normalized_shape)"),
+            ],
+            flops: "4 * M * N",
+            bytes: "(2 * M * N + N) * elem_bytes",
+        },
+        Entry {
+            op: "LayerNormFwdOp",
+            inputs: &[("x", false), ("weight", false), ("bias", false)],
+            params: &["normalized_shape", "eps"],
+            vars: &[
+                ("M", "product(x.shape[:x.ndim - len(normalized_shape)])"),
+                ("N", "product(normalized_shape)"),
+            ],
+            flops: "5 * M * N",
+            bytes: "(2 * M * N + 2 * N) * elem_bytes",
+        },
+        Entry {
+            op: "AdaLayerNormFwdOp",
+            inputs: &[("x", false), ("scale", false), ("shift", false)],
+            params: &["eps"],
+            vars: &[("M", "product(x.shape[:-1])"), ("N", "x.shape[-1]")],
+            flops: "5 * M * N",
+            bytes: "4 * M * N * elem_bytes",
+        },
+        Entry {
+            op: "AdaLayerNormZeroFwdOp",
+            inputs: &[
+                ("x", false),
+                ("scale", false),
+                ("shift", false),
+                ("gate", false),
+            ],
+            params: &["eps"],
+            vars: &[("M", "product(x.shape[:-1])"), ("N", "x.shape[-1]")],
+            flops: "6 * M * N",
+            bytes: "5 * M * N * elem_bytes",
+        },
+        Entry {
+            op: "FusedAddLayerNormFwdOp",
+            inputs: &[
+                ("x", false),
+                ("residual", false),
+                ("weight", false),
+                ("bias", false),
+            ],
+            params: &["eps"],
+            vars: &[("M", "product(x.shape[:-1])"), ("N", "x.shape[-1]")],
+            flops: "6 * M * N",
+            bytes: "(4 * M * N + 2 * N) * elem_bytes",
+        },
+        Entry {
+            op: "FusedAddRMSNormFwdOp",
+            inputs: &[("x", false), ("residual", false), ("weight", false)],
+            params: &["eps"],
+            vars: &[("M", "product(x.shape[:-1])"), ("N", "x.shape[-1]")],
+            flops: "5 * M * N",
+            bytes: "(4 * M * N + N) * elem_bytes",
+        },
+        Entry {
+            op: "BatchNormFwdOp",
+            inputs: &[
+                ("x", false),
+                ("running_mean", false),
+                ("running_var", false),
+                ("weight", false),
+                ("bias", false),
+            ],
+            params: &["training", "momentum", "eps"],
+            vars: &[("C", "x.shape[1]"), ("L", "product(x.shape) // x.shape[1]")],
+            flops: "10 * C * L",
+            bytes: "2 * C * L * elem_bytes + 4 * C * 4",
+        },
+        Entry {
+            op: "BatchNormBwdOp",
+            inputs: &[
+                ("grad_out", false),
+                ("x", false),
+                ("weight", false),
+                ("mean", false),
+                ("rstd", false),
+            ],
+            params: &[],
+            vars: &[
+                ("C", "grad_out.shape[1]"),
+                ("L", "product(grad_out.shape) // grad_out.shape[1]"),
+            ],
+            flops: "8 * C * L",
+            bytes: "3 * C * L * elem_bytes + 3 * C * 4",
+        },
+        Entry {
+            op: "GroupNormFwdOp",
+            inputs: &[("x", false), ("weight", true), ("bias", true)],
+            params: &["num_groups", "eps"],
+            vars: &[
+                ("N", "x.shape[0]"),
+                ("C", "x.shape[1]"),
+                ("spatial_size", "product(x.shape[2:])"),
+                ("affine", "weight is not None"),
+            ],
+            flops: "(5 if affine else 3) * N * C * spatial_size",
+            bytes: "(2 * N * C * spatial_size + (2 * C if affine else 0)) * elem_bytes",
+        },
+        Entry {
+            op: "InstanceNormFwdOp",
+            inputs: &[
+                ("x", false),
+                ("running_mean", true),
+                ("running_var", true),
+                ("weight", true),
+                ("bias", true),
+            ],
+            params: &["use_input_stats", "momentum", "eps"],
+            vars: &[
+                ("N", "x.shape[0]"),
+                ("C", "x.shape[1]"),
+                ("spatial_size", "product(x.shape[2:])"),
+                ("affine", "weight is not None"),
+                (
+                    "reads_running_stats",
+                    "running_mean is not None and not use_input_stats",
+                ),
+            ],
+            flops: "(5 if affine else 3) * N * C * spatial_size",
+            bytes: "(2 * N * C * spatial_size + (2 * C if affine else 0)) * elem_bytes + (2 * C * 4 if reads_running_stats else 0)",
+        },
+        Entry {
+            op: "SoftmaxFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[:(dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)) % x.ndim]) * product(x.shape[(dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)) % x.ndim + 1:])",
+                ),
+                (
+                    "N",
+                    "x.shape[(dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)) % x.ndim]",
+                ),
+            ],
+            flops: "5 * M * N",
+            bytes: "2 * M * N * elem_bytes",
+        },
+        Entry {
+            op: "LogSoftmaxFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[:(dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)) % x.ndim]) * product(x.shape[(dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)) % x.ndim + 1:])",
+                ),
+                (
+                    "N",
+                    "x.shape[(dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)) % x.ndim]",
+                ),
+            ],
+            flops: "5 * M * N",
+            bytes: "2 * M * N * elem_bytes",
+        },
+        Entry {
+            op: "LogSumExpFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim}))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim}))",
+                ),
+            ],
+            flops: "4 * M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "SumFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "MeanFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "M * (N + 1)",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "AmaxFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "AminFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "ProdFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i != dim % x.ndim)",
+                ),
+                ("N", "x.shape[dim % x.ndim]"),
+            ],
+            flops: "M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "VarFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "correction", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "5 * M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "StdFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "correction", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "5 * M * N + M",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "VarMeanFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "correction", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "5 * M * N",
+            bytes: "(M * N + 2 * M) * elem_bytes",
+        },
+        Entry {
+            op: "ArgmaxFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "1 if dim is None else product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])",
+                ),
+                (
+                    "N",
+                    "product(x.shape) if dim is None else x.shape[dim % x.ndim]",
+                ),
+            ],
+            flops: "M * N",
+            bytes: "M * N * elem_bytes + M * 8",
+        },
+        Entry {
+            op: "ArgminFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "1 if dim is None else product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])",
+                ),
+                (
+                    "N",
+                    "product(x.shape) if dim is None else x.shape[dim % x.ndim]",
+                ),
+            ],
+            flops: "M * N",
+            bytes: "M * N * elem_bytes + M * 8",
+        },
+        Entry {
+            op: "AllFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "M * N",
+            bytes: "M * N * elem_bytes + M",
+        },
+        Entry {
+            op: "AnyFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "M * N",
+            bytes: "M * N * elem_bytes + M",
+        },
+        Entry {
+            op: "CountNonzeroFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "2 * M * N",
+            bytes: "M * N * elem_bytes + M * 8",
+        },
+        Entry {
+            op: "L1NormFwdOp",
+            inputs: &[("x", false)],
+            params: &["ord", "dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "2 * M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "L2NormFwdOp",
+            inputs: &[("x", false)],
+            params: &["ord", "dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "2 * M * N + M",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "InfNormFwdOp",
+            inputs: &[("x", false)],
+            params: &["ord", "dim", "keepdim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+                (
+                    "N",
+                    "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))",
+                ),
+            ],
+            flops: "2 * M * N",
+            bytes: "(M * N + M) * elem_bytes",
+        },
+        Entry {
+            op: "CumsumFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])",
+                ),
+                ("N", "x.shape[dim % x.ndim]"),
+            ],
+            flops: "M * N",
+            bytes: "2 * M * N * elem_bytes",
+        },
+        Entry {
+            op: "CumprodFwdOp",
+            inputs: &[("x", false)],
+            params: &["dim"],
+            vars: &[
+                (
+                    "M",
+                    "product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])",
+                ),
+                ("N", "x.shape[dim % x.ndim]"),
+            ],
+            flops: "M * N",
+            bytes: "2 * M * N * elem_bytes",
+        },
+    ];
+
+    /// Checks one formula the way the expansion pass will, asserting it is clean and that its
+    /// generated code is a Rust expression.
+    fn accept(op: &str, field: &str, src: &str, layer: Layer, scope: &Scope) -> BTreeSet<String> {
+        let expr = parse(src).unwrap_or_else(|e| panic!("{op}.{field}: {src:?}: {e}"));
+        let checked = check(&expr, layer, scope);
+        assert!(
+            checked.is_ok(),
+            "{op}.{field}: {src:?}: {:#?}",
+            checked.errors
+        );
+        let tokens = codegen(&expr, scope);
+        syn::parse2::<syn::Expr>(tokens)
+            .unwrap_or_else(|e| panic!("{op}.{field}: generated invalid Rust: {e}"));
+        checked.names
+    }
+
+    #[test]
+    fn every_compat_formula_parses_and_checks_clean() {
+        assert_eq!(COMPAT.len(), 44);
+        let mut formulas = 0;
+        for entry in COMPAT {
+            let mut scope = Scope::new();
+            for (name, optional) in entry.inputs {
+                scope = scope.input(*name, *optional);
+            }
+            for name in entry.params {
+                scope = scope.param(*name);
+            }
+            let mut used = BTreeSet::new();
+            for (name, src) in entry.vars {
+                used.extend(accept(entry.op, name, src, Layer::Vars, &scope));
+                scope.vars.insert(name.to_string());
+                formulas += 1;
+            }
+            for (field, src) in [("flops", entry.flops), ("bytes", entry.bytes)] {
+                used.extend(accept(entry.op, field, src, Layer::Arithmetic, &scope));
+                formulas += 1;
+            }
+            // Every entry reads its first input and `elem_bytes`.
+            assert!(used.contains("elem_bytes"), "{}", entry.op);
+            assert!(used.contains(entry.inputs[0].0), "{}", entry.op);
+        }
+        assert_eq!(
+            formulas,
+            3 * COMPAT.len() + COMPAT.iter().map(|e| e.vars.len()).sum::<usize>() - COMPAT.len()
+        );
+    }
+
+    #[test]
+    fn compat_names_are_what_block1_binds() {
+        let scope = Scope::new()
+            .input("x", false)
+            .input("weight", true)
+            .input("bias", true)
+            .input("running_mean", true)
+            .input("running_var", true)
+            .param("use_input_stats")
+            .param("eps");
+        let expr = parse("running_mean is not None and not use_input_stats").unwrap();
+        let names = check(&expr, Layer::Vars, &scope).names;
+        let expected: BTreeSet<String> = ["running_mean", "use_input_stats"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn layer_tables() {
+        assert_eq!(Layer::Vars.helpers().len(), 17);
+        assert_eq!(Layer::Arithmetic.helpers(), ["ceil", "floor", "log2"]);
+        for t in TYPE_HELPERS {
+            assert!(VARS_HELPERS.contains(t));
+        }
+        assert_eq!(Layer::Vars.describe(), "a `vars` formula");
+        let e = FormulaError::new(1..2, "boom");
+        assert_eq!(e.to_string(), "boom");
+    }
+
+    fn proptest_scope() -> Scope {
+        Scope::new()
+            .input("x", false)
+            .input("weight", true)
+            .param("dim")
+            .var("M")
+            .dim("K")
+    }
+
+    fn on_boundary(src: &str, span: &Range<usize>) -> bool {
+        span.start <= span.end
+            && span.end <= src.len()
+            && src.is_char_boundary(span.start)
+            && src.is_char_boundary(span.end)
+    }
+
+    /// Runs every pass on `src`; asserts spans are usable and round trips hold.
+    fn exercise(src: &str) {
+        let scope = proptest_scope();
+        match parse(src) {
+            Err(e) => assert!(on_boundary(src, &e.span), "{src:?}: {e:?}"),
+            Ok(expr) => {
+                assert!(on_boundary(src, &expr.span));
+                assert!(expr.depth() <= MAX_DEPTH);
+                // The fully parenthesised rendering parses back to the same tree.
+                let printed = expr.to_string();
+                let again = parse(&printed)
+                    .unwrap_or_else(|e| panic!("{src:?} printed as {printed:?}: {e}"));
+                assert_eq!(again.to_string(), printed);
+                for layer in [Layer::Vars, Layer::Arithmetic] {
+                    let checked = check(&expr, layer, &scope);
+                    for e in &checked.errors {
+                        assert!(on_boundary(src, &e.span), "{src:?}: {e:?}");
+                    }
+                    let tokens = codegen(&expr, &scope);
+                    if checked.is_ok() {
+                        syn::parse2::<syn::Expr>(tokens.clone()).unwrap_or_else(|e| {
+                            panic!("{src:?} ({layer:?}) generated invalid Rust: {e}\n{tokens}")
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    const ALPHABET: &[&str] = &[
+        "x",
+        "weight",
+        "dim",
+        "M",
+        "K",
+        "i",
+        "j",
+        "elem_bytes",
+        "product",
+        "len",
+        "range",
+        "isinstance",
+        "int",
+        "tuple",
+        "set",
+        "ceil",
+        "foo",
+        "shape",
+        "ndim",
+        "0",
+        "1",
+        "2.5",
+        "1e3",
+        ".5",
+        "0x1f",
+        "1_0",
+        "'a'",
+        "\"b\"",
+        "f'c'",
+        "+",
+        "-",
+        "*",
+        "/",
+        "//",
+        "%",
+        "**",
+        "<",
+        "<=",
+        ">",
+        ">=",
+        "==",
+        "!=",
+        "=",
+        ":=",
+        "|",
+        "^",
+        "&",
+        "<<",
+        ">>",
+        "~",
+        "@",
+        ".",
+        ",",
+        ":",
+        ";",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        "...",
+        "and",
+        "or",
+        "not",
+        "in",
+        "is",
+        "if",
+        "else",
+        "for",
+        "lambda",
+        "None",
+        "True",
+        "False",
+        "await",
+        "yield",
+        "async",
+        "def",
+        "$",
+        "é",
+        "#",
+        "\\",
+    ];
+
+    /// Well-formed formulas over the whole syntax, every compound parenthesised.
+    fn formula() -> impl Strategy<Value = String> {
+        let leaf = prop::sample::select(
+            &[
+                "x.shape",
+                "x.ndim",
+                "dim",
+                "M",
+                "K",
+                "i",
+                "elem_bytes",
+                "(weight is None)",
+                "0",
+                "1",
+                "7",
+                "2.5",
+                ".5",
+                "1e3",
+                "'a'",
+                "\"b\"",
+                "True",
+                "None",
+                "int",
+            ][..],
+        )
+        .prop_map(str::to_string);
+        leaf.prop_recursive(4, 48, 3, |inner| {
+            let two = (inner.clone(), inner.clone());
+            prop_oneof![
+                (
+                    two.clone(),
+                    prop::sample::select(
+                        &[
+                            "+", "-", "*", "/", "//", "%", "**", "and", "or", "<", "<=", "==",
+                            "!=", "in", "not in", "is", "is not"
+                        ][..]
+                    )
+                )
+                    .prop_map(|((a, b), op)| format!("({a} {op} {b})")),
+                (inner.clone(), prop::sample::select(&["-", "+", "not "][..]))
+                    .prop_map(|(a, op)| format!("({op}{a})")),
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(a, b, c)| format!("({a} if {b} else {c})")),
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(a, b, c)| format!("({a} < {b} <= {c})")),
+                (
+                    inner.clone(),
+                    prop::sample::select(
+                        &[
+                            "product", "len", "ceil", "floor", "log2", "abs", "list", "set"
+                        ][..]
+                    )
+                )
+                    .prop_map(|(a, f)| format!("{f}({a})")),
+                two.clone().prop_map(|(a, b)| format!("max({a}, {b})")),
+                two.clone()
+                    .prop_map(|(a, b)| format!("isinstance({a}, ({b}, int))")),
+                two.clone().prop_map(|(a, b)| format!("[{a}, {b}]")),
+                two.clone().prop_map(|(a, b)| format!("({a}, {b})")),
+                inner.clone().prop_map(|a| format!("({a},)")),
+                two.clone().prop_map(|(a, b)| format!("{{{a}, {b}}}")),
+                two.clone().prop_map(|(a, b)| format!("({a})[{b}]")),
+                two.clone().prop_map(|(a, b)| format!("({a})[{b}:]")),
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(a, b, c)| format!("({a})[:{b}:{c}]")),
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(a, b, c)| format!("[{a} for i in {b} if {c}]")),
+                two.clone()
+                    .prop_map(|(a, b)| format!("{{{a} for i, j in {b}}}")),
+                two.prop_map(|(a, b)| format!("sum({a} for i in {b} for j in i)")),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn generated_formulas_parse_check_and_generate(src in formula()) {
+            prop_assert!(parse(&src).is_ok(), "{src:?}: {:?}", parse(&src).err());
+            exercise(&src);
+            // Without the outer parentheses too: the printer must still agree with the parser.
+            exercise(src.trim_start_matches('(').trim_end_matches(')'));
+        }
+
+        #[test]
+        fn arbitrary_strings_never_panic(src in any::<String>()) {
+            exercise(&src);
+        }
+
+        #[test]
+        fn printable_strings_never_panic(src in "[ -~éü\\n\\t]{0,60}") {
+            exercise(&src);
+        }
+
+        #[test]
+        fn token_soup_never_panics(
+            toks in prop::collection::vec(prop::sample::select(ALPHABET), 0..40),
+            glue in prop::sample::select(&[" ", ""][..]),
+        ) {
+            exercise(&toks.join(glue));
+        }
+
+        #[test]
+        fn well_formed_soup_round_trips(
+            toks in prop::collection::vec(
+                prop::sample::select(&[
+                    "x.shape", "x.ndim", "dim", "M", "K", "1", "2", "(", ")", "[", "]", "+", "-",
+                    "*", "//", "%", "**", "<", "==", "and", "or", "not", "if", "else", ",", ":",
+                    "for i in", "range(", "product(", "weight is None", "None",
+                ][..]),
+                0..30,
+            ),
+        ) {
+            exercise(&toks.join(" "));
+        }
+    }
+}

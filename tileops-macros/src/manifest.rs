@@ -1,0 +1,698 @@
+//! The manifest model: TileOPs-compatible family files, checked structurally.
+//!
+//! A family file maps op names to entries. This pass turns the YAML tree into typed entries and
+//! reports every structural problem (missing or mistyped fields, mixed roofline modes, unknown
+//! dtypes, workload keys that name nothing) with its place in the file. It knows nothing about the
+//! formula language: formulas are carried as located strings for the next pass.
+
+use crate::diagnostic::{Diagnostic, SourceFile};
+use crate::yaml::{self, Kind, Node};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Dtype names a TileOPs manifest may use.
+pub const KNOWN_DTYPES: &[&str] = &[
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+];
+
+const ENTRY_FIELDS: &[&str] = &[
+    "family",
+    "ref_api",
+    "status",
+    "torch_compile_fullgraph",
+    "signature",
+    "workloads",
+    "roofline",
+    "source",
+];
+const SIGNATURE_FIELDS: &[&str] =
+    &["inputs", "outputs", "params", "static_dims", "shape_rules", "dtype_combos"];
+const TENSOR_FIELDS: &[&str] =
+    &["dtype", "shape", "constraints", "layout", "optional", "mutated", "note"];
+const PARAM_FIELDS: &[&str] = &["type", "default", "kw_only"];
+const ROOFLINE_FIELDS: &[&str] = &["vars", "flops", "bytes", "func"];
+const SOURCE_FIELDS: &[&str] =
+    &["kernel", "kernel_map", "op", "test", "bench", "bench_manifest_driven"];
+
+/// Whether codegen may run for an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The op exists and matches the manifest.
+    Implemented,
+    /// Declared ahead of its implementation; codegen refuses it.
+    SpecOnly,
+}
+
+/// A formula string and where its text starts in the file.
+#[derive(Debug, Clone)]
+pub struct FormulaSource {
+    /// `vars.M`, `flops` or `bytes`.
+    pub field: String,
+    /// The formula text.
+    pub text: String,
+    /// Byte offset of the first character of `text` in the file.
+    pub offset: usize,
+}
+
+/// One `vars` entry: the variable's name and its formula.
+#[derive(Debug, Clone)]
+pub struct VarDecl {
+    /// The variable.
+    pub name: String,
+    /// Byte offset of the key.
+    pub name_offset: usize,
+    /// Its formula.
+    pub formula: FormulaSource,
+}
+
+/// The roofline of an entry.
+#[derive(Debug, Clone)]
+pub enum RooflineSpec {
+    /// `vars?` + `flops` + `bytes`.
+    Inline { vars: Vec<VarDecl>, flops: FormulaSource, bytes: FormulaSource },
+    /// `func: "path::to::function"`.
+    Func { path: String, offset: usize },
+}
+
+/// A tensor of the signature.
+#[derive(Debug, Clone)]
+pub struct TensorDecl {
+    /// Its name.
+    pub name: String,
+    /// Byte offset of the name.
+    pub offset: usize,
+    /// The dtype expression.
+    pub dtype: String,
+    /// Fixed-rank dims (`shape: "[M, K]"`), with their byte offsets.
+    pub shape: Option<Vec<(String, usize)>>,
+    /// `optional: true`.
+    pub optional: bool,
+}
+
+/// A param of the signature.
+#[derive(Debug, Clone)]
+pub struct ParamDecl {
+    /// Its name.
+    pub name: String,
+    /// Byte offset of the name.
+    pub offset: usize,
+    /// `default:`, when given.
+    pub default: Option<Node>,
+}
+
+/// One workload row.
+#[derive(Debug, Clone)]
+pub struct WorkloadRow {
+    /// `label`.
+    pub label: String,
+    /// `dtypes`.
+    pub dtypes: Vec<String>,
+    /// `<input>_shape` keys by input name.
+    pub shapes: Vec<(String, Vec<usize>)>,
+    /// Every other key: params.
+    pub params: Vec<(String, Node)>,
+    /// `bench_skip_reason`.
+    pub bench_skip_reason: Option<String>,
+}
+
+/// A checked manifest entry.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The op name (the mapping key).
+    pub name: String,
+    /// The file it came from.
+    pub file: Rc<SourceFile>,
+    /// Byte offset of the key.
+    pub offset: usize,
+    /// `family`.
+    pub family: String,
+    /// `status`.
+    pub status: Status,
+    /// `signature.inputs`, in order.
+    pub inputs: Vec<TensorDecl>,
+    /// `signature.outputs`, in order.
+    pub outputs: Vec<TensorDecl>,
+    /// `signature.params`, in order.
+    pub params: Vec<ParamDecl>,
+    /// `workloads`.
+    pub workloads: Vec<WorkloadRow>,
+    /// `roofline`, when it is well-formed.
+    pub roofline: Option<RooflineSpec>,
+}
+
+/// A parsed family file: its entries by name, in file order.
+#[derive(Debug)]
+pub struct FamilyFile {
+    /// The file.
+    pub file: Rc<SourceFile>,
+    /// Entry names, their key offsets and their YAML.
+    pub entries: Vec<(String, usize, Node)>,
+    /// Problems at file level (syntax, top level not a mapping).
+    pub errors: Vec<Diagnostic>,
+}
+
+/// Parse a family file into its entries (each entry is checked later, on demand).
+pub fn parse_family_file(file: Rc<SourceFile>) -> FamilyFile {
+    let mut errors = Vec::new();
+    let mut entries = Vec::new();
+    match yaml::parse(&file.text) {
+        Err(err) => {
+            let offset = offset_of_line_col(&file.text, err.line, err.column);
+            errors.push(Diagnostic::at(&file, offset, 1, format!("YAML syntax error: {}", err.message)));
+        }
+        Ok(root) => match &root.kind {
+            Kind::Map(map) => {
+                for (key, value) in map {
+                    match key.as_str() {
+                        Some(name) => entries.push((name.to_owned(), key.offset, value.clone())),
+                        None => errors.push(Diagnostic::at(
+                            &file,
+                            key.offset,
+                            key.len,
+                            format!("op names must be strings, found {}", key.type_name()),
+                        )),
+                    }
+                }
+            }
+            Kind::Null => {}
+            _ => errors.push(Diagnostic::at(
+                &file,
+                root.offset,
+                root.len,
+                format!("a family file maps op names to entries; found {}", root.type_name()),
+            )),
+        },
+    }
+    FamilyFile { file, entries, errors }
+}
+
+fn offset_of_line_col(text: &str, line: usize, column: usize) -> usize {
+    let mut offset = 0;
+    for (index, l) in text.split_inclusive('\n').enumerate() {
+        if index + 1 == line {
+            let col_bytes: usize = l.chars().take(column.saturating_sub(1)).map(char::len_utf8).sum();
+            return offset + col_bytes;
+        }
+        offset += l.len();
+    }
+    text.len()
+}
+
+/// Checks one entry's structure; every problem found is pushed to `errors`.
+struct EntryChecker<'a> {
+    file: &'a Rc<SourceFile>,
+    errors: &'a mut Vec<Diagnostic>,
+    op: &'a str,
+}
+
+impl EntryChecker<'_> {
+    fn error(&mut self, node: &Node, message: String) {
+        self.errors.push(Diagnostic::at(self.file, node.offset, node.len, format!("{}: {message}", self.op)));
+    }
+
+    /// The entries of a mapping, with keys that are not strings or not `allowed` reported.
+    fn mapping<'n>(&mut self, node: &'n Node, what: &str, allowed: Option<&[&str]>) -> Vec<(&'n str, &'n Node, &'n Node)> {
+        let Some(map) = node.as_map() else {
+            self.error(node, format!("{what} must be a mapping, found {}", node.type_name()));
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (key, value) in map {
+            let Some(name) = key.as_str() else {
+                self.error(key, format!("keys of {what} must be strings, found {}", key.type_name()));
+                continue;
+            };
+            if let Some(allowed) = allowed
+                && !allowed.contains(&name)
+            {
+                self.error(key, format!("unknown field `{name}` in {what}; expected one of: {}", allowed.join(", ")));
+                continue;
+            }
+            out.push((name, key, value));
+        }
+        out
+    }
+
+    fn string(&mut self, node: &Node, what: &str) -> Option<String> {
+        match node.as_str() {
+            Some(s) if !s.trim().is_empty() => Some(s.to_owned()),
+            Some(_) => {
+                self.error(node, format!("{what} must be a non-empty string"));
+                None
+            }
+            None => {
+                self.error(node, format!("{what} must be a string, found {}", node.type_name()));
+                None
+            }
+        }
+    }
+
+    fn formula(&mut self, node: &Node, field: String) -> Option<FormulaSource> {
+        let text = self.string(node, &format!("roofline `{field}`"))?;
+        Some(FormulaSource { field, text, offset: node.content_offset(&self.file.text) })
+    }
+
+    fn tensors(&mut self, node: Option<&Node>, what: &str) -> Vec<TensorDecl> {
+        let Some(node) = node else { return Vec::new() };
+        let mut out = Vec::new();
+        for (name, key, value) in self.mapping(node, what, None) {
+            let fields = self.mapping(value, &format!("{what}.{name}"), Some(TENSOR_FIELDS));
+            let mut decl = TensorDecl { name: name.to_owned(), offset: key.offset, dtype: String::new(), shape: None, optional: false };
+            let mut has_dtype = false;
+            for (field, _, v) in fields {
+                match field {
+                    "dtype" => {
+                        if let Some(d) = self.string(v, &format!("{what}.{name}.dtype")) {
+                            decl.dtype = d;
+                            has_dtype = true;
+                        }
+                    }
+                    "shape" => decl.shape = self.fixed_shape(v, &format!("{what}.{name}.shape")),
+                    "optional" => match v.kind {
+                        Kind::Bool(b) => decl.optional = b,
+                        _ => self.error(v, format!("{what}.{name}.optional must be true or false, found {}", v.type_name())),
+                    },
+                    _ => {}
+                }
+            }
+            if !has_dtype && value.as_map().is_some() {
+                self.error(key, format!("{what}.{name} has no `dtype`"));
+            }
+            out.push(decl);
+        }
+        out
+    }
+
+    /// `"[M, K]"`: a fixed-rank shape whose dim names become roofline variables.
+    fn fixed_shape(&mut self, node: &Node, what: &str) -> Option<Vec<(String, usize)>> {
+        let text = self.string(node, what)?;
+        let start = node.content_offset(&self.file.text);
+        let trimmed = text.trim();
+        let inner = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']'));
+        let Some(inner) = inner else {
+            self.error(node, format!("{what} must look like \"[M, K]\", found {text:?}"));
+            return None;
+        };
+        let inner_start = start + text.find('[').map_or(0, |i| i + 1);
+        let mut dims = Vec::new();
+        let mut cursor = 0;
+        for part in inner.split(',') {
+            let name = part.trim();
+            let at = inner_start + cursor + part.find(name).unwrap_or(0);
+            cursor += part.len() + 1;
+            if name.is_empty() && inner.trim().is_empty() {
+                break;
+            }
+            let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                self.errors.push(Diagnostic::at(self.file, at, name.len(), format!("{}: {what}: `{name}` is not a dim name", self.op)));
+                return None;
+            }
+            dims.push((name.to_owned(), at));
+        }
+        Some(dims)
+    }
+
+    /// A dtype expression: `a | b`, `same_as(x)`, `promote_int_to_float(x)`.
+    fn dtype_expr(&mut self, decl: &TensorDecl, known_tensors: &[String], what: &str) {
+        for part in decl.dtype.split('|').map(str::trim) {
+            let reference = part
+                .strip_prefix("same_as(")
+                .or_else(|| part.strip_prefix("promote_int_to_float("))
+                .and_then(|rest| rest.strip_suffix(')'));
+            let ok = match reference {
+                Some(name) => known_tensors.iter().any(|t| t == name.trim()),
+                None => KNOWN_DTYPES.contains(&part),
+            };
+            if !ok {
+                let message = match reference {
+                    Some(name) => format!("{what}.{}.dtype refers to `{name}`, which is not a tensor of this signature", decl.name),
+                    None => format!("{what}.{}.dtype: unknown dtype `{part}`; known dtypes: {}", decl.name, KNOWN_DTYPES.join(", ")),
+                };
+                self.errors.push(Diagnostic::at(self.file, decl.offset, decl.name.len(), format!("{}: {message}", self.op)));
+            }
+        }
+    }
+
+    fn params(&mut self, node: Option<&Node>) -> Vec<ParamDecl> {
+        let Some(node) = node else { return Vec::new() };
+        let mut out = Vec::new();
+        for (name, key, value) in self.mapping(node, "signature.params", None) {
+            let mut decl = ParamDecl { name: name.to_owned(), offset: key.offset, default: None };
+            for (field, _, v) in self.mapping(value, &format!("signature.params.{name}"), Some(PARAM_FIELDS)) {
+                if field == "default" {
+                    decl.default = Some(v.clone());
+                }
+            }
+            out.push(decl);
+        }
+        out
+    }
+
+    fn workloads(&mut self, node: Option<&Node>, inputs: &[TensorDecl], params: &[ParamDecl]) -> Vec<WorkloadRow> {
+        let Some(node) = node else { return Vec::new() };
+        let Some(rows) = node.as_seq() else {
+            self.error(node, format!("workloads must be a sequence of rows, found {}", node.type_name()));
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut seen_cases: BTreeMap<(String, String), ()> = BTreeMap::new();
+        for row in rows {
+            let entries = self.mapping(row, "a workload row", None);
+            let mut parsed = WorkloadRow { label: String::new(), dtypes: Vec::new(), shapes: Vec::new(), params: Vec::new(), bench_skip_reason: None };
+            let (mut has_label, mut has_dtypes) = (false, false);
+            for (key_name, key, value) in entries {
+                match key_name {
+                    "label" => {
+                        if let Some(l) = self.string(value, "a workload `label`") {
+                            parsed.label = l;
+                            has_label = true;
+                        }
+                    }
+                    "dtypes" => {
+                        has_dtypes = true;
+                        match value.as_seq() {
+                            Some(items) if !items.is_empty() => {
+                                for item in items {
+                                    match item.as_str() {
+                                        Some(d) if KNOWN_DTYPES.contains(&d) => parsed.dtypes.push(d.to_owned()),
+                                        Some(d) => self.error(item, format!("unknown dtype `{d}` in workload dtypes; known dtypes: {}", KNOWN_DTYPES.join(", "))),
+                                        None => self.error(item, format!("workload dtypes must be dtype names, found {}", item.type_name())),
+                                    }
+                                }
+                            }
+                            _ => self.error(value, "workload `dtypes` must be a non-empty list of dtype names".to_owned()),
+                        }
+                    }
+                    "bench_skip_reason" => parsed.bench_skip_reason = self.string(value, "`bench_skip_reason`"),
+                    other => {
+                        if let Some(input) = other.strip_suffix("_shape").filter(|i| inputs.iter().any(|t| t.name == *i)) {
+                            if let Some(shape) = self.shape_list(value, other) {
+                                parsed.shapes.push((input.to_owned(), shape));
+                            }
+                        } else if params.iter().any(|p| p.name == other) {
+                            parsed.params.push((other.to_owned(), value.clone()));
+                        } else {
+                            let inputs: Vec<String> = inputs.iter().map(|t| format!("{}_shape", t.name)).collect();
+                            let params: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+                            self.error(key, format!(
+                                "workload key `{other}` is neither an input's shape nor a param; expected `label`, `dtypes`, `bench_skip_reason`{}{}",
+                                if inputs.is_empty() { String::new() } else { format!(", {}", inputs.join(", ")) },
+                                if params.is_empty() { String::new() } else { format!(", {}", params.join(", ")) },
+                            ));
+                        }
+                    }
+                }
+            }
+            if row.as_map().is_some() {
+                if !has_label {
+                    self.error(row, "a workload row needs a `label`".to_owned());
+                }
+                if !has_dtypes {
+                    self.error(row, "a workload row needs `dtypes`".to_owned());
+                }
+            }
+            for dtype in &parsed.dtypes {
+                if has_label && seen_cases.insert((parsed.label.clone(), dtype.clone()), ()).is_some() {
+                    self.error(row, format!("workload case `{}-{dtype}` is declared twice", parsed.label));
+                }
+            }
+            out.push(parsed);
+        }
+        out
+    }
+
+    fn shape_list(&mut self, node: &Node, what: &str) -> Option<Vec<usize>> {
+        let Some(items) = node.as_seq() else {
+            self.error(node, format!("`{what}` must be a list of non-negative integers, found {}", node.type_name()));
+            return None;
+        };
+        let mut shape = Vec::new();
+        for item in items {
+            match item.kind {
+                Kind::Int(i) if i >= 0 && usize::try_from(i).is_ok() => shape.push(i as usize),
+                _ => {
+                    self.error(item, format!("`{what}` must be a list of non-negative integers"));
+                    return None;
+                }
+            }
+        }
+        Some(shape)
+    }
+
+    fn roofline(&mut self, node: &Node) -> Option<RooflineSpec> {
+        let fields = self.mapping(node, "roofline", Some(ROOFLINE_FIELDS));
+        let get = |name: &str| fields.iter().find(|(n, _, _)| *n == name).map(|(_, k, v)| (*k, *v));
+        let (vars, flops, bytes, func) = (get("vars"), get("flops"), get("bytes"), get("func"));
+        if let Some((func_key, func_value)) = func {
+            let mut mixed = false;
+            for (other, present) in [("vars", vars), ("flops", flops), ("bytes", bytes)] {
+                if let Some((key, _)) = present {
+                    mixed = true;
+                    self.error(key, format!("roofline `{other}` cannot be used together with `func` (func mode takes the whole formula)"));
+                }
+            }
+            let _ = func_key;
+            let path = self.string(func_value, "roofline `func`")?;
+            return (!mixed).then_some(RooflineSpec::Func { path, offset: func_value.content_offset(&self.file.text) });
+        }
+        if node.as_map().is_none() {
+            return None;
+        }
+        let mut complete = true;
+        for (name, present) in [("flops", flops), ("bytes", bytes)] {
+            if present.is_none() {
+                self.error(node, format!("inline roofline needs `{name}` (or use `func`)"));
+                complete = false;
+            }
+        }
+        let mut var_decls = Vec::new();
+        if let Some((_, vars_node)) = vars {
+            for (name, key, value) in self.mapping(vars_node, "roofline.vars", None) {
+                match self.formula(value, format!("vars.{name}")) {
+                    Some(formula) => var_decls.push(VarDecl { name: name.to_owned(), name_offset: key.offset, formula }),
+                    None => complete = false,
+                }
+            }
+        }
+        let flops = flops.and_then(|(_, v)| self.formula(v, "flops".to_owned()));
+        let bytes = bytes.and_then(|(_, v)| self.formula(v, "bytes".to_owned()));
+        match (flops, bytes) {
+            (Some(flops), Some(bytes)) if complete => Some(RooflineSpec::Inline { vars: var_decls, flops, bytes }),
+            _ => None,
+        }
+    }
+}
+
+/// Check one entry's structure. Returns the entry (as far as it could be read) and every problem.
+pub fn check_entry(file: &Rc<SourceFile>, name: &str, offset: usize, node: &Node) -> (Option<Entry>, Vec<Diagnostic>) {
+    let mut errors = Vec::new();
+    let mut checker = EntryChecker { file, errors: &mut errors, op: name };
+    let fields = checker.mapping(node, &format!("entry `{name}`"), Some(ENTRY_FIELDS));
+    if node.as_map().is_none() {
+        return (None, errors);
+    }
+    let get = |field: &str| fields.iter().find(|(n, _, _)| *n == field).map(|(_, _, v)| *v);
+    let key_node = Node { kind: Kind::Null, offset, len: name.len() };
+    for required in ["family", "status", "signature", "roofline"] {
+        if get(required).is_none() {
+            checker.error(&key_node, format!("missing required field `{required}`"));
+        }
+    }
+    let family = get("family").and_then(|n| checker.string(n, "`family`")).unwrap_or_default();
+    let status = match get("status").map(|n| (n, n.as_str())) {
+        Some((_, Some("implemented"))) => Some(Status::Implemented),
+        Some((_, Some("spec-only"))) => Some(Status::SpecOnly),
+        Some((n, _)) => {
+            checker.error(n, "`status` must be `implemented` or `spec-only`".to_owned());
+            None
+        }
+        None => None,
+    };
+    for (flag, expected) in [("torch_compile_fullgraph", "true or false")] {
+        if let Some(n) = get(flag).filter(|n| !matches!(n.kind, Kind::Bool(_))) {
+            checker.error(n, format!("`{flag}` must be {expected}, found {}", n.type_name()));
+        }
+    }
+    if let Some(source) = get("source") {
+        checker.mapping(source, "source", Some(SOURCE_FIELDS));
+    }
+    let (mut inputs, mut outputs, mut params) = (Vec::new(), Vec::new(), Vec::new());
+    if let Some(signature) = get("signature") {
+        let sig = checker.mapping(signature, "signature", Some(SIGNATURE_FIELDS));
+        let sig_get = |field: &str| sig.iter().find(|(n, _, _)| *n == field).map(|(_, _, v)| *v);
+        if sig_get("inputs").is_none() && signature.as_map().is_some() {
+            checker.error(signature, "signature needs `inputs`".to_owned());
+        }
+        inputs = checker.tensors(sig_get("inputs"), "signature.inputs");
+        outputs = checker.tensors(sig_get("outputs"), "signature.outputs");
+        params = checker.params(sig_get("params"));
+        let tensor_names: Vec<String> = inputs.iter().chain(&outputs).map(|t| t.name.clone()).collect();
+        for decl in inputs.iter().chain(&outputs) {
+            let what = if inputs.iter().any(|i| std::ptr::eq(i, decl)) { "signature.inputs" } else { "signature.outputs" };
+            if !decl.dtype.is_empty() {
+                checker.dtype_expr(decl, &tensor_names, what);
+            }
+        }
+        for param in &params {
+            if let Some(clash) = inputs.iter().chain(&outputs).find(|t| t.name == param.name) {
+                checker.errors.push(Diagnostic::at(file, param.offset, param.name.len(), format!("{name}: param `{}` has the name of tensor `{}`", param.name, clash.name)));
+            }
+        }
+    }
+    let workloads = checker.workloads(get("workloads"), &inputs, &params);
+    let roofline = get("roofline").and_then(|r| checker.roofline(r));
+    let entry = status.map(|status| Entry {
+        name: name.to_owned(),
+        file: Rc::clone(file),
+        offset,
+        family,
+        status,
+        inputs,
+        outputs,
+        params,
+        workloads,
+        roofline,
+    });
+    (entry, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> (Option<Entry>, Vec<String>) {
+        let file = Rc::new(SourceFile { display_path: "manifest/t.yaml".into(), text: text.into() });
+        let family = parse_family_file(Rc::clone(&file));
+        assert!(family.errors.is_empty(), "{:?}", family.errors);
+        let (name, offset, node) = &family.entries[0];
+        let (entry, errors) = check_entry(&file, name, *offset, node);
+        (entry, errors.iter().map(Diagnostic::render).collect())
+    }
+
+    const GOOD: &str = r#"
+softmax:
+  family: reduction
+  status: implemented
+  signature:
+    inputs:
+      x: {dtype: "float16 | bfloat16"}
+    outputs:
+      y: {dtype: "same_as(x)"}
+    params:
+      dim: {type: int, default: -1}
+  workloads:
+    - {x_shape: [4, 8], dim: 1, dtypes: [float16], label: "small"}
+  roofline:
+    vars:
+      N: "x.shape[dim]"
+    flops: "5 * N"
+    bytes: '2 * N * elem_bytes'
+"#;
+
+    #[test]
+    fn a_good_entry_has_no_errors_and_reads_fully() {
+        let (entry, errors) = check(GOOD);
+        assert!(errors.is_empty(), "{errors:?}");
+        let entry = entry.unwrap();
+        assert_eq!(entry.status, Status::Implemented);
+        assert_eq!(entry.inputs[0].name, "x");
+        assert_eq!(entry.workloads[0].shapes, vec![("x".to_owned(), vec![4, 8])]);
+        let Some(RooflineSpec::Inline { vars, flops, bytes }) = entry.roofline else { panic!() };
+        assert_eq!(vars[0].name, "N");
+        assert_eq!(&GOOD[flops.offset..][..5], "5 * N");
+        assert_eq!(&GOOD[bytes.offset..][..5], "2 * N");
+        assert_eq!(&GOOD[vars[0].formula.offset..][..5], "x.sha");
+    }
+
+    fn assert_one_error(text: &str, needle: &str) {
+        let (_, errors) = check(text);
+        assert!(errors.iter().any(|e| e.contains(needle)), "no error containing {needle:?} in {errors:#?}");
+    }
+
+    #[test]
+    fn func_and_inline_fields_are_exclusive() {
+        let text = GOOD.replace("    flops: \"5 * N\"", "    func: \"my::roofline\"\n    flops: \"5 * N\"");
+        assert_one_error(&text, "cannot be used together with `func`");
+    }
+
+    #[test]
+    fn inline_mode_requires_flops_and_bytes() {
+        assert_one_error(&GOOD.replace("    bytes: '2 * N * elem_bytes'\n", ""), "inline roofline needs `bytes`");
+    }
+
+    #[test]
+    fn formulas_must_be_non_empty_strings() {
+        assert_one_error(&GOOD.replace("\"5 * N\"", "5"), "roofline `flops` must be a string");
+        assert_one_error(&GOOD.replace("\"5 * N\"", "\"  \""), "must be a non-empty string");
+        assert_one_error(&GOOD.replace("\"x.shape[dim]\"", "[1]"), "roofline `vars.N` must be a string");
+    }
+
+    #[test]
+    fn vars_must_be_a_mapping() {
+        assert_one_error(&GOOD.replace("    vars:\n      N: \"x.shape[dim]\"", "    vars: [N]"), "roofline.vars must be a mapping");
+    }
+
+    #[test]
+    fn unknown_dtypes_are_reported() {
+        assert_one_error(&GOOD.replace("float16 | bfloat16", "float16 | bfloat17"), "unknown dtype `bfloat17`");
+        assert_one_error(&GOOD.replace("dtypes: [float16]", "dtypes: [half]"), "unknown dtype `half`");
+        assert_one_error(&GOOD.replace("same_as(x)", "same_as(z)"), "refers to `z`");
+    }
+
+    #[test]
+    fn workload_rows_need_label_and_dtypes_and_known_keys() {
+        assert_one_error(&GOOD.replace(", label: \"small\"", ""), "needs a `label`");
+        assert_one_error(&GOOD.replace("dtypes: [float16], ", ""), "needs `dtypes`");
+        assert_one_error(&GOOD.replace("dim: 1,", "dmi: 1,"), "workload key `dmi` is neither");
+        assert_one_error(&GOOD.replace("x_shape: [4, 8]", "x_shape: [4, -8]"), "non-negative integers");
+    }
+
+    #[test]
+    fn status_and_required_fields_are_checked() {
+        assert_one_error(&GOOD.replace("status: implemented", "status: done"), "`status` must be");
+        assert_one_error(&GOOD.replace("  family: reduction\n", ""), "missing required field `family`");
+        assert_one_error(&GOOD.replace("  family: reduction\n", "  famliy: reduction\n"), "unknown field `famliy`");
+    }
+
+    #[test]
+    fn fixed_rank_shapes_parse_with_positions() {
+        let text = GOOD.replace("{dtype: \"float16 | bfloat16\"}", "{dtype: \"float16\", shape: \"[M, K]\"}");
+        let (entry, errors) = check(&text);
+        assert!(errors.is_empty(), "{errors:?}");
+        let dims = entry.unwrap().inputs[0].shape.clone().unwrap();
+        assert_eq!(dims.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["M", "K"]);
+        assert_eq!(&text[dims[1].1..][..1], "K");
+        assert_one_error(&GOOD.replace("{dtype: \"float16 | bfloat16\"}", "{dtype: \"float16\", shape: \"M, K\"}"), "must look like");
+    }
+
+    #[test]
+    fn every_problem_of_an_entry_is_reported() {
+        let text = GOOD.replace("status: implemented", "status: done").replace("dtypes: [float16]", "dtypes: [half]");
+        let (_, errors) = check(&text);
+        assert!(errors.len() >= 2, "{errors:?}");
+    }
+
+    #[test]
+    fn syntax_errors_are_located() {
+        let file = Rc::new(SourceFile { display_path: "m.yaml".into(), text: "a: [1, 2\nb: 3\n".into() });
+        let family = parse_family_file(file);
+        assert!(family.errors[0].render().starts_with("m.yaml:2:"), "{}", family.errors[0].render());
+    }
+}

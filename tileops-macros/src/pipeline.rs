@@ -1,0 +1,268 @@
+//! The passes in order: args → load → find the entry → check its structure → check its formulas
+//! → expand, or fall back with every error found.
+
+use crate::args::Args;
+use crate::diagnostic::{Diagnostic, Errors};
+use crate::expand::{Expansion, expand};
+use crate::fallback::fallback;
+use crate::load;
+use crate::manifest::{self, Entry, FamilyFile};
+use crate::validate;
+use proc_macro2::{Span, TokenStream};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// The attribute, on token streams (testable outside a macro context).
+pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item_struct: syn::ItemStruct = match syn::parse2(item.clone()) {
+        Ok(item) => item,
+        Err(_) => {
+            let err = syn::Error::new(Span::call_site(), "#[roofline_op] applies to a struct with named fields");
+            let mut out = err.to_compile_error();
+            out.extend(item);
+            return out;
+        }
+    };
+    let args: Args = match syn::parse2(args) {
+        Ok(args) => args,
+        Err(err) => {
+            let mut out = err.to_compile_error();
+            out.extend(fallback(&item_struct, "", false, &[], Span::call_site(), &[]));
+            return out;
+        }
+    };
+    let mut errors = Errors::new();
+    let mut tracked = Vec::new();
+    let result = run(&args, &item_struct, &mut errors, &mut tracked);
+    let diagnostics = errors.finish();
+    match result {
+        Some(tokens) if diagnostics.is_empty() => tokens,
+        _ => fallback(&item_struct, &args.op, args.register, &diagnostics, args.op_span, &tracked),
+    }
+}
+
+fn run(args: &Args, item: &syn::ItemStruct, errors: &mut Errors, tracked: &mut Vec<PathBuf>) -> Option<TokenStream> {
+    if !matches!(item.fields, syn::Fields::Named(_)) {
+        errors.push(Diagnostic::unlocated("#[roofline_op] applies to a struct with named fields"));
+        return None;
+    }
+    let base = load::base_dir().map_err(|d| errors.push(d)).ok()?;
+    let paths = load::locate(&base, args.manifest.as_deref()).map_err(|d| errors.push(d)).ok()?;
+    let manifest = load::load(&base, &paths).map_err(|d| errors.push(d)).ok()?;
+    tracked.extend(manifest.tracked.iter().cloned());
+
+    for file in &manifest.files {
+        errors.extend(file.errors.iter().cloned());
+    }
+    let (entry, entry_errors) = find_entry(&manifest.files, &args.op);
+    errors.extend(entry_errors);
+    let entry = entry?;
+    let roofline = match validate::check(&entry, true) {
+        Ok(roofline) => roofline,
+        Err(diagnostics) => {
+            errors.extend(diagnostics);
+            return None;
+        }
+    };
+    if !errors.is_empty() {
+        return None;
+    }
+    let expansion = Expansion { item, entry: &entry, roofline: &roofline, register: args.register, tracked: &manifest.tracked };
+    match expand(&expansion) {
+        Ok(tokens) => Some(tokens),
+        Err(diagnostics) => {
+            errors.extend(diagnostics);
+            None
+        }
+    }
+}
+
+/// The entry named `op`, checked structurally; or why not (unknown name with suggestions, a name
+/// declared twice, structural errors).
+fn find_entry(files: &[Rc<FamilyFile>], op: &str) -> (Option<Entry>, Vec<Diagnostic>) {
+    let matches: Vec<(&Rc<FamilyFile>, usize, &crate::yaml::Node)> = files
+        .iter()
+        .flat_map(|f| f.entries.iter().filter(|(name, _, _)| name == op).map(move |(_, offset, node)| (f, *offset, node)))
+        .collect();
+    match matches.as_slice() {
+        [] => {
+            let names: Vec<&str> = files.iter().flat_map(|f| f.entries.iter().map(|(n, _, _)| n.as_str())).collect();
+            (None, vec![unknown_op(op, &names, files)])
+        }
+        [(file, offset, node)] => {
+            let (entry, errors) = manifest::check_entry(&file.file, op, *offset, node);
+            (entry, errors)
+        }
+        [(first_file, first_offset, _), rest @ ..] => {
+            let (line, _) = first_file.file.line_col(*first_offset);
+            let errors = rest
+                .iter()
+                .map(|(file, offset, _)| {
+                    Diagnostic::at(
+                        &file.file,
+                        *offset,
+                        op.len(),
+                        format!("op `{op}` is declared twice: first at {}:{line}; op names are unique across the manifest", first_file.file.display_path),
+                    )
+                })
+                .collect();
+            (None, errors)
+        }
+    }
+}
+
+fn unknown_op(op: &str, names: &[&str], files: &[Rc<FamilyFile>]) -> Diagnostic {
+    let mut near: Vec<(f64, &str)> = names
+        .iter()
+        .map(|n| (strsim::jaro_winkler(&op.to_lowercase(), &n.to_lowercase()), *n))
+        .filter(|(score, _)| *score >= 0.8)
+        .collect();
+    near.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let suggestion = match near.as_slice() {
+        [] => String::new(),
+        [(_, one)] => format!("; did you mean `{one}`?"),
+        many => format!("; did you mean one of {}?", many.iter().take(3).map(|(_, n)| format!("`{n}`")).collect::<Vec<_>>().join(", ")),
+    };
+    let searched: Vec<&str> = files.iter().map(|f| f.file.display_path.as_str()).collect();
+    Diagnostic::unlocated(format!(
+        "unknown op `{op}`: no manifest entry has that name (searched {}){suggestion}",
+        searched.join(", ")
+    ))
+}
+
+/// Every structural and formula problem in a set of family files, spec-only entries included,
+/// and op names declared twice. The manifest lint (a test) runs this over `manifest/`.
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn lint(files: &[Rc<FamilyFile>]) -> Vec<Diagnostic> {
+    let mut problems = Vec::new();
+    let mut seen: Vec<(&str, &Rc<FamilyFile>, usize)> = Vec::new();
+    for file in files {
+        problems.extend(file.errors.iter().cloned());
+        for (name, offset, node) in &file.entries {
+            if let Some((_, first, first_offset)) = seen.iter().find(|(n, _, _)| n == name) {
+                let (line, _) = first.file.line_col(*first_offset);
+                problems.push(Diagnostic::at(
+                    &file.file,
+                    *offset,
+                    name.len(),
+                    format!("op `{name}` is declared twice: first at {}:{line}", first.file.display_path),
+                ));
+                continue;
+            }
+            seen.push((name, file, *offset));
+            let (entry, errors) = manifest::check_entry(&file.file, name, *offset, node);
+            problems.extend(errors);
+            if let Some(entry) = entry
+                && let Err(errors) = validate::check(&entry, false)
+            {
+                problems.extend(errors);
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnostic::SourceFile;
+    use crate::manifest::parse_family_file;
+    use quote::quote;
+    use std::path::Path;
+
+    fn family(path: &str, text: &str) -> Rc<FamilyFile> {
+        Rc::new(parse_family_file(Rc::new(SourceFile { display_path: path.into(), text: text.into() })))
+    }
+
+    const ENTRY: &str = "op_a:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      x: {dtype: float16}\n  roofline:\n    vars:\n      N: \"product(x.shape)\"\n    flops: \"N\"\n    bytes: \"2 * N * elem_bytes\"\n";
+
+    #[test]
+    fn the_shipped_manifest_is_valid_spec_only_entries_included() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let paths = load::locate(base, Some("../tileops/manifest")).expect("manifest directory");
+        let manifest = load::load(base, &paths).expect("manifest files read");
+        let problems: Vec<String> = lint(&manifest.files).iter().map(Diagnostic::render).collect();
+        assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+        let entries: usize = manifest.files.iter().map(|f| f.entries.len()).sum();
+        assert!(entries >= 18, "expected the 18 ops of the catalog, found {entries}");
+    }
+
+    #[test]
+    fn lint_finds_names_declared_twice_across_files() {
+        let files = [family("manifest/a.yaml", ENTRY), family("manifest/b.yaml", ENTRY)];
+        let problems = lint(&files);
+        assert_eq!(problems.len(), 1);
+        let text = problems[0].render();
+        assert!(text.starts_with("manifest/b.yaml:1:1: op `op_a` is declared twice: first at manifest/a.yaml:1"), "{text}");
+    }
+
+    #[test]
+    fn lint_checks_formulas_of_spec_only_entries_too() {
+        let text = ENTRY.replace("implemented", "spec-only").replace("flops: \"N\"", "flops: \"Q\"");
+        let problems = lint(&[family("m.yaml", &text)]);
+        assert!(problems.iter().any(|p| p.render().contains("`Q`")), "{problems:?}");
+    }
+
+    #[test]
+    fn find_entry_suggests_near_names() {
+        let files = [family("m.yaml", ENTRY)];
+        let (entry, errors) = find_entry(&files, "op_b");
+        assert!(entry.is_none());
+        assert!(errors[0].render().contains("did you mean `op_a`?"), "{}", errors[0].render());
+        let (entry, errors) = find_entry(&files, "op_a");
+        assert!(entry.is_some() && errors.is_empty());
+    }
+
+    fn expand_with(manifest_text: &str, args: TokenStream, item: TokenStream) -> String {
+        let dir = std::env::temp_dir().join(format!("tileops-pipeline-{}-{}", std::process::id(), args.to_string().len()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ops.yaml"), manifest_text).unwrap();
+        // The pipeline resolves paths against the crate dir; give it an absolute base via the
+        // override variable's value in a child-free way: pass the path relative to the base.
+        let base = load::base_dir().unwrap();
+        let rel = load::display_path(&base, &dir.join("ops.yaml"));
+        let args = quote! { #args, manifest = #rel };
+        roofline_op(args, item).to_string()
+    }
+
+    #[test]
+    fn a_good_entry_expands_to_eval_roofline_and_registration() {
+        let out = expand_with(ENTRY, quote!("op_a"), quote! { pub struct A { x: tileops::TensorSpec } });
+        assert!(out.contains("fn eval_roofline"), "{out}");
+        assert!(out.contains("inventory :: submit"), "{out}");
+        assert!(out.contains("include_bytes"), "{out}");
+        assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn register_false_leaves_the_registration_out() {
+        let out = expand_with(ENTRY, quote!("op_a", register = false), quote! { pub struct A { x: tileops::TensorSpec } });
+        assert!(out.contains("fn eval_roofline"), "{out}");
+        assert!(!out.contains("inventory"), "{out}");
+    }
+
+    #[test]
+    fn every_error_of_an_entry_is_reported_with_a_stub() {
+        let text = ENTRY.replace("flops: \"N\"", "flops: \"Q\"").replace("bytes: \"2 * N * elem_bytes\"", "bytes: \"x.shape[0]\"");
+        let out = expand_with(&text, quote!("op_a", register = false), quote! { pub struct A { x: tileops::TensorSpec } });
+        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+        assert!(out.contains("fn eval_roofline"), "the stub keeps callers compiling: {out}");
+        assert!(out.contains("unreachable"), "{out}");
+    }
+
+    #[test]
+    fn missing_fields_are_listed() {
+        let out = expand_with(ENTRY, quote!("op_a", register = false), quote! { pub struct A { y: u8 } });
+        assert!(out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input)"), "{out}");
+    }
+
+    #[test]
+    fn non_structs_and_bad_args_are_errors_not_panics() {
+        let out = roofline_op(quote!("op_a"), quote! { fn f() {} });
+        assert!(out.to_string().contains("compile_error"), "{out}");
+        let out = roofline_op(quote!(op_a), quote! { struct A { x: u8 } });
+        assert!(out.to_string().contains("compile_error"), "{out}");
+        let out = roofline_op(quote!("op_a"), quote! { struct A(u8); });
+        assert!(out.to_string().contains("compile_error"), "{out}");
+    }
+}

@@ -1,0 +1,167 @@
+//! Formula checks for one entry: every name and construct, layer by layer.
+//!
+//! This pass generates nothing. It parses each formula, checks it against its layer's name table
+//! (formula-language.md), checks `vars` keys for shadowing, and maps every error back to its place
+//! in the YAML. All problems of an entry are returned together.
+
+use crate::diagnostic::Diagnostic;
+use crate::formula::{self, Expr, Layer, Scope};
+use crate::manifest::{Entry, FormulaSource, RooflineSpec, Status};
+use std::collections::BTreeSet;
+
+/// A formula that parsed and passed its layer's checks.
+#[derive(Debug, Clone)]
+pub struct CheckedFormula {
+    /// Where it came from.
+    pub source: FormulaSource,
+    /// Its syntax tree.
+    pub expr: Expr,
+    /// Free names it references (inputs, params, vars, dims, `elem_bytes`).
+    pub names: BTreeSet<String>,
+    /// The names it was checked against (codegen tells tensor inputs from values by it).
+    pub scope: Scope,
+}
+
+/// The checked roofline of an entry.
+#[derive(Clone)]
+pub enum CheckedRoofline {
+    /// Inline mode: vars in declaration order, then flops and bytes.
+    Inline { vars: Vec<(String, CheckedFormula)>, flops: CheckedFormula, bytes: CheckedFormula },
+    /// Func mode: the Rust path to call.
+    Func(syn::Path),
+}
+
+/// Check an entry's formulas. `require_implemented` refuses `spec-only` entries (codegen does;
+/// the manifest lint checks spec-only entries' formulas too).
+pub fn check(entry: &Entry, require_implemented: bool) -> Result<CheckedRoofline, Vec<Diagnostic>> {
+    let mut errors = Vec::new();
+    if require_implemented && entry.status == Status::SpecOnly {
+        errors.push(Diagnostic::at(
+            &entry.file,
+            entry.offset,
+            entry.name.len(),
+            format!(
+                "{}: the entry is `status: spec-only`, and codegen runs for implemented entries only; \
+                 set `status: implemented` once the op matches its manifest signature",
+                entry.name
+            ),
+        ));
+    }
+    let Some(roofline) = &entry.roofline else {
+        // Structural errors were reported by the manifest pass.
+        return Err(errors);
+    };
+    let result = match roofline {
+        RooflineSpec::Func { path, offset } => match syn::parse_str::<syn::Path>(path) {
+            Ok(path) => Some(CheckedRoofline::Func(path)),
+            Err(_) => {
+                errors.push(Diagnostic::at(
+                    &entry.file,
+                    *offset,
+                    path.len(),
+                    format!(
+                        "{}: `func` must be a Rust path to a function taking `&Op` (`crate::perf::my_roofline`); `{path}` is not one",
+                        entry.name
+                    ),
+                ));
+                None
+            }
+        },
+        RooflineSpec::Inline { vars, flops, bytes } => check_inline(entry, vars, flops, bytes, &mut errors),
+    };
+    match result {
+        Some(checked) if errors.is_empty() => Ok(checked),
+        _ => Err(errors),
+    }
+}
+
+fn check_inline(
+    entry: &Entry,
+    vars: &[crate::manifest::VarDecl],
+    flops: &FormulaSource,
+    bytes: &FormulaSource,
+    errors: &mut Vec<Diagnostic>,
+) -> Option<CheckedRoofline> {
+    let mut scope = Scope::default();
+    for input in &entry.inputs {
+        scope.inputs.insert(input.name.clone(), input.optional);
+        for (dim, _) in input.shape.iter().flatten() {
+            scope.dims.insert(dim.clone());
+        }
+    }
+    scope.params.extend(entry.params.iter().map(|p| p.name.clone()));
+
+    let mut checked_vars = Vec::new();
+    let mut ok = true;
+    for var in vars {
+        if let Some(what) = shadowed(&scope, &var.name) {
+            errors.push(Diagnostic::at(
+                &entry.file,
+                var.name_offset,
+                var.name.len(),
+                format!("{}: `vars.{}` shadows {what}; rename the variable", entry.name, var.name),
+            ));
+            ok = false;
+        }
+        match check_one(entry, &var.formula, Layer::Vars, &scope, errors) {
+            Some(formula) => checked_vars.push((var.name.clone(), formula)),
+            None => ok = false,
+        }
+        scope.vars.insert(var.name.clone());
+    }
+    let flops = check_one(entry, flops, Layer::Arithmetic, &scope, errors);
+    let bytes = check_one(entry, bytes, Layer::Arithmetic, &scope, errors);
+    match (flops, bytes) {
+        (Some(flops), Some(bytes)) if ok => Some(CheckedRoofline::Inline { vars: checked_vars, flops, bytes }),
+        _ => None,
+    }
+}
+
+/// What a `vars` key would hide, if anything.
+fn shadowed(scope: &Scope, name: &str) -> Option<String> {
+    if scope.inputs.contains_key(name) {
+        Some(format!("the input `{name}`"))
+    } else if scope.params.contains(name) {
+        Some(format!("the param `{name}`"))
+    } else if name == "elem_bytes" {
+        Some("`elem_bytes`".to_owned())
+    } else if formula::VARS_HELPERS.contains(&name) {
+        Some(format!("the helper `{name}`"))
+    } else if scope.vars.contains(name) {
+        Some(format!("an earlier var `{name}`"))
+    } else if scope.dims.contains(name) {
+        Some(format!("the fixed-rank dim `{name}`"))
+    } else {
+        None
+    }
+}
+
+fn check_one(
+    entry: &Entry,
+    source: &FormulaSource,
+    layer: Layer,
+    scope: &Scope,
+    errors: &mut Vec<Diagnostic>,
+) -> Option<CheckedFormula> {
+    let locate = |e: formula::FormulaError| {
+        Diagnostic::at(
+            &entry.file,
+            source.offset + e.span.start,
+            e.span.end.saturating_sub(e.span.start),
+            format!("{}: `{}`: {}", entry.name, source.field, e.message),
+        )
+    };
+    let expr = match formula::parse(&source.text) {
+        Ok(expr) => expr,
+        Err(e) => {
+            errors.push(locate(e));
+            return None;
+        }
+    };
+    let checked = formula::check(&expr, layer, scope);
+    if !checked.errors.is_empty() {
+        errors.extend(checked.errors.into_iter().map(locate));
+        return None;
+    }
+    Some(CheckedFormula { source: source.clone(), expr, names: checked.names, scope: scope.clone() })
+}

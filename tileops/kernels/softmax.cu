@@ -1,0 +1,298 @@
+// Softmax over one dimension, accumulating in f32. Entry points per dtype (f32, f16, bf16):
+//
+//   softmax_rows_v4_*, softmax_rows_v16_*   last dim, up to 4 / 16 vectors of 16 bytes per thread:
+//       the whole row stays in registers, so x is read from DRAM once (max, sum, write).
+//   softmax_partial_*, softmax_finalize_*   last dim, rows too long for one block's registers:
+//       each block takes a chunk of a row; partial writes (chunk max, chunk sum), finalize combines
+//       a row's partials and writes its chunk (the second read of x mostly hits L2).
+//   softmax_cols_*, softmax_cols_vec_*      any other dim ([outer, n, inner], inner > 1): one
+//       thread per column (or per 16-byte group of columns), online max/sum, then a write pass.
+//
+// Semantics follow PyTorch: a row that holds a NaN or +inf, or is all -inf, becomes all NaN.
+// Launch contract (checked by the host): x, y 16-byte aligned; rows kernels take blockDim.x = threads
+// per row (a multiple of 32), blockDim.y = rows per block (<= 32); gridDim.x * blockDim.y >= rows.
+#include "tileops_common.cuh"
+
+using namespace tileops;
+
+template <typename T, int VPT>
+__device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    __shared__ float red_max[32 * 32];
+    __shared__ float red_sum[32 * 32];
+
+    const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
+    // Threads of a row past the end still take part in the block's reductions.
+    const bool active = row < rows;
+    const long long base = (active ? row : 0) * static_cast<long long>(n);
+    const T* xr = x + base;
+    T* yr = y + base;
+    const RowSplit s = split_row(xr, n);
+    const int t = threadIdx.x;
+    const int tpr = blockDim.x;
+    const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
+    uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
+
+    // All loads first: VPT independent 16-byte loads in flight per thread.
+    uint4 buf[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = t + k * tpr;
+        if (active && i < s.body) buf[k] = load16(xv + i);
+    }
+    const int si = active ? scalar_index<T>(s, t, true, true) : -1;
+    const float sx = si >= 0 ? E::load(xr + si) : neg_inf();
+
+    float m = sx;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        if (active && t + k * tpr < s.body) {
+            float f[V];
+            E::unpack(buf[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
+        }
+    }
+    m = row_reduce<true>(m, red_max);
+
+    float sum = si >= 0 ? exp_fast(sx - m) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        if (active && t + k * tpr < s.body) {
+            float f[V];
+            E::unpack(buf[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) sum += exp_fast(f[j] - m);
+        }
+    }
+    sum = row_reduce<false>(sum, red_sum);
+    const float inv = 1.0f / sum;
+
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = t + k * tpr;
+        if (active && i < s.body) {
+            float f[V];
+            E::unpack(buf[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) f[j] = exp_fast(f[j] - m) * inv;
+            store16(yv + i, E::pack(f));
+        }
+    }
+    if (si >= 0) E::store(yr + si, exp_fast(sx - m) * inv);
+}
+
+// Loads the part of a row's body that chunk `c` owns into registers, plus the one head/tail scalar
+// of this thread. Returns the scalar's row index or -1.
+template <typename T, int VPT>
+__device__ __forceinline__ int load_chunk(const T* xr, const RowSplit& s, int c, int chunks, uint4 (&buf)[VPT],
+                                          float& sx) {
+    const int t = threadIdx.x;
+    const int v0 = c * VPT * static_cast<int>(blockDim.x);
+    const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = v0 + t + k * static_cast<int>(blockDim.x);
+        if (i < s.body) buf[k] = load16(xv + i);
+    }
+    const int si = scalar_index<T>(s, t, c == 0, c == chunks - 1);
+    sx = si >= 0 ? Elem<T>::load(xr + si) : neg_inf();
+    return si;
+}
+
+// One chunk of a long row: (max, sum of exp(x - max)) into part[row * chunks + chunk].
+template <typename T, int VPT>
+__device__ __forceinline__ void softmax_partial(const T* __restrict__ x, float2* __restrict__ part, long long rows,
+                                                int n) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    __shared__ float red_max[32];
+    __shared__ float red_sum[32];
+    const int c = blockIdx.x;
+    const int chunks = gridDim.x;
+    const int v0 = c * VPT * static_cast<int>(blockDim.x);
+
+    for (long long row = blockIdx.y; row < rows; row += gridDim.y) {
+        const T* xr = x + row * static_cast<long long>(n);
+        const RowSplit s = split_row(xr, n);
+        uint4 buf[VPT];
+        float sx;
+        const int si = load_chunk<T, VPT>(xr, s, c, chunks, buf, sx);
+
+        float m = sx;
+#pragma unroll
+        for (int k = 0; k < VPT; ++k) {
+            if (v0 + static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x) < s.body) {
+                float f[V];
+                E::unpack(buf[k], f);
+#pragma unroll
+                for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
+            }
+        }
+        m = row_reduce<true>(m, red_max);
+        // A chunk of only -inf (and NaN) has max -inf: measure it from 0 instead, so -inf
+        // contributes 0 and NaN stays NaN, rather than -inf - -inf making the chunk NaN.
+        const float ms = m == neg_inf() ? 0.0f : m;
+
+        float sum = si >= 0 ? exp_fast(sx - ms) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < VPT; ++k) {
+            if (v0 + static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x) < s.body) {
+                float f[V];
+                E::unpack(buf[k], f);
+#pragma unroll
+                for (int j = 0; j < V; ++j) sum += exp_fast(f[j] - ms);
+            }
+        }
+        sum = row_reduce<false>(sum, red_sum);
+        if (threadIdx.x == 0) part[row * chunks + c] = make_float2(m, sum);
+    }
+}
+
+// Combines a row's partials into (max, 1 / sum) and writes chunk blockIdx.x of the row.
+template <typename T, int VPT>
+__device__ __forceinline__ void softmax_finalize(const T* __restrict__ x, const float2* __restrict__ part,
+                                                 T* __restrict__ y, long long rows, int n) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    __shared__ float red_max[32];
+    __shared__ float red_sum[32];
+    const int c = blockIdx.x;
+    const int chunks = gridDim.x;
+    const int t = threadIdx.x;
+    const int tpr = blockDim.x;
+    const int v0 = c * VPT * tpr;
+
+    for (long long row = blockIdx.y; row < rows; row += gridDim.y) {
+        const T* xr = x + row * static_cast<long long>(n);
+        T* yr = y + row * static_cast<long long>(n);
+        const RowSplit s = split_row(xr, n);
+        // Issue the chunk's loads before reading the partials, to overlap the two latencies.
+        uint4 buf[VPT];
+        float sx;
+        const int si = load_chunk<T, VPT>(xr, s, c, chunks, buf, sx);
+
+        const float2* pr = part + row * chunks;
+        float m = neg_inf();
+        for (int i = t; i < chunks; i += tpr) m = fmaxf(m, pr[i].x);
+        m = row_reduce<true>(m, red_max);
+        float sum = 0.0f;
+        for (int i = t; i < chunks; i += tpr) {
+            const float2 p = pr[i];
+            // A chunk of only -inf has p = (-inf, 0): exp(-inf - m) * 0 = 0 while m is finite.
+            sum += p.y * exp_fast(p.x - m);
+        }
+        sum = row_reduce<false>(sum, red_sum);
+        const float inv = 1.0f / sum;
+
+        uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
+#pragma unroll
+        for (int k = 0; k < VPT; ++k) {
+            const int i = v0 + t + k * tpr;
+            if (i < s.body) {
+                float f[V];
+                E::unpack(buf[k], f);
+#pragma unroll
+                for (int j = 0; j < V; ++j) f[j] = exp_fast(f[j] - m) * inv;
+                store16(yv + i, E::pack(f));
+            }
+        }
+        if (si >= 0) E::store(yr + si, exp_fast(sx - m) * inv);
+    }
+}
+
+template <typename T, int VW>
+__device__ __forceinline__ void load_group(const T* p, float (&f)[VW]) {
+    if constexpr (VW == 1) {
+        f[0] = Elem<T>::load(p);
+    } else {
+        static_assert(VW == Elem<T>::V, "a group is one element or one 16-byte vector");
+        Elem<T>::unpack(load16(p), f);
+    }
+}
+
+template <typename T, int VW>
+__device__ __forceinline__ void store_group(T* p, const float (&f)[VW]) {
+    if constexpr (VW == 1) {
+        Elem<T>::store(p, f[0]);
+    } else {
+        store16(p, Elem<T>::pack(f));
+    }
+}
+
+// Softmax over the middle dim of [outer, n, inner]: thread g owns VW adjacent columns (VW = 1, or
+// one 16-byte vector when inner is a multiple of it), so a warp reads contiguous memory.
+template <typename T, int VW>
+__device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restrict__ y, long long outer, int n,
+                                             long long inner) {
+    const long long groups = inner / VW;
+    const long long total = outer * groups;
+    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long g = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; g < total; g += stride) {
+        const long long o = g / groups;
+        const long long base = o * n * inner + (g - o * groups) * VW;
+        float m[VW];
+        float s[VW];
+#pragma unroll
+        for (int j = 0; j < VW; ++j) {
+            m[j] = neg_inf();
+            s[j] = 0.0f;
+        }
+        for (int k = 0; k < n; ++k) {
+            float f[VW];
+            load_group<T, VW>(x + base + k * inner, f);
+#pragma unroll
+            for (int j = 0; j < VW; ++j) {
+                // Online softmax: rescale the running sum when the max grows. While the max is
+                // still -inf, measure from 0 so that -inf adds 0 (not NaN) and NaN stays NaN.
+                const float mn = fmaxf(m[j], f[j]);
+                if (mn != m[j]) {
+                    s[j] *= exp_fast(m[j] - mn);
+                    m[j] = mn;
+                }
+                s[j] += exp_fast(f[j] - (m[j] == neg_inf() ? 0.0f : m[j]));
+            }
+        }
+        float inv[VW];
+#pragma unroll
+        for (int j = 0; j < VW; ++j) inv[j] = 1.0f / s[j];
+        for (int k = 0; k < n; ++k) {
+            float f[VW];
+            load_group<T, VW>(x + base + k * inner, f);
+#pragma unroll
+            for (int j = 0; j < VW; ++j) f[j] = exp_fast(f[j] - m[j]) * inv[j];
+            store_group<T, VW>(y + base + k * inner, f);
+        }
+    }
+}
+
+#define TILEOPS_SOFTMAX_ENTRIES(T, SUFFIX)                                                                         \
+    extern "C" __global__ void __launch_bounds__(1024)                                                             \
+        softmax_rows_v4_##SUFFIX(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {              \
+        softmax_rows<T, 4>(x, y, rows, n);                                                                         \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(512)                                                              \
+        softmax_rows_v16_##SUFFIX(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {             \
+        softmax_rows<T, 16>(x, y, rows, n);                                                                        \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256)                                                              \
+        softmax_partial_##SUFFIX(const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {      \
+        softmax_partial<T, 8>(x, part, rows, n);                                                                   \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) softmax_finalize_##SUFFIX(                                   \
+        const T* __restrict__ x, const float2* __restrict__ part, T* __restrict__ y, long long rows, int n) {      \
+        softmax_finalize<T, 8>(x, part, y, rows, n);                                                               \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) softmax_cols_##SUFFIX(                                       \
+        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                     \
+        softmax_cols<T, 1>(x, y, outer, n, inner);                                                                 \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) softmax_cols_vec_##SUFFIX(                                   \
+        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                     \
+        softmax_cols<T, Elem<T>::V>(x, y, outer, n, inner);                                                        \
+    }
+
+TILEOPS_SOFTMAX_ENTRIES(float, f32)
+TILEOPS_SOFTMAX_ENTRIES(__half, f16)
+TILEOPS_SOFTMAX_ENTRIES(__nv_bfloat16, bf16)

@@ -1,0 +1,151 @@
+// Shared device code for tileops kernels: element traits, 16-byte vector access, row geometry and
+// row reductions. Passed to NVRTC as the header "tileops_common.cuh" (never compiled on its own).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace tileops {
+
+// NVRTC has no INFINITY macro.
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// exp(v) as exp2(v * log2(e)): one MUFU op (ex2.approx, ~2 ulp) instead of the longer expf
+// sequence; the kernels are memory-bound only if the per-element instruction count stays small.
+__device__ __forceinline__ float exp_fast(float v) { return exp2f(v * kLog2e); }
+
+// Element traits: V elements per 16-byte vector, unpacking to and packing from f32.
+template <typename T> struct Elem;
+
+template <> struct Elem<float> {
+    static constexpr int V = 4;
+    __device__ static __forceinline__ float load(const float* p) { return __ldg(p); }
+    __device__ static __forceinline__ void store(float* p, float v) { *p = v; }
+    __device__ static __forceinline__ void unpack(const uint4& r, float (&f)[V]) {
+        f[0] = __uint_as_float(r.x);
+        f[1] = __uint_as_float(r.y);
+        f[2] = __uint_as_float(r.z);
+        f[3] = __uint_as_float(r.w);
+    }
+    __device__ static __forceinline__ uint4 pack(const float (&f)[V]) {
+        return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                          __float_as_uint(f[3]));
+    }
+};
+
+__device__ __forceinline__ unsigned half2_bits(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
+__device__ __forceinline__ __half2 bits_half2(unsigned u) { return *reinterpret_cast<__half2*>(&u); }
+
+template <> struct Elem<__half> {
+    static constexpr int V = 8;
+    __device__ static __forceinline__ float load(const __half* p) { return __half2float(__ldg(p)); }
+    __device__ static __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
+    __device__ static __forceinline__ void unpack(const uint4& r, float (&f)[V]) {
+        const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 t = __half22float2(bits_half2(w[i]));
+            f[2 * i] = t.x;
+            f[2 * i + 1] = t.y;
+        }
+    }
+    __device__ static __forceinline__ uint4 pack(const float (&f)[V]) {
+        return make_uint4(half2_bits(__floats2half2_rn(f[0], f[1])), half2_bits(__floats2half2_rn(f[2], f[3])),
+                          half2_bits(__floats2half2_rn(f[4], f[5])), half2_bits(__floats2half2_rn(f[6], f[7])));
+    }
+};
+
+__device__ __forceinline__ unsigned bf162_bits(__nv_bfloat162 h) { return *reinterpret_cast<unsigned*>(&h); }
+
+template <> struct Elem<__nv_bfloat16> {
+    static constexpr int V = 8;
+    __device__ static __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
+    __device__ static __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+    // bf16 -> f32 is exact: the bf16 bits are the top half of the f32 bits.
+    __device__ static __forceinline__ void unpack(const uint4& r, float (&f)[V]) {
+        const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            f[2 * i] = __uint_as_float(w[i] << 16);
+            f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+    __device__ static __forceinline__ uint4 pack(const float (&f)[V]) {
+        return make_uint4(bf162_bits(__floats2bfloat162_rn(f[0], f[1])), bf162_bits(__floats2bfloat162_rn(f[2], f[3])),
+                          bf162_bits(__floats2bfloat162_rn(f[4], f[5])), bf162_bits(__floats2bfloat162_rn(f[6], f[7])));
+    }
+};
+
+// 16-byte global accesses: ld.global.nc.v4 (read-only path) and st.global.v4.
+__device__ __forceinline__ uint4 load16(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ void store16(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+
+// How one row of n elements splits into 16-byte vectors: `head` scalars up to the first 16-byte
+// boundary, `body` whole vectors, then `tail` scalars. Every row of x and y has the same split,
+// because the host passes 16-byte-aligned base pointers. Odd row lengths misalign every other
+// row, so the split is per row.
+struct RowSplit {
+    int head;
+    int body;
+    int tail;
+};
+
+template <typename T>
+__device__ __forceinline__ RowSplit split_row(const T* row, int n) {
+    constexpr int V = Elem<T>::V;
+    const int misaligned = static_cast<int>((reinterpret_cast<unsigned long long>(row) & 15u) / sizeof(T));
+    RowSplit s;
+    s.head = min(n, (V - misaligned) % V);
+    s.body = (n - s.head) / V;
+    s.tail = n - s.head - s.body * V;
+    return s;
+}
+
+// The one scalar (head or tail element) that thread `t` of a row owns, as an index into the row,
+// or -1: head elements go to threads 0..head-1, tail elements to the threads after them
+// (head + tail < 2V <= 16 < 32, so one warp always covers them). A chunk of a split row owns the
+// head only when it is the first chunk and the tail only when it is the last.
+template <typename T>
+__device__ __forceinline__ int scalar_index(const RowSplit& s, int t, bool has_head, bool has_tail) {
+    const int head = has_head ? s.head : 0;
+    const int tail = has_tail ? s.tail : 0;
+    if (t < head) return t;
+    if (t < head + tail) return s.head + s.body * Elem<T>::V + (t - head);
+    return -1;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Reduces `v` over the blockDim.x threads of one row (threadIdx.y picks the row). blockDim.x is
+// a multiple of 32 and at most 1024; `scratch` holds 32 floats per row of the block. Every thread
+// of the block must call it (it synchronises the block when a row spans several warps).
+// fmaxf ignores NaN; softmax propagates NaN through the sum instead, as PyTorch's kernels do.
+template <bool kMax>
+__device__ __forceinline__ float row_reduce(float v, float* scratch) {
+    v = kMax ? warp_max(v) : warp_sum(v);
+    const int warps = blockDim.x >> 5;
+    if (warps == 1) return v;
+    const int lane = threadIdx.x & 31;
+    float* s = scratch + threadIdx.y * 32;
+    if (lane == 0) s[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = lane < warps ? s[lane] : (kMax ? neg_inf() : 0.0f);
+    v = kMax ? warp_max(v) : warp_sum(v);
+    // The scratch may be reused by the next reduction: no warp may write it before all have read.
+    __syncthreads();
+    return v;
+}
+
+}  // namespace tileops

@@ -1,0 +1,145 @@
+//! Runtime element types, named as TileOPs and PyTorch name them.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The element type of a tensor.
+///
+/// Names follow PyTorch (`"bfloat16".parse::<DType>()`), so manifest files written for TileOPs
+/// parse unchanged.
+///
+/// ```
+/// use tileops::DType;
+/// let dtype: DType = "bfloat16".parse().unwrap();
+/// assert_eq!(dtype, DType::BFloat16);
+/// assert_eq!(dtype.size_in_bytes(), 2);
+/// assert_eq!(dtype.to_string(), "bfloat16");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    Float32,
+    Float16,
+    BFloat16,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    UInt8,
+    Bool,
+    Float8E4M3Fn,
+    Float8E5M2,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 12] = [
+        DType::Float32,
+        DType::Float16,
+        DType::BFloat16,
+        DType::Float64,
+        DType::Int8,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::UInt8,
+        DType::Bool,
+        DType::Float8E4M3Fn,
+        DType::Float8E5M2,
+    ];
+
+    /// Bytes of one element (`itemsize` in PyTorch).
+    pub const fn size_in_bytes(self) -> usize {
+        match self {
+            DType::Float64 | DType::Int64 => 8,
+            DType::Float32 | DType::Int32 => 4,
+            DType::Float16 | DType::BFloat16 | DType::Int16 => 2,
+            DType::Int8 | DType::UInt8 | DType::Bool | DType::Float8E4M3Fn | DType::Float8E5M2 => 1,
+        }
+    }
+
+    /// The canonical name (`"float8_e4m3fn"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::Float32 => "float32",
+            DType::Float16 => "float16",
+            DType::BFloat16 => "bfloat16",
+            DType::Float64 => "float64",
+            DType::Int8 => "int8",
+            DType::Int16 => "int16",
+            DType::Int32 => "int32",
+            DType::Int64 => "int64",
+            DType::UInt8 => "uint8",
+            DType::Bool => "bool",
+            DType::Float8E4M3Fn => "float8_e4m3fn",
+            DType::Float8E5M2 => "float8_e5m2",
+        }
+    }
+
+    /// Whether the type is a floating-point type (fp8 included).
+    pub const fn is_float(self) -> bool {
+        matches!(
+            self,
+            DType::Float32
+                | DType::Float16
+                | DType::BFloat16
+                | DType::Float64
+                | DType::Float8E4M3Fn
+                | DType::Float8E5M2
+        )
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A dtype name that tileops does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype `{name}`; known dtypes: {}", known_names())]
+pub struct UnknownDType {
+    /// The name that failed to parse.
+    pub name: String,
+}
+
+fn known_names() -> String {
+    DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+}
+
+impl FromStr for DType {
+    type Err = UnknownDType;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        DType::ALL
+            .into_iter()
+            .find(|dtype| dtype.name() == name)
+            .ok_or_else(|| UnknownDType { name: name.to_owned() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_round_trips() {
+        for dtype in DType::ALL {
+            assert_eq!(dtype.name().parse::<DType>(), Ok(dtype));
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_errors_that_list_the_known_ones() {
+        let err = "float128".parse::<DType>().unwrap_err();
+        assert!(err.to_string().contains("float8_e4m3fn"), "{err}");
+    }
+
+    #[test]
+    fn sizes_match_pytorch_itemsize() {
+        assert_eq!(DType::Float8E4M3Fn.size_in_bytes(), 1);
+        assert_eq!(DType::BFloat16.size_in_bytes(), 2);
+        assert_eq!(DType::Int64.size_in_bytes(), 8);
+    }
+}

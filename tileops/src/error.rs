@@ -1,0 +1,148 @@
+//! The crate-wide error: CUDA setup, kernel compilation and launch, and input validation.
+
+/// Everything that can go wrong in tileops outside a roofline formula.
+///
+/// Validation errors name the op, the field and the offending value, and say what would be
+/// accepted; CUDA errors say what was looked for and how to fix the setup.
+///
+/// ```
+/// use tileops::ops::Softmax;
+/// use tileops::{DType, Device, Error, TensorSpec};
+///
+/// let err = Softmax::new(&Device::cpu(), TensorSpec::new([4, 8], DType::Float32), 2).unwrap_err();
+/// assert!(matches!(err, Error::InvalidParam { op: "softmax", field: "dim", .. }));
+/// assert!(err.to_string().contains("dim"), "{err}");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The CUDA driver library (`libcuda.so`) could not be loaded.
+    #[error(
+        "CUDA driver library not found ({detail}); install the NVIDIA driver, or use Device::cpu()"
+    )]
+    DriverMissing {
+        /// What was tried.
+        detail: String,
+    },
+
+    /// The driver loaded, but there is no usable GPU with that ordinal.
+    #[error("no usable CUDA device: {reason}")]
+    NoDevice {
+        /// Why (driver error, device count, ordinal out of range).
+        reason: String,
+    },
+
+    /// A CUDA driver call failed (context creation, allocation, copy, synchronisation).
+    #[error("CUDA driver call failed while {context}: {message}")]
+    Driver {
+        /// What tileops was doing.
+        context: String,
+        /// The driver's error.
+        message: String,
+    },
+
+    /// NVRTC (`libnvrtc.so`) or the CUDA headers it needs could not be found.
+    #[error(
+        "NVRTC not usable: {detail}. Searched: {searched}. Run `bash scripts/install-cuda-wheels.sh` \
+         (pinned wheels into .cuda-wheels/), or set CUDA_HOME to a CUDA 13 toolkit"
+    )]
+    NvrtcMissing {
+        /// What is missing.
+        detail: String,
+        /// The places that were searched, `:`-separated.
+        searched: String,
+    },
+
+    /// NVRTC rejected a kernel.
+    #[error("NVRTC failed to compile kernel `{kernel}` for {arch}: {message}\n{log}")]
+    Compile {
+        /// The kernel file (`softmax.cu`).
+        kernel: String,
+        /// The target (`sm_90`, `compute_90`).
+        arch: String,
+        /// NVRTC's status.
+        message: String,
+        /// The program log.
+        log: String,
+    },
+
+    /// Loading a compiled module or launching a kernel failed.
+    #[error("kernel `{kernel}` failed: {message}")]
+    Launch {
+        /// The entry point (`softmax_rows_v4_bf16`).
+        kernel: String,
+        /// The driver's error.
+        message: String,
+    },
+
+    /// A shape or rank that an op does not accept.
+    #[error("{op}: {field} has shape {value}: {reason}")]
+    InvalidShape {
+        /// The op (`softmax`).
+        op: &'static str,
+        /// The input or output (`x`).
+        field: &'static str,
+        /// The offending shape.
+        value: String,
+        /// What is accepted.
+        reason: String,
+    },
+
+    /// A dtype that an op does not support.
+    #[error("{op}: {field} has dtype {value}, which is not supported; supported: {supported}")]
+    InvalidDType {
+        /// The op.
+        op: &'static str,
+        /// The input.
+        field: &'static str,
+        /// The offending dtype.
+        value: crate::DType,
+        /// The dtypes the op accepts.
+        supported: String,
+    },
+
+    /// A parameter value out of range.
+    #[error("{op}: {field} = {value} is invalid: {reason}")]
+    InvalidParam {
+        /// The op.
+        op: &'static str,
+        /// The parameter (`dim`, `eps`).
+        field: &'static str,
+        /// The offending value.
+        value: String,
+        /// What is accepted.
+        reason: String,
+    },
+
+    /// A tensor passed to `forward` that does not match what the op was planned for.
+    #[error("{op}: {field} is {actual}, but the op was planned for {expected}")]
+    InputMismatch {
+        /// The op.
+        op: &'static str,
+        /// The input or output.
+        field: &'static str,
+        /// What the plan expects (`bfloat16[2048, 4096] on cuda:0`).
+        expected: String,
+        /// What was passed.
+        actual: String,
+    },
+
+    /// Misuse of the tensor API: data length, dtype of a host copy, device mismatch.
+    #[error("tensor: {0}")]
+    Tensor(String),
+}
+
+/// `Result` with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A failed driver call, with what tileops was doing.
+    pub(crate) fn driver(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
+        Error::Driver { context: context.into(), message: err.to_string() }
+    }
+
+    /// A failed launch or module load of `kernel`.
+    pub(crate) fn launch(kernel: impl Into<String>, err: impl std::fmt::Display) -> Self {
+        Error::Launch { kernel: kernel.into(), message: err.to_string() }
+    }
+}

@@ -1,0 +1,207 @@
+//! The CUDA kernels: `.cu` files under `tileops/kernels/`, embedded in the binary, compiled by
+//! NVRTC at first use for the device's own architecture (CUBIN, with PTX for the driver's JIT as
+//! the fallback), and cached per device and kernel file.
+//!
+//! The compile API is public so that a machine without a GPU can still compile every kernel and
+//! read ptxas's register and spill report (see `tests/kernel_compile.rs`).
+
+mod compile;
+mod toolkit;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+
+pub use compile::{Compiled, ResourceUsage, Target, compile, supported_archs};
+pub use toolkit::{Toolkit, toolkit};
+
+use crate::Error;
+use crate::device::CudaDevice;
+
+/// One kernel file and the entry points it defines.
+#[derive(Debug)]
+pub struct KernelSource {
+    /// File name under `tileops/kernels/` (`softmax.cu`).
+    pub file: &'static str,
+    /// Its text.
+    pub source: &'static str,
+    /// Every `extern "C" __global__` entry point in it.
+    pub entries: &'static [Entry],
+}
+
+/// One entry point, with the memory access it is meant to issue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The symbol (`softmax_rows_v4_bf16`).
+    pub name: &'static str,
+    /// Reads its main input with 128-bit global loads (`ld.global.nc.v4` and the like).
+    pub vector_loads: bool,
+    /// Writes its main output with 128-bit global stores (`st.global.v4` and the like).
+    pub vector_stores: bool,
+}
+
+/// Headers the kernel files include, passed to NVRTC by name.
+pub const HEADERS: &[(&str, &str)] = &[("tileops_common.cuh", include_str!("../../kernels/tileops_common.cuh"))];
+
+/// Every entry point `<base>_{f32,f16,bf16}` of one kernel family.
+macro_rules! per_dtype {
+    ($($base:literal: loads $loads:literal, stores $stores:literal;)*) => {
+        &[$(
+            Entry { name: concat!($base, "_f32"), vector_loads: $loads, vector_stores: $stores },
+            Entry { name: concat!($base, "_f16"), vector_loads: $loads, vector_stores: $stores },
+            Entry { name: concat!($base, "_bf16"), vector_loads: $loads, vector_stores: $stores },
+        )*]
+    };
+}
+
+/// `softmax.cu`.
+pub static SOFTMAX: KernelSource = KernelSource {
+    file: "softmax.cu",
+    source: include_str!("../../kernels/softmax.cu"),
+    entries: per_dtype! {
+        "softmax_rows_v4": loads true, stores true;
+        "softmax_rows_v16": loads true, stores true;
+        // Writes one (max, sum) pair per block.
+        "softmax_partial": loads true, stores false;
+        "softmax_finalize": loads true, stores true;
+        // One element per thread: for inner extents that are not a multiple of a 16-byte vector.
+        "softmax_cols": loads false, stores false;
+        "softmax_cols_vec": loads true, stores true;
+    },
+};
+
+/// `rms_norm.cu`.
+pub static RMS_NORM: KernelSource = KernelSource {
+    file: "rms_norm.cu",
+    source: include_str!("../../kernels/rms_norm.cu"),
+    entries: per_dtype! {
+        "rms_norm_rows_v4": loads true, stores true;
+        "rms_norm_rows_v16": loads true, stores true;
+        "rms_norm_loop": loads true, stores true;
+    },
+};
+
+/// Every kernel file of the crate.
+pub static SOURCES: &[&KernelSource] = &[&SOFTMAX, &RMS_NORM];
+
+/// Compiled images, by kernel file and target: GPUs of one architecture compile once.
+fn compile_cache() -> &'static Mutex<HashMap<(&'static str, Target), Arc<Compiled>>> {
+    static CACHE: OnceLock<Mutex<HashMap<(&'static str, Target), Arc<Compiled>>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+fn compile_cached(source: &'static KernelSource, target: Target) -> Result<Arc<Compiled>, Error> {
+    let key = (source.file, target);
+    if let Some(hit) = lock(compile_cache()).get(&key) {
+        return Ok(hit.clone());
+    }
+    let compiled = Arc::new(compile(source, target)?);
+    lock(compile_cache()).insert(key, compiled.clone());
+    Ok(compiled)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// Compiles (once) and loads (once per device) `source`: a CUBIN for the device's own `sm_XX`,
+/// else PTX for `compute_XX` (or the newest architecture this NVRTC knows below it).
+fn module(dev: &CudaDevice, source: &'static KernelSource) -> Result<Arc<CudaModule>, Error> {
+    if let Some(module) = lock(&dev.modules).get(source.file) {
+        return Ok(module.clone());
+    }
+    let (major, minor) = dev.capability;
+    let arch = major * 10 + minor;
+    let mut targets = vec![Target::Sm(arch), Target::Compute(arch)];
+    if let Ok(archs) = supported_archs() {
+        if let Some(&best) = archs.iter().filter(|&&a| a <= arch).max() {
+            if best != arch {
+                targets.push(Target::Compute(best));
+            }
+        }
+    }
+    let mut first_error = None;
+    for target in targets {
+        let attempt = compile_cached(source, target).and_then(|compiled| {
+            let image = match (&compiled.cubin, &compiled.ptx) {
+                (Some(cubin), _) => Ptx::from_binary(cubin.clone()),
+                (None, Some(ptx)) => Ptx::from_src(ptx.clone()),
+                (None, None) => return Err(Error::launch(source.file, format!("no image for {target}"))),
+            };
+            dev.ctx.load_module(image).map_err(|e| Error::launch(format!("{} ({target})", source.file), e))
+        });
+        match attempt {
+            Ok(module) => {
+                lock(&dev.modules).insert(source.file, module.clone());
+                return Ok(module);
+            }
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    Err(first_error.unwrap_or_else(|| Error::launch(source.file, "no target to compile for")))
+}
+
+/// The entry point `entry` of `source` on `dev`, compiling and loading the file at first use.
+pub(crate) fn function(
+    dev: &CudaDevice,
+    source: &'static KernelSource,
+    entry: &'static str,
+) -> Result<CudaFunction, Error> {
+    if let Some(function) = lock(&dev.functions).get(entry) {
+        return Ok(function.clone());
+    }
+    let module = module(dev, source)?;
+    let function = module.load_function(entry).map_err(|e| Error::launch(entry, e))?;
+    lock(&dev.functions).insert(entry, function.clone());
+    Ok(function)
+}
+
+/// The `_f32`/`_f16`/`_bf16` suffix of a dtype's entry points.
+pub(crate) fn dtype_suffix(dtype: crate::DType) -> Option<&'static str> {
+    match dtype {
+        crate::DType::Float32 => Some("f32"),
+        crate::DType::Float16 => Some("f16"),
+        crate::DType::BFloat16 => Some("bf16"),
+        _ => None,
+    }
+}
+
+/// The declared entry `<base>_<suffix>` of `source` (entry names must be `'static`).
+pub(crate) fn entry(source: &'static KernelSource, base: &str, dtype: crate::DType) -> Result<&'static str, Error> {
+    let suffix = dtype_suffix(dtype).ok_or_else(|| Error::launch(base, format!("no {dtype} kernel")))?;
+    source
+        .entries
+        .iter()
+        .find(|e| e.name.strip_prefix(base).and_then(|rest| rest.strip_prefix('_')) == Some(suffix))
+        .map(|e| e.name)
+        .ok_or_else(|| Error::launch(format!("{base}_{suffix}"), format!("not declared in {}", source.file)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_are_unique_and_declared_in_their_source() {
+        let mut seen = std::collections::HashSet::new();
+        for source in SOURCES {
+            for entry in source.entries {
+                assert!(seen.insert(entry.name), "duplicate entry {}", entry.name);
+                let base = entry.name.rsplit_once('_').map(|(b, _)| b).unwrap_or(entry.name);
+                assert!(source.source.contains(&format!("{base}_##SUFFIX")), "{} not in {}", entry.name, source.file);
+            }
+        }
+    }
+
+    #[test]
+    fn entries_resolve_by_base_and_dtype() {
+        assert_eq!(entry(&SOFTMAX, "softmax_rows_v4", crate::DType::BFloat16).unwrap(), "softmax_rows_v4_bf16");
+        assert_eq!(entry(&SOFTMAX, "softmax_cols", crate::DType::Float32).unwrap(), "softmax_cols_f32");
+        assert!(entry(&SOFTMAX, "softmax_cols", crate::DType::Float64).is_err());
+        assert!(entry(&RMS_NORM, "softmax_cols", crate::DType::Float32).is_err());
+    }
+}

@@ -1,0 +1,99 @@
+//! How the bench harness plans and drives softmax and rms_norm from manifest workloads.
+//!
+//! `BenchOp` has `RooflineModel` as its supertrait, which `#[roofline_op]` implements; this module
+//! is compiled once the macro does (see the commented `mod` line in `ops/mod.rs`).
+
+use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, WorkloadCase};
+use crate::{Device, Error, Tensor, TensorSpec};
+
+use super::{RmsNorm, Softmax};
+
+/// The spec of input `name` in `case`, or an error naming the missing `<name>_shape` key.
+fn input(op: &'static str, case: &WorkloadCase, name: &'static str) -> Result<TensorSpec, Error> {
+    case.input_spec(name).ok_or_else(|| Error::InvalidParam {
+        op,
+        field: name,
+        value: "missing".to_owned(),
+        reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
+    })
+}
+
+fn bad_param(op: &'static str, field: &'static str, value: &StaticValue, reason: &str) -> Error {
+    Error::InvalidParam { op, field, value: format!("{value:?}"), reason: reason.to_owned() }
+}
+
+impl FromWorkload for Softmax {
+    /// `x_shape` and the case dtype; `dim` from the row, the last dim when absent or null.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        let x = input("softmax", case, "x")?;
+        let dim = match case.workload.param("dim") {
+            None | Some(StaticValue::None) => -1,
+            Some(value) => value
+                .as_int()
+                .and_then(|d| i64::try_from(d).ok())
+                .ok_or_else(|| bad_param("softmax", "dim", value, "must be an integer"))?,
+        };
+        Softmax::new(device, x, dim)
+    }
+}
+
+impl BenchOp for Softmax {
+    fn roof(&self) -> RoofKey {
+        Softmax::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(vec![Tensor::random(self.x(), seed, self.device())?])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [x] = inputs else {
+            return Err(Error::Tensor(format!("softmax takes 1 input, {} given", inputs.len())));
+        };
+        Ok(vec![self.forward(x)?])
+    }
+}
+
+impl FromWorkload for RmsNorm {
+    /// `x_shape` and the case dtype; the weight from `weight_shape`, else `normalized_shape`,
+    /// else `[N]` for N the last dim of x; `eps` from the row, 1e-6 when absent or null.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        let x = input("rms_norm", case, "x")?;
+        let weight = match (case.input_spec("weight"), case.workload.param("normalized_shape")) {
+            (Some(weight), _) => weight,
+            (None, Some(value)) => {
+                let dims = value
+                    .as_int_list()
+                    .and_then(|dims| dims.into_iter().map(|d| usize::try_from(d).ok()).collect::<Option<Vec<_>>>())
+                    .ok_or_else(|| bad_param("rms_norm", "normalized_shape", value, "must be a list of sizes"))?;
+                TensorSpec::new(dims, x.dtype)
+            }
+            (None, None) => TensorSpec::new(x.shape.last().copied().into_iter().collect::<Vec<_>>(), x.dtype),
+        };
+        let eps = match case.workload.param("eps") {
+            None | Some(StaticValue::None) => 1e-6,
+            Some(value) => value.as_f64().ok_or_else(|| bad_param("rms_norm", "eps", value, "must be a number"))?,
+        };
+        RmsNorm::new(device, x, weight, eps)
+    }
+}
+
+impl BenchOp for RmsNorm {
+    fn roof(&self) -> RoofKey {
+        RmsNorm::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(vec![
+            Tensor::random(self.x(), seed, self.device())?,
+            Tensor::random(self.weight(), seed.wrapping_add(1), self.device())?,
+        ])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [x, weight] = inputs else {
+            return Err(Error::Tensor(format!("rms_norm takes 2 inputs (x, weight), {} given", inputs.len())));
+        };
+        Ok(vec![self.forward(x, weight)?])
+    }
+}

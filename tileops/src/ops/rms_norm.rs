@@ -1,0 +1,228 @@
+//! `rms_norm`: `x / sqrt(mean(x^2) + eps) * weight` over the last dimension.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
+use crate::device::CudaDevice;
+use crate::kernels::{self, RMS_NORM};
+use crate::registry::RoofKey;
+use crate::{Device, Error, Tensor, TensorSpec};
+
+const OP: &str = "rms_norm";
+
+/// RMSNorm over the last dimension with a weight of shape `[N]`, as
+/// `torch.nn.functional.rms_norm(x, [N], weight, eps)`, in float32, float16 or bfloat16
+/// (weight in the same dtype), accumulating in f32 on the GPU (f64 on the CPU).
+///
+/// ```
+/// use tileops::ops::RmsNorm;
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::best();
+/// let x_spec = TensorSpec::new([8, 4096], DType::BFloat16);
+/// let w_spec = TensorSpec::new([4096], DType::BFloat16);
+/// let norm = RmsNorm::new(&device, x_spec.clone(), w_spec.clone(), 1e-6)?;
+/// let x = Tensor::random(&x_spec, 1, &device)?;
+/// let weight = Tensor::full(&w_spec, 1.0, &device)?;
+/// let y = norm.forward(&x, &weight)?.to_vec_f32()?;
+/// let mean_square = y[..4096].iter().map(|v| v * v).sum::<f32>() / 4096.0;
+/// assert!((mean_square - 1.0).abs() < 0.02);
+///
+/// // The weight must be [N] for N the last dim of x.
+/// assert!(RmsNorm::new(&device, x_spec, TensorSpec::new([8], DType::BFloat16), 1e-6).is_err());
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[crate::roofline_op("rms_norm")]
+#[derive(Debug, Clone)]
+pub struct RmsNorm {
+    /// The input the op is planned for.
+    x: TensorSpec,
+    /// The weight: `[N]`, same dtype as `x`.
+    weight: TensorSpec,
+    /// Added to the mean square before the square root.
+    eps: f64,
+    device: Device,
+    /// `x` viewed as `rows` rows of `n`.
+    rows: usize,
+    n: usize,
+}
+
+impl RmsNorm {
+    /// The roof an optimal RMSNorm is priced against: memory-bound work on CUDA cores.
+    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
+
+    /// Plans an RMSNorm of inputs like `x` over their last dim, with a weight like `weight`.
+    ///
+    /// Errors when `x` has rank 0 or no elements, when a dtype is not float32, float16 or
+    /// bfloat16 or the two differ, when `weight` is not `[N]` for `N` the last dim of `x`, or
+    /// when `eps` is negative or not finite.
+    pub fn new(device: &Device, x: TensorSpec, weight: TensorSpec, eps: f64) -> Result<RmsNorm, Error> {
+        check_float_dtype(OP, "x", &x)?;
+        check_float_dtype(OP, "weight", &weight)?;
+        if weight.dtype != x.dtype {
+            return Err(Error::InvalidDType {
+                op: OP,
+                field: "weight",
+                value: weight.dtype,
+                supported: format!("the dtype of x ({})", x.dtype),
+            });
+        }
+        let Some(&n) = x.shape.last() else {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: "[]".to_owned(),
+                reason: "rms_norm needs at least one dimension to normalize over".to_owned(),
+            });
+        };
+        check_extents(OP, "x", &x)?;
+        if weight.shape != [n] {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "weight",
+                value: format!("{:?}", weight.shape),
+                reason: format!("must be [{n}], the last dim of x {x}"),
+            });
+        }
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                field: "eps",
+                value: eps.to_string(),
+                reason: "must be finite and >= 0".to_owned(),
+            });
+        }
+        if i32::try_from(n).is_err() {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: format!("rows of {n} elements; at most {} are supported", i32::MAX),
+            });
+        }
+        let rows = x.numel() / n;
+        Ok(RmsNorm { x, weight, eps, device: device.clone(), rows, n })
+    }
+
+    /// The input spec the op is planned for.
+    pub fn x(&self) -> &TensorSpec {
+        &self.x
+    }
+
+    /// The weight spec the op is planned for.
+    pub fn weight(&self) -> &TensorSpec {
+        &self.weight
+    }
+
+    /// The epsilon.
+    pub fn eps(&self) -> f64 {
+        self.eps
+    }
+
+    /// The device the op runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// RMSNorm of `x` with `weight`, into a new tensor; both must match the plan.
+    pub fn forward(&self, x: &Tensor, weight: &Tensor) -> Result<Tensor, Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "weight", weight, &self.weight, &self.device)?;
+        let mut y = Tensor::empty(&self.x, &self.device)?;
+        self.forward_into(x, weight, &mut y)?;
+        Ok(y)
+    }
+
+    /// RMSNorm of `x` with `weight`, written into `y` (same spec and device as `x`).
+    /// Asynchronous on a GPU.
+    pub fn forward_into(&self, x: &Tensor, weight: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "weight", weight, &self.weight, &self.device)?;
+        check_input(OP, "y", y, &self.x, &self.device)?;
+        match self.device.cuda_device() {
+            None => {
+                let (values, w) = (x.host_f64()?, weight.host_f64()?);
+                y.set_host_f64(&super::reference::rms_norm(&values, &w, self.n, self.eps))
+            }
+            Some(dev) => self.launch(dev, x, weight, y),
+        }
+    }
+
+    fn launch(&self, dev: &CudaDevice, x: &Tensor, weight: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        let dtype = self.x.dtype;
+        let missing = || Error::Tensor("rms_norm: GPU tensor without a buffer".to_owned());
+        let xs = x.cuda_slice().ok_or_else(missing)?;
+        let ws = weight.cuda_slice().ok_or_else(missing)?;
+        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        launch::check_aligned(OP, &dev.stream, &[xs, ws, ys])?;
+        let (entry, cfg) = match row_plan(self.n, dtype) {
+            RowPlan::Regs4 { threads_per_row, rows_per_block } => {
+                let entry = kernels::entry(&RMS_NORM, "rms_norm_rows_v4", dtype)?;
+                let blocks = self.rows.div_ceil(rows_per_block as usize);
+                (entry, (blocks, (threads_per_row, rows_per_block)))
+            }
+            RowPlan::Regs16 { threads_per_row } => {
+                (kernels::entry(&RMS_NORM, "rms_norm_rows_v16", dtype)?, (self.rows, (threads_per_row, 1)))
+            }
+            // One block of 1024 threads per row, rows in a grid-stride loop.
+            RowPlan::Long => (kernels::entry(&RMS_NORM, "rms_norm_loop", dtype)?, (self.rows.min(1 << 20), (1024, 1))),
+        };
+        let (blocks, (threads_x, threads_y)) = cfg;
+        let cfg = LaunchConfig {
+            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+            block_dim: (threads_x, threads_y, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
+        let function = kernels::function(dev, &RMS_NORM, entry)?;
+        let mut call = dev.stream.launch_builder(&function);
+        call.arg(xs).arg(ws).arg(&mut *ys).arg(&rows).arg(&n).arg(&eps);
+        // SAFETY: rms_norm_*(const T*, const T*, T*, long long, int, float); x and y hold
+        // rows * n elements, the weight n; the block shape is within the launch bounds.
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn cpu_forward_matches_the_reference_in_every_dtype() {
+        let cpu = Device::cpu();
+        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+            for shape in [vec![3, 7], vec![2, 2, 64], vec![1]] {
+                let n = *shape.last().unwrap();
+                let xs = TensorSpec::new(shape.clone(), dtype);
+                let ws = TensorSpec::new([n], dtype);
+                let op = RmsNorm::new(&cpu, xs.clone(), ws.clone(), 1e-5).unwrap();
+                let x = Tensor::random(&xs, 3, &cpu).unwrap();
+                let w = Tensor::random(&ws, 4, &cpu).unwrap();
+                let y = op.forward(&x, &w).unwrap();
+                let expect = super::super::reference::rms_norm(&x.to_vec_f64().unwrap(), &w.to_vec_f64().unwrap(), n, 1e-5);
+                let expect = Tensor::from_f64_rounded(&expect, &xs, &cpu).unwrap();
+                assert_eq!(y.to_bytes().unwrap(), expect.to_bytes().unwrap(), "{dtype} {shape:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn weight_must_match_x() {
+        let cpu = Device::cpu();
+        let x = TensorSpec::new([2, 8], DType::Float16);
+        assert!(matches!(
+            RmsNorm::new(&cpu, x.clone(), TensorSpec::new([8], DType::Float32), 1e-6),
+            Err(Error::InvalidDType { field: "weight", .. })
+        ));
+        assert!(matches!(
+            RmsNorm::new(&cpu, x.clone(), TensorSpec::new([2, 8], DType::Float16), 1e-6),
+            Err(Error::InvalidShape { field: "weight", .. })
+        ));
+        assert!(matches!(
+            RmsNorm::new(&cpu, x, TensorSpec::new([8], DType::Float16), -1.0),
+            Err(Error::InvalidParam { field: "eps", .. })
+        ));
+    }
+}

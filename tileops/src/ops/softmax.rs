@@ -1,0 +1,273 @@
+//! `softmax`: `exp(x - max) / sum(exp(x - max))` along one dimension.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
+use crate::device::CudaDevice;
+use crate::kernels::{self, SOFTMAX};
+use crate::registry::RoofKey;
+use crate::{Device, Error, Tensor, TensorSpec};
+
+const OP: &str = "softmax";
+
+/// Softmax along `dim`, as `torch.nn.functional.softmax(x, dim)`, in float32, float16 or
+/// bfloat16, accumulating in f32 on the GPU (f64 on the CPU). The last dim is the fast path.
+///
+/// A row that holds a NaN or `+inf`, or is all `-inf`, comes out all NaN, as in PyTorch.
+///
+/// ```
+/// use tileops::ops::Softmax;
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::best();
+/// let spec = TensorSpec::new([4, 1000], DType::BFloat16);
+/// let softmax = Softmax::new(&device, spec.clone(), -1)?;
+/// let x = Tensor::random(&spec, 0, &device)?;
+/// let y = softmax.forward(&x)?;
+/// let row: f32 = y.to_vec_f32()?[..1000].iter().sum();
+/// assert!((row - 1.0).abs() < 0.02);
+///
+/// // Plans are checked up front: dim out of range, unsupported dtypes...
+/// assert!(Softmax::new(&device, spec.clone(), 2).is_err());
+/// assert!(Softmax::new(&device, TensorSpec::new([4], DType::Int32), 0).is_err());
+/// // ...and inputs against the plan.
+/// let other = Tensor::random(&TensorSpec::new([4, 999], DType::BFloat16), 0, &device)?;
+/// assert!(softmax.forward(&other).is_err());
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[crate::roofline_op("softmax")]
+#[derive(Debug, Clone)]
+pub struct Softmax {
+    /// The input the op is planned for (the manifest's formulas read its shape).
+    x: TensorSpec,
+    /// The dimension, as given (negative counts from the end).
+    dim: i64,
+    device: Device,
+    /// `x` viewed as `[outer, n, inner]`, softmax over `n`.
+    outer: usize,
+    n: usize,
+    inner: usize,
+}
+
+impl Softmax {
+    /// The roof an optimal softmax is priced against: it is memory-bound work on CUDA cores.
+    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
+
+    /// Plans a softmax of inputs like `x` along `dim` (Python-style: `-1` is the last) on
+    /// `device`.
+    ///
+    /// Errors when `x` has rank 0, no elements, or a dtype other than float32, float16 or
+    /// bfloat16, or when `dim` is outside `[-rank, rank)`.
+    pub fn new(device: &Device, x: TensorSpec, dim: i64) -> Result<Softmax, Error> {
+        check_float_dtype(OP, "x", &x)?;
+        let rank = x.rank();
+        if rank == 0 {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: "[]".to_owned(),
+                reason: "softmax needs at least one dimension".to_owned(),
+            });
+        }
+        let rank_i = rank as i64;
+        if !(-rank_i..rank_i).contains(&dim) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                field: "dim",
+                value: dim.to_string(),
+                reason: format!("must be in [-{rank}, {rank}) for a rank-{rank} input {x}"),
+            });
+        }
+        check_extents(OP, "x", &x)?;
+        let axis = dim.rem_euclid(rank_i) as usize;
+        let n = x.shape[axis];
+        if i32::try_from(n).is_err() {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: format!("the softmax dim has {n} elements; at most {} are supported", i32::MAX),
+            });
+        }
+        let outer = x.shape[..axis].iter().product();
+        let inner = x.shape[axis + 1..].iter().product();
+        Ok(Softmax { x, dim, device: device.clone(), outer, n, inner })
+    }
+
+    /// The input spec the op is planned for.
+    pub fn x(&self) -> &TensorSpec {
+        &self.x
+    }
+
+    /// The softmax dimension, as given to [`Softmax::new`].
+    pub fn dim(&self) -> i64 {
+        self.dim
+    }
+
+    /// The device the op runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Softmax of `x`, into a new tensor. `x` must match the plan (spec and device).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        let mut y = Tensor::empty(&self.x, &self.device)?;
+        self.forward_into(x, &mut y)?;
+        Ok(y)
+    }
+
+    /// Softmax of `x`, written into `y` (same spec and device as `x`). On a GPU the call is
+    /// asynchronous: copies and [`Device::synchronize`] wait for it.
+    pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "y", y, &self.x, &self.device)?;
+        match self.device.cuda_device() {
+            None => {
+                let values = x.host_f64()?;
+                y.set_host_f64(&super::reference::softmax(&values, self.outer, self.n, self.inner))
+            }
+            Some(dev) => self.launch(dev, x, y),
+        }
+    }
+
+    fn launch(&self, dev: &CudaDevice, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        let dtype = self.x.dtype;
+        let missing = || Error::Tensor("softmax: GPU tensor without a buffer".to_owned());
+        let xs = x.cuda_slice().ok_or_else(missing)?;
+        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        launch::check_aligned(OP, &dev.stream, &[xs, ys])?;
+        let n = self.n as i32;
+        let per_vector = 16 / dtype.size_in_bytes();
+
+        if self.inner > 1 {
+            let vectorized = self.inner % per_vector == 0;
+            let base = if vectorized { "softmax_cols_vec" } else { "softmax_cols" };
+            let entry = kernels::entry(&SOFTMAX, base, dtype)?;
+            let groups = self.outer * (self.inner / if vectorized { per_vector } else { 1 });
+            // A grid-stride loop: enough blocks to fill the GPU several times over.
+            let blocks = groups.div_ceil(256).min(dev.sm_count as usize * 16).max(1);
+            let cfg = LaunchConfig { grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            let (outer, inner) = (self.outer as i64, self.inner as i64);
+            let function = kernels::function(dev, &SOFTMAX, entry)?;
+            let mut call = dev.stream.launch_builder(&function);
+            call.arg(xs).arg(&mut *ys).arg(&outer).arg(&n).arg(&inner);
+            // SAFETY: the arguments match softmax_cols*(const T*, T*, long long, int, long long);
+            // both buffers hold outer * n * inner elements of T.
+            unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+            return Ok(());
+        }
+
+        let rows = self.outer as i64;
+        match row_plan(self.n, dtype) {
+            RowPlan::Regs4 { threads_per_row, rows_per_block } => {
+                let blocks = self.outer.div_ceil(rows_per_block as usize);
+                let entry = kernels::entry(&SOFTMAX, "softmax_rows_v4", dtype)?;
+                let cfg = LaunchConfig {
+                    grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+                    block_dim: (threads_per_row, rows_per_block, 1),
+                    shared_mem_bytes: 0,
+                };
+                self.launch_rows(dev, entry, cfg, xs, ys, rows, n)
+            }
+            RowPlan::Regs16 { threads_per_row } => {
+                let entry = kernels::entry(&SOFTMAX, "softmax_rows_v16", dtype)?;
+                let cfg = LaunchConfig {
+                    grid_dim: (launch::grid_dim(entry, self.outer)?, 1, 1),
+                    block_dim: (threads_per_row, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                self.launch_rows(dev, entry, cfg, xs, ys, rows, n)
+            }
+            RowPlan::Long => {
+                // Chunks of 256 threads x 8 vectors (the kernels' VPT); partials in a scratch
+                // buffer of (max, sum) pairs.
+                const THREADS: usize = 256;
+                let chunk_vectors = THREADS * 8;
+                let chunks = (self.n / per_vector).div_ceil(chunk_vectors).max(1);
+                let partial = kernels::entry(&SOFTMAX, "softmax_partial", dtype)?;
+                let finalize = kernels::entry(&SOFTMAX, "softmax_finalize", dtype)?;
+                let grid_rows = self.outer.min(65_535);
+                let cfg = LaunchConfig {
+                    grid_dim: (launch::grid_dim(partial, chunks)?, grid_rows as u32, 1),
+                    block_dim: (THREADS as u32, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let scratch_len = self.outer * chunks * 8;
+                // SAFETY: every (row, chunk) pair is written by softmax_partial before
+                // softmax_finalize reads it (same stream).
+                let mut scratch = unsafe { dev.stream.alloc::<u8>(scratch_len) }
+                    .map_err(|e| Error::driver("allocating softmax scratch", e))?;
+                let function = kernels::function(dev, &SOFTMAX, partial)?;
+                let mut call = dev.stream.launch_builder(&function);
+                call.arg(xs).arg(&mut scratch).arg(&rows).arg(&n);
+                // SAFETY: softmax_partial(const T*, float2*, long long, int); the scratch holds
+                // rows * chunks float2 and the grid has `chunks` blocks in x.
+                unsafe { call.launch(cfg) }.map_err(|e| Error::launch(partial, e))?;
+                let function = kernels::function(dev, &SOFTMAX, finalize)?;
+                let mut call = dev.stream.launch_builder(&function);
+                call.arg(xs).arg(&scratch).arg(&mut *ys).arg(&rows).arg(&n);
+                // SAFETY: softmax_finalize(const T*, const float2*, T*, long long, int), same grid.
+                unsafe { call.launch(cfg) }.map_err(|e| Error::launch(finalize, e))?;
+                Ok(())
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_rows(
+        &self,
+        dev: &CudaDevice,
+        entry: &'static str,
+        cfg: LaunchConfig,
+        xs: &cudarc::driver::CudaSlice<u8>,
+        ys: &mut cudarc::driver::CudaSlice<u8>,
+        rows: i64,
+        n: i32,
+    ) -> Result<(), Error> {
+        let function = kernels::function(dev, &SOFTMAX, entry)?;
+        let mut call = dev.stream.launch_builder(&function);
+        call.arg(xs).arg(ys).arg(&rows).arg(&n);
+        // SAFETY: softmax_rows_*(const T*, T*, long long, int); both buffers hold rows * n
+        // elements; the block shape is within the kernel's launch bounds (see `row_plan`).
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
+        TensorSpec::new(shape, dtype)
+    }
+
+    #[test]
+    fn cpu_forward_matches_the_reference_in_every_dtype() {
+        let cpu = Device::cpu();
+        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+            for (shape, dim) in [(vec![3, 7], -1), (vec![2, 3, 4], 1), (vec![5], 0), (vec![2, 3, 4], 0)] {
+                let s = spec(&shape, dtype);
+                let op = Softmax::new(&cpu, s.clone(), dim).unwrap();
+                let x = Tensor::random(&s, 11, &cpu).unwrap();
+                let y = op.forward(&x).unwrap();
+                assert_eq!(y.spec(), &s);
+                let expect = super::super::reference::softmax(&x.to_vec_f64().unwrap(), op.outer, op.n, op.inner);
+                let expect = Tensor::from_f64_rounded(&expect, &s, &cpu).unwrap();
+                assert_eq!(y.to_bytes().unwrap(), expect.to_bytes().unwrap(), "{dtype} {shape:?} {dim}");
+            }
+        }
+    }
+
+    #[test]
+    fn views_any_dim_as_outer_n_inner() {
+        let cpu = Device::cpu();
+        let op = Softmax::new(&cpu, spec(&[2, 3, 4, 5], DType::Float32), -2).unwrap();
+        assert_eq!((op.outer, op.n, op.inner), (6, 4, 5));
+        let op = Softmax::new(&cpu, spec(&[2, 3, 4, 5], DType::Float32), 0).unwrap();
+        assert_eq!((op.outer, op.n, op.inner), (1, 2, 60));
+        assert_eq!(op.dim(), 0);
+    }
+}

@@ -1,0 +1,1455 @@
+//! The roofline verdicts: each record priced against a profile.
+//!
+//! Per record (architecture.md, "Bench records and the roofline verdicts"):
+//! `memory_ms = bytes / hbm.effective`, `compute_ms = flops / roof.effective`,
+//! `sol_ms = max(memory_ms, compute_ms)`, `efficiency = sol_ms / median_ms`, and the bound is the
+//! larger term (compute on a tie). The verdict, first rule that holds:
+//!
+//! | verdict | when |
+//! | --- | --- |
+//! | `fail` | `bytes / median` exceeds `hbm.theoretical`, or `flops / median` the roof's theoretical peak: physically impossible, a formula error |
+//! | `anomaly` | efficiency > 1.05: the formula or the calibration is wrong, never a win |
+//! | `latency_bound` | `sol_ms` < 0.003 and `median_ms` < 0.020: launch overhead dominates, the model has no traction |
+//! | `at_ceiling` | efficiency ≥ 0.80 |
+//! | `below` | otherwise |
+//!
+//! A row is left blank, with a [`BlankReason`] and no number, when it was not timed, when no
+//! profile describes its device (or the chosen profile describes another one), when it has no roof
+//! or the profile lacks that roof, or when its bytes or flops are missing, or its bytes are zero.
+//! Nothing is guessed and no row is dropped.
+//!
+//! ```
+//! use tileops::perf::profile::Profile;
+//! use tileops::perf::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
+//! use tileops::perf::report::{ProfileChoice, Report, Verdict};
+//!
+//! let device = DeviceInfo::new("NVIDIA H200");
+//! let record = Record::new("relu", "elementwise", "16M", "float16", device.clone())
+//!     .with_roofline(Some(16 << 20), Some(2 * 2 * (16 << 20)))
+//!     .with_roof("cuda_core.fp32")
+//!     .with_timing("cuda_events", TimingStats::new(100, 0.0190, 0.0188, 0.0193));
+//! let run = Run::new(RunMeta::new("abc", "2026-11-30T00:00:00Z", "0.1.0", device), vec![record]);
+//! let h200 = Profile::builtin("h200")?;
+//! let report = Report::build(&run, ProfileChoice::Fixed(&h200));
+//! let row = &report.rows[0];
+//! assert_eq!(row.verdict(), Some(Verdict::Below)); // 3.53 TB/s: 78% of the 4.50 TB/s envelope
+//! assert!((row.efficiency().unwrap() - 0.785).abs() < 0.01);
+//! # Ok::<(), tileops::perf::profile::ProfileError>(())
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::{self, Write as _};
+
+use serde_json::{Value, json};
+
+use super::profile::{AmbiguousDevice, DeviceMismatch, Profile};
+use super::records::{Record, RecordKey, Run, RunMeta, TimingStats};
+
+/// Efficiency above which a row is an anomaly.
+pub const ANOMALY_ABOVE: f64 = 1.05;
+/// Efficiency from which a row is at its ceiling.
+pub const AT_CEILING_FROM: f64 = 0.80;
+/// Speed-of-light time below which (together with [`LATENCY_MEDIAN_MS`]) a row is latency bound.
+pub const LATENCY_SOL_MS: f64 = 0.003;
+/// Measured time below which (together with [`LATENCY_SOL_MS`]) a row is latency bound.
+pub const LATENCY_MEDIAN_MS: f64 = 0.020;
+
+/// The verdict of a priced row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verdict {
+    /// An implied rate above a theoretical peak: impossible, a formula error. Fails the run.
+    Fail,
+    /// Efficiency above 1.05: the formula or the calibration is wrong.
+    Anomaly,
+    /// SOL under 3 µs and measured under 20 µs: launch overhead dominates.
+    LatencyBound,
+    /// Efficiency at or above 0.80.
+    AtCeiling,
+    /// Efficiency below 0.80.
+    Below,
+}
+
+impl Verdict {
+    /// Every verdict, in the order reports list them.
+    pub const ALL: [Verdict; 5] = [
+        Verdict::Fail,
+        Verdict::Anomaly,
+        Verdict::LatencyBound,
+        Verdict::AtCeiling,
+        Verdict::Below,
+    ];
+
+    /// The name used in every output (`"latency_bound"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fail => "fail",
+            Verdict::Anomaly => "anomaly",
+            Verdict::LatencyBound => "latency_bound",
+            Verdict::AtCeiling => "at_ceiling",
+            Verdict::Below => "below",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which term of the roofline dominates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bound {
+    /// `memory_ms > compute_ms`.
+    Memory,
+    /// Otherwise.
+    Compute,
+}
+
+impl Bound {
+    /// `"memory"` or `"compute"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Bound::Memory => "memory",
+            Bound::Compute => "compute",
+        }
+    }
+}
+
+/// An implied rate above a theoretical ceiling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Impossible {
+    /// `bytes / median` above `hbm.theoretical` (bytes/s).
+    Hbm {
+        /// The implied rate, bytes/s.
+        implied: f64,
+        /// The theoretical peak, bytes/s.
+        theoretical: f64,
+    },
+    /// `flops / median` above the roof's theoretical peak (FLOP/s).
+    Compute {
+        /// The roof key.
+        roof: String,
+        /// The implied rate, FLOP/s.
+        implied: f64,
+        /// The theoretical peak, FLOP/s.
+        theoretical: f64,
+    },
+}
+
+impl fmt::Display for Impossible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Impossible::Hbm {
+                implied,
+                theoretical,
+            } => write!(
+                f,
+                "implies {:.2} TB/s, above the {:.2} TB/s theoretical HBM peak: physically \
+                 impossible, so `bytes` is under-counted (a formula error)",
+                implied / 1e12,
+                theoretical / 1e12
+            ),
+            Impossible::Compute {
+                roof,
+                implied,
+                theoretical,
+            } => write!(
+                f,
+                "implies {:.1} TFLOP/s, above the {:.1} TFLOP/s theoretical peak of {roof}: \
+                 physically impossible, so `flops` or the roof key is wrong (a formula error)",
+                implied / 1e12,
+                theoretical / 1e12
+            ),
+        }
+    }
+}
+
+/// Why a row has no number.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlankReason {
+    /// The bench skipped the row.
+    NotTimed {
+        /// The reason the bench gave.
+        reason: String,
+    },
+    /// No profile describes the record's device.
+    NoProfile {
+        /// The device name.
+        device: String,
+        /// The profiles searched.
+        searched: Vec<String>,
+    },
+    /// Several profiles describe the record's device.
+    AmbiguousProfile {
+        /// The device name.
+        device: String,
+        /// The profiles that match it.
+        profiles: Vec<String>,
+    },
+    /// The chosen profile describes another device.
+    DeviceMismatch(DeviceMismatch),
+    /// The record declares no roof.
+    NoRoof,
+    /// The profile has no ceiling for the record's roof.
+    RoofNotInProfile {
+        /// The record's roof key.
+        roof: String,
+        /// The profile.
+        profile: String,
+        /// The roofs it has.
+        available: Vec<String>,
+    },
+    /// The record has no bytes.
+    NoBytes,
+    /// The record's bytes are zero.
+    ZeroBytes,
+    /// The record has no flops.
+    NoFlops,
+}
+
+impl BlankReason {
+    /// A stable identifier for counting (`"no_profile"`).
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            BlankReason::NotTimed { .. } => "not_timed",
+            BlankReason::NoProfile { .. } => "no_profile",
+            BlankReason::AmbiguousProfile { .. } => "ambiguous_profile",
+            BlankReason::DeviceMismatch(_) => "device_mismatch",
+            BlankReason::NoRoof => "no_roof",
+            BlankReason::RoofNotInProfile { .. } => "roof_not_in_profile",
+            BlankReason::NoBytes => "no_bytes",
+            BlankReason::ZeroBytes => "zero_bytes",
+            BlankReason::NoFlops => "no_flops",
+        }
+    }
+}
+
+impl fmt::Display for BlankReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlankReason::NotTimed { reason } => write!(f, "not timed: {reason}"),
+            BlankReason::NoProfile { device, searched } => write!(
+                f,
+                "no profile describes `{device}` (searched {}): efficiency is priced only \
+                 against the timing device's own profile; pass --profile PATH if one exists",
+                searched.join(", ")
+            ),
+            BlankReason::AmbiguousProfile { device, profiles } => {
+                let profiles = profiles.join(", ");
+                write!(
+                    f,
+                    "`{device}` matches several profiles ({profiles}); pass --profile to choose"
+                )
+            }
+            BlankReason::DeviceMismatch(m) => write!(f, "not the profiled device: {m}"),
+            BlankReason::NoRoof => f.write_str(
+                "no roof: the op must declare the unit an optimal implementation would use \
+                 (cuda_core.fp32, tensor_core.<dtype>)",
+            ),
+            BlankReason::RoofNotInProfile {
+                roof,
+                profile,
+                available,
+            } => write!(
+                f,
+                "roof `{roof}` is not in profile {profile} (it has {}); calibrate it on that \
+                 device",
+                available.join(", ")
+            ),
+            BlankReason::NoBytes => {
+                f.write_str("no bytes: eval_roofline gave none for this workload")
+            }
+            BlankReason::ZeroBytes => f.write_str(
+                "bytes is 0: a placeholder formula; count each input once and each output once \
+                 in the manifest's bytes formula",
+            ),
+            BlankReason::NoFlops => {
+                f.write_str("no flops: eval_roofline gave none for this workload")
+            }
+        }
+    }
+}
+
+/// A row priced against a profile: the two roofline terms and the measured time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Priced {
+    /// `bytes / hbm.effective`, ms.
+    pub memory_ms: f64,
+    /// `flops / roof.effective`, ms.
+    pub compute_ms: f64,
+    /// The measured median, ms.
+    pub median_ms: f64,
+    /// Set when an implied rate exceeds a theoretical peak.
+    pub impossible: Option<Impossible>,
+}
+
+impl Priced {
+    /// `max(memory_ms, compute_ms)`.
+    pub fn sol_ms(&self) -> f64 {
+        self.memory_ms.max(self.compute_ms)
+    }
+
+    /// `sol_ms / median_ms`.
+    pub fn efficiency(&self) -> f64 {
+        self.sol_ms() / self.median_ms
+    }
+
+    /// The larger term; compute on a tie.
+    pub fn bound(&self) -> Bound {
+        if self.memory_ms > self.compute_ms {
+            Bound::Memory
+        } else {
+            Bound::Compute
+        }
+    }
+
+    /// The verdict, by the first rule that holds (see the module docs).
+    pub fn verdict(&self) -> Verdict {
+        let efficiency = self.efficiency();
+        if self.impossible.is_some() {
+            Verdict::Fail
+        } else if efficiency > ANOMALY_ABOVE {
+            Verdict::Anomaly
+        } else if self.sol_ms() < LATENCY_SOL_MS && self.median_ms < LATENCY_MEDIAN_MS {
+            Verdict::LatencyBound
+        } else if efficiency >= AT_CEILING_FROM {
+            Verdict::AtCeiling
+        } else {
+            Verdict::Below
+        }
+    }
+}
+
+/// A row's outcome: priced, or blank with the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Priced against a profile.
+    Priced(Priced),
+    /// No number, and why.
+    Blank(BlankReason),
+}
+
+/// Prices one record against one profile, or says why it cannot.
+///
+/// The device check comes first: a timing from another device says nothing about this profile's
+/// ceilings, not even that a rate is impossible.
+pub fn price(record: &Record, profile: &Profile) -> Outcome {
+    let blank = Outcome::Blank;
+    let Some(stats) = record.stats() else {
+        return blank(BlankReason::NotTimed {
+            reason: record.skipped.clone().unwrap_or_default(),
+        });
+    };
+    if let Err(mismatch) = profile.describes(&record.device) {
+        return blank(BlankReason::DeviceMismatch(mismatch));
+    }
+    let Some(roof_key) = &record.roof else {
+        return blank(BlankReason::NoRoof);
+    };
+    let Some(roof) = profile.roof(roof_key) else {
+        return blank(BlankReason::RoofNotInProfile {
+            roof: roof_key.clone(),
+            profile: profile.name.clone(),
+            available: profile.roofs.keys().cloned().collect(),
+        });
+    };
+    let bytes = match record.bytes {
+        None => return blank(BlankReason::NoBytes),
+        Some(0) => return blank(BlankReason::ZeroBytes),
+        Some(b) => b as f64,
+    };
+    let Some(flops) = record.flops.map(|f| f as f64) else {
+        return blank(BlankReason::NoFlops);
+    };
+    let hbm = profile.hbm();
+    let seconds = stats.median_ms / 1e3;
+    let impossible = if bytes / seconds > hbm.theoretical {
+        Some(Impossible::Hbm {
+            implied: bytes / seconds,
+            theoretical: hbm.theoretical,
+        })
+    } else if flops / seconds > roof.theoretical {
+        Some(Impossible::Compute {
+            roof: roof_key.clone(),
+            implied: flops / seconds,
+            theoretical: roof.theoretical,
+        })
+    } else {
+        None
+    };
+    Outcome::Priced(Priced {
+        memory_ms: bytes / hbm.effective() * 1e3,
+        compute_ms: flops / roof.effective() * 1e3,
+        median_ms: stats.median_ms,
+        impossible,
+    })
+}
+
+/// Why a record that no single candidate profile describes is blank. A row the bench did not time
+/// says so first: that is the reason it has no number, whatever the profiles.
+fn unpriceable(
+    record: &Record,
+    candidates: &[Profile],
+    ambiguous: Option<AmbiguousDevice>,
+) -> BlankReason {
+    match (record.stats(), ambiguous) {
+        (None, _) => BlankReason::NotTimed {
+            reason: record.skipped.clone().unwrap_or_default(),
+        },
+        (Some(_), Some(AmbiguousDevice { device, profiles })) => {
+            BlankReason::AmbiguousProfile { device, profiles }
+        }
+        (Some(_), None) => BlankReason::NoProfile {
+            device: record.device.name.clone(),
+            searched: candidates.iter().map(|p| p.name.clone()).collect(),
+        },
+    }
+}
+
+/// One report row: the record's identity and numbers, and its outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// op/workload/dtype/impl.
+    pub key: RecordKey,
+    /// The op's family.
+    pub family: String,
+    /// The record's roof key.
+    pub roof: Option<String>,
+    /// The profile the row was priced against, if any.
+    pub profile: Option<String>,
+    /// The record's flops.
+    pub flops: Option<u64>,
+    /// The record's bytes.
+    pub bytes: Option<u64>,
+    /// The record's timing, `None` when not timed.
+    pub stats: Option<TimingStats>,
+    /// Priced or blank.
+    pub outcome: Outcome,
+}
+
+impl Row {
+    /// The priced numbers, `None` for a blank row.
+    pub fn priced(&self) -> Option<&Priced> {
+        match &self.outcome {
+            Outcome::Priced(p) => Some(p),
+            Outcome::Blank(_) => None,
+        }
+    }
+
+    /// The verdict, `None` for a blank row.
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.priced().map(Priced::verdict)
+    }
+
+    /// The efficiency, `None` for a blank row.
+    pub fn efficiency(&self) -> Option<f64> {
+        self.priced().map(Priced::efficiency)
+    }
+
+    /// The speed-of-light time, `None` for a blank row.
+    pub fn sol_ms(&self) -> Option<f64> {
+        self.priced().map(Priced::sol_ms)
+    }
+
+    /// The dominant term, `None` for a blank row.
+    pub fn bound(&self) -> Option<Bound> {
+        self.priced().map(Priced::bound)
+    }
+
+    /// Why the row is blank, `None` when priced.
+    pub fn blank(&self) -> Option<&BlankReason> {
+        match &self.outcome {
+            Outcome::Blank(reason) => Some(reason),
+            Outcome::Priced(_) => None,
+        }
+    }
+
+    /// The text of the `reason` column: why a row is blank, fails, is an anomaly or is latency
+    /// bound; `None` for `at_ceiling` and `below`.
+    pub fn reason(&self) -> Option<String> {
+        match &self.outcome {
+            Outcome::Blank(reason) => Some(reason.to_string()),
+            Outcome::Priced(p) => match (p.verdict(), &p.impossible) {
+                (_, Some(impossible)) => Some(impossible.to_string()),
+                (Verdict::Anomaly, _) => Some(format!(
+                    "efficiency {:.0}% > 105%: the formula or the calibration is wrong, never a \
+                     win",
+                    p.efficiency() * 100.0
+                )),
+                (Verdict::LatencyBound, _) => Some(
+                    "SOL < 3 µs and measured < 20 µs: launch overhead dominates; the model has no \
+                     traction"
+                        .into(),
+                ),
+                _ => None,
+            },
+        }
+    }
+
+    /// Bytes moved per second as measured, `None` without bytes or timing.
+    pub fn achieved_bytes_per_s(&self) -> Option<f64> {
+        Some(self.bytes? as f64 / (self.stats?.median_ms / 1e3))
+    }
+
+    /// FLOP per second as measured, `None` without flops or timing.
+    pub fn achieved_flops_per_s(&self) -> Option<f64> {
+        Some(self.flops? as f64 / (self.stats?.median_ms / 1e3))
+    }
+}
+
+/// How rows find their profile.
+#[derive(Debug, Clone, Copy)]
+pub enum ProfileChoice<'a> {
+    /// Every row against this profile; rows from another device come out blank.
+    Fixed(&'a Profile),
+    /// Each row against the candidate whose device patterns match the row's device.
+    ByDevice(&'a [Profile]),
+}
+
+/// Per-family line of the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilySummary {
+    /// The family.
+    pub family: String,
+    /// Its rows.
+    pub rows: usize,
+    /// The rows the geometric mean is taken over (`at_ceiling` and `below`).
+    pub counted: usize,
+    /// The geometric-mean efficiency of those rows; `None` when there are none.
+    pub geomean_efficiency: Option<f64>,
+}
+
+/// Counts per verdict and per blank reason, and efficiency per family.
+///
+/// The geometric mean counts `at_ceiling` and `below` rows only: a `fail` or `anomaly` efficiency
+/// measures an accounting error, not speed, and a `latency_bound` one measures launch overhead;
+/// averaging them in would reward exactly the misreadings the verdicts exist to catch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// All rows.
+    pub rows: usize,
+    /// Rows per verdict, every verdict listed (zero included), in [`Verdict::ALL`] order.
+    pub verdicts: Vec<(Verdict, usize)>,
+    /// Blank rows per [`BlankReason::kind`].
+    pub blank: BTreeMap<&'static str, usize>,
+    /// Per family, in order of first appearance.
+    pub families: Vec<FamilySummary>,
+}
+
+impl Summary {
+    /// Summarises rows.
+    pub fn of(rows: &[Row]) -> Summary {
+        let verdicts = Verdict::ALL
+            .iter()
+            .map(|&v| (v, rows.iter().filter(|r| r.verdict() == Some(v)).count()))
+            .collect();
+        let mut blank = BTreeMap::new();
+        for reason in rows.iter().filter_map(Row::blank) {
+            *blank.entry(reason.kind()).or_insert(0) += 1;
+        }
+        let mut order: Vec<&str> = Vec::new();
+        let mut by_family: HashMap<&str, Vec<&Row>> = HashMap::new();
+        for row in rows {
+            by_family.entry(&row.family).or_insert_with(|| {
+                order.push(&row.family);
+                Vec::new()
+            });
+            if let Some(list) = by_family.get_mut(row.family.as_str()) {
+                list.push(row);
+            }
+        }
+        let families = order
+            .into_iter()
+            .map(|family| {
+                let members = &by_family[family];
+                let counted: Vec<f64> = members
+                    .iter()
+                    .filter(|r| matches!(r.verdict(), Some(Verdict::AtCeiling | Verdict::Below)))
+                    .filter_map(|r| r.efficiency())
+                    .collect();
+                let geomean_efficiency = (!counted.is_empty()).then(|| {
+                    (counted.iter().map(|e| e.ln()).sum::<f64>() / counted.len() as f64).exp()
+                });
+                FamilySummary {
+                    family: family.to_owned(),
+                    rows: members.len(),
+                    counted: counted.len(),
+                    geomean_efficiency,
+                }
+            })
+            .collect();
+        Summary {
+            rows: rows.len(),
+            verdicts,
+            blank,
+            families,
+        }
+    }
+
+    /// Rows of a verdict.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.verdicts
+            .iter()
+            .find(|(v, _)| *v == verdict)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Blank rows.
+    pub fn blank_rows(&self) -> usize {
+        self.blank.values().sum()
+    }
+}
+
+/// The priced run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The run's metadata.
+    pub meta: RunMeta,
+    /// The profiles rows were priced against, described (`"h200: NVIDIA H200 SXM … (profiles/h200.yaml (built in))"`).
+    pub profiles: Vec<String>,
+    /// One row per record, in the run's order.
+    pub rows: Vec<Row>,
+    /// Counts and per-family efficiency.
+    pub summary: Summary,
+}
+
+impl Report {
+    /// Prices every record of a run.
+    pub fn build(run: &Run, choice: ProfileChoice<'_>) -> Report {
+        let rows: Vec<Row> = run
+            .records
+            .iter()
+            .map(|record| {
+                let (profile, outcome) = match choice {
+                    ProfileChoice::Fixed(profile) => (Some(profile), price(record, profile)),
+                    ProfileChoice::ByDevice(candidates) => {
+                        match Profile::select(&record.device.name, candidates) {
+                            Ok(Some(profile)) => (Some(profile), price(record, profile)),
+                            found => (
+                                None,
+                                Outcome::Blank(unpriceable(record, candidates, found.err())),
+                            ),
+                        }
+                    }
+                };
+                Row {
+                    key: record.key(),
+                    family: record.family.clone(),
+                    roof: record.roof.clone(),
+                    profile: profile.map(|p| p.name.clone()),
+                    flops: record.flops,
+                    bytes: record.bytes,
+                    stats: record.stats(),
+                    outcome,
+                }
+            })
+            .collect();
+        let profiles = match choice {
+            ProfileChoice::Fixed(profile) => vec![describe_profile(profile)],
+            ProfileChoice::ByDevice(candidates) => candidates
+                .iter()
+                .filter(|p| {
+                    rows.iter()
+                        .any(|r| r.profile.as_deref() == Some(p.name.as_str()))
+                })
+                .map(describe_profile)
+                .collect(),
+        };
+        let summary = Summary::of(&rows);
+        Report {
+            meta: run.meta.clone(),
+            profiles,
+            rows,
+            summary,
+        }
+    }
+
+    /// Whether any row failed the physics check (the run must fail).
+    pub fn has_fail(&self) -> bool {
+        self.summary.count(Verdict::Fail) > 0
+    }
+
+    /// The report as a markdown document: run and profile, the table, the summary.
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let m = &self.meta;
+        let _ = writeln!(out, "# Roofline report\n");
+        let _ = writeln!(
+            out,
+            "Run `{}` of {}, tileops {}, on {}.\n",
+            m.git_revision,
+            m.date,
+            m.tool_version,
+            describe_device(&m.device)
+        );
+        if self.profiles.is_empty() {
+            let _ = writeln!(
+                out,
+                "Profile: none describes this device; efficiency is blank.\n"
+            );
+        }
+        for p in &self.profiles {
+            let _ = writeln!(out, "Profile {p}.\n");
+        }
+        let header = [
+            "op",
+            "workload",
+            "dtype",
+            "impl",
+            "roof",
+            "median ms",
+            "GB/s",
+            "TFLOP/s",
+            "SOL ms",
+            "bound",
+            "efficiency",
+            "verdict",
+            "reason",
+        ];
+        markdown_row(&mut out, header.iter().map(|s| s.to_string()));
+        markdown_row(&mut out, header.iter().map(|_| "---".to_owned()));
+        for row in &self.rows {
+            markdown_row(
+                &mut out,
+                [
+                    row.key.op.clone(),
+                    row.key.workload.clone(),
+                    row.key.dtype.clone(),
+                    row.key.implementation.clone(),
+                    row.roof.clone().unwrap_or_default(),
+                    opt(row.stats.map(|s| s.median_ms), sig4),
+                    opt(row.achieved_bytes_per_s(), |v| sig4(v / 1e9)),
+                    opt(row.achieved_flops_per_s(), |v| sig4(v / 1e12)),
+                    opt(row.sol_ms(), sig4),
+                    row.bound()
+                        .map(Bound::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    opt(row.efficiency(), |e| format!("{:.1}%", e * 100.0)),
+                    row.verdict()
+                        .map(Verdict::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    row.reason().unwrap_or_default(),
+                ]
+                .into_iter(),
+            );
+        }
+        let s = &self.summary;
+        let _ = writeln!(out, "\n## Summary\n\n{} rows.\n", s.rows);
+        markdown_row(
+            &mut out,
+            ["verdict".to_owned(), "rows".to_owned()].into_iter(),
+        );
+        markdown_row(&mut out, ["---".to_owned(), "---:".to_owned()].into_iter());
+        for (verdict, n) in &s.verdicts {
+            markdown_row(&mut out, [verdict.to_string(), n.to_string()].into_iter());
+        }
+        markdown_row(
+            &mut out,
+            ["blank".to_owned(), s.blank_rows().to_string()].into_iter(),
+        );
+        for (kind, n) in &s.blank {
+            markdown_row(
+                &mut out,
+                [format!("blank: {kind}"), n.to_string()].into_iter(),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nGeometric-mean efficiency per family, over `at_ceiling` and `below` rows:\n"
+        );
+        markdown_row(
+            &mut out,
+            ["family", "rows", "counted", "geomean efficiency"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        markdown_row(
+            &mut out,
+            ["---", "---:", "---:", "---:"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        for f in &s.families {
+            markdown_row(
+                &mut out,
+                [
+                    f.family.clone(),
+                    f.rows.to_string(),
+                    f.counted.to_string(),
+                    opt(f.geomean_efficiency, |e| format!("{:.1}%", e * 100.0)),
+                ]
+                .into_iter(),
+            );
+        }
+        out
+    }
+
+    /// The rows as CSV (header line first; blank cells for missing numbers).
+    pub fn to_csv(&self) -> String {
+        let mut out = String::new();
+        let header = [
+            "op",
+            "family",
+            "workload",
+            "dtype",
+            "impl",
+            "roof",
+            "profile",
+            "flops",
+            "bytes",
+            "median_ms",
+            "p10_ms",
+            "p90_ms",
+            "memory_ms",
+            "compute_ms",
+            "sol_ms",
+            "efficiency",
+            "bound",
+            "verdict",
+            "blank",
+            "reason",
+        ];
+        csv_row(&mut out, header.iter().map(|s| s.to_string()));
+        for row in &self.rows {
+            let p = row.priced();
+            let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+            csv_row(
+                &mut out,
+                [
+                    row.key.op.clone(),
+                    row.family.clone(),
+                    row.key.workload.clone(),
+                    row.key.dtype.clone(),
+                    row.key.implementation.clone(),
+                    row.roof.clone().unwrap_or_default(),
+                    row.profile.clone().unwrap_or_default(),
+                    row.flops.map(|v| v.to_string()).unwrap_or_default(),
+                    row.bytes.map(|v| v.to_string()).unwrap_or_default(),
+                    num(row.stats.map(|s| s.median_ms)),
+                    num(row.stats.map(|s| s.p10_ms)),
+                    num(row.stats.map(|s| s.p90_ms)),
+                    num(p.map(|p| p.memory_ms)),
+                    num(p.map(|p| p.compute_ms)),
+                    num(row.sol_ms()),
+                    num(row.efficiency()),
+                    row.bound()
+                        .map(Bound::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    row.verdict()
+                        .map(Verdict::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    row.blank()
+                        .map(BlankReason::kind)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    row.reason().unwrap_or_default(),
+                ]
+                .into_iter(),
+            );
+        }
+        out
+    }
+
+    /// The report as JSON: `meta`, `profiles`, `rows` (every field, `null` where blank) and `summary`.
+    pub fn to_json(&self) -> Value {
+        let rows: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|row| {
+                let p = row.priced();
+                json!({
+                    "op": row.key.op,
+                    "family": row.family,
+                    "workload": row.key.workload,
+                    "dtype": row.key.dtype,
+                    "impl": row.key.implementation,
+                    "roof": row.roof,
+                    "profile": row.profile,
+                    "flops": row.flops,
+                    "bytes": row.bytes,
+                    "median_ms": row.stats.map(|s| s.median_ms),
+                    "p10_ms": row.stats.map(|s| s.p10_ms),
+                    "p90_ms": row.stats.map(|s| s.p90_ms),
+                    "memory_ms": p.map(|p| p.memory_ms),
+                    "compute_ms": p.map(|p| p.compute_ms),
+                    "sol_ms": row.sol_ms(),
+                    "efficiency": row.efficiency(),
+                    "bound": row.bound().map(Bound::as_str),
+                    "verdict": row.verdict().map(Verdict::as_str),
+                    "blank": row.blank().map(BlankReason::kind),
+                    "reason": row.reason(),
+                })
+            })
+            .collect();
+        let s = &self.summary;
+        let verdicts: serde_json::Map<String, Value> = s
+            .verdicts
+            .iter()
+            .map(|(v, n)| (v.as_str().to_owned(), json!(n)))
+            .collect();
+        let families: Vec<Value> = s
+            .families
+            .iter()
+            .map(|f| {
+                json!({
+                    "family": f.family, "rows": f.rows, "counted": f.counted,
+                    "geomean_efficiency": f.geomean_efficiency,
+                })
+            })
+            .collect();
+        json!({
+            "meta": serde_json::to_value(&self.meta).unwrap_or(Value::Null),
+            "profiles": self.profiles,
+            "rows": rows,
+            "summary": {
+                "rows": s.rows,
+                "verdicts": verdicts,
+                "blank": s.blank,
+                "families": families,
+            },
+        })
+    }
+}
+
+/// `"h200: NVIDIA H200 SXM … (profiles/h200.yaml (built in)); hbm 4502.4 GB/s effective of 4800.0"`.
+fn describe_profile(p: &Profile) -> String {
+    let hbm = p.hbm();
+    format!(
+        "{}: {} ({}); hbm {:.1} GB/s effective of {:.1} theoretical",
+        p.name,
+        p.device.name,
+        p.origin,
+        hbm.effective() / 1e9,
+        hbm.theoretical / 1e9
+    )
+}
+
+fn describe_device(d: &super::records::DeviceInfo) -> String {
+    let mut out = format!("`{}`", d.name);
+    if let Some(cc) = d.compute_capability {
+        let _ = write!(out, ", compute capability {cc}");
+    }
+    if let Some(driver) = &d.driver {
+        let _ = write!(out, ", driver {driver}");
+    }
+    if let Some(l2) = d.l2_bytes {
+        let _ = write!(out, ", L2 {:.1} MiB", l2 as f64 / (1u64 << 20) as f64);
+    }
+    out
+}
+
+fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    v.map(f).unwrap_or_default()
+}
+
+/// Four significant digits, without exponent for the magnitudes reports show.
+pub(crate) fn sig4(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return v.to_string();
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    format!("{v:.digits$}")
+}
+
+fn markdown_row(out: &mut String, cells: impl Iterator<Item = String>) {
+    out.push('|');
+    for cell in cells {
+        let _ = write!(out, " {} |", cell.replace('|', "\\|").replace('\n', " "));
+    }
+    out.push('\n');
+}
+
+fn csv_row(out: &mut String, cells: impl Iterator<Item = String>) {
+    let cells: Vec<String> = cells
+        .map(|c| {
+            if c.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", c.replace('"', "\"\""))
+            } else {
+                c
+            }
+        })
+        .collect();
+    out.push_str(&cells.join(","));
+    out.push('\n');
+}
+
+/// How one row compares between two runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// The current run's p90 is below the other run's p10: faster beyond the noise.
+    Faster,
+    /// The current run's p10 is above the other run's p90: slower beyond the noise.
+    Slower,
+    /// The spreads overlap.
+    Same,
+}
+
+impl Call {
+    /// `"faster"`, `"slower"` or `"same"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Call::Faster => "faster",
+            Call::Slower => "slower",
+            Call::Same => "same",
+        }
+    }
+}
+
+/// One side of a compared row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Side {
+    /// The run has no such row.
+    Absent,
+    /// The run skipped the row, with the reason.
+    Skipped(String),
+    /// The run timed it.
+    Timed(TimingStats),
+}
+
+impl Side {
+    fn of(record: Option<&Record>) -> Side {
+        match record {
+            None => Side::Absent,
+            Some(r) => match r.stats() {
+                Some(stats) => Side::Timed(stats),
+                None => Side::Skipped(r.skipped.clone().unwrap_or_default()),
+            },
+        }
+    }
+
+    fn stats(&self) -> Option<TimingStats> {
+        match self {
+            Side::Timed(s) => Some(*s),
+            _ => None,
+        }
+    }
+}
+
+/// A row of a comparison between two runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareRow {
+    /// op/workload/dtype/impl.
+    pub key: RecordKey,
+    /// The current run's side.
+    pub current: Side,
+    /// The other (reference) run's side.
+    pub other: Side,
+}
+
+impl CompareRow {
+    /// `current.median / other.median`: below 1, the current run is faster.
+    pub fn time_ratio(&self) -> Option<f64> {
+        Some(self.current.stats()?.median_ms / self.other.stats()?.median_ms)
+    }
+
+    /// Faster / slower when the p10–p90 spreads do not overlap, same when they do.
+    pub fn call(&self) -> Option<Call> {
+        let (c, o) = (self.current.stats()?, self.other.stats()?);
+        Some(if c.p90_ms < o.p10_ms {
+            Call::Faster
+        } else if c.p10_ms > o.p90_ms {
+            Call::Slower
+        } else {
+            Call::Same
+        })
+    }
+
+    /// Why there is no call, `None` when there is one.
+    pub fn note(&self) -> Option<String> {
+        let side = |name: &str, s: &Side| match s {
+            Side::Absent => Some(format!("not in the {name} run")),
+            Side::Skipped(reason) => Some(format!("not timed in the {name} run: {reason}")),
+            Side::Timed(_) => None,
+        };
+        match (side("current", &self.current), side("other", &self.other)) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a),
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        }
+    }
+}
+
+/// Two runs row by row: the current one against a reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// The current run's metadata.
+    pub current: RunMeta,
+    /// The other run's metadata.
+    pub other: RunMeta,
+    /// The current run's rows in order, then rows only the other run has.
+    pub rows: Vec<CompareRow>,
+}
+
+impl Comparison {
+    /// Matches the two runs' rows by op, workload, dtype and impl.
+    pub fn build(current: &Run, other: &Run) -> Comparison {
+        let others: HashMap<RecordKey, &Record> =
+            other.records.iter().map(|r| (r.key(), r)).collect();
+        let mut rows: Vec<CompareRow> = current
+            .records
+            .iter()
+            .map(|r| {
+                let key = r.key();
+                let other = Side::of(others.get(&key).copied());
+                CompareRow {
+                    key,
+                    current: Side::of(Some(r)),
+                    other,
+                }
+            })
+            .collect();
+        let currents: HashMap<RecordKey, ()> =
+            current.records.iter().map(|r| (r.key(), ())).collect();
+        for r in other
+            .records
+            .iter()
+            .filter(|r| !currents.contains_key(&r.key()))
+        {
+            rows.push(CompareRow {
+                key: r.key(),
+                current: Side::Absent,
+                other: Side::of(Some(r)),
+            });
+        }
+        Comparison {
+            current: current.meta.clone(),
+            other: other.meta.clone(),
+            rows,
+        }
+    }
+
+    /// A warning when the runs were taken on different devices.
+    pub fn device_note(&self) -> Option<String> {
+        let (a, b) = (&self.current.device.name, &self.other.device.name);
+        (a != b).then(|| {
+            format!(
+                "the runs were taken on different devices (`{a}` and `{b}`): the ratios \
+                 compare hardware too"
+            )
+        })
+    }
+
+    /// Rows with a call of `call`.
+    pub fn count(&self, call: Call) -> usize {
+        self.rows.iter().filter(|r| r.call() == Some(call)).count()
+    }
+
+    /// The comparison as markdown.
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "## Comparison\n\nCurrent run `{}` ({}) against `{}` ({}): {} faster, {} slower, \
+             {} same, {} without a call.\n",
+            self.current.git_revision,
+            self.current.date,
+            self.other.git_revision,
+            self.other.date,
+            self.count(Call::Faster),
+            self.count(Call::Slower),
+            self.count(Call::Same),
+            self.rows.iter().filter(|r| r.call().is_none()).count()
+        );
+        if let Some(note) = self.device_note() {
+            let _ = writeln!(out, "Note: {note}.\n");
+        }
+        let header = [
+            "op",
+            "workload",
+            "dtype",
+            "impl",
+            "current ms",
+            "other ms",
+            "time ratio",
+            "call",
+            "note",
+        ];
+        markdown_row(&mut out, header.iter().map(|s| s.to_string()));
+        markdown_row(&mut out, header.iter().map(|_| "---".to_owned()));
+        for row in &self.rows {
+            markdown_row(
+                &mut out,
+                [
+                    row.key.op.clone(),
+                    row.key.workload.clone(),
+                    row.key.dtype.clone(),
+                    row.key.implementation.clone(),
+                    opt(row.current.stats().map(|s| s.median_ms), sig4),
+                    opt(row.other.stats().map(|s| s.median_ms), sig4),
+                    opt(row.time_ratio(), |r| format!("{r:.3}")),
+                    row.call().map(Call::as_str).unwrap_or_default().to_owned(),
+                    row.note().unwrap_or_default(),
+                ]
+                .into_iter(),
+            );
+        }
+        out
+    }
+
+    /// The comparison as CSV.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::new();
+        let header = [
+            "op",
+            "workload",
+            "dtype",
+            "impl",
+            "current_median_ms",
+            "current_p10_ms",
+            "current_p90_ms",
+            "other_median_ms",
+            "other_p10_ms",
+            "other_p90_ms",
+            "time_ratio",
+            "call",
+            "note",
+        ];
+        csv_row(&mut out, header.iter().map(|s| s.to_string()));
+        for row in &self.rows {
+            let (c, o) = (row.current.stats(), row.other.stats());
+            let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+            csv_row(
+                &mut out,
+                [
+                    row.key.op.clone(),
+                    row.key.workload.clone(),
+                    row.key.dtype.clone(),
+                    row.key.implementation.clone(),
+                    num(c.map(|s| s.median_ms)),
+                    num(c.map(|s| s.p10_ms)),
+                    num(c.map(|s| s.p90_ms)),
+                    num(o.map(|s| s.median_ms)),
+                    num(o.map(|s| s.p10_ms)),
+                    num(o.map(|s| s.p90_ms)),
+                    num(row.time_ratio()),
+                    row.call().map(Call::as_str).unwrap_or_default().to_owned(),
+                    row.note().unwrap_or_default(),
+                ]
+                .into_iter(),
+            );
+        }
+        out
+    }
+
+    /// The comparison as JSON.
+    pub fn to_json(&self) -> Value {
+        let rows: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|row| {
+                let (c, o) = (row.current.stats(), row.other.stats());
+                json!({
+                    "op": row.key.op,
+                    "workload": row.key.workload,
+                    "dtype": row.key.dtype,
+                    "impl": row.key.implementation,
+                    "current_median_ms": c.map(|s| s.median_ms),
+                    "current_p10_ms": c.map(|s| s.p10_ms),
+                    "current_p90_ms": c.map(|s| s.p90_ms),
+                    "other_median_ms": o.map(|s| s.median_ms),
+                    "other_p10_ms": o.map(|s| s.p10_ms),
+                    "other_p90_ms": o.map(|s| s.p90_ms),
+                    "time_ratio": row.time_ratio(),
+                    "call": row.call().map(Call::as_str),
+                    "note": row.note(),
+                })
+            })
+            .collect();
+        json!({
+            "current": serde_json::to_value(&self.current).unwrap_or(Value::Null),
+            "other": serde_json::to_value(&self.other).unwrap_or(Value::Null),
+            "device_note": self.device_note(),
+            "rows": rows,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::records::{DeviceInfo, RunMeta};
+
+    fn h200() -> Profile {
+        Profile::builtin("h200").unwrap()
+    }
+
+    fn device() -> DeviceInfo {
+        DeviceInfo::new("NVIDIA H200")
+            .with_compute_capability("9.0".parse().unwrap())
+            .with_l2_bytes(62_914_560)
+    }
+
+    fn record(flops: u64, bytes: u64, median_ms: f64) -> Record {
+        Record::new("op", "fam", "w", "float16", device())
+            .with_roofline(Some(flops), Some(bytes))
+            .with_roof("cuda_core.fp32")
+            .with_timing(
+                "cuda_events",
+                TimingStats::new(10, median_ms, median_ms * 0.99, median_ms * 1.01),
+            )
+    }
+
+    fn verdict(r: &Record) -> Option<Verdict> {
+        match price(r, &h200()) {
+            Outcome::Priced(p) => Some(p.verdict()),
+            Outcome::Blank(_) => None,
+        }
+    }
+
+    #[test]
+    fn arithmetic_follows_the_definition() {
+        // 1 GB at 4502.4 GB/s effective = 0.2221 ms; flops negligible.
+        let r = record(1_000, 1_000_000_000, 0.25);
+        let Outcome::Priced(p) = price(&r, &h200()) else {
+            panic!()
+        };
+        assert!((p.memory_ms - 1e9 / 4502.4e9 * 1e3).abs() < 1e-12);
+        assert_eq!(p.bound(), Bound::Memory);
+        assert!((p.efficiency() - p.memory_ms / 0.25).abs() < 1e-12);
+        assert_eq!(p.verdict(), Verdict::AtCeiling);
+    }
+
+    #[test]
+    fn tie_is_compute_bound() {
+        let p = Priced {
+            memory_ms: 1.0,
+            compute_ms: 1.0,
+            median_ms: 2.0,
+            impossible: None,
+        };
+        assert_eq!(p.bound(), Bound::Compute);
+    }
+
+    #[test]
+    fn thresholds_are_exact() {
+        let p = |sol: f64, median: f64| Priced {
+            memory_ms: sol,
+            compute_ms: 0.0,
+            median_ms: median,
+            impossible: None,
+        };
+        assert_eq!(p(0.8, 1.0).verdict(), Verdict::AtCeiling);
+        assert_eq!(p(0.7999, 1.0).verdict(), Verdict::Below);
+        assert_eq!(p(1.05, 1.0).verdict(), Verdict::AtCeiling);
+        assert_eq!(p(1.0501, 1.0).verdict(), Verdict::Anomaly);
+        assert_eq!(p(0.0029, 0.0199).verdict(), Verdict::LatencyBound);
+        assert_eq!(p(0.003, 0.0199).verdict(), Verdict::Below);
+        assert_eq!(p(0.0029, 0.020).verdict(), Verdict::Below);
+        // Anomaly is checked before latency.
+        assert_eq!(p(0.0029, 0.0025).verdict(), Verdict::Anomaly);
+    }
+
+    #[test]
+    fn physics_check_uses_the_theoretical_peaks() {
+        // 4.9 TB/s: above 4.8 theoretical.
+        assert_eq!(verdict(&record(0, 4_900_000_000, 1.0)), Some(Verdict::Fail));
+        // 4.7 TB/s: below theoretical, above the 4.5024 effective by 4.4%: at ceiling, not a fail.
+        assert_eq!(
+            verdict(&record(0, 4_700_000_000, 1.0)),
+            Some(Verdict::AtCeiling)
+        );
+        // 70 TFLOP/s on cuda_core.fp32 (67 theoretical).
+        assert_eq!(
+            verdict(&record(70_000_000_000, 1, 1.0)),
+            Some(Verdict::Fail)
+        );
+    }
+
+    #[test]
+    fn geomean_counts_judgeable_rows_only() {
+        let rows: Vec<Row> = [(0.9, "a"), (0.4, "a"), (2.0, "a"), (0.5, "b")]
+            .iter()
+            .map(|&(eff, fam)| Row {
+                key: record(0, 1, 1.0).key(),
+                family: fam.to_owned(),
+                roof: None,
+                profile: None,
+                flops: None,
+                bytes: None,
+                stats: None,
+                outcome: Outcome::Priced(Priced {
+                    memory_ms: eff,
+                    compute_ms: 0.0,
+                    median_ms: 1.0,
+                    impossible: None,
+                }),
+            })
+            .collect();
+        let s = Summary::of(&rows);
+        assert_eq!(s.families[0].counted, 2);
+        assert!((s.families[0].geomean_efficiency.unwrap() - 0.6).abs() < 1e-12);
+        assert_eq!(s.count(Verdict::Anomaly), 1);
+        assert_eq!(s.families[1].family, "b");
+    }
+
+    #[test]
+    fn compare_calls_from_spreads() {
+        let meta = RunMeta::new("a", "d", "v", device());
+        let timed = |m: f64, p10: f64, p90: f64| {
+            Record::new("op", "f", "w", "float16", device())
+                .with_timing("e", TimingStats::new(5, m, p10, p90))
+        };
+        let cur = Run::new(
+            meta.clone(),
+            vec![
+                timed(1.0, 0.9, 1.1),
+                timed(1.0, 0.9, 1.1).with_impl("x"),
+                timed(1.0, 0.95, 1.3).with_impl("y"),
+                timed(1.0, 0.9, 1.1).with_impl("only-current"),
+            ],
+        );
+        let other = Run::new(
+            meta,
+            vec![
+                timed(2.0, 1.2, 2.2),
+                timed(0.5, 0.4, 0.85).with_impl("x"),
+                timed(1.2, 1.1, 1.4).with_impl("y"),
+                timed(1.0, 0.9, 1.1).with_impl("only-other"),
+            ],
+        );
+        let c = Comparison::build(&cur, &other);
+        let calls: Vec<Option<Call>> = c.rows.iter().map(CompareRow::call).collect();
+        assert_eq!(
+            calls,
+            [
+                Some(Call::Faster),
+                Some(Call::Slower),
+                Some(Call::Same),
+                None,
+                None
+            ]
+        );
+        assert_eq!(c.rows[0].time_ratio(), Some(0.5));
+        assert_eq!(c.rows[3].note().as_deref(), Some("not in the other run"));
+        assert_eq!(c.rows[4].note().as_deref(), Some("not in the current run"));
+        assert!(c.device_note().is_none());
+    }
+
+    #[test]
+    fn csv_quotes_cells() {
+        let mut out = String::new();
+        csv_row(
+            &mut out,
+            [
+                "a,b".to_owned(),
+                "say \"hi\"".to_owned(),
+                "plain".to_owned(),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(out, "\"a,b\",\"say \"\"hi\"\"\",plain\n");
+    }
+
+    #[test]
+    fn four_significant_digits() {
+        assert_eq!(sig4(0.017234), "0.01723");
+        assert_eq!(sig4(12.3456), "12.35");
+        assert_eq!(sig4(0.000123456), "0.0001235");
+        assert_eq!(sig4(1234.5), "1234");
+    }
+}

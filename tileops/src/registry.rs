@@ -1,0 +1,232 @@
+//! The ops that registered themselves through `#[roofline_op]`, for the bench harness and tests.
+//!
+//! Each op struct annotated with `#[roofline_op("name")]` (and not `register = false`) submits one
+//! [`OpRegistration`] to an [`inventory`] collection: its manifest name, family, workloads (static
+//! data copied from the manifest at compile time) and a constructor hook that plans the op for one
+//! workload case. Nothing here evaluates a formula: FLOPs and bytes come from the op's own
+//! `eval_roofline`.
+//!
+//! ```
+//! for op in tileops::registry::all() {
+//!     println!("{} ({}): {} workloads", op.name, op.family, op.workloads.len());
+//! }
+//! ```
+
+use crate::roofline::Value;
+use crate::{DType, Device, Error, Roofline, RooflineError, Tensor, TensorSpec};
+
+/// A param value from a manifest workload row, stored as static data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StaticValue {
+    /// YAML `null`.
+    None,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i128),
+    /// A float (`.inf` included).
+    Float(f64),
+    /// A string.
+    Str(&'static str),
+    /// A sequence.
+    List(&'static [StaticValue]),
+}
+
+impl StaticValue {
+    /// The formula value this param binds to (a sequence becomes a list, as in Python).
+    pub fn to_value(&self) -> Value {
+        match *self {
+            StaticValue::None => Value::None,
+            StaticValue::Bool(b) => Value::Bool(b),
+            StaticValue::Int(i) => Value::Int(i),
+            StaticValue::Float(f) => Value::Float(f),
+            StaticValue::Str(s) => Value::Str(s.to_owned()),
+            StaticValue::List(items) => Value::List(items.iter().map(StaticValue::to_value).collect()),
+        }
+    }
+
+    /// The value as an integer, when it is one.
+    pub fn as_int(&self) -> Option<i128> {
+        match *self {
+            StaticValue::Int(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The value as a float (integers convert), when it is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            StaticValue::Int(i) => Some(i as f64),
+            StaticValue::Float(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The value as a list of integers, when it is one.
+    pub fn as_int_list(&self) -> Option<Vec<i128>> {
+        match *self {
+            StaticValue::List(items) => items.iter().map(StaticValue::as_int).collect(),
+            _ => None,
+        }
+    }
+}
+
+/// One tensor of an op's manifest signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorDecl {
+    /// Its name in the signature.
+    pub name: &'static str,
+    /// The manifest's dtype expression (`"float16 | bfloat16"`, `"same_as(x)"`).
+    pub dtype: &'static str,
+    /// Fixed-rank shape declaration (`"[M, K]"`), if any.
+    pub shape: Option<&'static str>,
+    /// Whether the input may be absent.
+    pub optional: bool,
+}
+
+/// One workload row of the manifest: a label, the dtypes to run, input shapes and params.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Workload {
+    /// The row's `label`.
+    pub label: &'static str,
+    /// The row's `dtypes`; each gives one case.
+    pub dtypes: &'static [DType],
+    /// `<input>_shape` keys, by input name.
+    pub shapes: &'static [(&'static str, &'static [usize])],
+    /// Every other key: param values by name.
+    pub params: &'static [(&'static str, StaticValue)],
+    /// `bench_skip_reason`, when the row is not to be timed.
+    pub bench_skip_reason: Option<&'static str>,
+}
+
+impl Workload {
+    /// The declared shape of input `name`, if the row gives one.
+    pub fn shape(&self, name: &str) -> Option<&'static [usize]> {
+        self.shapes.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    }
+
+    /// The row's value for param `name`, if it gives one.
+    pub fn param(&self, name: &str) -> Option<&'static StaticValue> {
+        self.params.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The cases of this row: one per dtype.
+    pub fn cases(&'static self) -> impl Iterator<Item = WorkloadCase> {
+        self.dtypes.iter().map(move |&dtype| WorkloadCase { workload: self, dtype })
+    }
+}
+
+/// One (workload row, dtype) pair: what the bench harness times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkloadCase {
+    /// The manifest row.
+    pub workload: &'static Workload,
+    /// The dtype of this case.
+    pub dtype: DType,
+}
+
+impl WorkloadCase {
+    /// `label-dtype`, as TileOPs names a case.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.workload.label, self.dtype)
+    }
+
+    /// The spec of input `name` in this case: its row shape and the case dtype.
+    pub fn input_spec(&self, name: &str) -> Option<TensorSpec> {
+        self.workload.shape(name).map(|shape| TensorSpec::new(shape, self.dtype))
+    }
+}
+
+/// What the macro implements for every registered op: its manifest name and its roofline.
+pub trait RooflineModel {
+    /// The manifest entry's name.
+    fn op_name(&self) -> &'static str;
+    /// FLOPs and bytes of one call, as the manifest's formulas give them (the generated
+    /// `eval_roofline`).
+    fn roofline(&self) -> Result<Roofline, RooflineError>;
+}
+
+/// Plans an op for one manifest workload case: the constructor hook of the registry.
+///
+/// Implemented by hand for each registered op: it maps the case's input shapes, params and dtype
+/// onto the op's own constructor, so the constructor's validation applies.
+pub trait FromWorkload: Sized {
+    /// Plan the op on `device` for `case`.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error>;
+}
+
+/// An op planned for one case, as the bench harness drives it.
+///
+/// Implemented by hand for each registered op; [`RooflineModel`] comes from the macro.
+pub trait BenchOp: RooflineModel {
+    /// The roof the op is priced against: the unit an optimal implementation would use
+    /// (`cuda_core.fp32` for elementwise work, `tensor_core.<dtype>` for matrix products).
+    fn roof(&self) -> RoofKey;
+    /// Fresh inputs for one call, filled deterministically from `seed`, on the op's device.
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error>;
+    /// One call of the op on `inputs` (asynchronous on a GPU: the harness synchronises).
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error>;
+}
+
+/// A roof of a GPU profile: `cuda_core.fp32`, `tensor_core.bf16`, …
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RoofKey(pub &'static str);
+
+impl RoofKey {
+    /// FP32 work on CUDA cores: elementwise ops, reductions, norms.
+    pub const CUDA_CORE_FP32: RoofKey = RoofKey("cuda_core.fp32");
+
+    /// The tensor-core roof of a matrix product in `dtype` (float32 runs as TF32), if any.
+    pub fn tensor_core(dtype: DType) -> Option<RoofKey> {
+        match dtype {
+            DType::Float16 => Some(RoofKey("tensor_core.fp16")),
+            DType::BFloat16 => Some(RoofKey("tensor_core.bf16")),
+            DType::Float32 => Some(RoofKey("tensor_core.tf32")),
+            DType::Float8E4M3Fn | DType::Float8E5M2 => Some(RoofKey("tensor_core.fp8")),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for RoofKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// The static description of a registered op, submitted by `#[roofline_op]`.
+#[derive(Debug)]
+pub struct OpRegistration {
+    /// Manifest entry name (`"softmax"`).
+    pub name: &'static str,
+    /// Manifest `family`.
+    pub family: &'static str,
+    /// The manifest file the entry came from, relative to the crate that declared the op.
+    pub manifest_file: &'static str,
+    /// The signature's inputs, in declaration order.
+    pub inputs: &'static [TensorDecl],
+    /// The signature's outputs, in declaration order.
+    pub outputs: &'static [TensorDecl],
+    /// The manifest's workload rows.
+    pub workloads: &'static [Workload],
+    /// Plans the op for one workload case, for the bench harness.
+    pub build: BuildHook,
+}
+
+/// The constructor hook of a registered op: `FromWorkload` then boxing.
+pub type BuildHook = fn(&Device, &WorkloadCase) -> Result<Box<dyn BenchOp>, Error>;
+
+inventory::collect!(OpRegistration);
+
+/// Every registered op, sorted by name.
+pub fn all() -> Vec<&'static OpRegistration> {
+    let mut ops: Vec<_> = inventory::iter::<OpRegistration>.into_iter().collect();
+    ops.sort_by_key(|op| op.name);
+    ops
+}
+
+/// The registered op of that manifest name.
+pub fn find(name: &str) -> Option<&'static OpRegistration> {
+    inventory::iter::<OpRegistration>.into_iter().find(|op| op.name == name)
+}
+

@@ -1,0 +1,1239 @@
+//! The helper functions a formula may call: Python's builtins plus `math.prod` (as `product`),
+//! `math.log2`, `math.ceil` and `math.floor`.
+//!
+//! Each takes its positional arguments as a slice and checks their number as Python does.
+//!
+//! ```
+//! use tileops::roofline::{Value, helpers};
+//! let shape = Value::from_shape(&[2, 3, 4]);
+//! assert_eq!(helpers::product(&[shape.clone()]), Ok(Value::Int(24)));
+//! assert_eq!(helpers::len(&[shape]), Ok(Value::Int(3)));
+//! assert_eq!(helpers::log2(&[Value::Int(1024)]), Ok(Value::Float(10.0)));
+//! let err = helpers::len(&[]).unwrap_err();
+//! assert_eq!(err.to_string(), "TypeError: len() takes exactly one argument (0 given)");
+//! ```
+
+use super::error::{EvalError, EvalResult};
+use super::ops::{CmpOp, add, compare, iterate, make_set, mul, neg};
+use super::value::{Num, Value, int_from_usize, range_len};
+
+/// The signature every helper has.
+pub type Helper = fn(&[Value]) -> EvalResult;
+
+/// Every helper, by the name a formula calls it with.
+pub const ALL: [(&str, Helper); 17] = [
+    ("product", product),
+    ("isinstance", isinstance),
+    ("len", len),
+    ("set", set),
+    ("tuple", tuple),
+    ("list", list),
+    ("range", range),
+    ("int", int),
+    ("float", float),
+    ("bool", bool),
+    ("min", min),
+    ("max", max),
+    ("sum", sum),
+    ("abs", abs),
+    ("log2", log2),
+    ("ceil", ceil),
+    ("floor", floor),
+];
+
+fn exactly_one<'a>(name: &str, args: &'a [Value]) -> EvalResult<&'a Value> {
+    match args {
+        [arg] => Ok(arg),
+        _ => Err(EvalError::type_error(format!(
+            "{name}() takes exactly one argument ({} given)",
+            args.len()
+        ))),
+    }
+}
+
+fn at_most_one<'a>(name: &str, args: &'a [Value]) -> EvalResult<Option<&'a Value>> {
+    match args {
+        [] => Ok(None),
+        [arg] => Ok(Some(arg)),
+        _ => Err(EvalError::type_error(format!(
+            "{name} expected at most 1 argument, got {}",
+            args.len()
+        ))),
+    }
+}
+
+fn real_number(value: &Value) -> EvalResult<Num> {
+    value.as_num().ok_or_else(|| {
+        EvalError::type_error(format!("must be real number, not {}", value.type_name()))
+    })
+}
+
+fn index_arg(value: &Value) -> EvalResult<i128> {
+    value.as_index().ok_or_else(|| {
+        EvalError::type_error(format!(
+            "'{}' object cannot be interpreted as an integer",
+            value.type_name()
+        ))
+    })
+}
+
+/// Python's `int(float)`: truncation toward zero; infinities and NaN are errors.
+fn float_to_int(x: f64) -> EvalResult {
+    if x.is_nan() {
+        return Err(EvalError::value_error(
+            "cannot convert float NaN to integer",
+        ));
+    }
+    if x.is_infinite() {
+        return Err(EvalError::overflow_error(
+            "cannot convert float infinity to integer",
+        ));
+    }
+    let t = x.trunc();
+    // -2^127 is a double; every double below 2^127 and at least -2^127 fits.
+    let limit = 2f64.powi(127);
+    if t >= limit || t < -limit {
+        return Err(EvalError::int_overflow());
+    }
+    Ok(Value::Int(t as i128))
+}
+
+/// `product(iterable)` (`math.prod`): the product of the items, starting from the int 1, so an
+/// empty iterable gives 1 and ints stay exact.
+pub fn product(args: &[Value]) -> EvalResult {
+    let [iterable] = args else {
+        return Err(EvalError::type_error(format!(
+            "product() takes exactly 1 positional argument ({} given)",
+            args.len()
+        )));
+    };
+    iterate(iterable)?
+        .iter()
+        .try_fold(Value::Int(1), |acc, item| mul(&acc, item))
+}
+
+/// `isinstance(value, type_or_tuple_of_types)`; a `bool` is an instance of `int`.
+pub fn isinstance(args: &[Value]) -> EvalResult {
+    let [value, class] = args else {
+        return Err(EvalError::type_error(format!(
+            "isinstance expected 2 arguments, got {}",
+            args.len()
+        )));
+    };
+    is_instance(value, class).map(Value::Bool)
+}
+
+fn is_instance(value: &Value, class: &Value) -> EvalResult<bool> {
+    match class {
+        Value::Type(ty) => Ok(ty.is_instance(value)),
+        // Checked in order, stopping at the first match, as CPython does.
+        Value::Tuple(classes) => {
+            for class in classes {
+                if is_instance(value, class)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        _ => Err(EvalError::type_error(
+            "isinstance() arg 2 must be a type, a tuple of types, or a union",
+        )),
+    }
+}
+
+/// `len(sized)`: the number of items of a tuple, list, set, range or str (code points).
+pub fn len(args: &[Value]) -> EvalResult {
+    let value = exactly_one("len", args)?;
+    let n = match value {
+        Value::Tuple(items) | Value::List(items) | Value::Set(items) => items.len(),
+        Value::Str(s) => s.chars().count(),
+        Value::Range { start, stop, step } => {
+            let n = range_len(*start, *stop, *step)?;
+            // CPython's len() returns a C ssize_t.
+            return match i64::try_from(n) {
+                Ok(n) => Ok(Value::Int(i128::from(n))),
+                Err(_) => Err(EvalError::overflow_error(
+                    "Python int too large to convert to C ssize_t",
+                )),
+            };
+        }
+        other => {
+            return Err(EvalError::type_error(format!(
+                "object of type '{}' has no len()",
+                other.type_name()
+            )));
+        }
+    };
+    Ok(Value::Int(int_from_usize(n)))
+}
+
+/// `set()` / `set(iterable)`.
+pub fn set(args: &[Value]) -> EvalResult {
+    match at_most_one("set", args)? {
+        None => Ok(Value::Set(Vec::new())),
+        Some(iterable) => make_set(iterate(iterable)?),
+    }
+}
+
+/// `tuple()` / `tuple(iterable)`.
+pub fn tuple(args: &[Value]) -> EvalResult {
+    let items = at_most_one("tuple", args)?.map(iterate).transpose()?;
+    Ok(Value::Tuple(items.unwrap_or_default()))
+}
+
+/// `list()` / `list(iterable)`.
+pub fn list(args: &[Value]) -> EvalResult {
+    let items = at_most_one("list", args)?.map(iterate).transpose()?;
+    Ok(Value::List(items.unwrap_or_default()))
+}
+
+/// `range(stop)`, `range(start, stop)`, `range(start, stop, step)`.
+pub fn range(args: &[Value]) -> EvalResult {
+    let (start, stop, step) = match args {
+        [] => {
+            return Err(EvalError::type_error(
+                "range expected at least 1 argument, got 0",
+            ));
+        }
+        [stop] => (0, index_arg(stop)?, 1),
+        [start, stop] => (index_arg(start)?, index_arg(stop)?, 1),
+        [start, stop, step] => (index_arg(start)?, index_arg(stop)?, index_arg(step)?),
+        _ => {
+            return Err(EvalError::type_error(format!(
+                "range expected at most 3 arguments, got {}",
+                args.len()
+            )));
+        }
+    };
+    if step == 0 {
+        return Err(EvalError::value_error("range() arg 3 must not be zero"));
+    }
+    Ok(Value::Range { start, stop, step })
+}
+
+/// Python's `int(str, base)`: surrounding whitespace, a sign, a `0x`/`0o`/`0b` prefix (required
+/// for base 0, optional for its own base), and single underscores between digits.
+fn parse_int(text: &str, base: u32) -> EvalResult {
+    let invalid = || {
+        EvalError::value_error(format!(
+            "invalid literal for int() with base {base}: {}",
+            Value::Str(text.to_owned())
+        ))
+    };
+    let trimmed = text.trim();
+    let (negative, unsigned) = match trimmed.as_bytes().first() {
+        Some(b'-') => (true, &trimmed[1..]),
+        Some(b'+') => (false, &trimmed[1..]),
+        _ => (false, trimmed),
+    };
+    let prefix_base = |s: &str| match s.get(..2).map(str::to_ascii_lowercase).as_deref() {
+        Some("0x") => Some(16),
+        Some("0o") => Some(8),
+        Some("0b") => Some(2),
+        _ => None,
+    };
+    let (base, mut digits, had_prefix) = match (base, prefix_base(unsigned)) {
+        (0, Some(b)) => (b, &unsigned[2..], true),
+        (0, None) => {
+            // Base 0 reads a Python literal: no leading zeros on a non-zero decimal.
+            let rest = unsigned.trim_start_matches(['0', '_']);
+            if unsigned.starts_with('0') && !rest.is_empty() {
+                return Err(invalid());
+            }
+            (10, unsigned, false)
+        }
+        (b, Some(p)) if b == p => (b, &unsigned[2..], true),
+        (b, _) => (b, unsigned, false),
+    };
+    if had_prefix && let Some(rest) = digits.strip_prefix('_') {
+        digits = rest;
+    }
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+    {
+        return Err(invalid());
+    }
+    let mut value: i128 = 0;
+    for c in digits.chars().filter(|&c| c != '_') {
+        let digit = c.to_digit(base).ok_or_else(invalid)?;
+        value = value
+            .checked_mul(i128::from(base))
+            .and_then(|v| {
+                if negative {
+                    v.checked_sub(i128::from(digit))
+                } else {
+                    v.checked_add(i128::from(digit))
+                }
+            })
+            .ok_or_else(EvalError::int_overflow)?;
+    }
+    Ok(Value::Int(value))
+}
+
+/// `int()`, `int(x)` (a float truncates toward zero; a str parses), `int(str, base)`.
+pub fn int(args: &[Value]) -> EvalResult {
+    match args {
+        [] => Ok(Value::Int(0)),
+        [value] => match value {
+            Value::Bool(b) => Ok(Value::Int(i128::from(*b))),
+            Value::Int(i) => Ok(Value::Int(*i)),
+            Value::Float(x) => float_to_int(*x),
+            Value::Str(s) => parse_int(s, 10),
+            other => Err(EvalError::type_error(format!(
+                "int() argument must be a string, a bytes-like object or a real number, not '{}'",
+                other.type_name()
+            ))),
+        },
+        [value, base] => {
+            let base = index_arg(base)?;
+            let base = match u32::try_from(base) {
+                Ok(b) if b == 0 || (2..=36).contains(&b) => b,
+                _ => {
+                    return Err(EvalError::value_error(
+                        "int() base must be >= 2 and <= 36, or 0",
+                    ));
+                }
+            };
+            match value {
+                Value::Str(s) => parse_int(s, base),
+                _ => Err(EvalError::type_error(
+                    "int() can't convert non-string with explicit base",
+                )),
+            }
+        }
+        _ => Err(EvalError::type_error(format!(
+            "int() takes at most 2 arguments ({} given)",
+            args.len()
+        ))),
+    }
+}
+
+/// Python's `float(str)`: whitespace, a sign, `inf`/`infinity`/`nan` in any case, decimal and
+/// exponent forms, single underscores between digits.
+fn parse_float(text: &str) -> EvalResult {
+    let invalid = || {
+        EvalError::value_error(format!(
+            "could not convert string to float: {}",
+            Value::Str(text.to_owned())
+        ))
+    };
+    let trimmed = text.trim();
+    let (sign, unsigned) = match trimmed.as_bytes().first() {
+        Some(b'-') => (-1.0, &trimmed[1..]),
+        Some(b'+') => (1.0, &trimmed[1..]),
+        _ => (1.0, trimmed),
+    };
+    let lower = unsigned.to_ascii_lowercase();
+    if lower == "inf" || lower == "infinity" {
+        return Ok(Value::Float(sign * f64::INFINITY));
+    }
+    if lower == "nan" {
+        return Ok(Value::Float(f64::NAN.copysign(sign)));
+    }
+    let chars: Vec<char> = unsigned.chars().collect();
+    let digits_only = chars
+        .iter()
+        .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-' | '_'));
+    // An underscore must sit between two digits.
+    let underscores_ok = chars.iter().enumerate().all(|(k, &c)| {
+        c != '_'
+            || (k > 0
+                && chars.get(k - 1).is_some_and(char::is_ascii_digit)
+                && chars.get(k + 1).is_some_and(char::is_ascii_digit))
+    });
+    if !digits_only || !underscores_ok || unsigned.starts_with(['+', '-']) {
+        return Err(invalid());
+    }
+    let cleaned: String = chars.iter().filter(|&&c| c != '_').collect();
+    cleaned
+        .parse::<f64>()
+        .map(|x| Value::Float(sign * x))
+        .map_err(|_| invalid())
+}
+
+/// `float()`, `float(number)`, `float(str)` (`'inf'`, `'-inf'`, `'nan'` included).
+pub fn float(args: &[Value]) -> EvalResult {
+    let Some(value) = at_most_one("float", args)? else {
+        return Ok(Value::Float(0.0));
+    };
+    match value {
+        Value::Str(s) => parse_float(s),
+        other => match other.as_num() {
+            Some(n) => Ok(Value::Float(n.to_f64())),
+            None => Err(EvalError::type_error(format!(
+                "float() argument must be a string or a real number, not '{}'",
+                other.type_name()
+            ))),
+        },
+    }
+}
+
+/// `bool()` / `bool(x)`: Python truthiness.
+pub fn bool(args: &[Value]) -> EvalResult {
+    match at_most_one("bool", args)? {
+        None => Ok(Value::Bool(false)),
+        Some(value) => super::ops::truthy(value).map(Value::Bool),
+    }
+}
+
+/// `min(iterable)` or `min(a, b, ...)`: the first smallest item.
+pub fn min(args: &[Value]) -> EvalResult {
+    min_max("min", CmpOp::Lt, args)
+}
+
+/// `max(iterable)` or `max(a, b, ...)`: the first largest item.
+pub fn max(args: &[Value]) -> EvalResult {
+    min_max("max", CmpOp::Gt, args)
+}
+
+fn min_max(name: &str, op: CmpOp, args: &[Value]) -> EvalResult {
+    let items = match args {
+        [] => {
+            return Err(EvalError::type_error(format!(
+                "{name} expected at least 1 argument, got 0"
+            )));
+        }
+        [iterable] => iterate(iterable)?,
+        many => many.to_vec(),
+    };
+    let mut items = items.into_iter();
+    let Some(mut best) = items.next() else {
+        return Err(EvalError::value_error(format!(
+            "{name}() iterable argument is empty"
+        )));
+    };
+    for item in items {
+        // CPython asks `item < best` (or `>`): ties keep the first item.
+        if compare(op, &item, &best)? {
+            best = item;
+        }
+    }
+    Ok(best)
+}
+
+/// `sum(iterable)` / `sum(iterable, start)`, including CPython 3.12's compensated float
+/// summation (`sum([0.1] * 10) == 1.0`).
+pub fn sum(args: &[Value]) -> EvalResult {
+    let (iterable, start) = match args {
+        [iterable] => (iterable, Value::Int(0)),
+        [iterable, start] => (iterable, start.clone()),
+        [] => {
+            return Err(EvalError::type_error(
+                "sum() takes at least 1 positional argument (0 given)",
+            ));
+        }
+        _ => {
+            return Err(EvalError::type_error(format!(
+                "sum() takes at most 2 arguments ({} given)",
+                args.len()
+            )));
+        }
+    };
+    // CPython takes the iterator before it looks at `start`.
+    let mut items = iterate(iterable)?.into_iter();
+    if let Value::Str(_) = start {
+        return Err(EvalError::type_error(
+            "sum() can't sum strings [use ''.join(seq) instead]",
+        ));
+    }
+    let mut result = start;
+    // Fast paths of CPython's builtin_sum_impl, kept because they decide float rounding: an exact
+    // int start accumulates in a C long, then a float result is summed with Neumaier's
+    // compensation, and anything else falls back to plain `+`.
+    if let Value::Int(start) = result
+        && let Ok(mut acc) = i64::try_from(start)
+    {
+        result = loop {
+            let Some(item) = items.next() else {
+                return Ok(Value::Int(i128::from(acc)));
+            };
+            let small = match item {
+                Value::Int(i) => i64::try_from(i).ok(),
+                Value::Bool(b) => Some(i64::from(b)),
+                _ => None,
+            };
+            if let Some(next) = small.and_then(|b| acc.checked_add(b)) {
+                acc = next;
+                continue;
+            }
+            break add(&Value::Int(i128::from(acc)), &item)?;
+        };
+    }
+    if let Value::Float(start) = result {
+        let (mut hi, mut lo) = (start, 0.0_f64);
+        result = loop {
+            let Some(item) = items.next() else {
+                if lo != 0.0 && lo.is_finite() {
+                    hi += lo;
+                }
+                return Ok(Value::Float(hi));
+            };
+            let small = match item {
+                Value::Float(x) => {
+                    let t = hi + x;
+                    if hi.abs() >= x.abs() {
+                        lo += (hi - t) + x;
+                    } else {
+                        lo += (x - t) + hi;
+                    }
+                    hi = t;
+                    continue;
+                }
+                Value::Int(i) => i64::try_from(i).ok(),
+                Value::Bool(b) => Some(i64::from(b)),
+                _ => None,
+            };
+            if let Some(i) = small {
+                hi += i as f64;
+                continue;
+            }
+            if lo != 0.0 && lo.is_finite() {
+                hi += lo;
+            }
+            break add(&Value::Float(hi), &item)?;
+        };
+    }
+    for item in items {
+        result = add(&result, &item)?;
+    }
+    Ok(result)
+}
+
+/// `abs(x)` (a bool becomes an int).
+pub fn abs(args: &[Value]) -> EvalResult {
+    let value = exactly_one("abs", args)?;
+    match value.as_num() {
+        Some(Num::Int(i)) if i < 0 => neg(&Value::Int(i)),
+        Some(Num::Int(i)) => Ok(Value::Int(i)),
+        Some(Num::Float(x)) => Ok(Value::Float(x.abs())),
+        None => Err(EvalError::type_error(format!(
+            "bad operand type for abs(): '{}'",
+            value.type_name()
+        ))),
+    }
+}
+
+/// `math.log2(x)`, a float; exact for powers of two (`log2(2**100) == 100.0`). `x <= 0` is a
+/// domain error.
+pub fn log2(args: &[Value]) -> EvalResult {
+    let value = exactly_one("math.log2", args)?;
+    let domain = || EvalError::value_error("math domain error");
+    match real_number(value)? {
+        // CPython converts the int to a double (exactly rounded), then takes log2.
+        Num::Int(i) if i <= 0 => Err(domain()),
+        Num::Int(i) => Ok(Value::Float((i as f64).log2())),
+        Num::Float(x) if x.is_nan() => Ok(Value::Float(x)),
+        Num::Float(x) if x <= 0.0 => Err(domain()),
+        Num::Float(x) => Ok(Value::Float(x.log2())),
+    }
+}
+
+/// `math.ceil(x)`, an int.
+pub fn ceil(args: &[Value]) -> EvalResult {
+    match real_number(exactly_one("math.ceil", args)?)? {
+        Num::Int(i) => Ok(Value::Int(i)),
+        Num::Float(x) => float_to_int(x.ceil()),
+    }
+}
+
+/// `math.floor(x)`, an int.
+pub fn floor(args: &[Value]) -> EvalResult {
+    match real_number(exactly_one("math.floor", args)?)? {
+        Num::Int(i) => Ok(Value::Int(i)),
+        Num::Float(x) => float_to_int(x.floor()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::roofline::PyType;
+
+    fn i(x: i128) -> Value {
+        Value::Int(x)
+    }
+    fn f(x: f64) -> Value {
+        Value::Float(x)
+    }
+    fn b(x: bool) -> Value {
+        Value::Bool(x)
+    }
+    fn s(x: &str) -> Value {
+        Value::Str(x.to_owned())
+    }
+    fn t(items: Vec<Value>) -> Value {
+        Value::Tuple(items)
+    }
+    fn l(items: Vec<Value>) -> Value {
+        Value::List(items)
+    }
+    fn ints(xs: &[i128]) -> Vec<Value> {
+        xs.iter().map(|&x| Value::Int(x)).collect()
+    }
+    fn r(start: i128, stop: i128, step: i128) -> Value {
+        Value::Range { start, stop, step }
+    }
+    fn ty(t: PyType) -> Value {
+        Value::Type(t)
+    }
+
+    /// Runs `(args, expected)` cases; expected is `Ok(repr)` or `Err(message)`. Comparing reprs
+    /// checks the result's type too (`1` vs `1.0` vs `True`).
+    fn check(name: &str, helper: Helper, cases: Vec<(Vec<Value>, Result<&str, &str>)>) {
+        for (args, expected) in cases {
+            let shown: Vec<String> = args.iter().map(ToString::to_string).collect();
+            let call = format!("{name}({})", shown.join(", "));
+            match (helper(&args), expected) {
+                (Ok(v), Ok(repr)) => assert_eq!(v.to_string(), repr, "{call}"),
+                (Err(e), Err(message)) => assert_eq!(e.message, message, "{call}"),
+                (got, want) => panic!("{call}: got {got:?}, expected {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn product_is_math_prod() {
+        check(
+            "product",
+            product,
+            vec![
+                (vec![t(ints(&[2, 3, 4]))], Ok("24")),
+                (vec![t(vec![])], Ok("1")),
+                (vec![l(vec![i(2), f(0.5), i(3)])], Ok("3.0")),
+                (vec![l(vec![b(true), b(true)])], Ok("1")),
+                (vec![r(1, 6, 1)], Ok("120")),
+                (vec![l(vec![s("a")])], Ok("'a'")),
+                (vec![l(vec![l(ints(&[1])), i(2)])], Ok("[1, 1]")),
+                (
+                    vec![l(vec![i(1 << 64), i(1 << 64)])],
+                    Err("OverflowError: integer overflow (tileops integers are 128-bit)"),
+                ),
+                (
+                    vec![],
+                    Err("TypeError: product() takes exactly 1 positional argument (0 given)"),
+                ),
+                (
+                    vec![t(vec![]), t(vec![])],
+                    Err("TypeError: product() takes exactly 1 positional argument (2 given)"),
+                ),
+                (vec![i(3)], Err("TypeError: 'int' object is not iterable")),
+                (
+                    vec![l(vec![Value::None])],
+                    Err("TypeError: unsupported operand type(s) for *: 'int' and 'NoneType'"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn isinstance_treats_bool_as_int() {
+        check(
+            "isinstance",
+            isinstance,
+            vec![
+                (vec![b(true), ty(PyType::Int)], Ok("True")),
+                (vec![i(1), ty(PyType::Bool)], Ok("False")),
+                (vec![i(1), ty(PyType::Float)], Ok("False")),
+                (
+                    vec![f(1.0), t(vec![ty(PyType::Int), ty(PyType::Float)])],
+                    Ok("True"),
+                ),
+                (
+                    vec![
+                        i(1),
+                        t(vec![
+                            ty(PyType::Float),
+                            t(vec![ty(PyType::Str), ty(PyType::Int)]),
+                        ]),
+                    ],
+                    Ok("True"),
+                ),
+                (vec![Value::None, ty(PyType::NoneType)], Ok("True")),
+                (vec![t(vec![]), ty(PyType::Tuple)], Ok("True")),
+                (vec![t(vec![]), ty(PyType::List)], Ok("False")),
+                (vec![r(0, 1, 1), ty(PyType::Range)], Ok("True")),
+                (vec![i(1), t(vec![ty(PyType::Int), i(5)])], Ok("True")),
+                (vec![i(1), t(vec![])], Ok("False")),
+                (
+                    vec![i(1), t(vec![ty(PyType::Float), i(5)])],
+                    Err(
+                        "TypeError: isinstance() arg 2 must be a type, a tuple of types, or a union",
+                    ),
+                ),
+                (
+                    vec![i(1), i(5)],
+                    Err(
+                        "TypeError: isinstance() arg 2 must be a type, a tuple of types, or a union",
+                    ),
+                ),
+                (
+                    vec![i(1)],
+                    Err("TypeError: isinstance expected 2 arguments, got 1"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn len_counts_items() {
+        check(
+            "len",
+            len,
+            vec![
+                (vec![t(ints(&[1, 2]))], Ok("2")),
+                (vec![l(vec![])], Ok("0")),
+                (vec![Value::Set(ints(&[1, 2, 3]))], Ok("3")),
+                (vec![s("日本")], Ok("2")),
+                (vec![r(0, 10, 3)], Ok("4")),
+                (vec![r(10, 0, 1)], Ok("0")),
+                (
+                    vec![r(-(1 << 63), 1 << 63, 1)],
+                    Err("OverflowError: Python int too large to convert to C ssize_t"),
+                ),
+                (
+                    vec![i(5)],
+                    Err("TypeError: object of type 'int' has no len()"),
+                ),
+                (
+                    vec![],
+                    Err("TypeError: len() takes exactly one argument (0 given)"),
+                ),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: len() takes exactly one argument (2 given)"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn containers_from_iterables() {
+        check(
+            "set",
+            set,
+            vec![
+                (vec![], Ok("set()")),
+                (
+                    vec![l(vec![i(2), f(1.0), i(1), b(true), i(0)])],
+                    Ok("{0, 1.0, 2}"),
+                ),
+                (vec![s("aba")], Ok("{'a', 'b'}")),
+                (
+                    vec![l(vec![l(vec![])])],
+                    Err("TypeError: unhashable type: 'list'"),
+                ),
+                (vec![i(1)], Err("TypeError: 'int' object is not iterable")),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: set expected at most 1 argument, got 2"),
+                ),
+            ],
+        );
+        check(
+            "tuple",
+            tuple,
+            vec![
+                (vec![], Ok("()")),
+                (vec![l(ints(&[1]))], Ok("(1,)")),
+                (vec![r(0, 3, 1)], Ok("(0, 1, 2)")),
+                (vec![Value::Set(ints(&[1, 2]))], Ok("(1, 2)")),
+                (vec![i(1)], Err("TypeError: 'int' object is not iterable")),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: tuple expected at most 1 argument, got 2"),
+                ),
+            ],
+        );
+        check(
+            "list",
+            list,
+            vec![
+                (vec![], Ok("[]")),
+                (vec![t(ints(&[1, 2]))], Ok("[1, 2]")),
+                (vec![s("ab")], Ok("['a', 'b']")),
+                (
+                    vec![Value::None],
+                    Err("TypeError: 'NoneType' object is not iterable"),
+                ),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: list expected at most 1 argument, got 2"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn range_checks_arguments() {
+        check(
+            "range",
+            range,
+            vec![
+                (vec![i(3)], Ok("range(0, 3)")),
+                (vec![i(1), i(3)], Ok("range(1, 3)")),
+                (vec![i(10), i(0), i(-2)], Ok("range(10, 0, -2)")),
+                (vec![b(true)], Ok("range(0, 1)")),
+                (
+                    vec![],
+                    Err("TypeError: range expected at least 1 argument, got 0"),
+                ),
+                (
+                    vec![i(1), i(2), i(3), i(4)],
+                    Err("TypeError: range expected at most 3 arguments, got 4"),
+                ),
+                (
+                    vec![i(1), i(2), i(0)],
+                    Err("ValueError: range() arg 3 must not be zero"),
+                ),
+                (
+                    vec![f(1.5)],
+                    Err("TypeError: 'float' object cannot be interpreted as an integer"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn int_converts_like_python() {
+        let overflow = "OverflowError: integer overflow (tileops integers are 128-bit)";
+        check(
+            "int",
+            int,
+            vec![
+                (vec![], Ok("0")),
+                (vec![i(7)], Ok("7")),
+                (vec![b(true)], Ok("1")),
+                (vec![f(2.9)], Ok("2")),
+                (vec![f(-2.9)], Ok("-2")),
+                (vec![f(-0.5)], Ok("0")),
+                (vec![f(1e20)], Ok("100000000000000000000")),
+                (
+                    vec![f(-(2f64.powi(127)))],
+                    Ok("-170141183460469231731687303715884105728"),
+                ),
+                (vec![f(2f64.powi(127))], Err(overflow)),
+                (
+                    vec![f(f64::INFINITY)],
+                    Err("OverflowError: cannot convert float infinity to integer"),
+                ),
+                (
+                    vec![f(f64::NAN)],
+                    Err("ValueError: cannot convert float NaN to integer"),
+                ),
+                (vec![s(" 42 ")], Ok("42")),
+                (vec![s("-1_000")], Ok("-1000")),
+                (vec![s("+007")], Ok("7")),
+                (
+                    vec![s("170141183460469231731687303715884105727")],
+                    Ok("170141183460469231731687303715884105727"),
+                ),
+                (
+                    vec![s("-170141183460469231731687303715884105728")],
+                    Ok("-170141183460469231731687303715884105728"),
+                ),
+                (
+                    vec![s("170141183460469231731687303715884105728")],
+                    Err(overflow),
+                ),
+                (
+                    vec![s("abc")],
+                    Err("ValueError: invalid literal for int() with base 10: 'abc'"),
+                ),
+                (
+                    vec![s("1__0")],
+                    Err("ValueError: invalid literal for int() with base 10: '1__0'"),
+                ),
+                (
+                    vec![s("_1")],
+                    Err("ValueError: invalid literal for int() with base 10: '_1'"),
+                ),
+                (
+                    vec![s("1.5")],
+                    Err("ValueError: invalid literal for int() with base 10: '1.5'"),
+                ),
+                (
+                    vec![s("")],
+                    Err("ValueError: invalid literal for int() with base 10: ''"),
+                ),
+                (
+                    vec![s("-")],
+                    Err("ValueError: invalid literal for int() with base 10: '-'"),
+                ),
+                (vec![s("ff"), i(16)], Ok("255")),
+                (vec![s("0x_1f"), i(16)], Ok("31")),
+                (vec![s("0x1f"), i(0)], Ok("31")),
+                (vec![s("0b101"), i(0)], Ok("5")),
+                (vec![s("-0o17"), i(0)], Ok("-15")),
+                (vec![s("00"), i(0)], Ok("0")),
+                (vec![s("z"), i(36)], Ok("35")),
+                (
+                    vec![s("010"), i(0)],
+                    Err("ValueError: invalid literal for int() with base 0: '010'"),
+                ),
+                (
+                    vec![s("0x1f"), i(10)],
+                    Err("ValueError: invalid literal for int() with base 10: '0x1f'"),
+                ),
+                (
+                    vec![s("z"), i(40)],
+                    Err("ValueError: int() base must be >= 2 and <= 36, or 0"),
+                ),
+                (
+                    vec![s("1"), i(1)],
+                    Err("ValueError: int() base must be >= 2 and <= 36, or 0"),
+                ),
+                (
+                    vec![i(5), i(10)],
+                    Err("TypeError: int() can't convert non-string with explicit base"),
+                ),
+                (
+                    vec![l(vec![])],
+                    Err(
+                        "TypeError: int() argument must be a string, a bytes-like object or a real number, not 'list'",
+                    ),
+                ),
+                (
+                    vec![Value::None],
+                    Err(
+                        "TypeError: int() argument must be a string, a bytes-like object or a real number, not 'NoneType'",
+                    ),
+                ),
+                (
+                    vec![i(1), i(2), i(3)],
+                    Err("TypeError: int() takes at most 2 arguments (3 given)"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn float_converts_like_python() {
+        check(
+            "float",
+            float,
+            vec![
+                (vec![], Ok("0.0")),
+                (vec![i(3)], Ok("3.0")),
+                (vec![b(true)], Ok("1.0")),
+                (vec![i((1 << 53) + 1)], Ok("9007199254740992.0")),
+                (vec![f(0.5)], Ok("0.5")),
+                (vec![s("inf")], Ok("inf")),
+                (vec![s("-inf")], Ok("-inf")),
+                (vec![s(" +Infinity ")], Ok("inf")),
+                (vec![s("nan")], Ok("nan")),
+                (vec![s("-NaN")], Ok("nan")),
+                (vec![s("1.5")], Ok("1.5")),
+                (vec![s(" 1_0.5 ")], Ok("10.5")),
+                (vec![s("+1e5")], Ok("100000.0")),
+                (vec![s("1.")], Ok("1.0")),
+                (vec![s(".5e-2")], Ok("0.005")),
+                (vec![s("-0")], Ok("-0.0")),
+                (vec![s("1e400")], Ok("inf")),
+                (
+                    vec![s("abc")],
+                    Err("ValueError: could not convert string to float: 'abc'"),
+                ),
+                (
+                    vec![s("1__0")],
+                    Err("ValueError: could not convert string to float: '1__0'"),
+                ),
+                (
+                    vec![s("_1")],
+                    Err("ValueError: could not convert string to float: '_1'"),
+                ),
+                (
+                    vec![s("1_")],
+                    Err("ValueError: could not convert string to float: '1_'"),
+                ),
+                (
+                    vec![s("1_.5")],
+                    Err("ValueError: could not convert string to float: '1_.5'"),
+                ),
+                (
+                    vec![s("--1")],
+                    Err("ValueError: could not convert string to float: '--1'"),
+                ),
+                (
+                    vec![s("")],
+                    Err("ValueError: could not convert string to float: ''"),
+                ),
+                (
+                    vec![s(".")],
+                    Err("ValueError: could not convert string to float: '.'"),
+                ),
+                (
+                    vec![s("infinite")],
+                    Err("ValueError: could not convert string to float: 'infinite'"),
+                ),
+                (
+                    vec![l(vec![])],
+                    Err(
+                        "TypeError: float() argument must be a string or a real number, not 'list'",
+                    ),
+                ),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: float expected at most 1 argument, got 2"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn bool_is_truthiness() {
+        check(
+            "bool",
+            bool,
+            vec![
+                (vec![], Ok("False")),
+                (vec![i(0)], Ok("False")),
+                (vec![f(0.1)], Ok("True")),
+                (vec![s("")], Ok("False")),
+                (vec![t(vec![Value::None])], Ok("True")),
+                (vec![Value::None], Ok("False")),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: bool expected at most 1 argument, got 2"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn min_and_max_like_python() {
+        check(
+            "min",
+            min,
+            vec![
+                (vec![t(ints(&[3, 1, 2]))], Ok("1")),
+                (vec![i(3), i(1), i(2)], Ok("1")),
+                (vec![l(vec![i(1), f(1.0)])], Ok("1")),
+                (vec![l(vec![f(1.0), i(1)])], Ok("1.0")),
+                (vec![l(vec![b(true), i(2)])], Ok("True")),
+                (vec![s("bca")], Ok("'a'")),
+                (vec![t(ints(&[1, 2])), t(ints(&[1, 1]))], Ok("(1, 1)")),
+                (vec![r(5, 0, -1)], Ok("1")),
+                (
+                    vec![l(vec![])],
+                    Err("ValueError: min() iterable argument is empty"),
+                ),
+                (
+                    vec![],
+                    Err("TypeError: min expected at least 1 argument, got 0"),
+                ),
+                (vec![i(1)], Err("TypeError: 'int' object is not iterable")),
+                (
+                    vec![i(1), s("a")],
+                    Err("TypeError: '<' not supported between instances of 'str' and 'int'"),
+                ),
+            ],
+        );
+        check(
+            "max",
+            max,
+            vec![
+                (vec![t(ints(&[3, 1, 2]))], Ok("3")),
+                (vec![f(2.5), i(2)], Ok("2.5")),
+                (vec![l(vec![f(1.0), i(1)])], Ok("1.0")),
+                (
+                    vec![l(vec![])],
+                    Err("ValueError: max() iterable argument is empty"),
+                ),
+                (
+                    vec![],
+                    Err("TypeError: max expected at least 1 argument, got 0"),
+                ),
+                (
+                    vec![i(1), s("a")],
+                    Err("TypeError: '>' not supported between instances of 'str' and 'int'"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn sum_follows_cpython() {
+        check(
+            "sum",
+            sum,
+            vec![
+                (vec![t(ints(&[1, 2, 3]))], Ok("6")),
+                (vec![t(vec![])], Ok("0")),
+                (vec![l(vec![b(true), b(true)])], Ok("2")),
+                (vec![t(ints(&[1])), i(10)], Ok("11")),
+                (vec![l(vec![f(0.1); 10])], Ok("1.0")),
+                (vec![l(vec![i(1), f(0.1), f(0.2), f(0.3)])], Ok("1.6")),
+                (
+                    vec![l(vec![i(1 << 62), i(1 << 62), f(0.1), f(0.2)])],
+                    Ok("9.223372036854776e+18"),
+                ),
+                (
+                    vec![l(vec![f(0.1), i(1 << 70), f(0.2)])],
+                    Ok("1.1805916207174113e+21"),
+                ),
+                (vec![l(vec![f(0.1), f(0.2), f(0.3)]), f(0.0)], Ok("0.6")),
+                (vec![l(vec![f(1e308), f(1e308), f(-1e308)])], Ok("inf")),
+                (vec![l(vec![f(0.1), b(true), f(0.2)])], Ok("1.3")),
+                (vec![l(vec![]), b(true)], Ok("True")),
+                (vec![l(ints(&[1])), b(true)], Ok("2")),
+                (
+                    vec![l(vec![t(ints(&[1])), t(ints(&[2]))]), t(vec![])],
+                    Ok("(1, 2)"),
+                ),
+                (
+                    vec![l(ints(&[i128::MAX, 1]))],
+                    Err("OverflowError: integer overflow (tileops integers are 128-bit)"),
+                ),
+                (
+                    vec![l(vec![s("a")])],
+                    Err("TypeError: unsupported operand type(s) for +: 'int' and 'str'"),
+                ),
+                (
+                    vec![l(vec![s("a")]), s("b")],
+                    Err("TypeError: sum() can't sum strings [use ''.join(seq) instead]"),
+                ),
+                (
+                    vec![],
+                    Err("TypeError: sum() takes at least 1 positional argument (0 given)"),
+                ),
+                (
+                    vec![i(1), i(2), i(3)],
+                    Err("TypeError: sum() takes at most 2 arguments (3 given)"),
+                ),
+                (vec![i(1)], Err("TypeError: 'int' object is not iterable")),
+                (
+                    vec![i(1), s("")],
+                    Err("TypeError: 'int' object is not iterable"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn abs_like_python() {
+        check(
+            "abs",
+            abs,
+            vec![
+                (vec![i(-3)], Ok("3")),
+                (vec![i(3)], Ok("3")),
+                (vec![b(true)], Ok("1")),
+                (vec![f(-0.0)], Ok("0.0")),
+                (vec![f(-2.5)], Ok("2.5")),
+                (
+                    vec![i(i128::MIN)],
+                    Err("OverflowError: integer overflow (tileops integers are 128-bit)"),
+                ),
+                (
+                    vec![s("a")],
+                    Err("TypeError: bad operand type for abs(): 'str'"),
+                ),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: abs() takes exactly one argument (2 given)"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn log2_like_math_log2() {
+        check(
+            "log2",
+            log2,
+            vec![
+                (vec![i(1)], Ok("0.0")),
+                (vec![i(1024)], Ok("10.0")),
+                (vec![i(1 << 100)], Ok("100.0")),
+                (vec![i(3i128.pow(70))], Ok("110.94737505048093")),
+                (vec![b(true)], Ok("0.0")),
+                (vec![f(0.5)], Ok("-1.0")),
+                (vec![f(f64::INFINITY)], Ok("inf")),
+                (vec![f(f64::NAN)], Ok("nan")),
+                (vec![i(0)], Err("ValueError: math domain error")),
+                (vec![i(-4)], Err("ValueError: math domain error")),
+                (vec![f(0.0)], Err("ValueError: math domain error")),
+                (vec![f(-1.5)], Err("ValueError: math domain error")),
+                (
+                    vec![f(f64::NEG_INFINITY)],
+                    Err("ValueError: math domain error"),
+                ),
+                (vec![s("a")], Err("TypeError: must be real number, not str")),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: math.log2() takes exactly one argument (2 given)"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn ceil_and_floor_give_ints() {
+        check(
+            "ceil",
+            ceil,
+            vec![
+                (vec![f(2.5)], Ok("3")),
+                (vec![f(-2.5)], Ok("-2")),
+                (vec![f(2.0)], Ok("2")),
+                (vec![i(7)], Ok("7")),
+                (vec![b(true)], Ok("1")),
+                (vec![f(1e30)], Ok("1000000000000000019884624838656")),
+                (
+                    vec![f(f64::INFINITY)],
+                    Err("OverflowError: cannot convert float infinity to integer"),
+                ),
+                (
+                    vec![f(f64::NAN)],
+                    Err("ValueError: cannot convert float NaN to integer"),
+                ),
+                (
+                    vec![f(1e39)],
+                    Err("OverflowError: integer overflow (tileops integers are 128-bit)"),
+                ),
+                (vec![s("a")], Err("TypeError: must be real number, not str")),
+                (
+                    vec![],
+                    Err("TypeError: math.ceil() takes exactly one argument (0 given)"),
+                ),
+            ],
+        );
+        check(
+            "floor",
+            floor,
+            vec![
+                (vec![f(2.5)], Ok("2")),
+                (vec![f(-2.5)], Ok("-3")),
+                (vec![f(-0.0)], Ok("0")),
+                (vec![i(-7)], Ok("-7")),
+                (vec![b(false)], Ok("0")),
+                (
+                    vec![f(f64::NEG_INFINITY)],
+                    Err("OverflowError: cannot convert float infinity to integer"),
+                ),
+                (
+                    vec![f(f64::NAN)],
+                    Err("ValueError: cannot convert float NaN to integer"),
+                ),
+                (
+                    vec![Value::None],
+                    Err("TypeError: must be real number, not NoneType"),
+                ),
+                (
+                    vec![i(1), i(2)],
+                    Err("TypeError: math.floor() takes exactly one argument (2 given)"),
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn every_helper_is_listed_once() {
+        let mut names: Vec<&str> = ALL.iter().map(|(name, _)| *name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), 17);
+    }
+}
