@@ -94,10 +94,10 @@ pub enum RooflineSpec {
 pub struct TensorDecl {
     /// Its name.
     pub name: String,
-    /// Byte offset of the name.
-    pub offset: usize,
     /// The dtype expression.
     pub dtype: String,
+    /// Byte offset of the dtype expression's text.
+    pub dtype_offset: usize,
     /// Fixed-rank dims (`shape: "[M, K]"`), with their byte offsets.
     pub shape: Option<Vec<(String, usize)>>,
     /// `optional: true`.
@@ -272,13 +272,20 @@ impl EntryChecker<'_> {
         let mut out = Vec::new();
         for (name, key, value) in self.mapping(node, what, None) {
             let fields = self.mapping(value, &format!("{what}.{name}"), Some(TENSOR_FIELDS));
-            let mut decl = TensorDecl { name: name.to_owned(), offset: key.offset, dtype: String::new(), shape: None, optional: false };
+            let mut decl = TensorDecl {
+                name: name.to_owned(),
+                dtype: String::new(),
+                dtype_offset: key.offset,
+                shape: None,
+                optional: false,
+            };
             let mut has_dtype = false;
             for (field, _, v) in fields {
                 match field {
                     "dtype" => {
                         if let Some(d) = self.string(v, &format!("{what}.{name}.dtype")) {
                             decl.dtype = d;
+                            decl.dtype_offset = v.content_offset(&self.file.text);
                             has_dtype = true;
                         }
                     }
@@ -331,7 +338,11 @@ impl EntryChecker<'_> {
 
     /// A dtype expression: `a | b`, `same_as(x)`, `promote_int_to_float(x)`.
     fn dtype_expr(&mut self, decl: &TensorDecl, known_tensors: &[String], what: &str) {
-        for part in decl.dtype.split('|').map(str::trim) {
+        let mut cursor = 0;
+        for raw in decl.dtype.split('|') {
+            let part = raw.trim();
+            let at = decl.dtype_offset + cursor + raw.find(part).unwrap_or(0);
+            cursor += raw.len() + 1;
             let reference = part
                 .strip_prefix("same_as(")
                 .or_else(|| part.strip_prefix("promote_int_to_float("))
@@ -345,7 +356,7 @@ impl EntryChecker<'_> {
                     Some(name) => format!("{what}.{}.dtype refers to `{name}`, which is not a tensor of this signature", decl.name),
                     None => format!("{what}.{}.dtype: unknown dtype `{part}`; known dtypes: {}", decl.name, KNOWN_DTYPES.join(", ")),
                 };
-                self.errors.push(Diagnostic::at(self.file, decl.offset, decl.name.len(), format!("{}: {message}", self.op)));
+                self.errors.push(Diagnostic::at(self.file, at, part.len(), format!("{}: {message}", self.op)));
             }
         }
     }
@@ -409,8 +420,8 @@ impl EntryChecker<'_> {
                         } else if params.iter().any(|p| p.name == other) {
                             parsed.params.push((other.to_owned(), value.clone()));
                         } else {
-                            let inputs: Vec<String> = inputs.iter().map(|t| format!("{}_shape", t.name)).collect();
-                            let params: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+                            let inputs: Vec<String> = inputs.iter().map(|t| format!("`{}_shape`", t.name)).collect();
+                            let params: Vec<String> = params.iter().map(|p| format!("`{}`", p.name)).collect();
                             self.error(key, format!(
                                 "workload key `{other}` is neither an input's shape nor a param; expected `label`, `dtypes`, `bench_skip_reason`{}{}",
                                 if inputs.is_empty() { String::new() } else { format!(", {}", inputs.join(", ")) },

@@ -55,7 +55,11 @@ fn run(args: &Args, item: &syn::ItemStruct, errors: &mut Errors, tracked: &mut V
         errors.extend(file.errors.iter().cloned());
     }
     let (entry, entry_errors) = find_entry(&manifest.files, &args.op);
-    errors.extend(entry_errors);
+    // An op missing from a file that did not parse is no news: the syntax error says it all.
+    let broken_file = manifest.files.iter().any(|f| !f.errors.is_empty());
+    if !(broken_file && entry.is_none()) {
+        errors.extend(entry_errors);
+    }
     let entry = entry?;
     let roofline = match validate::check(&entry, true) {
         Ok(roofline) => roofline,

@@ -69,11 +69,15 @@ impl Device {
         let opened = OPENED.get_or_init(Default::default);
         let mut opened = opened.lock().unwrap_or_else(|poison| poison.into_inner());
         if let Some(dev) = opened.get(&ordinal) {
-            return Ok(Device { kind: Kind::Cuda(dev.clone()) });
+            return Ok(Device {
+                kind: Kind::Cuda(dev.clone()),
+            });
         }
         let dev = Arc::new(open_cuda(ordinal)?);
         opened.insert(ordinal, dev.clone());
-        Ok(Device { kind: Kind::Cuda(dev) })
+        Ok(Device {
+            kind: Kind::Cuda(dev),
+        })
     }
 
     /// The first CUDA GPU when one is usable, else the CPU; prints one line to stderr saying which
@@ -145,7 +149,10 @@ impl Device {
     pub fn synchronize(&self) -> Result<(), Error> {
         match &self.kind {
             Kind::Cpu => Ok(()),
-            Kind::Cuda(dev) => dev.stream.synchronize().map_err(|e| Error::driver("synchronizing the stream", e)),
+            Kind::Cuda(dev) => dev
+                .stream
+                .synchronize()
+                .map_err(|e| Error::driver("synchronizing the stream", e)),
         }
     }
 
@@ -195,7 +202,9 @@ fn guarded<T>(what: &str, call: impl FnOnce() -> T) -> Result<T, Error> {
             .map(String::as_str)
             .or_else(|| panic.downcast_ref::<&str>().copied())
             .unwrap_or("panicked");
-        Error::NoDevice { reason: format!("{what}: {message}") }
+        Error::NoDevice {
+            reason: format!("{what}: {message}"),
+        }
     })
 }
 
@@ -206,11 +215,16 @@ fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
             detail: "libcuda.so could not be loaded by the dynamic linker".to_owned(),
         });
     }
-    let count = guarded("counting CUDA devices", CudaContext::device_count)?
-        .map_err(|e| Error::NoDevice { reason: format!("the driver reports {e}") })?;
+    let count = guarded("counting CUDA devices", CudaContext::device_count)?.map_err(|e| {
+        Error::NoDevice {
+            reason: format!("the driver reports {e}"),
+        }
+    })?;
     let count = usize::try_from(count).unwrap_or(0);
     if count == 0 {
-        return Err(Error::NoDevice { reason: "the driver sees no GPU".to_owned() });
+        return Err(Error::NoDevice {
+            reason: "the driver sees no GPU".to_owned(),
+        });
     }
     if ordinal >= count {
         return Err(Error::NoDevice {
@@ -219,9 +233,12 @@ fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
     }
     let ctx = guarded("creating a CUDA context", || CudaContext::new(ordinal))?
         .map_err(|e| Error::driver(format!("creating a context on GPU {ordinal}"), e))?;
-    let name = ctx.name().map_err(|e| Error::driver("reading the device name", e))?;
-    let (major, minor) =
-        ctx.compute_capability().map_err(|e| Error::driver("reading the compute capability", e))?;
+    let name = ctx
+        .name()
+        .map_err(|e| Error::driver("reading the device name", e))?;
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| Error::driver("reading the compute capability", e))?;
     let sm_count = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(|e| Error::driver("reading the SM count", e))?;

@@ -138,11 +138,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A failed driver call, with what tileops was doing.
     pub(crate) fn driver(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
-        Error::Driver { context: context.into(), message: err.to_string() }
+        Error::Driver {
+            context: context.into(),
+            message: err.to_string(),
+        }
     }
 
     /// A failed launch or module load of `kernel`.
     pub(crate) fn launch(kernel: impl Into<String>, err: impl std::fmt::Display) -> Self {
-        Error::Launch { kernel: kernel.into(), message: err.to_string() }
+        Error::Launch {
+            kernel: kernel.into(),
+            message: err.to_string(),
+        }
     }
 }

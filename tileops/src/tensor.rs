@@ -79,11 +79,16 @@ macro_rules! element {
         }
     };
     ($t:ty, $dtype:expr, $n:literal) => {
-        element!($t, $dtype, |v, out| out.extend_from_slice(&v.to_le_bytes()), |b| {
-            let mut raw = [0u8; $n];
-            raw.copy_from_slice(&b[..$n]);
-            <$t>::from_le_bytes(raw)
-        });
+        element!(
+            $t,
+            $dtype,
+            |v, out| out.extend_from_slice(&v.to_le_bytes()),
+            |b| {
+                let mut raw = [0u8; $n];
+                raw.copy_from_slice(&b[..$n]);
+                <$t>::from_le_bytes(raw)
+            }
+        );
     };
 }
 
@@ -94,7 +99,8 @@ element!(i16, DType::Int16, 2);
 element!(i32, DType::Int32, 4);
 element!(i64, DType::Int64, 8);
 element!(u8, DType::UInt8, 1);
-element!(bool, DType::Bool, |v, out| out.push(u8::from(v)), |b| b[0] != 0);
+element!(bool, DType::Bool, |v, out| out.push(u8::from(v)), |b| b[0]
+    != 0);
 element!(
     f16,
     DType::Float16,
@@ -135,14 +141,22 @@ impl Tensor {
 
     /// A tensor of `spec` whose elements are `values` rounded to `spec.dtype` (nearest, ties to
     /// even; fp8 overflow as PyTorch converts it). Integer dtypes take exact integers only.
-    pub fn from_f64_rounded(values: &[f64], spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
+    pub fn from_f64_rounded(
+        values: &[f64],
+        spec: &TensorSpec,
+        device: &Device,
+    ) -> Result<Tensor, Error> {
         check_len(spec, values.len())?;
         let bytes = convert::encode_f64(spec.dtype, values).map_err(Error::Tensor)?;
         Tensor::from_host_bytes(spec.clone(), bytes, device)
     }
 
     /// Like [`Tensor::from_f64_rounded`], from `f32` values.
-    pub fn from_f32_rounded(values: &[f32], spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
+    pub fn from_f32_rounded(
+        values: &[f32],
+        spec: &TensorSpec,
+        device: &Device,
+    ) -> Result<Tensor, Error> {
         let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
         Tensor::from_f64_rounded(&wide, spec, device)
     }
@@ -183,7 +197,9 @@ impl Tensor {
             d if d.is_float() => (0..n).map(|_| rng.normal()).collect(),
             DType::UInt8 => (0..n).map(|_| (rng.next_u64() >> 60) as f64).collect(),
             DType::Bool => (0..n).map(|_| (rng.next_u64() >> 63) as f64).collect(),
-            _ => (0..n).map(|_| (rng.next_u64() >> 60) as f64 - 8.0).collect(),
+            _ => (0..n)
+                .map(|_| (rng.next_u64() >> 60) as f64 - 8.0)
+                .collect(),
         };
         Tensor::from_f64_rounded(&values, spec, device)
     }
@@ -203,7 +219,11 @@ impl Tensor {
                 Storage::Cuda(Some(slice))
             }
         };
-        Ok(Tensor { spec, device: device.clone(), storage })
+        Ok(Tensor {
+            spec,
+            device: device.clone(),
+            storage,
+        })
     }
 
     /// An uninitialised tensor (zeros on the CPU) for an op to write into.
@@ -219,7 +239,11 @@ impl Tensor {
                 Storage::Cuda(Some(slice))
             }
         };
-        Ok(Tensor { spec: spec.clone(), device: device.clone(), storage })
+        Ok(Tensor {
+            spec: spec.clone(),
+            device: device.clone(),
+            storage,
+        })
     }
 
     /// Shape and dtype.
@@ -254,12 +278,12 @@ impl Tensor {
             Storage::Cuda(None) => Ok(Vec::new()),
             Storage::Cuda(Some(slice)) => {
                 let stream = slice.stream();
-                let bytes = stream
-                    .clone_dtoh(slice)
-                    .map_err(|e| Error::driver(format!("copying {} from {}", self.spec, self.device), e))?;
-                stream
-                    .synchronize()
-                    .map_err(|e| Error::driver(format!("copying {} from {}", self.spec, self.device), e))?;
+                let bytes = stream.clone_dtoh(slice).map_err(|e| {
+                    Error::driver(format!("copying {} from {}", self.spec, self.device), e)
+                })?;
+                stream.synchronize().map_err(|e| {
+                    Error::driver(format!("copying {} from {}", self.spec, self.device), e)
+                })?;
                 Ok(bytes)
             }
         }
@@ -275,16 +299,21 @@ impl Tensor {
             )));
         }
         let bytes = self.to_bytes()?;
-        Ok(bytes.chunks_exact(T::DTYPE.size_in_bytes()).map(T::read_le).collect())
+        Ok(bytes
+            .chunks_exact(T::DTYPE.size_in_bytes())
+            .map(T::read_le)
+            .collect())
     }
 
     /// The elements widened to `f32` (exact), for float32, float16, bfloat16 and fp8 tensors;
     /// an error for other dtypes, whose values f32 may not hold.
     pub fn to_vec_f32(&self) -> Result<Vec<f32>, Error> {
         match self.dtype() {
-            DType::Float32 | DType::Float16 | DType::BFloat16 | DType::Float8E4M3Fn | DType::Float8E5M2 => {
-                Ok(self.to_vec_f64()?.into_iter().map(|v| v as f32).collect())
-            }
+            DType::Float32
+            | DType::Float16
+            | DType::BFloat16
+            | DType::Float8E4M3Fn
+            | DType::Float8E5M2 => Ok(self.to_vec_f64()?.into_iter().map(|v| v as f32).collect()),
             other => Err(Error::Tensor(format!(
                 "to_vec_f32() on a {other} tensor would round; use to_vec_f64() or to_vec::<T>()"
             ))),
@@ -295,7 +324,9 @@ impl Tensor {
     pub fn to_vec_f64(&self) -> Result<Vec<f64>, Error> {
         let bytes = self.to_bytes()?;
         convert::decode_f64(self.dtype(), &bytes).ok_or_else(|| {
-            Error::Tensor("to_vec_f64() on an int64 tensor would round; use to_vec::<i64>()".to_owned())
+            Error::Tensor(
+                "to_vec_f64() on an int64 tensor would round; use to_vec::<i64>()".to_owned(),
+            )
         })
     }
 
@@ -310,10 +341,16 @@ impl Tensor {
             Storage::Host(bytes) => Storage::Host(bytes.clone()),
             Storage::Cuda(None) => Storage::Cuda(None),
             Storage::Cuda(Some(slice)) => Storage::Cuda(Some(
-                slice.try_clone().map_err(|e| Error::driver(format!("copying {}", self.spec), e))?,
+                slice
+                    .try_clone()
+                    .map_err(|e| Error::driver(format!("copying {}", self.spec), e))?,
             )),
         };
-        Ok(Tensor { spec: self.spec.clone(), device: self.device.clone(), storage })
+        Ok(Tensor {
+            spec: self.spec.clone(),
+            device: self.device.clone(),
+            storage,
+        })
     }
 
     /// The host bytes of a CPU tensor.
@@ -348,7 +385,9 @@ impl Tensor {
 
     /// Widened f64 values of a float tensor, or an internal error (ops validate dtypes first).
     pub(crate) fn host_f64(&self) -> Result<Vec<f64>, Error> {
-        let bytes = self.host_bytes().ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
+        let bytes = self
+            .host_bytes()
+            .ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
         convert::decode_f64(self.dtype(), bytes)
             .ok_or_else(|| Error::Tensor(format!("{} has no f64 view", self.dtype())))
     }
@@ -357,7 +396,9 @@ impl Tensor {
     pub(crate) fn set_host_f64(&mut self, values: &[f64]) -> Result<(), Error> {
         let dtype = self.dtype();
         let bytes = convert::encode_f64(dtype, values).map_err(Error::Tensor)?;
-        let host = self.host_bytes_mut().ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
+        let host = self
+            .host_bytes_mut()
+            .ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
         *host = bytes;
         Ok(())
     }
@@ -371,7 +412,10 @@ impl std::fmt::Debug for Tensor {
 
 fn check_len(spec: &TensorSpec, len: usize) -> Result<(), Error> {
     if len != spec.numel() {
-        return Err(Error::Tensor(format!("{len} values given for {spec}, which has {} elements", spec.numel())));
+        return Err(Error::Tensor(format!(
+            "{len} values given for {spec}, which has {} elements",
+            spec.numel()
+        )));
     }
     Ok(())
 }
@@ -432,9 +476,18 @@ mod tests {
     fn random_is_deterministic_and_seed_dependent() {
         let cpu = Device::cpu();
         let spec = TensorSpec::new([64], DType::Float32);
-        let a = Tensor::random(&spec, 1, &cpu).unwrap().to_vec_f32().unwrap();
-        let b = Tensor::random(&spec, 1, &cpu).unwrap().to_vec_f32().unwrap();
-        let c = Tensor::random(&spec, 2, &cpu).unwrap().to_vec_f32().unwrap();
+        let a = Tensor::random(&spec, 1, &cpu)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap();
+        let b = Tensor::random(&spec, 1, &cpu)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap();
+        let c = Tensor::random(&spec, 2, &cpu)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap();
         assert_eq!(a, b);
         assert_ne!(a, c);
         let mean = a.iter().map(|&v| f64::from(v)).sum::<f64>() / 64.0;
@@ -450,7 +503,12 @@ mod tests {
             assert_eq!(t.to_bytes().unwrap().len(), 12 * dtype.size_in_bytes());
         }
         let ints = Tensor::random(&TensorSpec::new([100], DType::Int32), 3, &cpu).unwrap();
-        assert!(ints.to_vec::<i32>().unwrap().iter().all(|v| (-8..8).contains(v)));
+        assert!(
+            ints.to_vec::<i32>()
+                .unwrap()
+                .iter()
+                .all(|v| (-8..8).contains(v))
+        );
     }
 
     #[test]

@@ -60,7 +60,11 @@ fn worst_error(got: &[f64], want: &[f64], dtype: DType) -> (f64, usize) {
     let mut worst = (0.0, 0);
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let err = if g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
-            if (g.is_nan() && w.is_nan()) || g == w { 0.0 } else { f64::INFINITY }
+            if (g.is_nan() && w.is_nan()) || g == w {
+                0.0
+            } else {
+                f64::INFINITY
+            }
         } else {
             (g - w).abs() / w.abs().max(floor(dtype))
         };
@@ -78,7 +82,13 @@ enum Special {
     NonFinite,
 }
 
-fn make_input(spec: &TensorSpec, seed: u64, special: &Special, lines: &[Vec<usize>], device: &Device) -> Tensor {
+fn make_input(
+    spec: &TensorSpec,
+    seed: u64,
+    special: &Special,
+    lines: &[Vec<usize>],
+    device: &Device,
+) -> Tensor {
     let random = Tensor::random(spec, seed, &Device::cpu()).expect("random input");
     let mut values = random.to_vec_f64().expect("float input");
     if let Special::NonFinite = special {
@@ -87,7 +97,10 @@ fn make_input(spec: &TensorSpec, seed: u64, special: &Special, lines: &[Vec<usiz
                 0 => indices.iter().for_each(|&i| values[i] = f64::NEG_INFINITY),
                 1 => values[indices[indices.len() / 2]] = f64::NAN,
                 2 => values[indices[indices.len() - 1]] = f64::INFINITY,
-                _ => indices.iter().step_by(3).for_each(|&i| values[i] = f64::NEG_INFINITY),
+                _ => indices
+                    .iter()
+                    .step_by(3)
+                    .for_each(|&i| values[i] = f64::NEG_INFINITY),
             }
         }
     }
@@ -115,12 +128,27 @@ struct Report {
 
 impl Report {
     fn new() -> Self {
-        Report { rows: Vec::new(), failures: Vec::new(), worst: Vec::new() }
+        Report {
+            rows: Vec::new(),
+            failures: Vec::new(),
+            worst: Vec::new(),
+        }
     }
 
-    fn record(&mut self, op: &str, case: String, dtype: DType, err: (f64, usize), got: f64, want: f64) {
+    fn record(
+        &mut self,
+        op: &str,
+        case: String,
+        dtype: DType,
+        err: (f64, usize),
+        got: f64,
+        want: f64,
+    ) {
         let ok = err.0 <= bound(dtype);
-        self.rows.push(format!("{op:<9} {dtype:<9} {case:<34} worst rel err {:.3e} at {}", err.0, err.1));
+        self.rows.push(format!(
+            "{op:<9} {dtype:<9} {case:<34} worst rel err {:.3e} at {}",
+            err.0, err.1
+        ));
         if !ok {
             self.failures.push(format!(
                 "{op} {dtype} {case}: relative error {:.3e} > {:.0e} at element {} (got {got}, want {want})",
@@ -129,7 +157,11 @@ impl Report {
                 err.1
             ));
         }
-        match self.worst.iter_mut().find(|(o, d, _)| o == op && *d == dtype) {
+        match self
+            .worst
+            .iter_mut()
+            .find(|(o, d, _)| o == op && *d == dtype)
+        {
             Some(entry) => entry.2 = entry.2.max(err.0),
             None => self.worst.push((op.to_owned(), dtype, err.0)),
         }
@@ -140,15 +172,25 @@ impl Report {
             println!("{row}");
         }
         for (op, dtype, worst) in &self.worst {
-            println!("WORST {op} {dtype}: {worst:.3e} (bound {:.0e})", bound(*dtype));
+            println!(
+                "WORST {op} {dtype}: {worst:.3e} (bound {:.0e})",
+                bound(*dtype)
+            );
         }
-        assert!(self.failures.is_empty(), "{} failures:\n{}", self.failures.len(), self.failures.join("\n"));
+        assert!(
+            self.failures.is_empty(),
+            "{} failures:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
     }
 }
 
 #[test]
 fn softmax_matches_the_reference() {
-    let Some(gpu) = gpu_or_skip("softmax_matches_the_reference") else { return };
+    let Some(gpu) = gpu_or_skip("softmax_matches_the_reference") else {
+        return;
+    };
     let cases: &[(&[usize], i64, Special)] = &[
         (&[1, 1], -1, Special::None),
         (&[37, 1], -1, Special::None),
@@ -184,7 +226,14 @@ fn softmax_matches_the_reference() {
             let (outer, n) = (shape[..axis].iter().product(), shape[axis]);
             let want = reference::softmax(&xs, outer, n, shape[axis + 1..].iter().product());
             let err = worst_error(&got, &want, dtype);
-            let label = format!("{shape:?} dim={dim}{}", if matches!(special, Special::NonFinite) { " +inf/nan" } else { "" });
+            let label = format!(
+                "{shape:?} dim={dim}{}",
+                if matches!(special, Special::NonFinite) {
+                    " +inf/nan"
+                } else {
+                    ""
+                }
+            );
             report.record("softmax", label, dtype, err, got[err.1], want[err.1]);
         }
     }
@@ -193,7 +242,9 @@ fn softmax_matches_the_reference() {
 
 #[test]
 fn rms_norm_matches_the_reference() {
-    let Some(gpu) = gpu_or_skip("rms_norm_matches_the_reference") else { return };
+    let Some(gpu) = gpu_or_skip("rms_norm_matches_the_reference") else {
+        return;
+    };
     let cases: &[(&[usize], Special)] = &[
         (&[1, 1], Special::None),
         (&[3, 7], Special::None),
@@ -224,9 +275,21 @@ fn rms_norm_matches_the_reference() {
             op.forward_into(&x, &w, &mut y).expect("launch");
             gpu.synchronize().expect("kernel ran");
             let got = y.to_vec_f64().expect("copy back");
-            let want = reference::rms_norm(&x.to_vec_f64().expect("x"), &w.to_vec_f64().expect("w"), n, eps);
+            let want = reference::rms_norm(
+                &x.to_vec_f64().expect("x"),
+                &w.to_vec_f64().expect("w"),
+                n,
+                eps,
+            );
             let err = worst_error(&got, &want, dtype);
-            let label = format!("{shape:?}{}", if matches!(special, Special::NonFinite) { " +inf/nan" } else { "" });
+            let label = format!(
+                "{shape:?}{}",
+                if matches!(special, Special::NonFinite) {
+                    " +inf/nan"
+                } else {
+                    ""
+                }
+            );
             report.record("rms_norm", label, dtype, err, got[err.1], want[err.1]);
         }
     }
@@ -235,7 +298,9 @@ fn rms_norm_matches_the_reference() {
 
 #[test]
 fn gpu_plans_reject_cpu_tensors() {
-    let Some(gpu) = gpu_or_skip("gpu_plans_reject_cpu_tensors") else { return };
+    let Some(gpu) = gpu_or_skip("gpu_plans_reject_cpu_tensors") else {
+        return;
+    };
     let spec = TensorSpec::new([4, 8], DType::Float32);
     let op = Softmax::new(&gpu, spec.clone(), -1).expect("valid plan");
     let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
@@ -245,11 +310,17 @@ fn gpu_plans_reject_cpu_tensors() {
 
 #[test]
 fn forward_allocates_and_round_trips() {
-    let Some(gpu) = gpu_or_skip("forward_allocates_and_round_trips") else { return };
+    let Some(gpu) = gpu_or_skip("forward_allocates_and_round_trips") else {
+        return;
+    };
     let spec = TensorSpec::new([2, 3], DType::Float32);
     let op = Softmax::new(&gpu, spec, -1).expect("valid plan");
     let x = Tensor::from_f32_slice(&[0.0, 0.0, 0.0, 1.0, 2.0, 3.0], [2, 3], &gpu).expect("upload");
-    let y = op.forward(&x).expect("forward").to_vec_f32().expect("download");
+    let y = op
+        .forward(&x)
+        .expect("forward")
+        .to_vec_f32()
+        .expect("download");
     let third = 1.0f32 / 3.0;
     assert!(y[..3].iter().all(|v| (v - third).abs() < 1e-6), "{y:?}");
     assert!((y[3..].iter().sum::<f32>() - 1.0).abs() < 1e-6, "{y:?}");

@@ -25,7 +25,12 @@ fn toolkit_or_skip(test: &str) -> bool {
                 "NVRTC {}.{} ({}), headers {}",
                 toolkit.nvrtc_version.0,
                 toolkit.nvrtc_version.1,
-                toolkit.nvrtc_library.as_deref().map_or("found by the dynamic linker".into(), |p| p.display().to_string()),
+                toolkit
+                    .nvrtc_library
+                    .as_deref()
+                    .map_or("found by the dynamic linker".into(), |p| p
+                        .display()
+                        .to_string()),
                 toolkit.include_dir.display()
             );
             true
@@ -45,7 +50,10 @@ fn every_kernel_file_is_embedded_and_current() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         // A test binary copied to a GPU machine runs without the source tree.
-        announce(&format!("SKIP: every_kernel_file_is_embedded_and_current: {} not found", dir.display()));
+        announce(&format!(
+            "SKIP: every_kernel_file_is_embedded_and_current: {} not found",
+            dir.display()
+        ));
         return;
     };
     let mut files: Vec<String> = entries
@@ -58,12 +66,20 @@ fn every_kernel_file_is_embedded_and_current() {
     for file in &files {
         let source = SOURCES
             .iter()
-            .find(|s| &s.file == file)
+            .find(|s| s.file == file)
             .unwrap_or_else(|| panic!("{file} is not in tileops::kernels::SOURCES: add it there"));
         let on_disk = std::fs::read_to_string(dir.join(file)).expect("readable kernel file");
-        assert_eq!(source.source, on_disk, "{file}: the embedded copy is stale (rebuild)");
+        assert_eq!(
+            source.source, on_disk,
+            "{file}: the embedded copy is stale (rebuild)"
+        );
     }
-    assert_eq!(files.len(), SOURCES.len(), "SOURCES lists files that are not in {}", dir.display());
+    assert_eq!(
+        files.len(),
+        SOURCES.len(),
+        "SOURCES lists files that are not in {}",
+        dir.display()
+    );
 }
 
 #[test]
@@ -72,15 +88,26 @@ fn kernels_compile_for_sm90_and_sm80_without_spills() {
         return;
     }
     let mut problems = Vec::new();
-    println!("{:<26} {:>5} {:>5} {:>6} {:>12} {:>11} {:>6}", "entry", "arch", "regs", "stack", "spill stores", "spill loads", "smem");
+    println!(
+        "{:<26} {:>5} {:>5} {:>6} {:>12} {:>11} {:>6}",
+        "entry", "arch", "regs", "stack", "spill stores", "spill loads", "smem"
+    );
     for source in SOURCES {
         for arch in ARCHS {
-            let compiled = kernels::compile(source, Target::Sm(arch)).unwrap_or_else(|err| panic!("{err}"));
-            assert!(compiled.cubin.as_ref().is_some_and(|c| !c.is_empty()), "{} sm_{arch}: no CUBIN", source.file);
+            let compiled =
+                kernels::compile(source, Target::Sm(arch)).unwrap_or_else(|err| panic!("{err}"));
+            assert!(
+                compiled.cubin.as_ref().is_some_and(|c| !c.is_empty()),
+                "{} sm_{arch}: no CUBIN",
+                source.file
+            );
             let usage = compiled.resource_usage();
             for entry in source.entries {
                 let Some(u) = usage.iter().find(|u| u.function == entry.name) else {
-                    problems.push(format!("{} sm_{arch}: no ptxas report for {}", source.file, entry.name));
+                    problems.push(format!(
+                        "{} sm_{arch}: no ptxas report for {}",
+                        source.file, entry.name
+                    ));
                     continue;
                 };
                 println!(
@@ -102,7 +129,10 @@ fn kernels_compile_for_sm90_and_sm80_without_spills() {
             }
             for u in &usage {
                 if !source.entries.iter().any(|e| e.name == u.function) {
-                    problems.push(format!("{}: entry {} is not declared in SOURCES", source.file, u.function));
+                    problems.push(format!(
+                        "{}: entry {} is not declared in SOURCES",
+                        source.file, u.function
+                    ));
                 }
             }
         }
@@ -113,22 +143,37 @@ fn kernels_compile_for_sm90_and_sm80_without_spills() {
 /// Whether a PTX instruction line is a 128-bit global access of `op` (`ld` or `st`):
 /// `ld.global.nc.v4.u32`, `st.global.v4.f32`, `ld.global.nc.L1::no_allocate.v2.u64`, ...
 fn is_wide_global(line: &str, op: &str) -> bool {
-    let Some(opcode) = line.split_whitespace().find(|tok| !tok.starts_with('@')) else { return false };
+    let Some(opcode) = line.split_whitespace().find(|tok| !tok.starts_with('@')) else {
+        return false;
+    };
     let parts: Vec<&str> = opcode.split('.').collect();
     if parts.first() != Some(&op) || !parts.contains(&"global") {
         return false;
     }
     let ty = parts.last().copied().unwrap_or_default();
-    let bits: u32 = ty.trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0);
-    (parts.contains(&"v4") && bits == 32) || (parts.contains(&"v2") && bits == 64) || (parts.contains(&"v8") && bits == 16)
+    let bits: u32 = ty
+        .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .unwrap_or(0);
+    (parts.contains(&"v4") && bits == 32)
+        || (parts.contains(&"v2") && bits == 64)
+        || (parts.contains(&"v8") && bits == 16)
 }
 
 /// The PTX text of each `.entry`, by name.
 fn ptx_entries(ptx: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for line in ptx.lines() {
-        if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ").or_else(|| line.trim_start().strip_prefix(".entry ")) {
-            let name = rest.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or_default().to_owned();
+        if let Some(rest) = line
+            .trim_start()
+            .strip_prefix(".visible .entry ")
+            .or_else(|| line.trim_start().strip_prefix(".entry "))
+        {
+            let name = rest
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or_default()
+                .to_owned();
             out.push((name, String::new()));
         } else if let Some((_, body)) = out.last_mut() {
             body.push_str(line);
@@ -146,24 +191,40 @@ fn memory_bound_kernels_issue_128_bit_global_loads_and_stores() {
     let mut problems = Vec::new();
     for source in SOURCES {
         for arch in ARCHS {
-            let compiled = kernels::compile(source, Target::Compute(arch)).unwrap_or_else(|err| panic!("{err}"));
+            let compiled = kernels::compile(source, Target::Compute(arch))
+                .unwrap_or_else(|err| panic!("{err}"));
             let ptx = compiled.ptx.expect("PTX for a virtual architecture");
-            let version = ptx.lines().find(|l| l.starts_with(".version")).unwrap_or("?");
+            let version = ptx
+                .lines()
+                .find(|l| l.starts_with(".version"))
+                .unwrap_or("?");
             println!("{} compute_{arch}: PTX {version}", source.file);
             let entries = ptx_entries(&ptx);
             for entry in source.entries {
                 let Some((_, body)) = entries.iter().find(|(name, _)| name == entry.name) else {
-                    problems.push(format!("{} compute_{arch}: {} missing from the PTX", source.file, entry.name));
+                    problems.push(format!(
+                        "{} compute_{arch}: {} missing from the PTX",
+                        source.file, entry.name
+                    ));
                     continue;
                 };
                 let loads = body.lines().filter(|l| is_wide_global(l, "ld")).count();
                 let stores = body.lines().filter(|l| is_wide_global(l, "st")).count();
-                println!("  {:<26} 128-bit loads {loads:>3}, stores {stores:>3}", entry.name);
+                println!(
+                    "  {:<26} 128-bit loads {loads:>3}, stores {stores:>3}",
+                    entry.name
+                );
                 if entry.vector_loads && loads == 0 {
-                    problems.push(format!("{} compute_{arch}: {} has no 128-bit global load", source.file, entry.name));
+                    problems.push(format!(
+                        "{} compute_{arch}: {} has no 128-bit global load",
+                        source.file, entry.name
+                    ));
                 }
                 if entry.vector_stores && stores == 0 {
-                    problems.push(format!("{} compute_{arch}: {} has no 128-bit global store", source.file, entry.name));
+                    problems.push(format!(
+                        "{} compute_{arch}: {} has no 128-bit global store",
+                        source.file, entry.name
+                    ));
                 }
             }
         }
@@ -173,11 +234,29 @@ fn memory_bound_kernels_issue_128_bit_global_loads_and_stores() {
 
 #[test]
 fn wide_access_recognition() {
-    assert!(is_wide_global("\tld.global.nc.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd4];", "ld"));
-    assert!(is_wide_global("\t@%p1 ld.global.nc.v4.f32 \t{%f1, %f2, %f3, %f4}, [%rd4];", "ld"));
-    assert!(is_wide_global("\tld.global.nc.L1::no_allocate.v2.u64 \t{%rd1, %rd2}, [%rd4];", "ld"));
-    assert!(is_wide_global("\tst.global.v4.u32 \t[%rd7], {%r9, %r10, %r11, %r12};", "st"));
+    assert!(is_wide_global(
+        "\tld.global.nc.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd4];",
+        "ld"
+    ));
+    assert!(is_wide_global(
+        "\t@%p1 ld.global.nc.v4.f32 \t{%f1, %f2, %f3, %f4}, [%rd4];",
+        "ld"
+    ));
+    assert!(is_wide_global(
+        "\tld.global.nc.L1::no_allocate.v2.u64 \t{%rd1, %rd2}, [%rd4];",
+        "ld"
+    ));
+    assert!(is_wide_global(
+        "\tst.global.v4.u32 \t[%rd7], {%r9, %r10, %r11, %r12};",
+        "st"
+    ));
     assert!(!is_wide_global("\tld.global.nc.f32 \t%f1, [%rd4];", "ld"));
-    assert!(!is_wide_global("\tld.shared.v4.u32 \t{%r1, %r2, %r3, %r4}, [%r5];", "ld"));
-    assert!(!is_wide_global("\tst.global.v2.f32 \t[%rd7], {%f1, %f2};", "st"));
+    assert!(!is_wide_global(
+        "\tld.shared.v4.u32 \t{%r1, %r2, %r3, %r4}, [%r5];",
+        "ld"
+    ));
+    assert!(!is_wide_global(
+        "\tst.global.v2.f32 \t[%rd7], {%f1, %f2};",
+        "st"
+    ));
 }

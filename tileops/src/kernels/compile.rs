@@ -95,12 +95,20 @@ pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error>
         message,
         log,
     };
-    let src = CString::new(source.source).map_err(|e| compile_error(e.to_string(), String::new()))?;
-    let name = CString::new(source.file).map_err(|e| compile_error(e.to_string(), String::new()))?;
-    let header_srcs: Vec<CString> =
-        HEADERS.iter().map(|(_, text)| CString::new(*text)).collect::<Result<_, _>>().map_err(|e| compile_error(e.to_string(), String::new()))?;
-    let header_names: Vec<CString> =
-        HEADERS.iter().map(|(name, _)| CString::new(*name)).collect::<Result<_, _>>().map_err(|e| compile_error(e.to_string(), String::new()))?;
+    let src =
+        CString::new(source.source).map_err(|e| compile_error(e.to_string(), String::new()))?;
+    let name =
+        CString::new(source.file).map_err(|e| compile_error(e.to_string(), String::new()))?;
+    let header_srcs: Vec<CString> = HEADERS
+        .iter()
+        .map(|(_, text)| CString::new(*text))
+        .collect::<Result<_, _>>()
+        .map_err(|e| compile_error(e.to_string(), String::new()))?;
+    let header_names: Vec<CString> = HEADERS
+        .iter()
+        .map(|(name, _)| CString::new(*name))
+        .collect::<Result<_, _>>()
+        .map_err(|e| compile_error(e.to_string(), String::new()))?;
     let header_src_ptrs: Vec<*const c_char> = header_srcs.iter().map(|s| s.as_ptr()).collect();
     let header_name_ptrs: Vec<*const c_char> = header_names.iter().map(|s| s.as_ptr()).collect();
 
@@ -116,7 +124,9 @@ pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error>
             header_name_ptrs.as_ptr(),
         )
     };
-    status.result().map_err(|e| compile_error(format!("nvrtcCreateProgram: {e}"), String::new()))?;
+    status
+        .result()
+        .map_err(|e| compile_error(format!("nvrtcCreateProgram: {e}"), String::new()))?;
     let program = Program(prog);
 
     let opts = options(target, &toolkit.include_dir);
@@ -131,9 +141,18 @@ pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error>
         Target::Compute(_) => None,
     };
     if cubin.is_none() && ptx.is_none() {
-        return Err(compile_error("NVRTC produced neither PTX nor CUBIN".to_owned(), log));
+        return Err(compile_error(
+            "NVRTC produced neither PTX nor CUBIN".to_owned(),
+            log,
+        ));
     }
-    Ok(Compiled { file: source.file, target, cubin, ptx, log })
+    Ok(Compiled {
+        file: source.file,
+        target,
+        cubin,
+        ptx,
+        log,
+    })
 }
 
 /// The architectures this NVRTC can compile for (`[75, 80, 86, 89, 90, ...]`).
@@ -143,12 +162,21 @@ pub fn supported_archs() -> Result<Vec<u32>, Error> {
     // SAFETY: valid out-pointer, then a buffer of the size NVRTC reported.
     unsafe { nvrtc::nvrtcGetNumSupportedArchs(&mut count) }
         .result()
-        .map_err(|e| Error::NvrtcMissing { detail: format!("nvrtcGetNumSupportedArchs: {e}"), searched: String::new() })?;
+        .map_err(|e| Error::NvrtcMissing {
+            detail: format!("nvrtcGetNumSupportedArchs: {e}"),
+            searched: String::new(),
+        })?;
     let mut archs = vec![0i32; count.max(0) as usize];
     unsafe { nvrtc::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
         .result()
-        .map_err(|e| Error::NvrtcMissing { detail: format!("nvrtcGetSupportedArchs: {e}"), searched: String::new() })?;
-    Ok(archs.into_iter().filter_map(|a| u32::try_from(a).ok()).collect())
+        .map_err(|e| Error::NvrtcMissing {
+            detail: format!("nvrtcGetSupportedArchs: {e}"),
+            searched: String::new(),
+        })?;
+    Ok(archs
+        .into_iter()
+        .filter_map(|a| u32::try_from(a).ok())
+        .collect())
 }
 
 /// Owns an `nvrtcProgram` and destroys it on drop.
@@ -157,7 +185,9 @@ struct Program(nvrtcProgram);
 impl Program {
     fn log(&self) -> String {
         // SAFETY: the program is alive.
-        unsafe { cudarc::nvrtc::result::get_program_log(self.0) }.map(|raw| c_chars_to_string(&raw)).unwrap_or_default()
+        unsafe { cudarc::nvrtc::result::get_program_log(self.0) }
+            .map(|raw| c_chars_to_string(&raw))
+            .unwrap_or_default()
     }
 
     fn ptx(&self) -> Option<String> {
@@ -170,12 +200,16 @@ impl Program {
     fn cubin(&self) -> Result<Vec<u8>, String> {
         let mut size = 0usize;
         // SAFETY: the program is alive and compiled; the buffer has the size NVRTC reported.
-        unsafe { nvrtc::nvrtcGetCUBINSize(self.0, &mut size) }.result().map_err(|e| format!("nvrtcGetCUBINSize: {e}"))?;
+        unsafe { nvrtc::nvrtcGetCUBINSize(self.0, &mut size) }
+            .result()
+            .map_err(|e| format!("nvrtcGetCUBINSize: {e}"))?;
         if size == 0 {
             return Err("NVRTC produced no CUBIN (virtual architecture?)".to_owned());
         }
         let mut cubin = vec![0u8; size];
-        unsafe { nvrtc::nvrtcGetCUBIN(self.0, cubin.as_mut_ptr().cast()) }.result().map_err(|e| format!("nvrtcGetCUBIN: {e}"))?;
+        unsafe { nvrtc::nvrtcGetCUBIN(self.0, cubin.as_mut_ptr().cast()) }
+            .result()
+            .map_err(|e| format!("nvrtcGetCUBIN: {e}"))?;
         Ok(cubin)
     }
 }
@@ -212,10 +246,19 @@ fn parse_ptxas_report(log: &str) -> Vec<ResourceUsage> {
                 out.push(done);
             }
             let function = rest.split('\'').next().unwrap_or_default().to_owned();
-            current = Some(ResourceUsage { function, registers: 0, stack_bytes: 0, spill_stores: 0, spill_loads: 0, shared_bytes: 0 });
+            current = Some(ResourceUsage {
+                function,
+                registers: 0,
+                stack_bytes: 0,
+                spill_stores: 0,
+                spill_loads: 0,
+                shared_bytes: 0,
+            });
             continue;
         }
-        let Some(usage) = current.as_mut() else { continue };
+        let Some(usage) = current.as_mut() else {
+            continue;
+        };
         if line.contains("bytes stack frame") {
             usage.stack_bytes = number_before(line, "bytes stack frame").unwrap_or(0);
             usage.spill_stores = number_before(line, "bytes spill stores").unwrap_or(0);
@@ -232,7 +275,11 @@ fn parse_ptxas_report(log: &str) -> Vec<ResourceUsage> {
 /// The integer right before `marker` in `line` (`"12 bytes spill stores"` -> 12).
 fn number_before(line: &str, marker: &str) -> Option<u32> {
     let before = &line[..line.find(marker)?];
-    before.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).next_back()?.parse().ok()
+    before
+        .split(|c: char| !c.is_ascii_digit())
+        .rfind(|s| !s.is_empty())?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -254,7 +301,14 @@ mod tests {
         assert_eq!(usage.len(), 2);
         assert_eq!(
             usage[0],
-            ResourceUsage { function: "a".into(), registers: 40, stack_bytes: 8, spill_stores: 4, spill_loads: 4, shared_bytes: 8192 }
+            ResourceUsage {
+                function: "a".into(),
+                registers: 40,
+                stack_bytes: 8,
+                spill_stores: 4,
+                spill_loads: 4,
+                shared_bytes: 8192
+            }
         );
         assert_eq!(usage[1].registers, 12);
         assert_eq!(usage[1].spill_stores, 0);

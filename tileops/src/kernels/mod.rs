@@ -43,7 +43,10 @@ pub struct Entry {
 }
 
 /// Headers the kernel files include, passed to NVRTC by name.
-pub const HEADERS: &[(&str, &str)] = &[("tileops_common.cuh", include_str!("../../kernels/tileops_common.cuh"))];
+pub const HEADERS: &[(&str, &str)] = &[(
+    "tileops_common.cuh",
+    include_str!("../../kernels/tileops_common.cuh"),
+)];
 
 /// Every entry point `<base>_{f32,f16,bf16}` of one kernel family.
 macro_rules! per_dtype {
@@ -87,8 +90,10 @@ pub static RMS_NORM: KernelSource = KernelSource {
 pub static SOURCES: &[&KernelSource] = &[&SOFTMAX, &RMS_NORM];
 
 /// Compiled images, by kernel file and target: GPUs of one architecture compile once.
-fn compile_cache() -> &'static Mutex<HashMap<(&'static str, Target), Arc<Compiled>>> {
-    static CACHE: OnceLock<Mutex<HashMap<(&'static str, Target), Arc<Compiled>>>> = OnceLock::new();
+type CompileCache = Mutex<HashMap<(&'static str, Target), Arc<Compiled>>>;
+
+fn compile_cache() -> &'static CompileCache {
+    static CACHE: OnceLock<CompileCache> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
@@ -115,12 +120,12 @@ fn module(dev: &CudaDevice, source: &'static KernelSource) -> Result<Arc<CudaMod
     let (major, minor) = dev.capability;
     let arch = major * 10 + minor;
     let mut targets = vec![Target::Sm(arch), Target::Compute(arch)];
-    if let Ok(archs) = supported_archs() {
-        if let Some(&best) = archs.iter().filter(|&&a| a <= arch).max() {
-            if best != arch {
-                targets.push(Target::Compute(best));
-            }
-        }
+    // A GPU newer than this NVRTC: PTX for the newest architecture it knows, JIT-compiled.
+    let known = supported_archs()
+        .ok()
+        .and_then(|archs| archs.into_iter().filter(|&a| a <= arch).max());
+    if let Some(best) = known.filter(|&best| best != arch) {
+        targets.push(Target::Compute(best));
     }
     let mut first_error = None;
     for target in targets {
@@ -128,9 +133,13 @@ fn module(dev: &CudaDevice, source: &'static KernelSource) -> Result<Arc<CudaMod
             let image = match (&compiled.cubin, &compiled.ptx) {
                 (Some(cubin), _) => Ptx::from_binary(cubin.clone()),
                 (None, Some(ptx)) => Ptx::from_src(ptx.clone()),
-                (None, None) => return Err(Error::launch(source.file, format!("no image for {target}"))),
+                (None, None) => {
+                    return Err(Error::launch(source.file, format!("no image for {target}")));
+                }
             };
-            dev.ctx.load_module(image).map_err(|e| Error::launch(format!("{} ({target})", source.file), e))
+            dev.ctx
+                .load_module(image)
+                .map_err(|e| Error::launch(format!("{} ({target})", source.file), e))
         });
         match attempt {
             Ok(module) => {
@@ -155,7 +164,9 @@ pub(crate) fn function(
         return Ok(function.clone());
     }
     let module = module(dev, source)?;
-    let function = module.load_function(entry).map_err(|e| Error::launch(entry, e))?;
+    let function = module
+        .load_function(entry)
+        .map_err(|e| Error::launch(entry, e))?;
     lock(&dev.functions).insert(entry, function.clone());
     Ok(function)
 }
@@ -171,14 +182,29 @@ pub(crate) fn dtype_suffix(dtype: crate::DType) -> Option<&'static str> {
 }
 
 /// The declared entry `<base>_<suffix>` of `source` (entry names must be `'static`).
-pub(crate) fn entry(source: &'static KernelSource, base: &str, dtype: crate::DType) -> Result<&'static str, Error> {
-    let suffix = dtype_suffix(dtype).ok_or_else(|| Error::launch(base, format!("no {dtype} kernel")))?;
+pub(crate) fn entry(
+    source: &'static KernelSource,
+    base: &str,
+    dtype: crate::DType,
+) -> Result<&'static str, Error> {
+    let suffix =
+        dtype_suffix(dtype).ok_or_else(|| Error::launch(base, format!("no {dtype} kernel")))?;
     source
         .entries
         .iter()
-        .find(|e| e.name.strip_prefix(base).and_then(|rest| rest.strip_prefix('_')) == Some(suffix))
+        .find(|e| {
+            e.name
+                .strip_prefix(base)
+                .and_then(|rest| rest.strip_prefix('_'))
+                == Some(suffix)
+        })
         .map(|e| e.name)
-        .ok_or_else(|| Error::launch(format!("{base}_{suffix}"), format!("not declared in {}", source.file)))
+        .ok_or_else(|| {
+            Error::launch(
+                format!("{base}_{suffix}"),
+                format!("not declared in {}", source.file),
+            )
+        })
 }
 
 #[cfg(test)]
@@ -191,16 +217,31 @@ mod tests {
         for source in SOURCES {
             for entry in source.entries {
                 assert!(seen.insert(entry.name), "duplicate entry {}", entry.name);
-                let base = entry.name.rsplit_once('_').map(|(b, _)| b).unwrap_or(entry.name);
-                assert!(source.source.contains(&format!("{base}_##SUFFIX")), "{} not in {}", entry.name, source.file);
+                let base = entry
+                    .name
+                    .rsplit_once('_')
+                    .map(|(b, _)| b)
+                    .unwrap_or(entry.name);
+                assert!(
+                    source.source.contains(&format!("{base}_##SUFFIX")),
+                    "{} not in {}",
+                    entry.name,
+                    source.file
+                );
             }
         }
     }
 
     #[test]
     fn entries_resolve_by_base_and_dtype() {
-        assert_eq!(entry(&SOFTMAX, "softmax_rows_v4", crate::DType::BFloat16).unwrap(), "softmax_rows_v4_bf16");
-        assert_eq!(entry(&SOFTMAX, "softmax_cols", crate::DType::Float32).unwrap(), "softmax_cols_f32");
+        assert_eq!(
+            entry(&SOFTMAX, "softmax_rows_v4", crate::DType::BFloat16).unwrap(),
+            "softmax_rows_v4_bf16"
+        );
+        assert_eq!(
+            entry(&SOFTMAX, "softmax_cols", crate::DType::Float32).unwrap(),
+            "softmax_cols_f32"
+        );
         assert!(entry(&SOFTMAX, "softmax_cols", crate::DType::Float64).is_err());
         assert!(entry(&RMS_NORM, "softmax_cols", crate::DType::Float32).is_err());
     }

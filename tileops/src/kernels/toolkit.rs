@@ -1,5 +1,7 @@
-//! Finding NVRTC and the CUDA headers: `CUDA_HOME`/`CUDA_PATH`, the project's pinned wheels
-//! (`.cuda-wheels/nvidia/cu13`), `/usr/local/cuda`, and Python's `site-packages/nvidia/cu13`.
+//! Finding NVRTC and the CUDA headers, in this order: `$TILEOPS_CUDA_WHEELS/nvidia/cu13`,
+//! `CUDA_HOME`, `CUDA_PATH`, the project's pinned wheels (`.cuda-wheels/nvidia/cu13` above the
+//! working directory, the executable or this crate), `/usr/local/cuda`, Python's
+//! `site-packages/nvidia/cu13`; last, whatever the dynamic linker finds (`LD_LIBRARY_PATH`).
 //!
 //! NVRTC needs `libnvrtc-builtins` at compile time, found by the dynamic linker. Setting
 //! `LD_LIBRARY_PATH` from inside the process does nothing, so tileops loads `libnvrtc-builtins`
@@ -37,10 +39,18 @@ struct Missing {
 /// ```
 pub fn toolkit() -> Result<&'static Toolkit, Error> {
     static FOUND: OnceLock<Result<Toolkit, Missing>> = OnceLock::new();
-    FOUND.get_or_init(find).as_ref().map_err(|missing| Error::NvrtcMissing {
-        detail: missing.detail.clone(),
-        searched: missing.searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":"),
-    })
+    FOUND
+        .get_or_init(find)
+        .as_ref()
+        .map_err(|missing| Error::NvrtcMissing {
+            detail: missing.detail.clone(),
+            searched: missing
+                .searched
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(":"),
+        })
 }
 
 fn find() -> Result<Toolkit, Missing> {
@@ -50,7 +60,11 @@ fn find() -> Result<Toolkit, Missing> {
     let mut nvrtc_root = None;
     let mut load_errors = Vec::new();
     for root in &roots {
-        for lib_dir in [root.join("lib64"), root.join("lib"), root.join("targets/x86_64-linux/lib")] {
+        for lib_dir in [
+            root.join("lib64"),
+            root.join("lib"),
+            root.join("targets/x86_64-linux/lib"),
+        ] {
             searched.push(lib_dir.clone());
             if let Some(lib) = nvrtc_in(&lib_dir) {
                 match preload(&lib_dir, &lib) {
@@ -73,11 +87,17 @@ fn find() -> Result<Toolkit, Missing> {
     if nvrtc_library.is_none() && !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         let mut detail = "libnvrtc.so.13 (or .so.12) not found".to_owned();
         if !load_errors.is_empty() {
-            detail = format!("{detail}; found but failed to load: {}", load_errors.join("; "));
+            detail = format!(
+                "{detail}; found but failed to load: {}",
+                load_errors.join("; ")
+            );
         }
         return Err(Missing { detail, searched });
     }
-    let nvrtc_version = nvrtc_version().map_err(|detail| Missing { detail, searched: searched.clone() })?;
+    let nvrtc_version = nvrtc_version().map_err(|detail| Missing {
+        detail,
+        searched: searched.clone(),
+    })?;
 
     // Headers from the same root as the library first: mixing toolkit versions breaks them.
     let header_roots = nvrtc_root.iter().chain(roots.iter());
@@ -91,31 +111,41 @@ fn find() -> Result<Toolkit, Missing> {
         }
     }
     let include_dir = include_dir.ok_or_else(|| Missing {
-        detail: "libnvrtc loaded, but no include directory with cuda_fp16.h and cuda_bf16.h".to_owned(),
+        detail: "libnvrtc loaded, but no include directory with cuda_fp16.h and cuda_bf16.h"
+            .to_owned(),
         searched: searched.clone(),
     })?;
-    Ok(Toolkit { nvrtc_library, include_dir, nvrtc_version })
+    Ok(Toolkit {
+        nvrtc_library,
+        include_dir,
+        nvrtc_version,
+    })
 }
 
 /// Directories that may be a CUDA root (holding `lib*/` and `include/`), most specific first.
 fn candidate_roots() -> Vec<PathBuf> {
     let mut roots = Vec::new();
+    // An explicit wheel directory (install-cuda-wheels.sh's TILEOPS_CUDA_WHEELS; the GPU check
+    // points it at the bundle's pinned NVRTC), then the toolkit the environment names.
+    if let Some(dir) = std::env::var_os("TILEOPS_CUDA_WHEELS").filter(|v| !v.is_empty()) {
+        roots.push(PathBuf::from(dir).join("nvidia/cu13"));
+    }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(dir) = std::env::var_os(var).filter(|v| !v.is_empty()) {
             roots.push(PathBuf::from(dir));
         }
     }
     // The project's pinned wheels (scripts/install-cuda-wheels.sh), looked for above the working
-    // directory, above the executable (test binaries live in target/*/deps; the GPU check bundle
-    // carries its own copy) and above this crate's source.
+    // directory, above the executable (test binaries live in target/*/deps) and above this
+    // crate's source.
     let mut bases: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = std::env::var_os("TILEOPS_CUDA_WHEELS").filter(|v| !v.is_empty()) {
-        roots.push(PathBuf::from(dir).join("nvidia/cu13"));
-    }
     if let Ok(cwd) = std::env::current_dir() {
         bases.push(cwd);
     }
-    if let Some(exe_dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)) {
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+    {
         bases.push(exe_dir);
     }
     bases.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
@@ -125,7 +155,11 @@ fn candidate_roots() -> Vec<PathBuf> {
         }
     }
     roots.push(PathBuf::from("/usr/local/cuda"));
-    roots.extend(site_packages().into_iter().map(|dir| dir.join("nvidia/cu13")));
+    roots.extend(
+        site_packages()
+            .into_iter()
+            .map(|dir| dir.join("nvidia/cu13")),
+    );
 
     let mut unique = Vec::new();
     for root in roots {
@@ -150,11 +184,17 @@ fn site_packages() -> Vec<PathBuf> {
     }
     let mut dirs = vec![PathBuf::from("/usr/lib/python3/dist-packages")];
     for prefix in prefixes {
-        let Ok(entries) = std::fs::read_dir(&prefix) else { continue };
+        let Ok(entries) = std::fs::read_dir(&prefix) else {
+            continue;
+        };
         let mut pythons: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("python3")))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("python3"))
+            })
             .collect();
         pythons.sort();
         for python in pythons.into_iter().rev() {
@@ -167,18 +207,34 @@ fn site_packages() -> Vec<PathBuf> {
 
 /// The NVRTC library in `dir`, if any: CUDA 13 first, then 12.
 fn nvrtc_in(dir: &Path) -> Option<PathBuf> {
-    ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"].into_iter().map(|name| dir.join(name)).find(|p| p.is_file())
+    ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+        .into_iter()
+        .map(|name| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 /// `libnvrtc-builtins` next to `nvrtc` (`libnvrtc-builtins.so.13.0`; not the `.alt` variant).
 fn builtins_in(dir: &Path, nvrtc: &Path) -> Option<PathBuf> {
-    let major = nvrtc.file_name()?.to_str()?.strip_prefix("libnvrtc.so")?.trim_start_matches('.').to_owned();
-    let prefix = if major.is_empty() { "libnvrtc-builtins.so".to_owned() } else { format!("libnvrtc-builtins.so.{major}") };
+    let major = nvrtc
+        .file_name()?
+        .to_str()?
+        .strip_prefix("libnvrtc.so")?
+        .trim_start_matches('.')
+        .to_owned();
+    let prefix = if major.is_empty() {
+        "libnvrtc-builtins.so".to_owned()
+    } else {
+        format!("libnvrtc-builtins.so.{major}")
+    };
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix)))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
         .collect();
     found.sort();
     found.into_iter().next()
@@ -196,8 +252,8 @@ fn preload(dir: &Path, nvrtc: &Path) -> Result<(), String> {
         handles.push(lib);
     }
     // SAFETY: as above.
-    let lib =
-        unsafe { Library::open(Some(nvrtc), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| format!("{}: {e}", nvrtc.display()))?;
+    let lib = unsafe { Library::open(Some(nvrtc), RTLD_NOW | RTLD_GLOBAL) }
+        .map_err(|e| format!("{}: {e}", nvrtc.display()))?;
     handles.push(lib);
     Ok(())
 }
@@ -213,8 +269,12 @@ fn nvrtc_version() -> Result<(i32, i32), String> {
         let (mut major, mut minor) = (0, 0);
         // SAFETY: two valid out-pointers.
         let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-        status.result().map(|()| (major, minor)).map_err(|e| format!("nvrtcVersion failed: {e}"))
+        status
+            .result()
+            .map(|()| (major, minor))
+            .map_err(|e| format!("nvrtcVersion failed: {e}"))
     };
     // cudarc panics when a symbol is missing from the library it loaded.
-    std::panic::catch_unwind(call).unwrap_or_else(|_| Err("libnvrtc loaded, but nvrtcVersion is missing".to_owned()))
+    std::panic::catch_unwind(call)
+        .unwrap_or_else(|_| Err("libnvrtc loaded, but nvrtcVersion is missing".to_owned()))
 }

@@ -19,7 +19,12 @@ fn input(op: &'static str, case: &WorkloadCase, name: &'static str) -> Result<Te
 }
 
 fn bad_param(op: &'static str, field: &'static str, value: &StaticValue, reason: &str) -> Error {
-    Error::InvalidParam { op, field, value: format!("{value:?}"), reason: reason.to_owned() }
+    Error::InvalidParam {
+        op,
+        field,
+        value: format!("{value:?}"),
+        reason: reason.to_owned(),
+    }
 }
 
 impl FromWorkload for Softmax {
@@ -48,7 +53,10 @@ impl BenchOp for Softmax {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x] = inputs else {
-            return Err(Error::Tensor(format!("softmax takes 1 input, {} given", inputs.len())));
+            return Err(Error::Tensor(format!(
+                "softmax takes 1 input, {} given",
+                inputs.len()
+            )));
         };
         Ok(vec![self.forward(x)?])
     }
@@ -59,20 +67,39 @@ impl FromWorkload for RmsNorm {
     /// else `[N]` for N the last dim of x; `eps` from the row, 1e-6 when absent or null.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let x = input("rms_norm", case, "x")?;
-        let weight = match (case.input_spec("weight"), case.workload.param("normalized_shape")) {
+        let weight = match (
+            case.input_spec("weight"),
+            case.workload.param("normalized_shape"),
+        ) {
             (Some(weight), _) => weight,
             (None, Some(value)) => {
                 let dims = value
                     .as_int_list()
-                    .and_then(|dims| dims.into_iter().map(|d| usize::try_from(d).ok()).collect::<Option<Vec<_>>>())
-                    .ok_or_else(|| bad_param("rms_norm", "normalized_shape", value, "must be a list of sizes"))?;
+                    .and_then(|dims| {
+                        dims.into_iter()
+                            .map(|d| usize::try_from(d).ok())
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .ok_or_else(|| {
+                        bad_param(
+                            "rms_norm",
+                            "normalized_shape",
+                            value,
+                            "must be a list of sizes",
+                        )
+                    })?;
                 TensorSpec::new(dims, x.dtype)
             }
-            (None, None) => TensorSpec::new(x.shape.last().copied().into_iter().collect::<Vec<_>>(), x.dtype),
+            (None, None) => TensorSpec::new(
+                x.shape.last().copied().into_iter().collect::<Vec<_>>(),
+                x.dtype,
+            ),
         };
         let eps = match case.workload.param("eps") {
             None | Some(StaticValue::None) => 1e-6,
-            Some(value) => value.as_f64().ok_or_else(|| bad_param("rms_norm", "eps", value, "must be a number"))?,
+            Some(value) => value
+                .as_f64()
+                .ok_or_else(|| bad_param("rms_norm", "eps", value, "must be a number"))?,
         };
         RmsNorm::new(device, x, weight, eps)
     }
@@ -92,7 +119,10 @@ impl BenchOp for RmsNorm {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, weight] = inputs else {
-            return Err(Error::Tensor(format!("rms_norm takes 2 inputs (x, weight), {} given", inputs.len())));
+            return Err(Error::Tensor(format!(
+                "rms_norm takes 2 inputs (x, weight), {} given",
+                inputs.len()
+            )));
         };
         Ok(vec![self.forward(x, weight)?])
     }

@@ -28,11 +28,20 @@ use crate::{DType, Device, Error, Tensor, TensorSpec};
 /// The dtypes both kernels are written for.
 const FLOAT_DTYPES: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
 
-fn check_float_dtype(op: &'static str, field: &'static str, spec: &TensorSpec) -> Result<(), Error> {
+fn check_float_dtype(
+    op: &'static str,
+    field: &'static str,
+    spec: &TensorSpec,
+) -> Result<(), Error> {
     if FLOAT_DTYPES.contains(&spec.dtype) {
         return Ok(());
     }
-    Err(Error::InvalidDType { op, field, value: spec.dtype, supported: "float32, float16, bfloat16".to_owned() })
+    Err(Error::InvalidDType {
+        op,
+        field,
+        value: spec.dtype,
+        supported: "float32, float16, bfloat16".to_owned(),
+    })
 }
 
 /// Rejects tensors with no elements, and extents the kernels cannot index.
@@ -46,15 +55,30 @@ fn check_extents(op: &'static str, field: &'static str, spec: &TensorSpec) -> Re
             reason: "empty tensors are not supported (a dimension is 0)".to_owned(),
         });
     }
-    let fits = spec.shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).and_then(|n| n.checked_mul(spec.dtype.size_in_bytes()));
+    let fits = spec
+        .shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .and_then(|n| n.checked_mul(spec.dtype.size_in_bytes()));
     if fits.is_none_or(|bytes| bytes > isize::MAX as usize) {
-        return Err(Error::InvalidShape { op, field, value: shape, reason: "too many elements to address".to_owned() });
+        return Err(Error::InvalidShape {
+            op,
+            field,
+            value: shape,
+            reason: "too many elements to address".to_owned(),
+        });
     }
     Ok(())
 }
 
 /// Checks that `tensor` is what the plan was built for: same spec, same device.
-fn check_input(op: &'static str, field: &'static str, tensor: &Tensor, spec: &TensorSpec, device: &Device) -> Result<(), Error> {
+fn check_input(
+    op: &'static str,
+    field: &'static str,
+    tensor: &Tensor,
+    spec: &TensorSpec,
+    device: &Device,
+) -> Result<(), Error> {
     if tensor.spec() != spec || tensor.device() != device {
         return Err(Error::InputMismatch {
             op,
@@ -75,7 +99,10 @@ fn pow2_clamped(n: usize, lo: usize, hi: usize) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RowPlan {
     /// The row in registers, 4 vectors of 16 bytes per thread (entry `*_v4`).
-    Regs4 { threads_per_row: u32, rows_per_block: u32 },
+    Regs4 {
+        threads_per_row: u32,
+        rows_per_block: u32,
+    },
     /// The row in registers, 16 vectors per thread (entry `*_v16`).
     Regs16 { threads_per_row: u32 },
     /// Too long for one block's registers.
@@ -91,9 +118,14 @@ fn row_plan(n: usize, dtype: DType) -> RowPlan {
         let threads_per_row = pow2_clamped(vectors.div_ceil(4), 32, 1024);
         // Small rows: several rows per block, so a block has at least 128 threads.
         let rows_per_block = (128 / threads_per_row).max(1);
-        RowPlan::Regs4 { threads_per_row: threads_per_row as u32, rows_per_block: rows_per_block as u32 }
+        RowPlan::Regs4 {
+            threads_per_row: threads_per_row as u32,
+            rows_per_block: rows_per_block as u32,
+        }
     } else if vectors <= 16 * 512 {
-        RowPlan::Regs16 { threads_per_row: pow2_clamped(vectors.div_ceil(16), 32, 512) as u32 }
+        RowPlan::Regs16 {
+            threads_per_row: pow2_clamped(vectors.div_ceil(16), 32, 512) as u32,
+        }
     } else {
         RowPlan::Long
     }
@@ -107,11 +139,18 @@ mod launch {
 
     /// The kernels use 16-byte vector accesses from each tensor's base: true of every CUDA
     /// allocation (256-byte aligned), checked anyway rather than assumed.
-    pub(super) fn check_aligned(kernel: &str, stream: &CudaStream, slices: &[&CudaSlice<u8>]) -> Result<(), Error> {
+    pub(super) fn check_aligned(
+        kernel: &str,
+        stream: &CudaStream,
+        slices: &[&CudaSlice<u8>],
+    ) -> Result<(), Error> {
         for slice in slices {
             let (ptr, _sync) = slice.device_ptr(stream);
             if ptr % 16 != 0 {
-                return Err(Error::launch(kernel, format!("buffer at {ptr:#x} is not 16-byte aligned")));
+                return Err(Error::launch(
+                    kernel,
+                    format!("buffer at {ptr:#x} is not 16-byte aligned"),
+                ));
             }
         }
         Ok(())
@@ -133,31 +172,69 @@ mod tests {
     #[test]
     fn row_plans_cover_the_workloads() {
         // 4096 f32 = 1024 vectors: 256 threads x 4.
-        assert_eq!(row_plan(4096, DType::Float32), RowPlan::Regs4 { threads_per_row: 256, rows_per_block: 1 });
+        assert_eq!(
+            row_plan(4096, DType::Float32),
+            RowPlan::Regs4 {
+                threads_per_row: 256,
+                rows_per_block: 1
+            }
+        );
         // 32768 bf16 = 4096 vectors: 1024 threads x 4.
-        assert_eq!(row_plan(32768, DType::BFloat16), RowPlan::Regs4 { threads_per_row: 1024, rows_per_block: 1 });
+        assert_eq!(
+            row_plan(32768, DType::BFloat16),
+            RowPlan::Regs4 {
+                threads_per_row: 1024,
+                rows_per_block: 1
+            }
+        );
         // 32768 f32 = 8192 vectors: 512 threads x 16.
-        assert_eq!(row_plan(32768, DType::Float32), RowPlan::Regs16 { threads_per_row: 512 });
+        assert_eq!(
+            row_plan(32768, DType::Float32),
+            RowPlan::Regs16 {
+                threads_per_row: 512
+            }
+        );
         assert_eq!(row_plan(102400, DType::Float32), RowPlan::Long);
         assert_eq!(row_plan(131072, DType::BFloat16), RowPlan::Long);
-        assert_eq!(row_plan(1, DType::Float16), RowPlan::Regs4 { threads_per_row: 32, rows_per_block: 4 });
-        assert_eq!(row_plan(7, DType::Float32), RowPlan::Regs4 { threads_per_row: 32, rows_per_block: 4 });
+        assert_eq!(
+            row_plan(1, DType::Float16),
+            RowPlan::Regs4 {
+                threads_per_row: 32,
+                rows_per_block: 4
+            }
+        );
+        assert_eq!(
+            row_plan(7, DType::Float32),
+            RowPlan::Regs4 {
+                threads_per_row: 32,
+                rows_per_block: 4
+            }
+        );
     }
 
     #[test]
     fn every_planned_row_fits_its_kernel() {
         for dtype in FLOAT_DTYPES {
             let per_vector = 16 / dtype.size_in_bytes();
-            for n in (1..70_000).step_by(997).chain([4096, 8192, 16384, 32768, 65536]) {
+            for n in (1..70_000)
+                .step_by(997)
+                .chain([4096, 8192, 16384, 32768, 65536])
+            {
                 let vectors = n / per_vector;
                 match row_plan(n, dtype) {
-                    RowPlan::Regs4 { threads_per_row, rows_per_block } => {
+                    RowPlan::Regs4 {
+                        threads_per_row,
+                        rows_per_block,
+                    } => {
                         assert!(vectors <= 4 * threads_per_row as usize, "{n} {dtype}");
                         assert!(threads_per_row * rows_per_block <= 1024);
                         assert!(rows_per_block <= 32 && threads_per_row % 32 == 0);
                     }
                     RowPlan::Regs16 { threads_per_row } => {
-                        assert!(vectors <= 16 * threads_per_row as usize && threads_per_row <= 512, "{n} {dtype}");
+                        assert!(
+                            vectors <= 16 * threads_per_row as usize && threads_per_row <= 512,
+                            "{n} {dtype}"
+                        );
                     }
                     RowPlan::Long => assert!(vectors > 16 * 512),
                 }

@@ -10,7 +10,11 @@
 /// assert_eq!(y, vec![0.5, 0.5, 0.0]);
 /// ```
 pub fn softmax(x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
-    assert_eq!(x.len(), outer * n * inner, "x must hold outer * n * inner values");
+    assert_eq!(
+        x.len(),
+        outer * n * inner,
+        "x must hold outer * n * inner values"
+    );
     let mut y = vec![0.0; x.len()];
     for o in 0..outer {
         for i in 0..inner {
@@ -36,7 +40,10 @@ pub fn softmax(x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
 /// ```
 pub fn rms_norm(x: &[f64], weight: &[f64], n: usize, eps: f64) -> Vec<f64> {
     assert_eq!(weight.len(), n, "weight must hold n values");
-    assert!(n > 0 && x.len() % n == 0, "x must be whole rows of n");
+    assert!(
+        n > 0 && x.len().is_multiple_of(n),
+        "x must be whole rows of n"
+    );
     let mut y = Vec::with_capacity(x.len());
     for row in x.chunks_exact(n) {
         let mean_square = row.iter().map(|v| v * v).sum::<f64>() / n as f64;
@@ -68,7 +75,11 @@ mod tests {
     fn softmax_non_finite_rows_follow_pytorch() {
         let inf = f64::INFINITY;
         assert!(softmax(&[-inf, -inf], 1, 2, 1).iter().all(|v| v.is_nan()));
-        assert!(softmax(&[1.0, f64::NAN], 1, 2, 1).iter().all(|v| v.is_nan()));
+        assert!(
+            softmax(&[1.0, f64::NAN], 1, 2, 1)
+                .iter()
+                .all(|v| v.is_nan())
+        );
         assert!(softmax(&[1.0, inf], 1, 2, 1).iter().all(|v| v.is_nan()));
         assert_eq!(softmax(&[5.0], 1, 1, 1), vec![1.0]);
         assert_eq!(softmax(&[-inf, 2.0], 1, 2, 1), vec![0.0, 1.0]);
@@ -76,7 +87,11 @@ mod tests {
 
     #[test]
     fn rms_norm_non_finite_inputs() {
-        assert!(rms_norm(&[1.0, f64::NAN], &[1.0, 1.0], 2, 1e-6).iter().all(|v| v.is_nan()));
+        assert!(
+            rms_norm(&[1.0, f64::NAN], &[1.0, 1.0], 2, 1e-6)
+                .iter()
+                .all(|v| v.is_nan())
+        );
         let y = rms_norm(&[1.0, f64::INFINITY], &[1.0, 1.0], 2, 1e-6);
         assert_eq!(y[0], 0.0);
         assert!(y[1].is_nan());

@@ -56,7 +56,12 @@ impl RmsNorm {
     /// Errors when `x` has rank 0 or no elements, when a dtype is not float32, float16 or
     /// bfloat16 or the two differ, when `weight` is not `[N]` for `N` the last dim of `x`, or
     /// when `eps` is negative or not finite.
-    pub fn new(device: &Device, x: TensorSpec, weight: TensorSpec, eps: f64) -> Result<RmsNorm, Error> {
+    pub fn new(
+        device: &Device,
+        x: TensorSpec,
+        weight: TensorSpec,
+        eps: f64,
+    ) -> Result<RmsNorm, Error> {
         check_float_dtype(OP, "x", &x)?;
         check_float_dtype(OP, "weight", &weight)?;
         if weight.dtype != x.dtype {
@@ -101,7 +106,14 @@ impl RmsNorm {
             });
         }
         let rows = x.numel() / n;
-        Ok(RmsNorm { x, weight, eps, device: device.clone(), rows, n })
+        Ok(RmsNorm {
+            x,
+            weight,
+            eps,
+            device: device.clone(),
+            rows,
+            n,
+        })
     }
 
     /// The input spec the op is planned for.
@@ -148,7 +160,13 @@ impl RmsNorm {
         }
     }
 
-    fn launch(&self, dev: &CudaDevice, x: &Tensor, weight: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+    fn launch(
+        &self,
+        dev: &CudaDevice,
+        x: &Tensor,
+        weight: &Tensor,
+        y: &mut Tensor,
+    ) -> Result<(), Error> {
         let dtype = self.x.dtype;
         let missing = || Error::Tensor("rms_norm: GPU tensor without a buffer".to_owned());
         let xs = x.cuda_slice().ok_or_else(missing)?;
@@ -156,16 +174,23 @@ impl RmsNorm {
         let ys = y.cuda_slice_mut().ok_or_else(missing)?;
         launch::check_aligned(OP, &dev.stream, &[xs, ws, ys])?;
         let (entry, cfg) = match row_plan(self.n, dtype) {
-            RowPlan::Regs4 { threads_per_row, rows_per_block } => {
+            RowPlan::Regs4 {
+                threads_per_row,
+                rows_per_block,
+            } => {
                 let entry = kernels::entry(&RMS_NORM, "rms_norm_rows_v4", dtype)?;
                 let blocks = self.rows.div_ceil(rows_per_block as usize);
                 (entry, (blocks, (threads_per_row, rows_per_block)))
             }
-            RowPlan::Regs16 { threads_per_row } => {
-                (kernels::entry(&RMS_NORM, "rms_norm_rows_v16", dtype)?, (self.rows, (threads_per_row, 1)))
-            }
+            RowPlan::Regs16 { threads_per_row } => (
+                kernels::entry(&RMS_NORM, "rms_norm_rows_v16", dtype)?,
+                (self.rows, (threads_per_row, 1)),
+            ),
             // One block of 1024 threads per row, rows in a grid-stride loop.
-            RowPlan::Long => (kernels::entry(&RMS_NORM, "rms_norm_loop", dtype)?, (self.rows.min(1 << 20), (1024, 1))),
+            RowPlan::Long => (
+                kernels::entry(&RMS_NORM, "rms_norm_loop", dtype)?,
+                (self.rows.min(1 << 20), (1024, 1)),
+            ),
         };
         let (blocks, (threads_x, threads_y)) = cfg;
         let cfg = LaunchConfig {
@@ -176,7 +201,12 @@ impl RmsNorm {
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
         let function = kernels::function(dev, &RMS_NORM, entry)?;
         let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs).arg(ws).arg(&mut *ys).arg(&rows).arg(&n).arg(&eps);
+        call.arg(xs)
+            .arg(ws)
+            .arg(&mut *ys)
+            .arg(&rows)
+            .arg(&n)
+            .arg(&eps);
         // SAFETY: rms_norm_*(const T*, const T*, T*, long long, int, float); x and y hold
         // rows * n elements, the weight n; the block shape is within the launch bounds.
         unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
@@ -201,9 +231,18 @@ mod tests {
                 let x = Tensor::random(&xs, 3, &cpu).unwrap();
                 let w = Tensor::random(&ws, 4, &cpu).unwrap();
                 let y = op.forward(&x, &w).unwrap();
-                let expect = super::super::reference::rms_norm(&x.to_vec_f64().unwrap(), &w.to_vec_f64().unwrap(), n, 1e-5);
+                let expect = super::super::reference::rms_norm(
+                    &x.to_vec_f64().unwrap(),
+                    &w.to_vec_f64().unwrap(),
+                    n,
+                    1e-5,
+                );
                 let expect = Tensor::from_f64_rounded(&expect, &xs, &cpu).unwrap();
-                assert_eq!(y.to_bytes().unwrap(), expect.to_bytes().unwrap(), "{dtype} {shape:?}");
+                assert_eq!(
+                    y.to_bytes().unwrap(),
+                    expect.to_bytes().unwrap(),
+                    "{dtype} {shape:?}"
+                );
             }
         }
     }
@@ -214,11 +253,22 @@ mod tests {
         let x = TensorSpec::new([2, 8], DType::Float16);
         assert!(matches!(
             RmsNorm::new(&cpu, x.clone(), TensorSpec::new([8], DType::Float32), 1e-6),
-            Err(Error::InvalidDType { field: "weight", .. })
+            Err(Error::InvalidDType {
+                field: "weight",
+                ..
+            })
         ));
         assert!(matches!(
-            RmsNorm::new(&cpu, x.clone(), TensorSpec::new([2, 8], DType::Float16), 1e-6),
-            Err(Error::InvalidShape { field: "weight", .. })
+            RmsNorm::new(
+                &cpu,
+                x.clone(),
+                TensorSpec::new([2, 8], DType::Float16),
+                1e-6
+            ),
+            Err(Error::InvalidShape {
+                field: "weight",
+                ..
+            })
         ));
         assert!(matches!(
             RmsNorm::new(&cpu, x, TensorSpec::new([8], DType::Float16), -1.0),

@@ -86,12 +86,22 @@ impl Softmax {
                 op: OP,
                 field: "x",
                 value: format!("{:?}", x.shape),
-                reason: format!("the softmax dim has {n} elements; at most {} are supported", i32::MAX),
+                reason: format!(
+                    "the softmax dim has {n} elements; at most {} are supported",
+                    i32::MAX
+                ),
             });
         }
         let outer = x.shape[..axis].iter().product();
         let inner = x.shape[axis + 1..].iter().product();
-        Ok(Softmax { x, dim, device: device.clone(), outer, n, inner })
+        Ok(Softmax {
+            x,
+            dim,
+            device: device.clone(),
+            outer,
+            n,
+            inner,
+        })
     }
 
     /// The input spec the op is planned for.
@@ -125,7 +135,9 @@ impl Softmax {
         match self.device.cuda_device() {
             None => {
                 let values = x.host_f64()?;
-                y.set_host_f64(&super::reference::softmax(&values, self.outer, self.n, self.inner))
+                y.set_host_f64(&super::reference::softmax(
+                    &values, self.outer, self.n, self.inner,
+                ))
             }
             Some(dev) => self.launch(dev, x, y),
         }
@@ -141,13 +153,21 @@ impl Softmax {
         let per_vector = 16 / dtype.size_in_bytes();
 
         if self.inner > 1 {
-            let vectorized = self.inner % per_vector == 0;
-            let base = if vectorized { "softmax_cols_vec" } else { "softmax_cols" };
+            let vectorized = self.inner.is_multiple_of(per_vector);
+            let base = if vectorized {
+                "softmax_cols_vec"
+            } else {
+                "softmax_cols"
+            };
             let entry = kernels::entry(&SOFTMAX, base, dtype)?;
             let groups = self.outer * (self.inner / if vectorized { per_vector } else { 1 });
             // A grid-stride loop: enough blocks to fill the GPU several times over.
             let blocks = groups.div_ceil(256).min(dev.sm_count as usize * 16).max(1);
-            let cfg = LaunchConfig { grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            let cfg = LaunchConfig {
+                grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
             let (outer, inner) = (self.outer as i64, self.inner as i64);
             let function = kernels::function(dev, &SOFTMAX, entry)?;
             let mut call = dev.stream.launch_builder(&function);
@@ -160,7 +180,10 @@ impl Softmax {
 
         let rows = self.outer as i64;
         match row_plan(self.n, dtype) {
-            RowPlan::Regs4 { threads_per_row, rows_per_block } => {
+            RowPlan::Regs4 {
+                threads_per_row,
+                rows_per_block,
+            } => {
                 let blocks = self.outer.div_ceil(rows_per_block as usize);
                 let entry = kernels::entry(&SOFTMAX, "softmax_rows_v4", dtype)?;
                 let cfg = LaunchConfig {
@@ -248,15 +271,29 @@ mod tests {
     fn cpu_forward_matches_the_reference_in_every_dtype() {
         let cpu = Device::cpu();
         for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
-            for (shape, dim) in [(vec![3, 7], -1), (vec![2, 3, 4], 1), (vec![5], 0), (vec![2, 3, 4], 0)] {
+            for (shape, dim) in [
+                (vec![3, 7], -1),
+                (vec![2, 3, 4], 1),
+                (vec![5], 0),
+                (vec![2, 3, 4], 0),
+            ] {
                 let s = spec(&shape, dtype);
                 let op = Softmax::new(&cpu, s.clone(), dim).unwrap();
                 let x = Tensor::random(&s, 11, &cpu).unwrap();
                 let y = op.forward(&x).unwrap();
                 assert_eq!(y.spec(), &s);
-                let expect = super::super::reference::softmax(&x.to_vec_f64().unwrap(), op.outer, op.n, op.inner);
+                let expect = super::super::reference::softmax(
+                    &x.to_vec_f64().unwrap(),
+                    op.outer,
+                    op.n,
+                    op.inner,
+                );
                 let expect = Tensor::from_f64_rounded(&expect, &s, &cpu).unwrap();
-                assert_eq!(y.to_bytes().unwrap(), expect.to_bytes().unwrap(), "{dtype} {shape:?} {dim}");
+                assert_eq!(
+                    y.to_bytes().unwrap(),
+                    expect.to_bytes().unwrap(),
+                    "{dtype} {shape:?} {dim}"
+                );
             }
         }
     }

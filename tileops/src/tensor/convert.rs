@@ -13,10 +13,26 @@ struct MiniFloat {
     finite_only: bool,
 }
 
-const F16: MiniFloat = MiniFloat { exp_bits: 5, man_bits: 10, finite_only: false };
-const BF16: MiniFloat = MiniFloat { exp_bits: 8, man_bits: 7, finite_only: false };
-const E4M3FN: MiniFloat = MiniFloat { exp_bits: 4, man_bits: 3, finite_only: true };
-const E5M2: MiniFloat = MiniFloat { exp_bits: 5, man_bits: 2, finite_only: false };
+const F16: MiniFloat = MiniFloat {
+    exp_bits: 5,
+    man_bits: 10,
+    finite_only: false,
+};
+const BF16: MiniFloat = MiniFloat {
+    exp_bits: 8,
+    man_bits: 7,
+    finite_only: false,
+};
+const E4M3FN: MiniFloat = MiniFloat {
+    exp_bits: 4,
+    man_bits: 3,
+    finite_only: true,
+};
+const E5M2: MiniFloat = MiniFloat {
+    exp_bits: 5,
+    man_bits: 2,
+    finite_only: false,
+};
 
 impl MiniFloat {
     fn bias(self) -> i32 {
@@ -37,8 +53,16 @@ impl MiniFloat {
 
     /// The largest finite value.
     fn max_finite(self) -> f64 {
-        let top_exp = if self.finite_only { (1 << self.exp_bits) - 1 } else { (1 << self.exp_bits) - 2 };
-        let top_man = if self.finite_only { self.man_mask() - 1 } else { self.man_mask() };
+        let top_exp = if self.finite_only {
+            (1 << self.exp_bits) - 1
+        } else {
+            (1 << self.exp_bits) - 2
+        };
+        let top_man = if self.finite_only {
+            self.man_mask() - 1
+        } else {
+            self.man_mask()
+        };
         let frac = 1.0 + f64::from(top_man) / f64::from(1u32 << self.man_bits);
         frac * 2f64.powi(top_exp - self.bias())
     }
@@ -52,7 +76,11 @@ impl MiniFloat {
     }
 
     fn decode(self, bits: u32) -> f64 {
-        let sign = if bits & self.sign_bit() != 0 { -1.0 } else { 1.0 };
+        let sign = if bits & self.sign_bit() != 0 {
+            -1.0
+        } else {
+            1.0
+        };
         let exp = ((bits & self.exp_mask()) >> self.man_bits) as i32;
         let man = bits & self.man_mask();
         let top = (1 << self.exp_bits) - 1;
@@ -61,7 +89,11 @@ impl MiniFloat {
                 return f64::NAN;
             }
         } else if exp == top {
-            return if man == 0 { sign * f64::INFINITY } else { f64::NAN };
+            return if man == 0 {
+                sign * f64::INFINITY
+            } else {
+                f64::NAN
+            };
         }
         let scale = f64::from(1u32 << self.man_bits);
         let magnitude = if exp == 0 {
@@ -74,11 +106,19 @@ impl MiniFloat {
 
     /// Round `value` to the nearest representable value (ties to even), in one rounding.
     fn encode(self, value: f64) -> u32 {
-        let sign = if value.is_sign_negative() { self.sign_bit() } else { 0 };
+        let sign = if value.is_sign_negative() {
+            self.sign_bit()
+        } else {
+            0
+        };
         if value.is_nan() {
             return sign | self.nan();
         }
-        let overflow = if self.finite_only { self.nan() } else { self.exp_mask() };
+        let overflow = if self.finite_only {
+            self.nan()
+        } else {
+            self.exp_mask()
+        };
         let magnitude = value.abs();
         if magnitude.is_infinite() {
             return sign | overflow;
@@ -159,19 +199,23 @@ pub(crate) fn decode_f64(dtype: DType, bytes: &[u8]) -> Option<Vec<f64>> {
     let chunks = bytes.chunks_exact(size);
     let u16_of = |c: &[u8]| u32::from(u16::from_le_bytes([c[0], c[1]]));
     let values = match dtype {
-        DType::Float64 => chunks.map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
-        DType::Float32 => {
-            chunks.map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap_or([0; 4])))).collect()
-        }
+        DType::Float64 => chunks
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect(),
+        DType::Float32 => chunks
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
+            .collect(),
         DType::Float16 => chunks.map(|c| F16.decode(u16_of(c))).collect(),
         DType::BFloat16 => chunks.map(|c| BF16.decode(u16_of(c))).collect(),
         DType::Float8E4M3Fn => chunks.map(|c| E4M3FN.decode(u32::from(c[0]))).collect(),
         DType::Float8E5M2 => chunks.map(|c| E5M2.decode(u32::from(c[0]))).collect(),
         DType::Int8 => chunks.map(|c| f64::from(c[0] as i8)).collect(),
-        DType::Int16 => chunks.map(|c| f64::from(i16::from_le_bytes([c[0], c[1]]))).collect(),
-        DType::Int32 => {
-            chunks.map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4])))).collect()
-        }
+        DType::Int16 => chunks
+            .map(|c| f64::from(i16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+        DType::Int32 => chunks
+            .map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
+            .collect(),
         DType::UInt8 | DType::Bool => chunks.map(|c| f64::from(c[0])).collect(),
         DType::Int64 => return None,
     };
@@ -194,8 +238,14 @@ mod tests {
             let b = bf16::from_bits(bits);
             let hd = F16.decode(u32::from(bits));
             let bd = BF16.decode(u32::from(bits));
-            assert!(hd == h.to_f64() || (hd.is_nan() && h.is_nan()), "f16 {bits:#x}");
-            assert!(bd == b.to_f64() || (bd.is_nan() && b.is_nan()), "bf16 {bits:#x}");
+            assert!(
+                hd == h.to_f64() || (hd.is_nan() && h.is_nan()),
+                "f16 {bits:#x}"
+            );
+            assert!(
+                bd == b.to_f64() || (bd.is_nan() && b.is_nan()),
+                "bf16 {bits:#x}"
+            );
             if !h.is_nan() {
                 assert_eq!(F16.encode(hd), u32::from(bits), "f16 encode {bits:#x}");
             }
@@ -211,14 +261,24 @@ mod tests {
         // reference (round to nearest even).
         let mut state = 0x1234_5678_9abc_def0u64;
         for _ in 0..20_000 {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let v = f32::from_bits((state >> 32) as u32);
             if v.is_nan() {
                 continue;
             }
             let v64 = f64::from(v);
-            assert_eq!(F16.encode(v64) as u16, f16::from_f32(v).to_bits(), "f16 of {v:e}");
-            assert_eq!(BF16.encode(v64) as u16, bf16::from_f32(v).to_bits(), "bf16 of {v:e}");
+            assert_eq!(
+                F16.encode(v64) as u16,
+                f16::from_f32(v).to_bits(),
+                "f16 of {v:e}"
+            );
+            assert_eq!(
+                BF16.encode(v64) as u16,
+                bf16::from_f32(v).to_bits(),
+                "bf16 of {v:e}"
+            );
         }
     }
 
@@ -231,7 +291,10 @@ mod tests {
         assert!(round_trip(DType::Float8E4M3Fn, 470.0).is_nan());
         assert!(round_trip(DType::Float8E4M3Fn, f64::INFINITY).is_nan());
         assert_eq!(round_trip(DType::Float8E5M2, 1.0e6), f64::INFINITY);
-        assert_eq!(round_trip(DType::Float8E4M3Fn, 2f64.powi(-9)), 2f64.powi(-9));
+        assert_eq!(
+            round_trip(DType::Float8E4M3Fn, 2f64.powi(-9)),
+            2f64.powi(-9)
+        );
         assert_eq!(round_trip(DType::Float8E4M3Fn, 0.3), 0.3125);
         assert_eq!(round_trip(DType::Float8E5M2, -0.3), -0.3125);
         for bits in 0..=255u32 {
@@ -259,7 +322,10 @@ mod tests {
         assert!(encode_f64(DType::Int8, &[128.0]).is_err());
         assert!(encode_f64(DType::Int32, &[1.5]).is_err());
         assert!(encode_f64(DType::Bool, &[2.0]).is_err());
-        assert_eq!(decode_f64(DType::Int16, &encode_f64(DType::Int16, &[-300.0]).unwrap()), Some(vec![-300.0]));
+        assert_eq!(
+            decode_f64(DType::Int16, &encode_f64(DType::Int16, &[-300.0]).unwrap()),
+            Some(vec![-300.0])
+        );
         assert_eq!(decode_f64(DType::Int64, &[0; 8]), None);
     }
 }

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Runs every GPU-side check of tileops from a bundle made by scripts/gpu-prepare.sh, on a machine
+# with an NVIDIA GPU and the CUDA 13 driver, without Rust. Writes OUTDIR/summary.md and one log per
+# step under OUTDIR/logs/, and finishes in under 8 minutes (every step has its own time limit, and
+# steps that would overrun the total are skipped and say so).
+#
+#   bash gpu-check.sh OUTDIR
+#
+# Steps:
+#   1. device        nvidia-smi, driver and GPU
+#   2. tests/*       every tileops test executable, with TILEOPS_REQUIRE_GPU=1 and
+#                    TILEOPS_REQUIRE_NVRTC=1 (a missing GPU or NVRTC fails instead of skipping);
+#                    gpu_ops prints the worst relative error per op and dtype
+#   3. memcheck      compute-sanitizer --tool memcheck on gpu_ops (skipped when not installed)
+#   4. racecheck     compute-sanitizer --tool racecheck on gpu_ops (shared-memory hazards)
+#   5. bench_all     bin/bench_all, if the bundle has it: records.json
+#                    (arguments: $BENCH_ALL_ARGS, default `--out OUTDIR/records.json`)
+#   6. roofline      bin/roofline on those records: roofline.md and roofline.svg
+# Exit status: 0 when no step failed (skips are not failures), 1 otherwise.
+set -uo pipefail
+
+bundle="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${1:?usage: gpu-check.sh OUTDIR}"
+mkdir -p "$out/logs"
+out="$(cd "$out" && pwd)"
+summary="$out/summary.md"
+budget="${GPU_CHECK_BUDGET_S:-450}"
+start=$(date +%s)
+failed=0
+
+{
+  echo "# tileops GPU check"
+  echo
+  echo "bundle: $bundle"
+  sed 's/^/    /' "$bundle/BUILD_INFO" 2>/dev/null
+  echo "host: $(hostname) $(uname -m), started $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+  echo "| step | result | seconds | log |"
+  echo "| --- | --- | --- | --- |"
+} >"$summary"
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND with a time limit, logs it, adds a summary row.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  local now elapsed left rc status t0
+  now=$(date +%s)
+  elapsed=$((now - start))
+  left=$((budget - elapsed))
+  if ((left < 15)); then
+    echo "| $name | SKIP (time budget spent) | 0 | |" >>"$summary"
+    return 0
+  fi
+  ((limit > left)) && limit=$left
+  t0=$now
+  echo "== $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" >"$out/logs/$name.log" 2>&1
+  rc=$?
+  case $rc in
+    0) status=PASS ;;
+    124 | 137) status="FAIL (timed out after ${limit}s)"; failed=1 ;;
+    *) status="FAIL (exit $rc)"; failed=1 ;;
+  esac
+  echo "| $name | $status | $(($(date +%s) - t0)) | logs/$name.log |" >>"$summary"
+  echo "   $status"
+}
+
+skip() {
+  echo "| $1 | SKIP ($2) | 0 | |" >>"$summary"
+  echo "== $1: SKIP ($2)"
+}
+
+# 1. The device.
+if command -v nvidia-smi >/dev/null; then
+  step device 30 nvidia-smi
+else
+  skip device "nvidia-smi not found"
+fi
+
+# NVRTC: the bundle's pinned 13.0 copy when it has one (gunzipped into OUTDIR), else whatever the
+# machine has (CUDA_HOME, /usr/local/cuda, site-packages).
+if [[ -d "$bundle/nvrtc/nvidia/cu13" ]]; then
+  nvrtc="$out/nvrtc"
+  mkdir -p "$nvrtc/nvidia/cu13/lib"
+  cp -r "$bundle/nvrtc/nvidia/cu13/include" "$nvrtc/nvidia/cu13/"
+  for f in "$bundle/nvrtc/nvidia/cu13/lib/"*; do
+    case "$f" in
+      *.gz) gzip -dc "$f" >"$nvrtc/nvidia/cu13/lib/$(basename "$f" .gz)" ;;
+      *) cp "$f" "$nvrtc/nvidia/cu13/lib/" ;;
+    esac
+  done
+  export TILEOPS_CUDA_WHEELS="$nvrtc"
+fi
+export TILEOPS_REQUIRE_GPU=1 TILEOPS_REQUIRE_NVRTC=1
+
+# 2. Every test executable; gpu_ops first (it is the point), the rest after.
+tests=()
+[[ -x "$bundle/tests/gpu_ops" ]] && tests+=("$bundle/tests/gpu_ops")
+for t in "$bundle"/tests/*; do
+  [[ -x "$t" && "$(basename "$t")" != gpu_ops ]] && tests+=("$t")
+done
+for t in "${tests[@]}"; do
+  step "test-$(basename "$t")" 150 "$t" --test-threads=1 --nocapture
+done
+
+# 3-4. compute-sanitizer on the GPU tests.
+sanitizer="$(command -v compute-sanitizer || true)"
+for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-13*/bin/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer; do
+  [[ -z "$sanitizer" && -x "$candidate" ]] && sanitizer="$candidate"
+done
+if [[ -z "$sanitizer" ]]; then
+  skip memcheck "compute-sanitizer not found"
+  skip racecheck "compute-sanitizer not found"
+elif [[ ! -x "$bundle/tests/gpu_ops" ]]; then
+  skip memcheck "no gpu_ops test executable in the bundle"
+  skip racecheck "no gpu_ops test executable in the bundle"
+else
+  step memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 99 --print-limit 20 \
+    "$bundle/tests/gpu_ops" --test-threads=1
+  step racecheck 120 "$sanitizer" --tool racecheck --error-exitcode 99 --print-limit 20 \
+    "$bundle/tests/gpu_ops" --test-threads=1
+fi
+
+# 5-6. The benchmark and its roofline report, when the bundle has them.
+if [[ -x "$bundle/bin/bench_all" ]]; then
+  # shellcheck disable=SC2086 # BENCH_ALL_ARGS is a list of words by design.
+  step bench_all 180 "$bundle/bin/bench_all" ${BENCH_ALL_ARGS:---out "$out/records.json"}
+else
+  skip bench_all "no bin/bench_all in the bundle"
+fi
+if [[ -x "$bundle/bin/roofline" && -f "$out/records.json" ]]; then
+  step roofline 60 bash -c '"$1" "$2" --profile "$3" --format md --svg "$4" >"$5"' _ \
+    "$bundle/bin/roofline" "$out/records.json" "${ROOFLINE_PROFILE:-h200}" "$out/roofline.svg" "$out/roofline.md"
+elif [[ -x "$bundle/bin/roofline" ]]; then
+  skip roofline "no records.json"
+else
+  skip roofline "no bin/roofline in the bundle"
+fi
+
+# The numbers worth reading at a glance.
+{
+  echo
+  echo "total: $(($(date +%s) - start)) s, $([[ $failed == 0 ]] && echo PASS || echo FAIL)"
+  if [[ -f "$out/logs/test-gpu_ops.log" ]]; then
+    echo
+    echo "## worst relative error per op and dtype (gpu_ops)"
+    echo
+    grep -h '^WORST' "$out/logs/test-gpu_ops.log" | sed 's/^/    /'
+    grep -h '^SKIP' "$out/logs/test-gpu_ops.log" | sed 's/^/    /'
+  fi
+  for name in memcheck racecheck; do
+    [[ -f "$out/logs/$name.log" ]] && { echo; echo "## $name"; echo; tail -n 3 "$out/logs/$name.log" | sed 's/^/    /'; }
+  done
+  if [[ -f "$out/roofline.md" ]]; then
+    echo
+    echo "## roofline (profile ${ROOFLINE_PROFILE:-h200})"
+    echo
+    cat "$out/roofline.md"
+  fi
+} >>"$summary"
+
+echo
+cat "$summary"
+exit $failed
