@@ -148,6 +148,16 @@ fi
     grep -h '^WORST' "$out/logs/test-gpu_ops.log" | sed 's/^/    /'
     grep -h '^SKIP' "$out/logs/test-gpu_ops.log" | sed 's/^/    /'
   fi
+  for log in "$out"/logs/*.log; do
+    name="$(basename "$log" .log)"
+    if grep -q "^| $name | FAIL" "$summary"; then
+      echo
+      echo "## $name failed: first errors"
+      echo
+      { grep -E -A1 "panicked at" "$log" | grep -v '^--$' | head -n 12
+        grep -m 6 -E "ERROR SUMMARY|^========= (Invalid|Race|Error)" "$log"; } | sed 's/^/    /'
+    fi
+  done
   for name in memcheck racecheck; do
     [[ -f "$out/logs/$name.log" ]] && { echo; echo "## $name"; echo; tail -n 3 "$out/logs/$name.log" | sed 's/^/    /'; }
   done

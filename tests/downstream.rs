@@ -1,10 +1,13 @@
-//! A downstream crate's view: a copy of `downstream/` (its own op, its own manifest) is built with
-//! plain `cargo` as a user would, then its manifest is edited and extended.
+//! A downstream crate's view. A copy of this checkout is made under `target/`, and its
+//! `downstream/` crate (its own op, its own manifest, depending on `tileops` by path) is built with
+//! plain `cargo` as a user would:
 //!
-//! - the op's `eval_roofline` gives the manifest's numbers;
-//! - editing a formula changes the value after a plain `cargo build` (no `touch`, no `clean`);
-//! - a new family file is picked up (here: one that declares the op again, which must now fail);
-//! - a formula mistake is a compile error from `cargo build`, located in the user's YAML.
+//! - `use tileops::ops::Softmax` plans on `Device::best()`, runs (on the CPU without a GPU), and
+//!   `eval_roofline()` gives the manifest's numbers; the user's op gives its own manifest's numbers;
+//! - editing a formula, in the user's manifest and in tileops's `manifest/`, changes the value after
+//!   a plain `cargo build` (no `touch`, no `clean`);
+//! - a formula mistake is a compile error from `cargo build`, located in the user's YAML;
+//! - a new family file is picked up, in either manifest (one that declares an op again now fails).
 //!
 //! The steps share one copy and one target directory, so they run in sequence in one test.
 
@@ -15,32 +18,26 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copy the source tree (no build outputs, no git data); symlinks stay symlinks.
+fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == "target" || name.starts_with("target-") || name == ".git" || name == ".cuda-wheels" {
+            continue;
+        }
+        let target = to.join(&*name);
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), target).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&entry.path(), &target);
         } else {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
-}
-
-/// A fresh copy of `downstream/`, depending on this checkout's `tileops` by absolute path.
-fn downstream_copy() -> PathBuf {
-    let dir = repo().join("target/downstream-test/crate");
-    let _ = std::fs::remove_dir_all(&dir);
-    copy_dir(&repo().join("downstream"), &dir);
-    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    let tileops = repo().join("tileops");
-    let manifest = manifest.replace("path = \"../tileops\"", &format!("path = {:?}", tileops.display().to_string()));
-    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
-    // Same dependency versions as the workspace: no resolution surprises, and no network needed
-    // beyond what the workspace build fetched.
-    std::fs::copy(repo().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    dir
 }
 
 struct Outcome {
@@ -64,45 +61,80 @@ fn cargo(dir: &Path, args: &[&str]) -> Outcome {
     }
 }
 
-fn run_op(dir: &Path) -> String {
+fn run(dir: &Path) -> String {
     let out = cargo(dir, &["run", "--quiet"]);
     assert!(out.success, "cargo run failed:\n{}", out.stderr);
-    out.stdout.trim().to_owned()
+    out.stdout
+}
+
+fn edit(path: &Path, from: &str, to: &str) -> String {
+    let before = std::fs::read_to_string(path).unwrap();
+    assert!(before.contains(from), "{} has no {from:?}", path.display());
+    std::fs::write(path, before.replacen(from, to, 1)).unwrap();
+    before
 }
 
 #[test]
 fn a_downstream_crate_builds_edits_and_fails_like_a_user_sees_it() {
-    let dir = downstream_copy();
-    let n: u64 = 2048 * 4096;
+    let copy = repo().join("target/downstream-test/repo");
+    let _ = std::fs::remove_dir_all(&copy);
+    copy_tree(&repo(), &copy);
+    let dir = copy.join("downstream");
+    // The workspace's dependency versions: no resolution surprises.
+    std::fs::copy(repo().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
 
-    // 1. The manifest's numbers (bf16: elem_bytes = 2).
-    assert_eq!(run_op(&dir), format!("flops={} bytes={}", 2 * n, 3 * n * 2));
+    let (m, n) = (32 * 32u64, 4096u64);
+    let user_n: u64 = 2048 * 4096;
 
-    // 2. Editing a formula changes the value after a plain cargo build.
-    let yaml_path = dir.join("manifest/ops.yaml");
-    let yaml = std::fs::read_to_string(&yaml_path).unwrap();
-    std::fs::write(&yaml_path, yaml.replace("flops: \"2 * N\"", "flops: \"3 * N\"")).unwrap();
-    assert_eq!(run_op(&dir), format!("flops={} bytes={}", 3 * n, 3 * n * 2));
+    // 1. Manifest numbers for the library op (bf16) and the user's op; the op runs.
+    let out = run(&dir);
+    assert!(out.contains(&format!("softmax flops={} bytes={}", 5 * m * n, 2 * m * n * 2)), "{out}");
+    assert!(out.contains("softmax row sum=1.0000"), "{out}");
+    assert!(out.contains(&format!("scaled_residual_add flops={} bytes={}", 2 * user_n, 3 * user_n * 2)), "{out}");
 
-    // 3. A formula mistake is a compile error located in the user's YAML, with a caret.
-    let edited = std::fs::read_to_string(&yaml_path).unwrap();
-    std::fs::write(&yaml_path, edited.replace("flops: \"3 * N\"", "flops: \"3 * Q\"")).unwrap();
+    // 2. Editing the user's formula changes its value after a plain cargo build.
+    let user_yaml = dir.join("manifest/ops.yaml");
+    edit(&user_yaml, "flops: \"2 * N\"", "flops: \"3 * N\"");
+    assert!(run(&dir).contains(&format!("scaled_residual_add flops={}", 3 * user_n)));
+
+    // 3. Editing tileops's own manifest changes the library op's value too.
+    let reduction = copy.join("tileops/manifest/reduction.yaml");
+    let original = std::fs::read_to_string(&reduction).unwrap();
+    let softmax_flops = original.find("flops: \"5 * M * N\"").expect("softmax's flops formula");
+    let mut edited = original.clone();
+    edited.replace_range(softmax_flops..softmax_flops + "flops: \"5 * M * N\"".len(), "flops: \"7 * M * N\"");
+    std::fs::write(&reduction, &edited).unwrap();
+    assert!(run(&dir).contains(&format!("softmax flops={} ", 7 * m * n)));
+    std::fs::write(&reduction, &original).unwrap();
+
+    // 4. A formula mistake is a compile error located in the user's YAML, with a caret.
+    let good = edit(&user_yaml, "flops: \"3 * N\"", "flops: \"3 * Q\"");
     let out = cargo(&dir, &["build", "--quiet"]);
     assert!(!out.success, "a bad formula must not build");
-    let line = edited.lines().position(|l| l.contains("flops: \"3 * N\"")).unwrap() + 1;
-    // 1-based column of `N` (now `Q`) inside the formula.
-    let col = edited.lines().nth(line - 1).unwrap().find("3 * N").unwrap() + 4 + 1;
-    assert!(out.stderr.contains(&format!("manifest/ops.yaml:{line}:{col}")), "{}", out.stderr);
+    let line_index = good.lines().position(|l| l.contains("flops: \"3 * N\"")).unwrap();
+    let column = good.lines().nth(line_index).unwrap().find("3 * N").unwrap() + 4 + 1;
+    let location = format!("manifest/ops.yaml:{}:{column}", line_index + 1);
+    assert!(out.stderr.contains(&location), "no {location} in:\n{}", out.stderr);
     assert!(out.stderr.contains("unknown name `Q`"), "{}", out.stderr);
     assert!(out.stderr.contains('^'), "{}", out.stderr);
-    std::fs::write(&yaml_path, &edited).unwrap();
-    assert_eq!(run_op(&dir), format!("flops={} bytes={}", 3 * n, 3 * n * 2));
+    std::fs::write(&user_yaml, &good).unwrap();
 
-    // 4. A new family file is picked up without touching the sources: declaring the op a second
-    //    time must now fail the build.
-    std::fs::write(dir.join("manifest/extra.yaml"), &edited).unwrap();
+    // 5. A new family file in the user's manifest is picked up without touching the sources.
+    let extra = dir.join("manifest/extra.yaml");
+    std::fs::write(&extra, &good).unwrap();
     let out = cargo(&dir, &["build", "--quiet"]);
     assert!(!out.success, "the new family file was not picked up");
-    assert!(out.stderr.contains("manifest/extra.yaml:"), "{}", out.stderr);
-    assert!(out.stderr.contains("declared twice"), "{}", out.stderr);
+    assert!(out.stderr.contains("manifest/extra.yaml:") && out.stderr.contains("declared twice"), "{}", out.stderr);
+    std::fs::remove_file(&extra).unwrap();
+
+    // 6. And in tileops's manifest: a new file that declares softmax again breaks the library.
+    let lib_extra = copy.join("tileops/manifest/zz_extra.yaml");
+    let softmax_entry = &original[original.find("softmax:").unwrap()..];
+    let softmax_entry = &softmax_entry[..softmax_entry.find("\nlog_softmax:").unwrap_or(softmax_entry.len())];
+    std::fs::write(&lib_extra, softmax_entry).unwrap();
+    let out = cargo(&dir, &["build", "--quiet"]);
+    assert!(!out.success, "the new tileops family file was not picked up");
+    assert!(out.stderr.contains("manifest/zz_extra.yaml:") && out.stderr.contains("declared twice"), "{}", out.stderr);
+    std::fs::remove_file(&lib_extra).unwrap();
+    assert!(run(&dir).contains(&format!("softmax flops={} ", 5 * m * n)));
 }

@@ -260,6 +260,38 @@ mod tests {
         assert!(out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input)"), "{out}");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any text as a formula, in any position of an entry: parse + validate report, never panic.
+        #[test]
+        fn lint_never_panics_on_arbitrary_formulas(formula in "\\PC{0,60}", slot in 0usize..3) {
+            let quoted = format!("{formula:?}");
+            let text = match slot {
+                0 => ENTRY.replace("\"product(x.shape)\"", &quoted),
+                1 => ENTRY.replace("flops: \"N\"", &format!("flops: {quoted}")),
+                _ => ENTRY.replace("\"2 * N * elem_bytes\"", &quoted),
+            };
+            let _ = lint(&[family("m.yaml", &text)]);
+        }
+
+        /// Any text as a family file: the YAML and manifest passes report, never panic.
+        #[test]
+        fn lint_never_panics_on_arbitrary_yaml(text in "[a-z_:\\-\\[\\]{}, \"'\\n0-9.]{0,120}") {
+            let _ = lint(&[family("m.yaml", &text)]);
+        }
+
+        /// Mutations of a valid entry (a character replaced) keep the passes panic-free.
+        #[test]
+        fn lint_never_panics_on_mutated_entries(at in 0usize..300, c in proptest::char::any()) {
+            let mut text: Vec<char> = ENTRY.chars().collect();
+            let at = at % text.len();
+            text[at] = c;
+            let text: String = text.into_iter().collect();
+            let _ = lint(&[family("m.yaml", &text)]);
+        }
+    }
+
     #[test]
     fn non_structs_and_bad_args_are_errors_not_panics() {
         let out = roofline_op(quote!("op_a"), quote! { fn f() {} });
