@@ -14,6 +14,9 @@ if [ -x scripts/install-cuda-wheels.sh ] || [ -f scripts/install-cuda-wheels.sh 
     bash scripts/install-cuda-wheels.sh
 fi
 
+# CI must compile every kernel: a missing toolkit is a failure there, not a SKIP.
+export TILEOPS_REQUIRE_NVRTC="${TILEOPS_REQUIRE_NVRTC:-1}"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

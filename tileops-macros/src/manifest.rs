@@ -483,9 +483,7 @@ impl EntryChecker<'_> {
             let path = self.string(func_value, "roofline `func`")?;
             return (!mixed).then_some(RooflineSpec::Func { path, offset: func_value.content_offset(&self.file.text) });
         }
-        if node.as_map().is_none() {
-            return None;
-        }
+        node.as_map()?;
         let mut complete = true;
         for (name, present) in [("flops", flops), ("bytes", bytes)] {
             if present.is_none() {

@@ -26,7 +26,7 @@ pub struct CheckedFormula {
 #[derive(Clone)]
 pub enum CheckedRoofline {
     /// Inline mode: vars in declaration order, then flops and bytes.
-    Inline { vars: Vec<(String, CheckedFormula)>, flops: CheckedFormula, bytes: CheckedFormula },
+    Inline { vars: Vec<(String, CheckedFormula)>, flops: Box<CheckedFormula>, bytes: Box<CheckedFormula> },
     /// Func mode: the Rust path to call.
     Func(syn::Path),
 }
@@ -112,7 +112,9 @@ fn check_inline(
     let flops = check_one(entry, flops, Layer::Arithmetic, &scope, errors);
     let bytes = check_one(entry, bytes, Layer::Arithmetic, &scope, errors);
     match (flops, bytes) {
-        (Some(flops), Some(bytes)) if ok => Some(CheckedRoofline::Inline { vars: checked_vars, flops, bytes }),
+        (Some(flops), Some(bytes)) if ok => {
+            Some(CheckedRoofline::Inline { vars: checked_vars, flops: Box::new(flops), bytes: Box::new(bytes) })
+        }
         _ => None,
     }
 }

@@ -207,10 +207,7 @@ impl Tensor {
     fn from_host_bytes(spec: TensorSpec, bytes: Vec<u8>, device: &Device) -> Result<Tensor, Error> {
         let storage = match device.cuda_device() {
             None => Storage::Host(bytes),
-            Some(dev) if bytes.is_empty() => {
-                let _ = dev;
-                Storage::Cuda(None)
-            }
+            Some(_) if bytes.is_empty() => Storage::Cuda(None),
             Some(dev) => {
                 let slice = dev
                     .stream

@@ -191,6 +191,43 @@ fn softmax_matches_the_reference() {
     let Some(gpu) = gpu_or_skip("softmax_matches_the_reference") else {
         return;
     };
+    softmax_cases(&gpu).finish();
+}
+
+#[test]
+fn rms_norm_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("rms_norm_matches_the_reference") else {
+        return;
+    };
+    rms_norm_cases(&gpu).finish();
+}
+
+/// The harness itself, on the CPU: correctly rounded outputs must pass every bound (so the
+/// bounds are not too tight for the best possible kernel), and a poisoned or wrong element must
+/// fail.
+#[test]
+fn harness_accepts_correctly_rounded_outputs_and_catches_poison() {
+    softmax_cases(&Device::cpu()).finish();
+    rms_norm_cases(&Device::cpu()).finish();
+    let want = [0.25, f64::NAN, 0.5];
+    assert_eq!(
+        worst_error(&[0.25, f64::NAN, 0.5], &want, DType::Float32).0,
+        0.0
+    );
+    assert!(
+        worst_error(&[0.25, POISON, 0.5], &want, DType::Float32)
+            .0
+            .is_infinite()
+    );
+    assert!(
+        worst_error(&[POISON, f64::NAN, 0.5], &want, DType::BFloat16).0 > bound(DType::BFloat16)
+    );
+    assert!(
+        worst_error(&[0.25, f64::NAN, 0.5 + 1e-3], &want, DType::Float32).0 > bound(DType::Float32)
+    );
+}
+
+fn softmax_cases(device: &Device) -> Report {
     let cases: &[(&[usize], i64, Special)] = &[
         (&[1, 1], -1, Special::None),
         (&[37, 1], -1, Special::None),
@@ -215,12 +252,12 @@ fn softmax_matches_the_reference() {
         for (shape, dim, special) in cases {
             seed += 1;
             let spec = TensorSpec::new(*shape, dtype);
-            let op = Softmax::new(&gpu, spec.clone(), *dim).expect("valid plan");
+            let op = Softmax::new(device, spec.clone(), *dim).expect("valid plan");
             let axis = dim.rem_euclid(shape.len() as i64) as usize;
-            let x = make_input(&spec, seed, special, &softmax_lines(shape, axis, 4), &gpu);
-            let mut y = Tensor::full(&spec, POISON, &gpu).expect("poisoned output");
+            let x = make_input(&spec, seed, special, &softmax_lines(shape, axis, 4), device);
+            let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             op.forward_into(&x, &mut y).expect("launch");
-            gpu.synchronize().expect("kernel ran");
+            device.synchronize().expect("kernel ran");
             let got = y.to_vec_f64().expect("copy back");
             let xs = x.to_vec_f64().expect("copy back");
             let (outer, n) = (shape[..axis].iter().product(), shape[axis]);
@@ -237,14 +274,10 @@ fn softmax_matches_the_reference() {
             report.record("softmax", label, dtype, err, got[err.1], want[err.1]);
         }
     }
-    report.finish();
+    report
 }
 
-#[test]
-fn rms_norm_matches_the_reference() {
-    let Some(gpu) = gpu_or_skip("rms_norm_matches_the_reference") else {
-        return;
-    };
+fn rms_norm_cases(device: &Device) -> Report {
     let cases: &[(&[usize], Special)] = &[
         (&[1, 1], Special::None),
         (&[3, 7], Special::None),
@@ -267,13 +300,13 @@ fn rms_norm_matches_the_reference() {
             let spec = TensorSpec::new(*shape, dtype);
             let w_spec = TensorSpec::new([n], dtype);
             let eps = 1e-6;
-            let op = RmsNorm::new(&gpu, spec.clone(), w_spec.clone(), eps).expect("valid plan");
+            let op = RmsNorm::new(device, spec.clone(), w_spec.clone(), eps).expect("valid plan");
             let lines = softmax_lines(shape, shape.len() - 1, 4);
-            let x = make_input(&spec, seed, special, &lines, &gpu);
-            let w = make_input(&w_spec, seed + 1, &Special::None, &[], &gpu);
-            let mut y = Tensor::full(&spec, POISON, &gpu).expect("poisoned output");
+            let x = make_input(&spec, seed, special, &lines, device);
+            let w = make_input(&w_spec, seed + 1, &Special::None, &[], device);
+            let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             op.forward_into(&x, &w, &mut y).expect("launch");
-            gpu.synchronize().expect("kernel ran");
+            device.synchronize().expect("kernel ran");
             let got = y.to_vec_f64().expect("copy back");
             let want = reference::rms_norm(
                 &x.to_vec_f64().expect("x"),
@@ -293,7 +326,7 @@ fn rms_norm_matches_the_reference() {
             report.record("rms_norm", label, dtype, err, got[err.1], want[err.1]);
         }
     }
-    report.finish();
+    report
 }
 
 #[test]

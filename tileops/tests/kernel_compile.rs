@@ -138,6 +138,12 @@ fn kernels_compile_for_sm90_and_sm80_without_spills() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let entries: usize = SOURCES.iter().map(|s| s.entries.len()).sum();
+    announce(&format!(
+        "kernel_compile: {} kernel files, {entries} entry points compiled for sm_90 and sm_80 by NVRTC, \
+         0 spill bytes (--nocapture prints registers per entry)",
+        SOURCES.len()
+    ));
 }
 
 /// Whether a PTX instruction line is a 128-bit global access of `op` (`ld` or `st`):

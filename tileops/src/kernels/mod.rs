@@ -86,8 +86,87 @@ pub static RMS_NORM: KernelSource = KernelSource {
     },
 };
 
+/// `bench_util.cu`: the bench harness's stream-holding spin kernel (`tileops::perf::bench`).
+pub static BENCH_UTIL: KernelSource = KernelSource {
+    file: "bench_util.cu",
+    source: include_str!("../../kernels/bench_util.cu"),
+    entries: &[Entry {
+        name: "bench_spin",
+        vector_loads: false,
+        vector_stores: false,
+    }],
+};
+
+/// `calibrate.cu`: the calibration microbenchmarks (`tileops::perf::calibrate_gpu`).
+pub static CALIBRATE: KernelSource = KernelSource {
+    file: "calibrate.cu",
+    source: include_str!("../../kernels/calibrate.cu"),
+    entries: &[
+        Entry {
+            name: "hbm_copy",
+            vector_loads: true,
+            vector_stores: true,
+        },
+        Entry {
+            name: "hbm_triad",
+            vector_loads: true,
+            vector_stores: true,
+        },
+        Entry {
+            name: "hbm_read",
+            vector_loads: true,
+            vector_stores: false,
+        },
+        Entry {
+            name: "hbm_write",
+            vector_loads: false,
+            vector_stores: true,
+        },
+        Entry {
+            name: "fma_chain_ilp1",
+            vector_loads: false,
+            vector_stores: false,
+        },
+        Entry {
+            name: "fma_chain_ilp2",
+            vector_loads: false,
+            vector_stores: false,
+        },
+        Entry {
+            name: "fma_chain_ilp4",
+            vector_loads: false,
+            vector_stores: false,
+        },
+        Entry {
+            name: "fma_chain_ilp8",
+            vector_loads: false,
+            vector_stores: false,
+        },
+        Entry {
+            name: "fma_chain_ilp16",
+            vector_loads: false,
+            vector_stores: false,
+        },
+        Entry {
+            name: "fill_uniform_f32",
+            vector_loads: false,
+            vector_stores: false,
+        },
+        Entry {
+            name: "fill_uniform_f16",
+            vector_loads: false,
+            vector_stores: false,
+        },
+        Entry {
+            name: "fill_uniform_bf16",
+            vector_loads: false,
+            vector_stores: false,
+        },
+    ],
+};
+
 /// Every kernel file of the crate.
-pub static SOURCES: &[&KernelSource] = &[&SOFTMAX, &RMS_NORM];
+pub static SOURCES: &[&KernelSource] = &[&SOFTMAX, &RMS_NORM, &BENCH_UTIL, &CALIBRATE];
 
 /// Compiled images, by kernel file and target: GPUs of one architecture compile once.
 type CompileCache = Mutex<HashMap<(&'static str, Target), Arc<Compiled>>>;
@@ -222,8 +301,11 @@ mod tests {
                     .rsplit_once('_')
                     .map(|(b, _)| b)
                     .unwrap_or(entry.name);
+                // Per-dtype entries come from a `<base>_##SUFFIX` macro; the others are
+                // declared by name.
                 assert!(
-                    source.source.contains(&format!("{base}_##SUFFIX")),
+                    source.source.contains(&format!("{base}_##SUFFIX"))
+                        || source.source.contains(&format!("void {}(", entry.name)),
                     "{} not in {}",
                     entry.name,
                     source.file

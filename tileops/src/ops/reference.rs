@@ -5,6 +5,10 @@
 
 /// Softmax of `x` viewed as `[outer, n, inner]`, over the middle dimension.
 ///
+/// # Panics
+///
+/// When `x.len() != outer * n * inner` (the ops validate shapes before calling it).
+///
 /// ```
 /// let y = tileops::ops::reference::softmax(&[0.0, 0.0, f64::NEG_INFINITY], 1, 3, 1);
 /// assert_eq!(y, vec![0.5, 0.5, 0.0]);
@@ -32,6 +36,10 @@ pub fn softmax(x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
 }
 
 /// RMSNorm of `x` viewed as rows of `n`, over each row: `x / sqrt(mean(x^2) + eps) * weight`.
+///
+/// # Panics
+///
+/// When `weight.len() != n`, or `x` is not whole rows of `n > 0`.
 ///
 /// ```
 /// let y = tileops::ops::reference::rms_norm(&[3.0, 4.0], &[1.0, 2.0], 2, 0.0);

@@ -25,7 +25,9 @@
 //! # Ok::<(), tileops::perf::profile::ProfileError>(())
 //! ```
 
+pub mod bench;
 pub mod calibrate;
+pub mod calibrate_gpu;
 pub mod profile;
 pub mod records;
 pub mod report;

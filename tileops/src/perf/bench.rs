@@ -1,0 +1,935 @@
+//! The bench harness behind `cargo run --release --example bench_all`: every registered op on every
+//! manifest workload case, timed, into one records file.
+//!
+//! For each [`Case`] (a registered op × a workload row × a dtype) the harness plans the op with the
+//! registry's constructor hook, records the FLOPs and bytes its `eval_roofline` returns (never
+//! computing any itself) and the roof it declares, and times calls of it:
+//!
+//! - **Counts from time budgets** ([`TimeBudget`]): one untimed cold call (kernel compile, first
+//!   allocations), warm-up samples for 25 ms of wall time (at least two), then
+//!   `100 ms / per-call time` timed samples clamped to 10–200. The statistics are the median, p10
+//!   and p90 ([`TimingStats::from_samples`]); [`noise`] is `(p90 - p10) / median`.
+//! - **On a GPU** (`timing: "cuda_events+l2_flush+spin_hold"`): CUDA events created with
+//!   `CU_EVENT_DEFAULT`; before every sample, outside the timed region, a buffer of twice the L2
+//!   size is zeroed so no input is served from L2; a one-thread spin kernel then holds the stream
+//!   while the host enqueues the start event, the op and the end event, so the events time the
+//!   kernels back to back rather than the host's launch latency. A sample whose enqueue outlasted
+//!   the hold is retaken with a longer hold. (Timing a batch of calls between two events would also
+//!   hide the launch, but every call after the first would find its inputs in L2, which is exactly
+//!   what the flush is for; a hold keeps each sample one cold call.)
+//! - **On the CPU** (`timing: "cpu_wall"`): the op's reference path, timed with
+//!   [`std::time::Instant`]. The reference is slow (f64, one thread), so rows whose roofline exceeds
+//!   a [`CpuBudget`] are recorded as skipped with the reason instead of timed: the whole CPU run
+//!   then finishes in minutes on a small machine.
+//!
+//! Nothing is dropped: a manifest `bench_skip_reason`, a failed build, a failed `eval_roofline`, a
+//! row over the CPU budget and a failed run each become a record with `skipped` set to the reason.
+//!
+//! ```
+//! use tileops::Device;
+//! use tileops::perf::bench::{self, BenchConfig, CpuBudget, Quiet, Selection};
+//!
+//! // The decode softmax rows on the CPU; anything above 1 MiB per call is skipped with the reason.
+//! let selection = Selection { ops: vec!["softmax".into()], families: vec![] };
+//! let cases = bench::select(&selection)?;
+//! let config = BenchConfig { cpu: CpuBudget { max_bytes: 1 << 20, max_flops: 1 << 22 }, ..Default::default() };
+//! let run = bench::run(&Device::cpu(), &cases, &config, &mut Quiet)?;
+//! assert_eq!(run.records.len(), cases.len());
+//! assert!(run.records.iter().any(|r| r.skipped.is_none()));
+//! assert!(run.records.iter().all(|r| r.skipped.is_some() || r.timing == "cpu_wall"));
+//! # Ok::<(), tileops::perf::bench::BenchError>(())
+//! ```
+
+mod gpu;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use super::profile::Profile;
+use super::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
+use super::report::{self, Outcome, sig4};
+use crate::registry::{self, BenchOp, OpRegistration, StaticValue, WorkloadCase};
+use crate::{DType, Device, Error, Roofline, Tensor};
+
+/// The timing method of CPU rows.
+pub const CPU_METHOD: &str = "cpu_wall";
+/// The timing method of GPU rows: CUDA events, L2 flushed before each sample, stream held by a
+/// spin kernel while the sample is enqueued.
+pub const GPU_METHOD: &str = gpu::METHOD;
+
+/// Warm-up samples taken at least, whatever the warm-up budget.
+const MIN_WARMUP_SAMPLES: usize = 2;
+
+/// How long to warm up and to measure, and the bounds on the number of timed samples.
+///
+/// ```
+/// use tileops::perf::bench::TimeBudget;
+/// let budget = TimeBudget::default(); // 25 ms warm-up, 100 ms measured, 10..=200 samples
+/// assert_eq!(budget.samples(0.004), 200); // a 4 µs kernel: capped
+/// assert_eq!(budget.samples(1.0), 100);
+/// assert_eq!(budget.samples(300.0), 10); // a slow call: at least 10
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeBudget {
+    /// Wall time of warm-up samples, ms (at least two samples are taken).
+    pub warmup_ms: f64,
+    /// Time of the timed samples together, ms.
+    pub measure_ms: f64,
+    /// The fewest timed samples.
+    pub min_samples: u32,
+    /// The most timed samples (and warm-up samples).
+    pub max_samples: u32,
+}
+
+impl Default for TimeBudget {
+    fn default() -> Self {
+        TimeBudget {
+            warmup_ms: 25.0,
+            measure_ms: 100.0,
+            min_samples: 10,
+            max_samples: 200,
+        }
+    }
+}
+
+impl TimeBudget {
+    /// The number of timed samples for a call of about `per_call_ms`: `measure_ms / per_call_ms`,
+    /// rounded and clamped to `min_samples..=max_samples` (an unknown estimate gives the minimum).
+    pub fn samples(&self, per_call_ms: f64) -> u32 {
+        // `as` saturates: an infinite quotient (a zero estimate) gives the maximum, NaN the minimum.
+        let wanted = (self.measure_ms / per_call_ms).round() as u64;
+        let (lo, hi) = (self.min_samples.min(self.max_samples), self.max_samples);
+        wanted.clamp(u64::from(lo), u64::from(hi)) as u32
+    }
+
+    /// Whether warm-up is over after `taken` samples and `elapsed_ms` of wall time.
+    pub fn warmed_up(&self, taken: usize, elapsed_ms: f64) -> bool {
+        taken >= MIN_WARMUP_SAMPLES
+            && (elapsed_ms >= self.warmup_ms || taken >= self.max_samples as usize)
+    }
+}
+
+/// The CPU backend's limit: rows whose one call moves more bytes or does more FLOPs than this are
+/// skipped (with the reason) instead of timed on the reference path.
+///
+/// The reference runs in f64 on one thread at about 30–60 MB/s of tensor data
+/// on a small machine (converting to f64 and back included), and a timed row costs at least 13
+/// calls (a cold call, two warm-up samples and ten timed ones). The default (32 MiB, 256 MFLOP
+/// per call) keeps every row under about ten seconds and a full run of the manifest under five
+/// minutes on two cores; the rows it skips are the full-size prefill shapes, which only a GPU
+/// run can time meaningfully anyway.
+///
+/// ```
+/// use tileops::Roofline;
+/// use tileops::perf::bench::CpuBudget;
+/// let budget = CpuBudget::default();
+/// assert!(budget.skip_reason(&Roofline { flops: 1 << 20, bytes: 1 << 20 }).is_none());
+/// let reason = budget.skip_reason(&Roofline { flops: 1 << 20, bytes: 1 << 30 }).unwrap();
+/// assert!(reason.contains("1073.7 MB"), "{reason}");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuBudget {
+    /// The most bytes (per `eval_roofline`) one timed call may move.
+    pub max_bytes: u64,
+    /// The most FLOPs (per `eval_roofline`) one timed call may do.
+    pub max_flops: u64,
+}
+
+impl Default for CpuBudget {
+    fn default() -> Self {
+        CpuBudget {
+            max_bytes: 32 << 20,
+            max_flops: 256_000_000,
+        }
+    }
+}
+
+impl CpuBudget {
+    /// `Some(reason)` when a call of this roofline is over the budget.
+    pub fn skip_reason(&self, roofline: &Roofline) -> Option<String> {
+        let over = |what: &str, value: f64, limit: f64, unit: &str| {
+            format!(
+                "CPU backend: {value:.1} {unit} {what} per call is over the reference budget of \
+                 {limit:.1} {unit} (a GPU run times it; --cpu-max-bytes / --cpu-max-flops raise it)"
+            )
+        };
+        if roofline.bytes > self.max_bytes {
+            return Some(over(
+                "moved",
+                roofline.bytes as f64 / 1e6,
+                self.max_bytes as f64 / 1e6,
+                "MB",
+            ));
+        }
+        if roofline.flops > self.max_flops {
+            return Some(over(
+                "of work",
+                roofline.flops as f64 / 1e6,
+                self.max_flops as f64 / 1e6,
+                "MFLOP",
+            ));
+        }
+        None
+    }
+}
+
+/// Everything a run needs besides the device and the cases.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BenchConfig {
+    /// Warm-up and measurement budgets.
+    pub time: TimeBudget,
+    /// The CPU backend's row budget (unused on a GPU).
+    pub cpu: CpuBudget,
+    /// The seed of every op's random inputs.
+    pub seed: u64,
+}
+
+/// Which ops to run: by manifest name and by family. Empty lists select everything; several names
+/// in one list are alternatives; both lists must match.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// `--op` names.
+    pub ops: Vec<String>,
+    /// `--family` names.
+    pub families: Vec<String>,
+}
+
+/// One thing to time: a registered op on one workload row in one dtype.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    /// The op's registration.
+    pub op: &'static OpRegistration,
+    /// The workload row and dtype.
+    pub case: WorkloadCase,
+}
+
+impl Case {
+    /// `op/label-dtype`.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.op.name, self.case.name())
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// `--op` names no registered op.
+    #[error("no registered op is named `{name}`; registered: {}", known.join(", "))]
+    UnknownOp {
+        /// The name given.
+        name: String,
+        /// The registered names.
+        known: Vec<String>,
+    },
+    /// `--family` names no family of a registered op.
+    #[error("no registered op is of family `{name}`; families: {}", known.join(", "))]
+    UnknownFamily {
+        /// The family given.
+        name: String,
+        /// The families of the registered ops.
+        known: Vec<String>,
+    },
+    /// The filters together select nothing.
+    #[error("no case matches --op {ops:?} together with --family {families:?}")]
+    Empty {
+        /// The op names given.
+        ops: Vec<String>,
+        /// The families given.
+        families: Vec<String>,
+    },
+    /// A workload case appears twice, so two records would share one identity.
+    #[error(
+        "{op}: case `{case}` appears twice (a repeated workload label or dtype in {file}); \
+         make labels unique"
+    )]
+    DuplicateCase {
+        /// The op.
+        op: String,
+        /// `label-dtype`.
+        case: String,
+        /// The manifest file.
+        file: String,
+    },
+    /// The GPU timing machinery (events, flush buffer, spin kernel) could not be set up.
+    #[error("cannot set up GPU timing on {device}: {source}")]
+    Timer {
+        /// The device.
+        device: String,
+        /// What failed.
+        #[source]
+        source: Error,
+    },
+}
+
+/// The cases of the registered ops that `selection` picks, in registry order (ops by name, then
+/// manifest order).
+///
+/// # Errors
+/// [`BenchError`] for an unknown op or family, an empty selection, or a repeated case.
+pub fn select(selection: &Selection) -> Result<Vec<Case>, BenchError> {
+    let all = registry::all();
+    for name in &selection.ops {
+        if !all.iter().any(|op| op.name == name.as_str()) {
+            return Err(BenchError::UnknownOp {
+                name: name.clone(),
+                known: all.iter().map(|op| op.name.to_owned()).collect(),
+            });
+        }
+    }
+    let families: BTreeSet<&str> = all.iter().map(|op| op.family).collect();
+    for name in &selection.families {
+        if !families.contains(name.as_str()) {
+            return Err(BenchError::UnknownFamily {
+                name: name.clone(),
+                known: families.iter().map(|f| (*f).to_owned()).collect(),
+            });
+        }
+    }
+    let picked = |list: &[String], value: &str| list.is_empty() || list.iter().any(|v| v == value);
+    let mut cases = Vec::new();
+    for op in all {
+        if !picked(&selection.ops, op.name) || !picked(&selection.families, op.family) {
+            continue;
+        }
+        let mut seen = BTreeSet::new();
+        for workload in op.workloads {
+            for case in workload.cases() {
+                if !seen.insert(case.name()) {
+                    return Err(BenchError::DuplicateCase {
+                        op: op.name.to_owned(),
+                        case: case.name(),
+                        file: op.manifest_file.to_owned(),
+                    });
+                }
+                cases.push(Case { op, case });
+            }
+        }
+    }
+    if cases.is_empty() {
+        return Err(BenchError::Empty {
+            ops: selection.ops.clone(),
+            families: selection.families.clone(),
+        });
+    }
+    Ok(cases)
+}
+
+/// What `bench_all --list` prints: each op with its family and manifest, then its cases with their
+/// input shapes (and the manifest's skip reason, if any).
+pub fn list(cases: &[Case]) -> String {
+    let mut out = String::new();
+    let mut current: Option<&str> = None;
+    for case in cases {
+        if current != Some(case.op.name) {
+            current = Some(case.op.name);
+            let n = cases.iter().filter(|c| c.op.name == case.op.name).count();
+            let _ = writeln!(
+                out,
+                "{} ({}, {}): {n} case{}",
+                case.op.name,
+                case.op.family,
+                case.op.manifest_file,
+                if n == 1 { "" } else { "s" }
+            );
+        }
+        let shapes: Vec<String> = declared_inputs(case.op, &case.case)
+            .iter()
+            .map(|(name, shape, _)| format!("{name}={shape:?}"))
+            .collect();
+        let _ = write!(
+            out,
+            "  {:<32} {:<9} {}",
+            case.case.workload.label,
+            case.case.dtype.to_string(),
+            shapes.join(" ")
+        );
+        if let Some(reason) = case.case.workload.bench_skip_reason {
+            let _ = write!(out, "  [manifest skip: {reason}]");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Follows a run's progress (a progress bar, a log line per case).
+pub trait Observer {
+    /// The run is about to time `total` cases.
+    fn started(&mut self, total: usize) {
+        let _ = total;
+    }
+    /// Case `index` (from 0) starts.
+    fn case_started(&mut self, index: usize, case: &Case) {
+        let _ = (index, case);
+    }
+    /// Case `index` ended with `record` (timed or skipped).
+    fn case_finished(&mut self, index: usize, record: &Record) {
+        let _ = (index, record);
+    }
+}
+
+/// An observer that reports nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl Observer for Quiet {}
+
+/// Times every case on `device` and returns the run (one record per case, in order). The run is
+/// validated as [`Run::save`] would.
+///
+/// # Errors
+/// [`BenchError::Timer`] when the GPU timing machinery cannot be set up; errors of single cases
+/// are skipped records, never an error of the run.
+pub fn run(
+    device: &Device,
+    cases: &[Case],
+    config: &BenchConfig,
+    observer: &mut dyn Observer,
+) -> Result<Run, BenchError> {
+    let meta = run_meta(device, SystemTime::now());
+    let mut timer = Timer::new(device).map_err(|source| BenchError::Timer {
+        device: device.to_string(),
+        source,
+    })?;
+    observer.started(cases.len());
+    let mut records = Vec::with_capacity(cases.len());
+    for (index, case) in cases.iter().enumerate() {
+        observer.case_started(index, case);
+        let record = bench_case(device, &meta.device, case, config, &mut timer);
+        observer.case_finished(index, &record);
+        records.push(record);
+    }
+    Ok(Run::new(meta, records))
+}
+
+/// The timer of one backend.
+enum Timer {
+    Cpu,
+    Gpu(Box<gpu::GpuTimer>),
+}
+
+impl Timer {
+    fn new(device: &Device) -> Result<Timer, Error> {
+        Ok(if device.is_cuda() {
+            Timer::Gpu(Box::new(gpu::GpuTimer::new(device)?))
+        } else {
+            Timer::Cpu
+        })
+    }
+
+    fn method(&self) -> &'static str {
+        match self {
+            Timer::Cpu => CPU_METHOD,
+            Timer::Gpu(_) => GPU_METHOD,
+        }
+    }
+
+    /// One call, untimed, completed: compiles and loads kernels, makes first allocations.
+    fn cold(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<(), Error> {
+        match self {
+            Timer::Cpu => op.run(inputs).map(drop),
+            Timer::Gpu(gpu) => gpu.cold(op, inputs),
+        }
+    }
+
+    /// One timed call, ms.
+    fn sample(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<f64, Error> {
+        match self {
+            Timer::Cpu => {
+                let start = Instant::now();
+                let outputs = op.run(inputs)?;
+                let ms = start.elapsed().as_secs_f64() * 1e3;
+                // Freeing the outputs is not part of the call.
+                drop(outputs);
+                Ok(ms)
+            }
+            Timer::Gpu(gpu) => gpu.sample(op, inputs),
+        }
+    }
+}
+
+/// The record of one case: identity, inputs and params first, then roof, roofline and timing, or
+/// the reason it was skipped.
+fn bench_case(
+    device: &Device,
+    info: &DeviceInfo,
+    case: &Case,
+    config: &BenchConfig,
+    timer: &mut Timer,
+) -> Record {
+    let mut record = Record::new(
+        case.op.name,
+        case.op.family,
+        case.case.workload.label,
+        case.case.dtype.to_string(),
+        info.clone(),
+    );
+    for (name, shape, dtype) in declared_inputs(case.op, &case.case) {
+        record = record.with_input(name, shape, dtype.to_string());
+    }
+    for (name, value) in case.case.workload.params {
+        record = record.with_param(*name, param_json(value));
+    }
+    if let Some(reason) = case.case.workload.bench_skip_reason {
+        return record.with_skip(format!("manifest bench_skip_reason: {reason}"));
+    }
+    let planned = match (case.op.build)(device, &case.case) {
+        Ok(planned) => planned,
+        Err(e) => return record.with_skip(format!("planning the op failed: {e}")),
+    };
+    if planned.op_name() != case.op.name {
+        return record.with_skip(format!(
+            "registry error: the build hook of `{}` planned `{}`",
+            case.op.name,
+            planned.op_name()
+        ));
+    }
+    record = record.with_roof(planned.roof().0);
+    let roofline = match planned.roofline() {
+        Ok(roofline) => roofline,
+        Err(e) => {
+            return record.with_skip(format!(
+                "eval_roofline failed, so the row could not be priced and was not timed: {e}"
+            ));
+        }
+    };
+    record = record.with_roofline(Some(roofline.flops), Some(roofline.bytes));
+    if device.is_cpu()
+        && let Some(reason) = config.cpu.skip_reason(&roofline)
+    {
+        return record.with_skip(reason);
+    }
+    match time_op(planned.as_ref(), config, timer) {
+        Ok(stats) => record.with_timing(timer.method(), stats),
+        Err(reason) => record.with_skip(reason),
+    }
+}
+
+/// Cold call, warm-up, then the timed samples; `Err` is the skip reason.
+fn time_op(op: &dyn BenchOp, config: &BenchConfig, timer: &mut Timer) -> Result<TimingStats, String> {
+    let budget = &config.time;
+    let inputs = op
+        .random_inputs(config.seed)
+        .map_err(|e| format!("making random inputs failed: {e}"))?;
+    let failed = |e: Error| format!("running the op failed: {e}");
+    timer.cold(op, &inputs).map_err(failed)?;
+    let warmup_start = Instant::now();
+    let mut warmup = Vec::new();
+    while !budget.warmed_up(warmup.len(), warmup_start.elapsed().as_secs_f64() * 1e3) {
+        warmup.push(timer.sample(op, &inputs).map_err(failed)?);
+    }
+    let per_call_ms = TimingStats::from_samples(&warmup).map_or(f64::NAN, |s| s.median_ms);
+    let n = budget.samples(per_call_ms);
+    let samples = (0..n)
+        .map(|_| timer.sample(op, &inputs))
+        .collect::<Result<Vec<f64>, Error>>()
+        .map_err(failed)?;
+    TimingStats::from_samples(&samples).ok_or_else(|| {
+        format!(
+            "the timer returned a sample that is not a positive time ({} samples, min {:?})",
+            samples.len(),
+            samples.iter().copied().reduce(f64::min)
+        )
+    })
+}
+
+/// The relative spread of a timed record, `(p90 - p10) / median`; `None` for a skipped one.
+pub fn noise(record: &Record) -> Option<f64> {
+    record.noise()
+}
+
+/// The inputs a case binds, in signature order: name, shape (from the row's `<name>_shape`) and
+/// dtype (the declared one when the manifest fixes it, else the case's).
+fn declared_inputs(op: &OpRegistration, case: &WorkloadCase) -> Vec<(String, Vec<u64>, DType)> {
+    op.inputs
+        .iter()
+        .filter_map(|decl| {
+            let shape = case.workload.shape(decl.name)?;
+            let dtype = decl.dtype.trim().parse::<DType>().unwrap_or(case.dtype);
+            Some((
+                decl.name.to_owned(),
+                shape.iter().map(|&d| d as u64).collect(),
+                dtype,
+            ))
+        })
+        .collect()
+}
+
+/// A manifest param as JSON; integers beyond i64 and non-finite floats as strings (JSON has
+/// neither).
+fn param_json(value: &StaticValue) -> serde_json::Value {
+    use serde_json::Value;
+    match *value {
+        StaticValue::None => Value::Null,
+        StaticValue::Bool(b) => Value::Bool(b),
+        StaticValue::Int(i) => i64::try_from(i).map_or_else(|_| Value::String(i.to_string()), Value::from),
+        StaticValue::Float(f) => serde_json::Number::from_f64(f)
+            .map_or_else(|| Value::String(f.to_string()), Value::Number),
+        StaticValue::Str(s) => Value::String(s.to_owned()),
+        StaticValue::List(items) => Value::Array(items.iter().map(param_json).collect()),
+    }
+}
+
+/// The run's metadata: git revision, `now` as RFC 3339, the tileops version and the device.
+pub fn run_meta(device: &Device, now: SystemTime) -> RunMeta {
+    RunMeta::new(
+        git_revision(),
+        rfc3339_utc(now),
+        env!("CARGO_PKG_VERSION"),
+        device_info(device),
+    )
+}
+
+/// What a record says about the device: for a GPU its name, compute capability, driver and L2
+/// size; for the CPU `"cpu: <model> (<n> threads)"`, which no GPU profile matches.
+pub fn device_info(device: &Device) -> DeviceInfo {
+    if device.is_cuda() {
+        return gpu::device_info(device);
+    }
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    DeviceInfo::new(format!("cpu: {model} ({threads} threads)"))
+}
+
+/// `git rev-parse HEAD` in the working directory (with `-dirty` when tracked files changed), else
+/// `$TILEOPS_GIT_REVISION` (set by the GPU bundle, which has no checkout), else `"unknown"`.
+pub fn git_revision() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    if let Some(rev) = git(&["rev-parse", "HEAD"]).filter(|r| !r.is_empty()) {
+        let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+            .is_some_and(|s| !s.is_empty());
+        return if dirty { format!("{rev}-dirty") } else { rev };
+    }
+    std::env::var("TILEOPS_GIT_REVISION")
+        .ok()
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Civil date (year, month, day) and time of day of a Unix time, UTC.
+fn civil(t: SystemTime) -> (i64, u32, u32, u64) {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, of_day) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's days_from_civil inverse.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day, of_day)
+}
+
+/// `t` as RFC 3339 in UTC, to the second (`"2026-11-30T04:00:00Z"`).
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// let t = UNIX_EPOCH + Duration::from_secs(1_796_011_200);
+/// assert_eq!(tileops::perf::bench::rfc3339_utc(t), "2026-11-30T04:00:00Z");
+/// ```
+pub fn rfc3339_utc(t: SystemTime) -> String {
+    let (y, mo, d, s) = civil(t);
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+/// The default records path for a run started at `t`: `target/bench/<YYYYMMDDTHHMMSSZ>.json`.
+pub fn default_out_path(t: SystemTime) -> PathBuf {
+    let (y, mo, d, s) = civil(t);
+    PathBuf::from("target/bench").join(format!(
+        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z.json",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    ))
+}
+
+/// The console table of a run: op, workload, dtype, median / p10 / p90 (ms), noise, GB/s,
+/// TFLOP/s, and the efficiency against `profile` (blank without one, or for a row it cannot
+/// price), then the skip reason of a skipped row.
+///
+/// Efficiency comes from the roofline tool's own pricing ([`report::price`]), so the two agree.
+///
+/// ```
+/// use tileops::perf::bench::table;
+/// use tileops::perf::records::{DeviceInfo, Record, TimingStats};
+/// let record = Record::new("softmax", "reduction", "w", "float32", DeviceInfo::new("cpu: test"))
+///     .with_roofline(Some(5_000_000), Some(8_000_000))
+///     .with_timing("cpu_wall", TimingStats::new(10, 2.0, 1.9, 2.2));
+/// let text = table(&[record], None);
+/// assert!(text.lines().nth(2).unwrap().contains("4.000")); // 8 MB in 2 ms: 4 GB/s
+/// ```
+pub fn table(records: &[Record], profile: Option<&Profile>) -> String {
+    let header = [
+        "op",
+        "workload",
+        "dtype",
+        "median ms",
+        "p10 ms",
+        "p90 ms",
+        "noise",
+        "GB/s",
+        "TFLOP/s",
+        "efficiency",
+        "note",
+    ];
+    // Text columns are left-aligned, numbers right-aligned; the note is last and unpadded.
+    let numeric = [false, false, false, true, true, true, true, true, true, true, false];
+    let rows: Vec<[String; 11]> = records
+        .iter()
+        .map(|r| {
+            let stats = r.stats();
+            let ms = |v: Option<f64>| v.map(sig4).unwrap_or_default();
+            let rate = |amount: Option<u64>, unit: f64| match (amount, stats) {
+                (Some(a), Some(s)) => sig4(a as f64 / (s.median_ms / 1e3) / unit),
+                _ => String::new(),
+            };
+            let efficiency = profile
+                .and_then(|p| match report::price(r, p) {
+                    Outcome::Priced(priced) => Some(format!("{:.1}%", priced.efficiency() * 100.0)),
+                    Outcome::Blank(_) => None,
+                })
+                .unwrap_or_default();
+            [
+                r.op.clone(),
+                r.workload.clone(),
+                r.dtype.clone(),
+                ms(stats.map(|s| s.median_ms)),
+                ms(stats.map(|s| s.p10_ms)),
+                ms(stats.map(|s| s.p90_ms)),
+                r.noise()
+                    .map(|n| format!("{:.1}%", n * 100.0))
+                    .unwrap_or_default(),
+                rate(r.bytes, 1e9),
+                rate(r.flops, 1e12),
+                efficiency,
+                r.skipped
+                    .as_ref()
+                    .map(|reason| format!("skipped: {reason}"))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let last = i + 1 == cells.len();
+            if last {
+                out.push_str(cell);
+            } else if numeric[i] {
+                let _ = write!(out, "{cell:>w$}  ", w = widths[i]);
+            } else {
+                let _ = write!(out, "{cell:<w$}  ", w = widths[i]);
+            }
+        }
+        out.trim_end().to_owned()
+    };
+    let mut out = String::new();
+    out.push_str(&line(&header.map(str::to_owned)));
+    out.push('\n');
+    let rule: Vec<String> = widths
+        .iter()
+        .enumerate()
+        .map(|(i, w)| "-".repeat(if i + 1 == widths.len() { 4 } else { *w }))
+        .collect();
+    out.push_str(&line(&rule));
+    out.push('\n');
+    for row in &rows {
+        out.push_str(&line(row));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::records::ComputeCapability;
+    use std::time::Duration;
+
+    #[test]
+    fn sample_counts_follow_the_budget_and_clamp() {
+        let b = TimeBudget::default();
+        assert_eq!(b.samples(0.5), 200);
+        assert_eq!(b.samples(0.6), 167);
+        assert_eq!(b.samples(2.0), 50);
+        assert_eq!(b.samples(10.0), 10);
+        assert_eq!(b.samples(9.0), 11);
+        assert_eq!(b.samples(1e6), 10);
+        assert_eq!(b.samples(0.0), 200);
+        assert_eq!(b.samples(f64::NAN), 10);
+        assert_eq!(b.samples(-1.0), 10);
+        let odd = TimeBudget {
+            min_samples: 50,
+            max_samples: 20,
+            ..b
+        };
+        assert_eq!(odd.samples(1.0), 20, "a max below the min wins");
+    }
+
+    #[test]
+    fn warm_up_takes_two_samples_then_the_budget() {
+        let b = TimeBudget::default();
+        assert!(!b.warmed_up(0, 1000.0));
+        assert!(!b.warmed_up(1, 1000.0));
+        assert!(b.warmed_up(2, 25.0));
+        assert!(!b.warmed_up(2, 24.9));
+        assert!(!b.warmed_up(199, 1.0));
+        assert!(b.warmed_up(200, 1.0));
+    }
+
+    #[test]
+    fn cpu_budget_skips_by_bytes_then_flops() {
+        let b = CpuBudget {
+            max_bytes: 1000,
+            max_flops: 5000,
+        };
+        let r = |flops, bytes| Roofline { flops, bytes };
+        assert_eq!(b.skip_reason(&r(5000, 1000)), None, "the limits are inclusive");
+        let bytes = b.skip_reason(&r(1, 1001)).unwrap();
+        assert!(bytes.starts_with("CPU backend: 0.0 MB moved"), "{bytes}");
+        let flops = b.skip_reason(&r(5001, 10)).unwrap();
+        assert!(flops.contains("MFLOP of work"), "{flops}");
+        // The default keeps the decode and mid-size rows and skips the full prefill shapes.
+        let d = CpuBudget::default();
+        let softmax = |m: u64, n: u64, elem: u64| r(5 * m * n, 2 * m * n * elem);
+        assert!(d.skip_reason(&softmax(32, 4096, 2)).is_none());
+        assert!(d.skip_reason(&softmax(4, 131_072, 4)).is_none());
+        assert!(d.skip_reason(&softmax(1024, 32_768, 2)).is_some());
+        assert!(d.skip_reason(&softmax(2048, 16_384, 4)).is_some());
+    }
+
+    #[test]
+    fn dates_are_rfc3339_utc() {
+        let t = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        assert_eq!(rfc3339_utc(t(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(t(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(t(1_709_251_199)), "2024-02-29T23:59:59Z");
+        assert_eq!(rfc3339_utc(t(4_102_444_800)), "2100-01-01T00:00:00Z");
+        assert_eq!(
+            default_out_path(t(1_796_011_200)),
+            PathBuf::from("target/bench/20261130T040000Z.json")
+        );
+    }
+
+    #[test]
+    fn params_become_json() {
+        use serde_json::json;
+        static LIST: [StaticValue; 2] = [StaticValue::Int(0), StaticValue::Int(2)];
+        assert_eq!(param_json(&StaticValue::None), json!(null));
+        assert_eq!(param_json(&StaticValue::Int(-1)), json!(-1));
+        assert_eq!(param_json(&StaticValue::Int(i128::MAX)), json!(i128::MAX.to_string()));
+        assert_eq!(param_json(&StaticValue::Float(1e-6)), json!(1e-6));
+        assert_eq!(param_json(&StaticValue::Float(f64::INFINITY)), json!("inf"));
+        assert_eq!(param_json(&StaticValue::List(&LIST)), json!([0, 2]));
+        assert_eq!(param_json(&StaticValue::Str("mean")), json!("mean"));
+    }
+
+    fn timed(op: &str, median: f64) -> Record {
+        Record::new(
+            op,
+            "reduction",
+            "attn-weights-4k",
+            "bfloat16",
+            DeviceInfo::new("NVIDIA H200")
+                .with_compute_capability(ComputeCapability { major: 9, minor: 0 })
+                .with_l2_bytes(62_914_560),
+        )
+        .with_roofline(Some(5 << 27), Some(2 * 2 << 27))
+        .with_roof("cuda_core.fp32")
+        .with_timing("x", TimingStats::new(100, median, median * 0.9, median * 1.1))
+    }
+
+    #[test]
+    fn table_aligns_columns_and_prices_against_a_matching_profile() {
+        let h200 = Profile::builtin("h200").unwrap();
+        let skipped = Record::new("rms_norm", "normalization", "llama-8b", "float32", DeviceInfo::new("NVIDIA H200"))
+            .with_skip("CPU backend: too big");
+        let records = [timed("softmax", 0.2), skipped];
+        let text = table(&records, Some(&h200));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("op        workload         dtype     median ms"), "{text}");
+        // 2^29 bytes in 0.2 ms = 2684 GB/s; 5 * 2^27 FLOP = 3.355 TFLOP/s; noise 20%.
+        assert!(lines[2].contains("2684"), "{text}");
+        assert!(lines[2].contains("3.355"), "{text}");
+        assert!(lines[2].contains("20.0%"), "{text}");
+        // SOL 0.1192 ms at 4502.4 GB/s over 0.2 ms: 59.6%.
+        assert!(lines[2].contains("59.6%"), "{text}");
+        assert!(lines[3].ends_with("skipped: CPU backend: too big"), "{text}");
+        // Columns line up: the median column ends at the same offset in every row.
+        let end = lines[0].find("median ms").unwrap() + "median ms".len();
+        assert_eq!(&lines[2][end - 5..end], "0.2000"[1..].to_owned().as_str());
+        // Without a profile the efficiency is blank.
+        let plain = table(&records[..1], None);
+        assert!(!plain.contains('%') || !plain.contains("59.6%"), "{plain}");
+    }
+
+    #[test]
+    fn selection_checks_names() {
+        let all = select(&Selection::default()).unwrap();
+        assert!(all.iter().any(|c| c.op.name == "softmax"));
+        let err = select(&Selection {
+            ops: vec!["sofmax".into()],
+            families: vec![],
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("registered: "), "{err}");
+        assert!(err.to_string().contains("softmax"), "{err}");
+        let err = select(&Selection {
+            ops: vec![],
+            families: vec!["nope".into()],
+        })
+        .unwrap_err();
+        assert!(matches!(err, BenchError::UnknownFamily { .. }), "{err}");
+        let err = select(&Selection {
+            ops: vec!["softmax".into()],
+            families: vec!["normalization".into()],
+        })
+        .unwrap_err();
+        assert!(matches!(err, BenchError::Empty { .. }), "{err}");
+        let norms = select(&Selection {
+            ops: vec![],
+            families: vec!["normalization".into()],
+        })
+        .unwrap();
+        assert!(norms.iter().all(|c| c.op.family == "normalization"));
+        let listing = list(&norms);
+        assert!(listing.starts_with("rms_norm (normalization, "), "{listing}");
+        assert!(listing.contains("x=[2048, 4096] weight=[4096]"), "{listing}");
+    }
+}

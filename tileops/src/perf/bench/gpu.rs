@@ -1,0 +1,237 @@
+//! CUDA-event timing of one call: the L2 flushed before it, the stream held while it is enqueued.
+//!
+//! One sample, in stream order:
+//!
+//! ```text
+//! memset(flush buffer, 2 x L2)  bench_spin(hold)  [start event]  op kernels...  [end event]
+//! `------- outside the timed region ------------'  `------------ timed -----------------'
+//! ```
+//!
+//! The host measures how long it takes to enqueue everything from the spin kernel to the end
+//! event. The spin kernel starts on the GPU no earlier than the host launched it and then runs for
+//! `hold` ns, so when that enqueue took less than `hold`, the start event, every kernel of the op
+//! and the end event were queued before the spin ended: the GPU ran them back to back and the
+//! events measured kernels only, not launch latency. A sample for which that does not hold is
+//! retaken with a longer hold. The hold adapts to the host: a margin over the last enqueue time,
+//! decaying slowly so one slow call does not slow every later sample.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::{self, CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+
+use crate::kernels::{self, BENCH_UTIL};
+use crate::perf::records::{ComputeCapability, DeviceInfo};
+use crate::registry::BenchOp;
+use crate::{Device, Error, Tensor};
+
+/// The `timing` of GPU records.
+pub(super) const METHOD: &str = "cuda_events+l2_flush+spin_hold";
+
+/// The shortest hold: a few launches' worth.
+const MIN_HOLD_NS: u64 = 50_000;
+/// The longest hold.
+const MAX_HOLD_NS: u64 = 20_000_000;
+/// The hold is at least this many times the last enqueue time.
+const HOLD_MARGIN: u64 = 4;
+/// Times one sample is retaken when its enqueue outlasted the hold.
+const MAX_RETAKES: u32 = 8;
+/// The flush buffer when the driver does not report the L2 size.
+const FLUSH_BYTES_UNKNOWN_L2: usize = 512 << 20;
+
+/// The next hold: `HOLD_MARGIN` times the last enqueue, or three quarters of the previous hold if
+/// that is longer, within `MIN_HOLD_NS..=MAX_HOLD_NS`.
+pub(super) fn next_hold_ns(previous: u64, enqueue_ns: u64) -> u64 {
+    enqueue_ns
+        .saturating_mul(HOLD_MARGIN)
+        .max(previous / 4 * 3)
+        .clamp(MIN_HOLD_NS, MAX_HOLD_NS)
+}
+
+/// Bytes of the flush buffer for an L2 of `l2_bytes` (0: unknown): twice the L2, whole MiB.
+pub(super) fn flush_bytes(l2_bytes: u64) -> usize {
+    if l2_bytes == 0 {
+        return FLUSH_BYTES_UNKNOWN_L2;
+    }
+    let mib = 1u64 << 20;
+    usize::try_from((2 * l2_bytes).div_ceil(mib) * mib).unwrap_or(FLUSH_BYTES_UNKNOWN_L2)
+}
+
+/// Times calls of ops on one GPU.
+pub(super) struct GpuTimer {
+    stream: Arc<CudaStream>,
+    flush: CudaSlice<u8>,
+    spin: CudaFunction,
+    start: CudaEvent,
+    end: CudaEvent,
+    hold_ns: u64,
+}
+
+impl GpuTimer {
+    /// Allocates the flush buffer, compiles the spin kernel and creates the timing events.
+    pub(super) fn new(device: &Device) -> Result<GpuTimer, Error> {
+        let dev = device.cuda_device().ok_or_else(|| Error::NoDevice {
+            reason: "GPU timing asked for on the CPU".to_owned(),
+        })?;
+        let l2 = l2_bytes(device).unwrap_or(0);
+        let flush = dev
+            .stream
+            .alloc_zeros::<u8>(flush_bytes(l2))
+            .map_err(|e| Error::driver("allocating the L2 flush buffer", e))?;
+        let spin = kernels::function(dev, &BENCH_UTIL, "bench_spin")?;
+        // `new_event(None)` would create events with timing disabled.
+        let event = || {
+            dev.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| Error::driver("creating a timing event", e))
+        };
+        Ok(GpuTimer {
+            stream: dev.stream.clone(),
+            flush,
+            spin,
+            start: event()?,
+            end: event()?,
+            hold_ns: 4 * MIN_HOLD_NS,
+        })
+    }
+
+    /// One untimed call, waited for; persisting L2 lines are reset first (nothing in tileops sets
+    /// them, but another library in the process might have).
+    pub(super) fn cold(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<(), Error> {
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| Error::driver("binding the context", e))?;
+        // SAFETY: a plain driver call on the bound context, no pointers.
+        unsafe { sys::cuCtxResetPersistingL2Cache() }
+            .result()
+            .map_err(|e| Error::driver("resetting persisting L2 lines", e))?;
+        let outputs = op.run(inputs)?;
+        self.stream
+            .synchronize()
+            .map_err(|e| Error::driver("waiting for the cold call", e))?;
+        drop(outputs);
+        Ok(())
+    }
+
+    /// One timed call, ms.
+    pub(super) fn sample(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<f64, Error> {
+        let mut longest_enqueue = 0;
+        for _ in 0..=MAX_RETAKES {
+            // Outside the timed region: every L2 line now holds flush-buffer data.
+            self.stream
+                .memset_zeros(&mut self.flush)
+                .map_err(|e| Error::driver("flushing the L2", e))?;
+            let hold = self.hold_ns;
+            let enqueue = Instant::now();
+            let mut launch = self.stream.launch_builder(&self.spin);
+            launch.arg(&hold);
+            let one = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (1, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: bench_spin(unsigned long long ns) takes one u64 and touches no memory.
+            unsafe { launch.launch(one) }.map_err(|e| Error::launch("bench_spin", e))?;
+            self.start
+                .record(&self.stream)
+                .map_err(|e| Error::driver("recording the start event", e))?;
+            let outputs = op.run(inputs)?;
+            self.end
+                .record(&self.stream)
+                .map_err(|e| Error::driver("recording the end event", e))?;
+            let enqueue_ns = u64::try_from(enqueue.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let ms = self
+                .start
+                .elapsed_ms(&self.end)
+                .map_err(|e| Error::driver("reading the event times", e))?;
+            drop(outputs);
+            self.hold_ns = next_hold_ns(hold, enqueue_ns);
+            if enqueue_ns < hold {
+                return Ok(f64::from(ms));
+            }
+            longest_enqueue = longest_enqueue.max(enqueue_ns);
+        }
+        Err(Error::Launch {
+            kernel: "bench_spin".to_owned(),
+            message: format!(
+                "the host took up to {:.1} µs to enqueue one call, longer than the stream could be \
+                 held ({} retakes); the sample would include launch latency",
+                longest_enqueue as f64 / 1e3,
+                MAX_RETAKES
+            ),
+        })
+    }
+}
+
+/// The L2 size the driver reports, bytes.
+fn l2_bytes(device: &Device) -> Option<u64> {
+    let ctx = device.cuda_context()?;
+    ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        .ok()
+        .and_then(|b| u64::try_from(b).ok())
+        .filter(|&b| b > 0)
+}
+
+/// The kernel driver version (`580.65.06`, from `/proc/driver/nvidia/version`) and the CUDA
+/// version the driver supports (`CUDA 13.0`), as far as known.
+fn driver_version() -> Option<String> {
+    let module = std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().next()?.to_owned();
+            let (_, rest) = line.split_once("Kernel Module")?;
+            rest.split_whitespace().next().map(str::to_owned)
+        });
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: writes one int; the driver library is loaded (a device was opened).
+    let cuda = unsafe { sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .ok()
+        .filter(|_| version > 0)
+        .map(|_| format!("CUDA {}.{}", version / 1000, version % 1000 / 10));
+    match (module, cuda) {
+        (Some(m), Some(c)) => Some(format!("{m} ({c})")),
+        (m, c) => m.or(c),
+    }
+}
+
+/// Name, compute capability, driver and L2 size of a GPU.
+pub(super) fn device_info(device: &Device) -> DeviceInfo {
+    let mut info = DeviceInfo::new(device.name());
+    if let Some((major, minor)) = device.compute_capability() {
+        info = info.with_compute_capability(ComputeCapability { major, minor });
+    }
+    if let Some(driver) = driver_version() {
+        info = info.with_driver(driver);
+    }
+    if let Some(l2) = l2_bytes(device) {
+        info = info.with_l2_bytes(l2);
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hold_follows_the_host_with_a_margin_and_decays() {
+        assert_eq!(next_hold_ns(200_000, 10_000), 150_000);
+        assert_eq!(next_hold_ns(200_000, 100_000), 400_000);
+        assert_eq!(next_hold_ns(50_000, 1_000), MIN_HOLD_NS);
+        assert_eq!(next_hold_ns(MAX_HOLD_NS, u64::MAX), MAX_HOLD_NS);
+        // A slow enqueue retaken with the new hold fits it.
+        let enqueue = 300_000;
+        assert!(enqueue < next_hold_ns(200_000, enqueue));
+    }
+
+    #[test]
+    fn flush_buffer_is_twice_the_l2_in_whole_mib() {
+        assert_eq!(flush_bytes(62_914_560), 120 << 20); // H200: 60 MiB
+        assert_eq!(flush_bytes(50_000_000), 96 << 20); // 2 x 47.7 MiB, rounded up
+        assert_eq!(flush_bytes(0), FLUSH_BYTES_UNKNOWN_L2);
+        assert!(flush_bytes(1) >= 2);
+    }
+}
