@@ -15,8 +15,11 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(tileops_compat)");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={COMPAT_DIR}");
-    let crate_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("tileops_compat.rs");
+    let crate_dir = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("tileops_compat.rs");
     let dir = crate_dir.join(COMPAT_DIR);
     let code = match generate(&dir) {
         Ok(code) => {
@@ -44,15 +47,26 @@ fn generate(dir: &Path) -> Result<String, String> {
         .collect();
     files.sort();
     // The inputs each entry's cases bind (expected.json lists the inputs its formulas read).
-    let expected = std::fs::read_to_string(dir.join("expected.json")).map_err(|e| format!("expected.json: {e}"))?;
-    let expected = expected.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
-    let cases: Vec<serde_json::Value> = serde_json::from_str(&expected).map_err(|e| format!("expected.json: {e}"))?;
+    let expected = std::fs::read_to_string(dir.join("expected.json"))
+        .map_err(|e| format!("expected.json: {e}"))?;
+    let expected = expected
+        .replace("-Infinity", "null")
+        .replace("Infinity", "null")
+        .replace("NaN", "null");
+    let cases: Vec<serde_json::Value> =
+        serde_json::from_str(&expected).map_err(|e| format!("expected.json: {e}"))?;
     let bound_inputs = |file: &str, op: &str| -> Option<std::collections::BTreeSet<String>> {
         let mut names = std::collections::BTreeSet::new();
         let mut any = false;
         for case in cases.iter().filter(|c| c["file"] == file && c["op"] == op) {
             any = true;
-            names.extend(case["inputs"].as_object().into_iter().flatten().map(|(k, _)| k.clone()));
+            names.extend(
+                case["inputs"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k.clone()),
+            );
         }
         any.then_some(names)
     };
@@ -61,15 +75,20 @@ fn generate(dir: &Path) -> Result<String, String> {
     let mut entries = Vec::new();
     for (file_index, path) in files.iter().enumerate() {
         println!("cargo:rerun-if-changed={}", path.display());
-        let file_name = path.file_name().and_then(|n| n.to_str()).ok_or("non-UTF-8 file name")?.to_owned();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let file_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or("non-UTF-8 file name")?
+            .to_owned();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         // Only the entries' structure is read here; `default: .inf` may become null.
         let options = serde_saphyr::options! {
             strict_booleans: true,
             non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
         };
-        let doc: serde_json::Value =
-            serde_saphyr::from_str_with_options(&text, options).map_err(|e| format!("{file_name}: {e}"))?;
+        let doc: serde_json::Value = serde_saphyr::from_str_with_options(&text, options)
+            .map_err(|e| format!("{file_name}: {e}"))?;
         let Some(ops) = doc.as_object() else { continue };
         for (op_index, (op, entry)) in ops.iter().enumerate() {
             let roofline = &entry["roofline"];
@@ -82,11 +101,16 @@ fn generate(dir: &Path) -> Result<String, String> {
             let bound = bound_inputs(&file_name, op);
             if let Some(inputs) = entry["signature"]["inputs"].as_object() {
                 // The case's inputs; an entry without cases gets every input of its signature.
-                let inputs = inputs.iter().filter(|(name, _)| bound.as_ref().is_none_or(|b| b.contains(*name)));
+                let inputs = inputs
+                    .iter()
+                    .filter(|(name, _)| bound.as_ref().is_none_or(|b| b.contains(*name)));
                 for (name, decl) in inputs {
                     let optional = decl["optional"].as_bool().unwrap_or(false);
                     let (ty, init) = if optional {
-                        ("Option<TensorSpec>", format!("optional_input(case, {name:?})"))
+                        (
+                            "Option<TensorSpec>",
+                            format!("optional_input(case, {name:?})"),
+                        )
                     } else {
                         ("TensorSpec", format!("input(case, {name:?})?"))
                     };

@@ -9,7 +9,11 @@ use std::time::Instant;
 use tileops::roofline::Value;
 use tileops::{DType, Device, TensorSpec};
 
-#[tileops::roofline_op("multi_dim_sum", manifest = "benches/manifest/bench.yaml", register = false)]
+#[tileops::roofline_op(
+    "multi_dim_sum",
+    manifest = "benches/manifest/bench.yaml",
+    register = false
+)]
 struct MultiDimSum {
     x: TensorSpec,
     dim: Value,
@@ -42,14 +46,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = Device::cpu();
     let x = TensorSpec::new([32, 32, 4096], DType::BFloat16);
     let softmax = tileops::ops::Softmax::new(&device, x.clone(), -1)?;
-    let rms_norm =
-        tileops::ops::RmsNorm::new(&device, TensorSpec::new([2048, 4096], DType::BFloat16), TensorSpec::new([4096], DType::BFloat16), 1e-6)?;
-    let reduction = MultiDimSum { x, dim: Value::List(vec![Value::Int(0), Value::Int(2)]) };
+    let rms_norm = tileops::ops::RmsNorm::new(
+        &device,
+        TensorSpec::new([2048, 4096], DType::BFloat16),
+        TensorSpec::new([4096], DType::BFloat16),
+        1e-6,
+    )?;
+    let reduction = MultiDimSum {
+        x,
+        dim: Value::List(vec![Value::Int(0), Value::Int(2)]),
+    };
 
-    let cases: [(&str, &dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>); 3] = [
+    let cases: [(
+        &str,
+        &dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>,
+    ); 3] = [
         ("softmax (2 vars, slices)", &|| softmax.eval_roofline()),
         ("rms_norm (2 vars)", &|| rms_norm.eval_roofline()),
-        ("multi-dim sum (comprehensions, sets)", &|| reduction.eval_roofline()),
+        ("multi-dim sum (comprehensions, sets)", &|| {
+            reduction.eval_roofline()
+        }),
     ];
     for (name, eval) in cases {
         let roofline = eval()?;

@@ -25,7 +25,11 @@ fn copy_tree(from: &Path, to: &Path) {
         let entry = entry.unwrap();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name == "target" || name.starts_with("target-") || name == ".git" || name == ".cuda-wheels" {
+        if name == "target"
+            || name.starts_with("target-")
+            || name == ".git"
+            || name == ".cuda-wheels"
+        {
             continue;
         }
         let target = to.join(&*name);
@@ -50,7 +54,10 @@ fn cargo(dir: &Path, args: &[&str]) -> Outcome {
     let output = Command::new(env!("CARGO"))
         .args(args)
         .current_dir(dir)
-        .env("CARGO_TARGET_DIR", repo().join("target/downstream-test/target"))
+        .env(
+            "CARGO_TARGET_DIR",
+            repo().join("target/downstream-test/target"),
+        )
         .env_remove("TILEOPS_MANIFEST_BASE_DIR")
         .output()
         .expect("cargo runs");
@@ -88,9 +95,23 @@ fn a_downstream_crate_builds_edits_and_fails_like_a_user_sees_it() {
 
     // 1. Manifest numbers for the library op (bf16) and the user's op; the op runs.
     let out = run(&dir);
-    assert!(out.contains(&format!("softmax flops={} bytes={}", 5 * m * n, 2 * m * n * 2)), "{out}");
+    assert!(
+        out.contains(&format!(
+            "softmax flops={} bytes={}",
+            5 * m * n,
+            2 * m * n * 2
+        )),
+        "{out}"
+    );
     assert!(out.contains("softmax row sum=1.0000"), "{out}");
-    assert!(out.contains(&format!("scaled_residual_add flops={} bytes={}", 2 * user_n, 3 * user_n * 2)), "{out}");
+    assert!(
+        out.contains(&format!(
+            "scaled_residual_add flops={} bytes={}",
+            2 * user_n,
+            3 * user_n * 2
+        )),
+        "{out}"
+    );
 
     // 2. Editing the user's formula changes its value after a plain cargo build.
     let user_yaml = dir.join("manifest/ops.yaml");
@@ -100,9 +121,14 @@ fn a_downstream_crate_builds_edits_and_fails_like_a_user_sees_it() {
     // 3. Editing tileops's own manifest changes the library op's value too.
     let reduction = copy.join("tileops/manifest/reduction.yaml");
     let original = std::fs::read_to_string(&reduction).unwrap();
-    let softmax_flops = original.find("flops: \"5 * M * N\"").expect("softmax's flops formula");
+    let softmax_flops = original
+        .find("flops: \"5 * M * N\"")
+        .expect("softmax's flops formula");
     let mut edited = original.clone();
-    edited.replace_range(softmax_flops..softmax_flops + "flops: \"5 * M * N\"".len(), "flops: \"7 * M * N\"");
+    edited.replace_range(
+        softmax_flops..softmax_flops + "flops: \"5 * M * N\"".len(),
+        "flops: \"7 * M * N\"",
+    );
     std::fs::write(&reduction, &edited).unwrap();
     assert!(run(&dir).contains(&format!("softmax flops={} ", 7 * m * n)));
     std::fs::write(&reduction, &original).unwrap();
@@ -111,10 +137,17 @@ fn a_downstream_crate_builds_edits_and_fails_like_a_user_sees_it() {
     let good = edit(&user_yaml, "flops: \"3 * N\"", "flops: \"3 * Q\"");
     let out = cargo(&dir, &["build", "--quiet"]);
     assert!(!out.success, "a bad formula must not build");
-    let line_index = good.lines().position(|l| l.contains("flops: \"3 * N\"")).unwrap();
+    let line_index = good
+        .lines()
+        .position(|l| l.contains("flops: \"3 * N\""))
+        .unwrap();
     let column = good.lines().nth(line_index).unwrap().find("3 * N").unwrap() + 4 + 1;
     let location = format!("manifest/ops.yaml:{}:{column}", line_index + 1);
-    assert!(out.stderr.contains(&location), "no {location} in:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains(&location),
+        "no {location} in:\n{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("unknown name `Q`"), "{}", out.stderr);
     assert!(out.stderr.contains('^'), "{}", out.stderr);
     std::fs::write(&user_yaml, &good).unwrap();
@@ -124,17 +157,30 @@ fn a_downstream_crate_builds_edits_and_fails_like_a_user_sees_it() {
     std::fs::write(&extra, &good).unwrap();
     let out = cargo(&dir, &["build", "--quiet"]);
     assert!(!out.success, "the new family file was not picked up");
-    assert!(out.stderr.contains("manifest/extra.yaml:") && out.stderr.contains("declared twice"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("manifest/extra.yaml:") && out.stderr.contains("declared twice"),
+        "{}",
+        out.stderr
+    );
     std::fs::remove_file(&extra).unwrap();
 
     // 6. And in tileops's manifest: a new file that declares softmax again breaks the library.
     let lib_extra = copy.join("tileops/manifest/zz_extra.yaml");
     let softmax_entry = &original[original.find("softmax:").unwrap()..];
-    let softmax_entry = &softmax_entry[..softmax_entry.find("\nlog_softmax:").unwrap_or(softmax_entry.len())];
+    let softmax_entry = &softmax_entry[..softmax_entry
+        .find("\nlog_softmax:")
+        .unwrap_or(softmax_entry.len())];
     std::fs::write(&lib_extra, softmax_entry).unwrap();
     let out = cargo(&dir, &["build", "--quiet"]);
-    assert!(!out.success, "the new tileops family file was not picked up");
-    assert!(out.stderr.contains("manifest/zz_extra.yaml:") && out.stderr.contains("declared twice"), "{}", out.stderr);
+    assert!(
+        !out.success,
+        "the new tileops family file was not picked up"
+    );
+    assert!(
+        out.stderr.contains("manifest/zz_extra.yaml:") && out.stderr.contains("declared twice"),
+        "{}",
+        out.stderr
+    );
     std::fs::remove_file(&lib_extra).unwrap();
     assert!(run(&dir).contains(&format!("softmax flops={} ", 5 * m * n)));
 }

@@ -18,7 +18,8 @@ fn manifest_entries() -> BTreeMap<String, (String, String, usize)> {
             strict_booleans: true,
             non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
         };
-        let doc: serde_json::Value = serde_saphyr::from_str_with_options(&text, options).expect("valid YAML");
+        let doc: serde_json::Value =
+            serde_saphyr::from_str_with_options(&text, options).expect("valid YAML");
         for (name, entry) in doc.as_object().expect("a family file is a mapping") {
             let status = entry["status"].as_str().unwrap_or_default().to_owned();
             let family = entry["family"].as_str().unwrap_or_default().to_owned();
@@ -35,14 +36,24 @@ fn implemented_entries_and_registered_ops_match_one_to_one() {
     let registered: Vec<&str> = tileops::registry::all().iter().map(|op| op.name).collect();
     for (name, (status, _, _)) in &entries {
         if status == "implemented" {
-            assert!(registered.contains(&name.as_str()), "manifest entry `{name}` is implemented but no op registers it");
+            assert!(
+                registered.contains(&name.as_str()),
+                "manifest entry `{name}` is implemented but no op registers it"
+            );
         }
     }
     for name in &registered {
         let status = entries.get(*name).map(|(s, _, _)| s.as_str());
-        assert_eq!(status, Some("implemented"), "registered op `{name}` has no implemented manifest entry");
+        assert_eq!(
+            status,
+            Some("implemented"),
+            "registered op `{name}` has no implemented manifest entry"
+        );
     }
-    assert!(registered.len() >= 2, "softmax and rms_norm at least: {registered:?}");
+    assert!(
+        registered.len() >= 2,
+        "softmax and rms_norm at least: {registered:?}"
+    );
 }
 
 #[test]
@@ -52,12 +63,28 @@ fn registrations_carry_the_manifest_data() {
         let (_, family, workloads) = &entries[op.name];
         assert_eq!(op.family, family, "{}", op.name);
         assert_eq!(op.workloads.len(), *workloads, "{}", op.name);
-        assert!(op.manifest_file.starts_with("manifest/"), "{}: {}", op.name, op.manifest_file);
+        assert!(
+            op.manifest_file.starts_with("manifest/"),
+            "{}: {}",
+            op.name,
+            op.manifest_file
+        );
         assert!(!op.inputs.is_empty(), "{}", op.name);
         for workload in op.workloads {
-            assert!(!workload.dtypes.is_empty(), "{} {}", op.name, workload.label);
+            assert!(
+                !workload.dtypes.is_empty(),
+                "{} {}",
+                op.name,
+                workload.label
+            );
             for input in op.inputs.iter().filter(|i| !i.optional) {
-                assert!(workload.shape(input.name).is_some(), "{} {}: no {}_shape", op.name, workload.label, input.name);
+                assert!(
+                    workload.shape(input.name).is_some(),
+                    "{} {}: no {}_shape",
+                    op.name,
+                    workload.label,
+                    input.name
+                );
             }
         }
     }
@@ -71,9 +98,17 @@ fn every_registered_case_builds_on_the_cpu_and_prices_from_eval_roofline() {
     for op in tileops::registry::all() {
         for workload in op.workloads {
             for case in workload.cases() {
-                let planned = (op.build)(&device, &case).unwrap_or_else(|e| panic!("{} {}: {e}", op.name, case.name()));
-                let roofline = planned.roofline().unwrap_or_else(|e| panic!("{} {}: {e}", op.name, case.name()));
-                assert!(roofline.bytes > 0 && roofline.flops > 0, "{} {}: {roofline:?}", op.name, case.name());
+                let planned = (op.build)(&device, &case)
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", op.name, case.name()));
+                let roofline = planned
+                    .roofline()
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", op.name, case.name()));
+                assert!(
+                    roofline.bytes > 0 && roofline.flops > 0,
+                    "{} {}: {roofline:?}",
+                    op.name,
+                    case.name()
+                );
                 assert_eq!(planned.op_name(), op.name);
             }
         }

@@ -15,7 +15,11 @@ mod generated {
     }
 
     fn shape(value: &serde_json::Value) -> Option<Vec<usize>> {
-        value.as_array()?.iter().map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok())).collect()
+        value
+            .as_array()?
+            .iter()
+            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+            .collect()
     }
 
     /// A bound input: the case's shape and dtype (every input has the case's dtype).
@@ -48,7 +52,9 @@ mod generated {
                 "__tileops_nan__" => Value::Float(f64::NAN),
                 other => Value::Str(other.to_owned()),
             },
-            serde_json::Value::Array(items) => Value::List(items.iter().map(json_to_value).collect()),
+            serde_json::Value::Array(items) => {
+                Value::List(items.iter().map(json_to_value).collect())
+            }
             serde_json::Value::Object(_) => Value::None,
         }
     }
@@ -59,7 +65,10 @@ mod generated {
 #[cfg(tileops_compat)]
 #[test]
 fn every_case_of_expected_json_matches_exactly() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/tileops-compat/expected.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/tileops-compat/expected.json"
+    );
     let text = std::fs::read_to_string(path).expect("expected.json is readable");
     // Python's json writes inf/nan as bare `Infinity`/`NaN`, which is not JSON.
     let text = text
@@ -71,19 +80,31 @@ fn every_case_of_expected_json_matches_exactly() {
     let mut failures = Vec::new();
     let mut checked = 0;
     for case in &cases {
-        let (file, op) = (case["file"].as_str().unwrap_or(""), case["op"].as_str().unwrap_or(""));
+        let (file, op) = (
+            case["file"].as_str().unwrap_or(""),
+            case["op"].as_str().unwrap_or(""),
+        );
         let label = format!("{file} {op} {}-{}", case["label"], case["dtype"]);
         let expected = (case["flops"].as_u64(), case["bytes"].as_u64());
         match generated::eval(file, op, case) {
-            None => failures.push(format!("{label}: no struct for this entry, or the case does not bind its inputs")),
+            None => failures.push(format!(
+                "{label}: no struct for this entry, or the case does not bind its inputs"
+            )),
             Some(Err(e)) => failures.push(format!("{label}: {e}")),
-            Some(Ok(r)) if (Some(r.flops), Some(r.bytes)) != expected => {
-                failures.push(format!("{label}: got ({}, {}), expected {:?}", r.flops, r.bytes, expected))
-            }
+            Some(Ok(r)) if (Some(r.flops), Some(r.bytes)) != expected => failures.push(format!(
+                "{label}: got ({}, {}), expected {:?}",
+                r.flops, r.bytes, expected
+            )),
             Some(Ok(_)) => checked += 1,
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
     println!("{checked} of {} TileOPs cases match exactly", cases.len());
 }
 
@@ -97,5 +118,7 @@ fn every_inline_entry_of_the_suite_compiled() {
 #[cfg(not(tileops_compat))]
 #[test]
 fn tileops_compat_suite() {
-    println!("SKIP: TileOPs compatibility suite absent (../shared/tileops-compat/); nothing checked");
+    println!(
+        "SKIP: TileOPs compatibility suite absent (../shared/tileops-compat/); nothing checked"
+    );
 }

@@ -19,13 +19,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let r = softmax.eval_roofline()?;
     println!("softmax flops={} bytes={}", r.flops, r.bytes);
     let small = TensorSpec::new([2, 3], DType::Float32);
-    let y = Softmax::new(&device, small.clone(), -1)?.forward(&Tensor::random(&small, 7, &device)?)?;
+    let y =
+        Softmax::new(&device, small.clone(), -1)?.forward(&Tensor::random(&small, 7, &device)?)?;
     let row: f32 = y.to_vec_f32()?[..3].iter().sum();
-    println!("softmax row sum={row:.4} on {}", if device.is_cuda() { "cuda" } else { "cpu" });
+    println!(
+        "softmax row sum={row:.4} on {}",
+        if device.is_cuda() { "cuda" } else { "cpu" }
+    );
 
     // The user's own op, against the user's own manifest.
     let x = TensorSpec::new([2048, 4096], DType::BFloat16);
-    let op = ScaledResidualAdd { residual: x.clone(), x, alpha: 0.5 };
+    let op = ScaledResidualAdd {
+        residual: x.clone(),
+        x,
+        alpha: 0.5,
+    };
     let r = op.eval_roofline()?;
     println!("scaled_residual_add flops={} bytes={}", r.flops, r.bytes);
     Ok(())

@@ -20,9 +20,17 @@ pub struct Args {
 impl Parse for Args {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let op: LitStr = input.parse().map_err(|e| {
-            syn::Error::new(e.span(), "expected the manifest op name first: #[roofline_op(\"softmax\")]")
+            syn::Error::new(
+                e.span(),
+                "expected the manifest op name first: #[roofline_op(\"softmax\")]",
+            )
         })?;
-        let mut args = Args { op: op.value(), op_span: op.span(), manifest: None, register: true };
+        let mut args = Args {
+            op: op.value(),
+            op_span: op.span(),
+            manifest: None,
+            register: true,
+        };
         let (mut seen_manifest, mut seen_register) = (false, false);
         while !input.is_empty() {
             input.parse::<Token![,]>()?;
@@ -41,12 +49,17 @@ impl Parse for Args {
                     args.register = input.parse::<LitBool>()?.value;
                 }
                 "manifest" | "register" => {
-                    return Err(syn::Error::new(key.span(), format!("`{key}` is given twice")));
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!("`{key}` is given twice"),
+                    ));
                 }
                 _ => {
                     return Err(syn::Error::new(
                         key.span(),
-                        format!("unknown argument `{key}`; expected `manifest = \"rel/path\"` or `register = false`"),
+                        format!(
+                            "unknown argument `{key}`; expected `manifest = \"rel/path\"` or `register = false`"
+                        ),
                     ));
                 }
             }
@@ -76,16 +89,32 @@ mod tests {
 
     #[test]
     fn every_option() {
-        let args = parse(r#""SoftmaxFwdOp", manifest = "x/reduction.yaml", register = false,"#).unwrap();
+        let args =
+            parse(r#""SoftmaxFwdOp", manifest = "x/reduction.yaml", register = false,"#).unwrap();
         assert_eq!(args.manifest.as_deref(), Some("x/reduction.yaml"));
         assert!(!args.register);
     }
 
     #[test]
     fn mistakes_are_errors() {
-        assert!(parse("softmax").unwrap_err().to_string().contains("op name first"));
-        assert!(parse(r#""a", manifets = "x""#).unwrap_err().to_string().contains("unknown argument `manifets`"));
-        assert!(parse(r#""a", register = false, register = true"#).unwrap_err().to_string().contains("twice"));
+        assert!(
+            parse("softmax")
+                .unwrap_err()
+                .to_string()
+                .contains("op name first")
+        );
+        assert!(
+            parse(r#""a", manifets = "x""#)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown argument `manifets`")
+        );
+        assert!(
+            parse(r#""a", register = false, register = true"#)
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
         assert!(parse(r#""""#).is_err());
     }
 }

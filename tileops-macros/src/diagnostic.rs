@@ -32,7 +32,9 @@ impl SourceFile {
     fn line_text(&self, offset: usize) -> &str {
         let offset = floor_char_boundary(&self.text, offset.min(self.text.len()));
         let start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
-        let end = self.text[offset..].find('\n').map_or(self.text.len(), |i| offset + i);
+        let end = self.text[offset..]
+            .find('\n')
+            .map_or(self.text.len(), |i| offset + i);
         self.text[start..end].trim_end_matches('\r')
     }
 }
@@ -66,16 +68,28 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// An error at a place in a manifest file.
-    pub fn at(file: &Rc<SourceFile>, offset: usize, len: usize, message: impl Into<String>) -> Self {
+    pub fn at(
+        file: &Rc<SourceFile>,
+        offset: usize,
+        len: usize,
+        message: impl Into<String>,
+    ) -> Self {
         Diagnostic {
-            location: Some(Location { file: Rc::clone(file), offset, len }),
+            location: Some(Location {
+                file: Rc::clone(file),
+                offset,
+                len,
+            }),
             message: message.into(),
         }
     }
 
     /// An error with no place in the YAML (a missing file, a bad attribute).
     pub fn unlocated(message: impl Into<String>) -> Self {
-        Diagnostic { location: None, message: message.into() }
+        Diagnostic {
+            location: None,
+            message: message.into(),
+        }
     }
 
     /// `path:line:col: message`, then the YAML line with carets under the fault.
@@ -98,7 +112,9 @@ impl Diagnostic {
             })
             .take_while(|bytes| *bytes <= loc.len)
             .count();
-        let width = fault_chars.max(1).min(line_chars.saturating_sub(col - 1).max(1));
+        let width = fault_chars
+            .max(1)
+            .min(line_chars.saturating_sub(col - 1).max(1));
         format!(
             "{path}:{line}:{col}: {message}\n{pad} |\n{line} | {text}\n{pad} | {space}{carets}",
             path = loc.file.display_path,
@@ -174,7 +190,10 @@ mod tests {
     use super::*;
 
     fn file(text: &str) -> Rc<SourceFile> {
-        Rc::new(SourceFile { display_path: "manifest/x.yaml".into(), text: text.into() })
+        Rc::new(SourceFile {
+            display_path: "manifest/x.yaml".into(),
+            text: text.into(),
+        })
     }
 
     #[test]
@@ -183,7 +202,10 @@ mod tests {
         let offset = f.text.find('Q').unwrap();
         let d = Diagnostic::at(&f, offset, 1, "unknown name `Q`");
         let text = d.render();
-        assert!(text.starts_with("manifest/x.yaml:3:17: unknown name `Q`"), "{text}");
+        assert!(
+            text.starts_with("manifest/x.yaml:3:17: unknown name `Q`"),
+            "{text}"
+        );
         let last = text.lines().last().unwrap();
         assert_eq!(last, "  |                 ^");
     }

@@ -53,7 +53,11 @@ pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
         entry.file.display_path,
         formula_doc(x.roofline),
     );
-    let registration = if x.register { registration(x)? } else { TokenStream::new() };
+    let registration = if x.register {
+        registration(x)?
+    } else {
+        TokenStream::new()
+    };
     let item = x.item;
     let tracking = rebuild_tracking(x.tracked);
     Ok(quote! {
@@ -74,13 +78,19 @@ pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
 
 fn formula_doc(roofline: &CheckedRoofline) -> String {
     match roofline {
-        CheckedRoofline::Func(path) => format!("Computed by `{}`.", quote!(#path).to_string().replace(' ', "")),
+        CheckedRoofline::Func(path) => format!(
+            "Computed by `{}`.",
+            quote!(#path).to_string().replace(' ', "")
+        ),
         CheckedRoofline::Inline { vars, flops, bytes } => {
             let mut doc = String::from("```text\n");
             for (name, f) in vars {
                 doc += &format!("{name} = {}\n", f.source.text);
             }
-            doc += &format!("flops = {}\nbytes = {}\n```", flops.source.text, bytes.source.text);
+            doc += &format!(
+                "flops = {}\nbytes = {}\n```",
+                flops.source.text, bytes.source.text
+            );
             doc
         }
     }
@@ -152,15 +162,22 @@ fn inline_body(
                 &entry.file,
                 entry.offset,
                 entry.name.len(),
-                format!("{op}: `elem_bytes` is the byte size of the first input's dtype, but the signature declares no inputs"),
+                format!(
+                    "{op}: `elem_bytes` is the byte size of the first input's dtype, but the signature declares no inputs"
+                ),
             )]);
         };
         need(&first.name);
         let field = format_ident!("{}", first.name);
         let name = first.name.as_str();
-        bindings.push(bind_checked(op, "elem_bytes", "elem_bytes", quote! {
-            ::tileops::roofline::__rt::input(&self.#field).elem_bytes(#name)?
-        }));
+        bindings.push(bind_checked(
+            op,
+            "elem_bytes",
+            "elem_bytes",
+            quote! {
+                ::tileops::roofline::__rt::input(&self.#field).elem_bytes(#name)?
+            },
+        ));
     }
     for input in fixed_rank_inputs(&entry.inputs) {
         let dims = input.shape.as_deref().unwrap_or_default();
@@ -172,7 +189,13 @@ fn inline_body(
         let name = input.name.as_str();
         let rank = dims.len();
         let dims_ident = format_ident!("__tileops_dims_{}", input.name);
-        let shape_text = format!("[{}]", dims.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(", "));
+        let shape_text = format!(
+            "[{}]",
+            dims.iter()
+                .map(|(d, _)| d.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         let field_label = format!("{name}.shape");
         bindings.push(quote! {
             let #dims_ident: ::std::vec::Vec<::tileops::roofline::Value> =
@@ -237,7 +260,12 @@ fn fixed_rank_inputs(inputs: &[TensorDecl]) -> impl Iterator<Item = &TensorDecl>
 /// Every name Block 1 reads must be a named field of the struct.
 fn check_fields(x: &Expansion<'_>, needed: &[String]) -> Result<(), Vec<Diagnostic>> {
     let fields: Vec<String> = match &x.item.fields {
-        syn::Fields::Named(named) => named.named.iter().filter_map(|f| f.ident.as_ref()).map(ToString::to_string).collect(),
+        syn::Fields::Named(named) => named
+            .named
+            .iter()
+            .filter_map(|f| f.ident.as_ref())
+            .map(ToString::to_string)
+            .collect(),
         _ => Vec::new(),
     };
     let missing: Vec<&String> = needed.iter().filter(|n| !fields.contains(n)).collect();
@@ -247,7 +275,11 @@ fn check_fields(x: &Expansion<'_>, needed: &[String]) -> Result<(), Vec<Diagnost
     let entry = x.entry;
     let describe = |name: &str| {
         if let Some(input) = entry.inputs.iter().find(|i| i.name == name) {
-            let ty = if input.optional { "Option<TensorSpec>" } else { "TensorSpec" };
+            let ty = if input.optional {
+                "Option<TensorSpec>"
+            } else {
+                "TensorSpec"
+            };
             format!("`{name}: {ty}` (input)")
         } else {
             format!("`{name}` (param: any type convertible into `tileops::roofline::Value`)")
@@ -262,8 +294,16 @@ fn check_fields(x: &Expansion<'_>, needed: &[String]) -> Result<(), Vec<Diagnost
             entry.name,
             x.item.ident,
             if missing.len() == 1 { "" } else { "s" },
-            missing.iter().map(|n| describe(n)).collect::<Vec<_>>().join(", "),
-            needed.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            missing
+                .iter()
+                .map(|n| describe(n))
+                .collect::<Vec<_>>()
+                .join(", "),
+            needed
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
         ),
     )])
 }
@@ -298,7 +338,10 @@ fn static_value(node: &Node) -> Result<TokenStream, String> {
         }
         Kind::Str(s) => quote!(::tileops::registry::StaticValue::Str(#s)),
         Kind::Seq(items) => {
-            let items = items.iter().map(static_value).collect::<Result<Vec<_>, _>>()?;
+            let items = items
+                .iter()
+                .map(static_value)
+                .collect::<Result<Vec<_>, _>>()?;
             quote!(::tileops::registry::StaticValue::List(&[#(#items),*]))
         }
         Kind::Map(_) => return Err("a mapping cannot be a param value".to_owned()),
@@ -340,14 +383,23 @@ fn registration(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
                     &entry.file,
                     entry.offset,
                     entry.name.len(),
-                    format!("{}: workload `{}` uses dtype `{d}`, which tileops cannot run", entry.name, row.label),
+                    format!(
+                        "{}: workload `{}` uses dtype `{d}`, which tileops cannot run",
+                        entry.name, row.label
+                    ),
                 )),
             }
         }
-        let shapes = row.shapes.iter().map(|(name, shape)| quote! { (#name, &[#(#shape),*]) });
+        let shapes = row
+            .shapes
+            .iter()
+            .map(|(name, shape)| quote! { (#name, &[#(#shape),*]) });
         let mut params = Vec::new();
         // Row values first, then each declared default the row leaves out.
-        let defaults = entry.params.iter().filter_map(|p| p.default.as_ref().map(|d| (&p.name, d)));
+        let defaults = entry
+            .params
+            .iter()
+            .filter_map(|p| p.default.as_ref().map(|d| (&p.name, d)));
         let given = row.params.iter().map(|(n, v)| (n, v));
         let mut seen = BTreeSet::new();
         for (name, node) in given.chain(defaults) {
@@ -356,7 +408,12 @@ fn registration(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
             }
             match static_value(node) {
                 Ok(value) => params.push(quote! { (#name, #value) }),
-                Err(why) => errors.push(Diagnostic::at(&entry.file, node.offset, node.len, format!("{}: param `{name}`: {why}", entry.name))),
+                Err(why) => errors.push(Diagnostic::at(
+                    &entry.file,
+                    node.offset,
+                    node.len,
+                    format!("{}: param `{name}`: {why}", entry.name),
+                )),
             }
         }
         let label = &row.label;

@@ -24,7 +24,11 @@ pub fn fallback(
     let errors = to_compile_errors(diagnostics, span);
     let ident = &item.ident;
     let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
-    let model = if register { roofline_model_impl(item, op_name) } else { TokenStream::new() };
+    let model = if register {
+        roofline_model_impl(item, op_name)
+    } else {
+        TokenStream::new()
+    };
     let tracking = rebuild_tracking(tracked);
     quote! {
         #errors

@@ -21,8 +21,8 @@ mod expand;
 mod fallback;
 mod formula;
 mod load;
-mod pipeline;
 mod manifest;
+mod pipeline;
 mod validate;
 mod yaml;
 

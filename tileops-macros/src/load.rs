@@ -32,7 +32,9 @@ pub fn base_dir() -> Result<PathBuf, Diagnostic> {
         .filter(|v| !v.is_empty())
         .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR"))
         .map(PathBuf::from)
-        .ok_or_else(|| Diagnostic::unlocated("#[roofline_op] needs CARGO_MANIFEST_DIR: build with cargo"))
+        .ok_or_else(|| {
+            Diagnostic::unlocated("#[roofline_op] needs CARGO_MANIFEST_DIR: build with cargo")
+        })
 }
 
 /// Find the manifest files: `explicit` (relative to `base`) or the nearest `manifest/` directory.
@@ -56,10 +58,13 @@ pub fn locate(base: &Path, explicit: Option<&str>) -> Result<Vec<PathBuf>, Diagn
         }
         None => {
             let mut searched = Vec::new();
-            let found = base.ancestors().map(|dir| dir.join("manifest")).find(|candidate| {
-                searched.push(candidate.display().to_string());
-                candidate.is_dir()
-            });
+            let found = base
+                .ancestors()
+                .map(|dir| dir.join("manifest"))
+                .find(|candidate| {
+                    searched.push(candidate.display().to_string());
+                    candidate.is_dir()
+                });
             found.ok_or_else(|| {
                 Diagnostic::unlocated(format!(
                     "no manifest found: #[roofline_op] looks for a `manifest/` directory at or above the crate; searched:\n  {}\nadd one, or point at a file or directory with `manifest = \"rel/path\"`",
@@ -71,8 +76,12 @@ pub fn locate(base: &Path, explicit: Option<&str>) -> Result<Vec<PathBuf>, Diagn
     if root.is_file() {
         return Ok(vec![root]);
     }
-    let entries = std::fs::read_dir(&root)
-        .map_err(|e| Diagnostic::unlocated(format!("cannot read manifest directory {}: {e}", root.display())))?;
+    let entries = std::fs::read_dir(&root).map_err(|e| {
+        Diagnostic::unlocated(format!(
+            "cannot read manifest directory {}: {e}",
+            root.display()
+        ))
+    })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -80,7 +89,10 @@ pub fn locate(base: &Path, explicit: Option<&str>) -> Result<Vec<PathBuf>, Diagn
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(Diagnostic::unlocated(format!("manifest directory {} holds no *.yaml file", root.display())));
+        return Err(Diagnostic::unlocated(format!(
+            "manifest directory {} holds no *.yaml file",
+            root.display()
+        )));
     }
     Ok(files)
 }
@@ -88,7 +100,11 @@ pub fn locate(base: &Path, explicit: Option<&str>) -> Result<Vec<PathBuf>, Diagn
 /// `path` relative to `base` when possible (`manifest/x.yaml`, `../shared/x.yaml`), for messages.
 pub fn display_path(base: &Path, path: &Path) -> String {
     let (base, path) = (normalize(base), normalize(path));
-    let common = base.components().zip(path.components()).take_while(|(a, b)| a == b).count();
+    let common = base
+        .components()
+        .zip(path.components())
+        .take_while(|(a, b)| a == b)
+        .count();
     if common == 0 {
         return path.display().to_string();
     }
@@ -136,13 +152,20 @@ pub fn load(base: &Path, paths: &[PathBuf]) -> Result<Manifest, Diagnostic> {
             files.push(hit);
             continue;
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Diagnostic::unlocated(format!("cannot read manifest file {shown}: {e}")))?;
-        let parsed = Rc::new(parse_family_file(Rc::new(SourceFile { display_path: shown, text })));
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Diagnostic::unlocated(format!("cannot read manifest file {shown}: {e}"))
+        })?;
+        let parsed = Rc::new(parse_family_file(Rc::new(SourceFile {
+            display_path: shown,
+            text,
+        })));
         CACHE.with(|c| c.borrow_mut().insert(key, Rc::clone(&parsed)));
         files.push(parsed);
     }
-    let tracked = paths.iter().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())).collect();
+    let tracked = paths
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
     Ok(Manifest { files, tracked })
 }
 
@@ -167,7 +190,10 @@ mod tests {
         let krate = root.join("crates/op");
         std::fs::create_dir_all(&krate).unwrap();
         let files = locate(&krate, None).unwrap();
-        let names: Vec<_> = files.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
+        let names: Vec<_> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap())
+            .collect();
         assert_eq!(names, ["a.yaml", "b.yaml"]);
         assert_eq!(display_path(&krate, &files[0]), "../../manifest/a.yaml");
     }
@@ -176,7 +202,10 @@ mod tests {
     fn explicit_paths_are_relative_to_the_crate() {
         let root = temp_dir("explicit");
         std::fs::write(root.join("ops.yaml"), "").unwrap();
-        assert_eq!(locate(&root, Some("ops.yaml")).unwrap(), vec![root.join("ops.yaml")]);
+        assert_eq!(
+            locate(&root, Some("ops.yaml")).unwrap(),
+            vec![root.join("ops.yaml")]
+        );
         let err = locate(&root, Some("nope.yaml")).unwrap_err();
         assert!(err.message.contains("no such file"), "{}", err.message);
         let err = locate(&root, Some("/abs.yaml")).unwrap_err();
@@ -189,7 +218,12 @@ mod tests {
         let err = locate(&root, None);
         // Some ancestor of the temp dir could hold a `manifest/`; only check the message otherwise.
         if let Err(err) = err {
-            assert!(err.message.contains(&root.join("manifest").display().to_string()), "{}", err.message);
+            assert!(
+                err.message
+                    .contains(&root.join("manifest").display().to_string()),
+                "{}",
+                err.message
+            );
         }
     }
 

@@ -40,14 +40,33 @@ const ENTRY_FIELDS: &[&str] = &[
     "roofline",
     "source",
 ];
-const SIGNATURE_FIELDS: &[&str] =
-    &["inputs", "outputs", "params", "static_dims", "shape_rules", "dtype_combos"];
-const TENSOR_FIELDS: &[&str] =
-    &["dtype", "shape", "constraints", "layout", "optional", "mutated", "note"];
+const SIGNATURE_FIELDS: &[&str] = &[
+    "inputs",
+    "outputs",
+    "params",
+    "static_dims",
+    "shape_rules",
+    "dtype_combos",
+];
+const TENSOR_FIELDS: &[&str] = &[
+    "dtype",
+    "shape",
+    "constraints",
+    "layout",
+    "optional",
+    "mutated",
+    "note",
+];
 const PARAM_FIELDS: &[&str] = &["type", "default", "kw_only"];
 const ROOFLINE_FIELDS: &[&str] = &["vars", "flops", "bytes", "func"];
-const SOURCE_FIELDS: &[&str] =
-    &["kernel", "kernel_map", "op", "test", "bench", "bench_manifest_driven"];
+const SOURCE_FIELDS: &[&str] = &[
+    "kernel",
+    "kernel_map",
+    "op",
+    "test",
+    "bench",
+    "bench_manifest_driven",
+];
 
 /// Whether codegen may run for an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +103,11 @@ pub struct VarDecl {
 #[derive(Debug, Clone)]
 pub enum RooflineSpec {
     /// `vars?` + `flops` + `bytes`.
-    Inline { vars: Vec<VarDecl>, flops: FormulaSource, bytes: FormulaSource },
+    Inline {
+        vars: Vec<VarDecl>,
+        flops: FormulaSource,
+        bytes: FormulaSource,
+    },
     /// `func: "path::to::function"`.
     Func { path: String, offset: usize },
 }
@@ -173,7 +196,12 @@ pub fn parse_family_file(file: Rc<SourceFile>) -> FamilyFile {
     match yaml::parse(&file.text) {
         Err(err) => {
             let offset = offset_of_line_col(&file.text, err.line, err.column);
-            errors.push(Diagnostic::at(&file, offset, 1, format!("YAML syntax error: {}", err.message)));
+            errors.push(Diagnostic::at(
+                &file,
+                offset,
+                1,
+                format!("YAML syntax error: {}", err.message),
+            ));
         }
         Ok(root) => match &root.kind {
             Kind::Map(map) => {
@@ -194,18 +222,29 @@ pub fn parse_family_file(file: Rc<SourceFile>) -> FamilyFile {
                 &file,
                 root.offset,
                 root.len,
-                format!("a family file maps op names to entries; found {}", root.type_name()),
+                format!(
+                    "a family file maps op names to entries; found {}",
+                    root.type_name()
+                ),
             )),
         },
     }
-    FamilyFile { file, entries, errors }
+    FamilyFile {
+        file,
+        entries,
+        errors,
+    }
 }
 
 fn offset_of_line_col(text: &str, line: usize, column: usize) -> usize {
     let mut offset = 0;
     for (index, l) in text.split_inclusive('\n').enumerate() {
         if index + 1 == line {
-            let col_bytes: usize = l.chars().take(column.saturating_sub(1)).map(char::len_utf8).sum();
+            let col_bytes: usize = l
+                .chars()
+                .take(column.saturating_sub(1))
+                .map(char::len_utf8)
+                .sum();
             return offset + col_bytes;
         }
         offset += l.len();
@@ -222,25 +261,47 @@ struct EntryChecker<'a> {
 
 impl EntryChecker<'_> {
     fn error(&mut self, node: &Node, message: String) {
-        self.errors.push(Diagnostic::at(self.file, node.offset, node.len, format!("{}: {message}", self.op)));
+        self.errors.push(Diagnostic::at(
+            self.file,
+            node.offset,
+            node.len,
+            format!("{}: {message}", self.op),
+        ));
     }
 
     /// The entries of a mapping, with keys that are not strings or not `allowed` reported.
-    fn mapping<'n>(&mut self, node: &'n Node, what: &str, allowed: Option<&[&str]>) -> Vec<(&'n str, &'n Node, &'n Node)> {
+    fn mapping<'n>(
+        &mut self,
+        node: &'n Node,
+        what: &str,
+        allowed: Option<&[&str]>,
+    ) -> Vec<(&'n str, &'n Node, &'n Node)> {
         let Some(map) = node.as_map() else {
-            self.error(node, format!("{what} must be a mapping, found {}", node.type_name()));
+            self.error(
+                node,
+                format!("{what} must be a mapping, found {}", node.type_name()),
+            );
             return Vec::new();
         };
         let mut out = Vec::new();
         for (key, value) in map {
             let Some(name) = key.as_str() else {
-                self.error(key, format!("keys of {what} must be strings, found {}", key.type_name()));
+                self.error(
+                    key,
+                    format!("keys of {what} must be strings, found {}", key.type_name()),
+                );
                 continue;
             };
             if let Some(allowed) = allowed
                 && !allowed.contains(&name)
             {
-                self.error(key, format!("unknown field `{name}` in {what}; expected one of: {}", allowed.join(", ")));
+                self.error(
+                    key,
+                    format!(
+                        "unknown field `{name}` in {what}; expected one of: {}",
+                        allowed.join(", ")
+                    ),
+                );
                 continue;
             }
             out.push((name, key, value));
@@ -256,7 +317,10 @@ impl EntryChecker<'_> {
                 None
             }
             None => {
-                self.error(node, format!("{what} must be a string, found {}", node.type_name()));
+                self.error(
+                    node,
+                    format!("{what} must be a string, found {}", node.type_name()),
+                );
                 None
             }
         }
@@ -264,7 +328,11 @@ impl EntryChecker<'_> {
 
     fn formula(&mut self, node: &Node, field: String) -> Option<FormulaSource> {
         let text = self.string(node, &format!("roofline `{field}`"))?;
-        Some(FormulaSource { field, text, offset: node.content_offset(&self.file.text) })
+        Some(FormulaSource {
+            field,
+            text,
+            offset: node.content_offset(&self.file.text),
+        })
     }
 
     fn tensors(&mut self, node: Option<&Node>, what: &str) -> Vec<TensorDecl> {
@@ -292,7 +360,13 @@ impl EntryChecker<'_> {
                     "shape" => decl.shape = self.fixed_shape(v, &format!("{what}.{name}.shape")),
                     "optional" => match v.kind {
                         Kind::Bool(b) => decl.optional = b,
-                        _ => self.error(v, format!("{what}.{name}.optional must be true or false, found {}", v.type_name())),
+                        _ => self.error(
+                            v,
+                            format!(
+                                "{what}.{name}.optional must be true or false, found {}",
+                                v.type_name()
+                            ),
+                        ),
                     },
                     _ => {}
                 }
@@ -312,7 +386,10 @@ impl EntryChecker<'_> {
         let trimmed = text.trim();
         let inner = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']'));
         let Some(inner) = inner else {
-            self.error(node, format!("{what} must look like \"[M, K]\", found {text:?}"));
+            self.error(
+                node,
+                format!("{what} must look like \"[M, K]\", found {text:?}"),
+            );
             return None;
         };
         let inner_start = start + text.find('[').map_or(0, |i| i + 1);
@@ -325,10 +402,18 @@ impl EntryChecker<'_> {
             if name.is_empty() && inner.trim().is_empty() {
                 break;
             }
-            let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid {
-                self.errors.push(Diagnostic::at(self.file, at, name.len(), format!("{}: {what}: `{name}` is not a dim name", self.op)));
+                self.errors.push(Diagnostic::at(
+                    self.file,
+                    at,
+                    name.len(),
+                    format!("{}: {what}: `{name}` is not a dim name", self.op),
+                ));
                 return None;
             }
             dims.push((name.to_owned(), at));
@@ -353,10 +438,22 @@ impl EntryChecker<'_> {
             };
             if !ok {
                 let message = match reference {
-                    Some(name) => format!("{what}.{}.dtype refers to `{name}`, which is not a tensor of this signature", decl.name),
-                    None => format!("{what}.{}.dtype: unknown dtype `{part}`; known dtypes: {}", decl.name, KNOWN_DTYPES.join(", ")),
+                    Some(name) => format!(
+                        "{what}.{}.dtype refers to `{name}`, which is not a tensor of this signature",
+                        decl.name
+                    ),
+                    None => format!(
+                        "{what}.{}.dtype: unknown dtype `{part}`; known dtypes: {}",
+                        decl.name,
+                        KNOWN_DTYPES.join(", ")
+                    ),
                 };
-                self.errors.push(Diagnostic::at(self.file, at, part.len(), format!("{}: {message}", self.op)));
+                self.errors.push(Diagnostic::at(
+                    self.file,
+                    at,
+                    part.len(),
+                    format!("{}: {message}", self.op),
+                ));
             }
         }
     }
@@ -365,8 +462,16 @@ impl EntryChecker<'_> {
         let Some(node) = node else { return Vec::new() };
         let mut out = Vec::new();
         for (name, key, value) in self.mapping(node, "signature.params", None) {
-            let mut decl = ParamDecl { name: name.to_owned(), offset: key.offset, default: None };
-            for (field, _, v) in self.mapping(value, &format!("signature.params.{name}"), Some(PARAM_FIELDS)) {
+            let mut decl = ParamDecl {
+                name: name.to_owned(),
+                offset: key.offset,
+                default: None,
+            };
+            for (field, _, v) in self.mapping(
+                value,
+                &format!("signature.params.{name}"),
+                Some(PARAM_FIELDS),
+            ) {
                 if field == "default" {
                     decl.default = Some(v.clone());
                 }
@@ -376,17 +481,34 @@ impl EntryChecker<'_> {
         out
     }
 
-    fn workloads(&mut self, node: Option<&Node>, inputs: &[TensorDecl], params: &[ParamDecl]) -> Vec<WorkloadRow> {
+    fn workloads(
+        &mut self,
+        node: Option<&Node>,
+        inputs: &[TensorDecl],
+        params: &[ParamDecl],
+    ) -> Vec<WorkloadRow> {
         let Some(node) = node else { return Vec::new() };
         let Some(rows) = node.as_seq() else {
-            self.error(node, format!("workloads must be a sequence of rows, found {}", node.type_name()));
+            self.error(
+                node,
+                format!(
+                    "workloads must be a sequence of rows, found {}",
+                    node.type_name()
+                ),
+            );
             return Vec::new();
         };
         let mut out = Vec::new();
         let mut seen_cases: BTreeMap<(String, String), ()> = BTreeMap::new();
         for row in rows {
             let entries = self.mapping(row, "a workload row", None);
-            let mut parsed = WorkloadRow { label: String::new(), dtypes: Vec::new(), shapes: Vec::new(), params: Vec::new(), bench_skip_reason: None };
+            let mut parsed = WorkloadRow {
+                label: String::new(),
+                dtypes: Vec::new(),
+                shapes: Vec::new(),
+                params: Vec::new(),
+                bench_skip_reason: None,
+            };
             let (mut has_label, mut has_dtypes) = (false, false);
             for (key_name, key, value) in entries {
                 match key_name {
@@ -408,20 +530,33 @@ impl EntryChecker<'_> {
                                     }
                                 }
                             }
-                            _ => self.error(value, "workload `dtypes` must be a non-empty list of dtype names".to_owned()),
+                            _ => self.error(
+                                value,
+                                "workload `dtypes` must be a non-empty list of dtype names"
+                                    .to_owned(),
+                            ),
                         }
                     }
-                    "bench_skip_reason" => parsed.bench_skip_reason = self.string(value, "`bench_skip_reason`"),
+                    "bench_skip_reason" => {
+                        parsed.bench_skip_reason = self.string(value, "`bench_skip_reason`")
+                    }
                     other => {
-                        if let Some(input) = other.strip_suffix("_shape").filter(|i| inputs.iter().any(|t| t.name == *i)) {
+                        if let Some(input) = other
+                            .strip_suffix("_shape")
+                            .filter(|i| inputs.iter().any(|t| t.name == *i))
+                        {
                             if let Some(shape) = self.shape_list(value, other) {
                                 parsed.shapes.push((input.to_owned(), shape));
                             }
                         } else if params.iter().any(|p| p.name == other) {
                             parsed.params.push((other.to_owned(), value.clone()));
                         } else {
-                            let inputs: Vec<String> = inputs.iter().map(|t| format!("`{}_shape`", t.name)).collect();
-                            let params: Vec<String> = params.iter().map(|p| format!("`{}`", p.name)).collect();
+                            let inputs: Vec<String> = inputs
+                                .iter()
+                                .map(|t| format!("`{}_shape`", t.name))
+                                .collect();
+                            let params: Vec<String> =
+                                params.iter().map(|p| format!("`{}`", p.name)).collect();
                             self.error(key, format!(
                                 "workload key `{other}` is neither an input's shape nor a param; expected `label`, `dtypes`, `bench_skip_reason`{}{}",
                                 if inputs.is_empty() { String::new() } else { format!(", {}", inputs.join(", ")) },
@@ -440,8 +575,15 @@ impl EntryChecker<'_> {
                 }
             }
             for dtype in &parsed.dtypes {
-                if has_label && seen_cases.insert((parsed.label.clone(), dtype.clone()), ()).is_some() {
-                    self.error(row, format!("workload case `{}-{dtype}` is declared twice", parsed.label));
+                if has_label
+                    && seen_cases
+                        .insert((parsed.label.clone(), dtype.clone()), ())
+                        .is_some()
+                {
+                    self.error(
+                        row,
+                        format!("workload case `{}-{dtype}` is declared twice", parsed.label),
+                    );
                 }
             }
             out.push(parsed);
@@ -451,7 +593,13 @@ impl EntryChecker<'_> {
 
     fn shape_list(&mut self, node: &Node, what: &str) -> Option<Vec<usize>> {
         let Some(items) = node.as_seq() else {
-            self.error(node, format!("`{what}` must be a list of non-negative integers, found {}", node.type_name()));
+            self.error(
+                node,
+                format!(
+                    "`{what}` must be a list of non-negative integers, found {}",
+                    node.type_name()
+                ),
+            );
             return None;
         };
         let mut shape = Vec::new();
@@ -459,7 +607,10 @@ impl EntryChecker<'_> {
             match item.kind {
                 Kind::Int(i) if i >= 0 && usize::try_from(i).is_ok() => shape.push(i as usize),
                 _ => {
-                    self.error(item, format!("`{what}` must be a list of non-negative integers"));
+                    self.error(
+                        item,
+                        format!("`{what}` must be a list of non-negative integers"),
+                    );
                     return None;
                 }
             }
@@ -469,7 +620,12 @@ impl EntryChecker<'_> {
 
     fn roofline(&mut self, node: &Node) -> Option<RooflineSpec> {
         let fields = self.mapping(node, "roofline", Some(ROOFLINE_FIELDS));
-        let get = |name: &str| fields.iter().find(|(n, _, _)| *n == name).map(|(_, k, v)| (*k, *v));
+        let get = |name: &str| {
+            fields
+                .iter()
+                .find(|(n, _, _)| *n == name)
+                .map(|(_, k, v)| (*k, *v))
+        };
         let (vars, flops, bytes, func) = (get("vars"), get("flops"), get("bytes"), get("func"));
         if let Some((func_key, func_value)) = func {
             let mut mixed = false;
@@ -481,13 +637,19 @@ impl EntryChecker<'_> {
             }
             let _ = func_key;
             let path = self.string(func_value, "roofline `func`")?;
-            return (!mixed).then_some(RooflineSpec::Func { path, offset: func_value.content_offset(&self.file.text) });
+            return (!mixed).then_some(RooflineSpec::Func {
+                path,
+                offset: func_value.content_offset(&self.file.text),
+            });
         }
         node.as_map()?;
         let mut complete = true;
         for (name, present) in [("flops", flops), ("bytes", bytes)] {
             if present.is_none() {
-                self.error(node, format!("inline roofline needs `{name}` (or use `func`)"));
+                self.error(
+                    node,
+                    format!("inline roofline needs `{name}` (or use `func`)"),
+                );
                 complete = false;
             }
         }
@@ -495,7 +657,11 @@ impl EntryChecker<'_> {
         if let Some((_, vars_node)) = vars {
             for (name, key, value) in self.mapping(vars_node, "roofline.vars", None) {
                 match self.formula(value, format!("vars.{name}")) {
-                    Some(formula) => var_decls.push(VarDecl { name: name.to_owned(), name_offset: key.offset, formula }),
+                    Some(formula) => var_decls.push(VarDecl {
+                        name: name.to_owned(),
+                        name_offset: key.offset,
+                        formula,
+                    }),
                     None => complete = false,
                 }
             }
@@ -503,40 +669,70 @@ impl EntryChecker<'_> {
         let flops = flops.and_then(|(_, v)| self.formula(v, "flops".to_owned()));
         let bytes = bytes.and_then(|(_, v)| self.formula(v, "bytes".to_owned()));
         match (flops, bytes) {
-            (Some(flops), Some(bytes)) if complete => Some(RooflineSpec::Inline { vars: var_decls, flops, bytes }),
+            (Some(flops), Some(bytes)) if complete => Some(RooflineSpec::Inline {
+                vars: var_decls,
+                flops,
+                bytes,
+            }),
             _ => None,
         }
     }
 }
 
 /// Check one entry's structure. Returns the entry (as far as it could be read) and every problem.
-pub fn check_entry(file: &Rc<SourceFile>, name: &str, offset: usize, node: &Node) -> (Option<Entry>, Vec<Diagnostic>) {
+pub fn check_entry(
+    file: &Rc<SourceFile>,
+    name: &str,
+    offset: usize,
+    node: &Node,
+) -> (Option<Entry>, Vec<Diagnostic>) {
     let mut errors = Vec::new();
-    let mut checker = EntryChecker { file, errors: &mut errors, op: name };
+    let mut checker = EntryChecker {
+        file,
+        errors: &mut errors,
+        op: name,
+    };
     let fields = checker.mapping(node, &format!("entry `{name}`"), Some(ENTRY_FIELDS));
     if node.as_map().is_none() {
         return (None, errors);
     }
-    let get = |field: &str| fields.iter().find(|(n, _, _)| *n == field).map(|(_, _, v)| *v);
-    let key_node = Node { kind: Kind::Null, offset, len: name.len() };
+    let get = |field: &str| {
+        fields
+            .iter()
+            .find(|(n, _, _)| *n == field)
+            .map(|(_, _, v)| *v)
+    };
+    let key_node = Node {
+        kind: Kind::Null,
+        offset,
+        len: name.len(),
+    };
     for required in ["family", "status", "signature", "roofline"] {
         if get(required).is_none() {
             checker.error(&key_node, format!("missing required field `{required}`"));
         }
     }
-    let family = get("family").and_then(|n| checker.string(n, "`family`")).unwrap_or_default();
+    let family = get("family")
+        .and_then(|n| checker.string(n, "`family`"))
+        .unwrap_or_default();
     let status = match get("status").map(|n| (n, n.as_str())) {
         Some((_, Some("implemented"))) => Some(Status::Implemented),
         Some((_, Some("spec-only"))) => Some(Status::SpecOnly),
         Some((n, _)) => {
-            checker.error(n, "`status` must be `implemented` or `spec-only`".to_owned());
+            checker.error(
+                n,
+                "`status` must be `implemented` or `spec-only`".to_owned(),
+            );
             None
         }
         None => None,
     };
     for (flag, expected) in [("torch_compile_fullgraph", "true or false")] {
         if let Some(n) = get(flag).filter(|n| !matches!(n.kind, Kind::Bool(_))) {
-            checker.error(n, format!("`{flag}` must be {expected}, found {}", n.type_name()));
+            checker.error(
+                n,
+                format!("`{flag}` must be {expected}, found {}", n.type_name()),
+            );
         }
     }
     if let Some(source) = get("source") {
@@ -552,16 +748,32 @@ pub fn check_entry(file: &Rc<SourceFile>, name: &str, offset: usize, node: &Node
         inputs = checker.tensors(sig_get("inputs"), "signature.inputs");
         outputs = checker.tensors(sig_get("outputs"), "signature.outputs");
         params = checker.params(sig_get("params"));
-        let tensor_names: Vec<String> = inputs.iter().chain(&outputs).map(|t| t.name.clone()).collect();
+        let tensor_names: Vec<String> = inputs
+            .iter()
+            .chain(&outputs)
+            .map(|t| t.name.clone())
+            .collect();
         for decl in inputs.iter().chain(&outputs) {
-            let what = if inputs.iter().any(|i| std::ptr::eq(i, decl)) { "signature.inputs" } else { "signature.outputs" };
+            let what = if inputs.iter().any(|i| std::ptr::eq(i, decl)) {
+                "signature.inputs"
+            } else {
+                "signature.outputs"
+            };
             if !decl.dtype.is_empty() {
                 checker.dtype_expr(decl, &tensor_names, what);
             }
         }
         for param in &params {
             if let Some(clash) = inputs.iter().chain(&outputs).find(|t| t.name == param.name) {
-                checker.errors.push(Diagnostic::at(file, param.offset, param.name.len(), format!("{name}: param `{}` has the name of tensor `{}`", param.name, clash.name)));
+                checker.errors.push(Diagnostic::at(
+                    file,
+                    param.offset,
+                    param.name.len(),
+                    format!(
+                        "{name}: param `{}` has the name of tensor `{}`",
+                        param.name, clash.name
+                    ),
+                ));
             }
         }
     }
@@ -587,7 +799,10 @@ mod tests {
     use super::*;
 
     fn check(text: &str) -> (Option<Entry>, Vec<String>) {
-        let file = Rc::new(SourceFile { display_path: "manifest/t.yaml".into(), text: text.into() });
+        let file = Rc::new(SourceFile {
+            display_path: "manifest/t.yaml".into(),
+            text: text.into(),
+        });
         let family = parse_family_file(Rc::clone(&file));
         assert!(family.errors.is_empty(), "{:?}", family.errors);
         let (name, offset, node) = &family.entries[0];
@@ -622,8 +837,13 @@ softmax:
         let entry = entry.unwrap();
         assert_eq!(entry.status, Status::Implemented);
         assert_eq!(entry.inputs[0].name, "x");
-        assert_eq!(entry.workloads[0].shapes, vec![("x".to_owned(), vec![4, 8])]);
-        let Some(RooflineSpec::Inline { vars, flops, bytes }) = entry.roofline else { panic!() };
+        assert_eq!(
+            entry.workloads[0].shapes,
+            vec![("x".to_owned(), vec![4, 8])]
+        );
+        let Some(RooflineSpec::Inline { vars, flops, bytes }) = entry.roofline else {
+            panic!()
+        };
         assert_eq!(vars[0].name, "N");
         assert_eq!(&GOOD[flops.offset..][..5], "5 * N");
         assert_eq!(&GOOD[bytes.offset..][..5], "2 * N");
@@ -632,36 +852,63 @@ softmax:
 
     fn assert_one_error(text: &str, needle: &str) {
         let (_, errors) = check(text);
-        assert!(errors.iter().any(|e| e.contains(needle)), "no error containing {needle:?} in {errors:#?}");
+        assert!(
+            errors.iter().any(|e| e.contains(needle)),
+            "no error containing {needle:?} in {errors:#?}"
+        );
     }
 
     #[test]
     fn func_and_inline_fields_are_exclusive() {
-        let text = GOOD.replace("    flops: \"5 * N\"", "    func: \"my::roofline\"\n    flops: \"5 * N\"");
+        let text = GOOD.replace(
+            "    flops: \"5 * N\"",
+            "    func: \"my::roofline\"\n    flops: \"5 * N\"",
+        );
         assert_one_error(&text, "cannot be used together with `func`");
     }
 
     #[test]
     fn inline_mode_requires_flops_and_bytes() {
-        assert_one_error(&GOOD.replace("    bytes: '2 * N * elem_bytes'\n", ""), "inline roofline needs `bytes`");
+        assert_one_error(
+            &GOOD.replace("    bytes: '2 * N * elem_bytes'\n", ""),
+            "inline roofline needs `bytes`",
+        );
     }
 
     #[test]
     fn formulas_must_be_non_empty_strings() {
-        assert_one_error(&GOOD.replace("\"5 * N\"", "5"), "roofline `flops` must be a string");
-        assert_one_error(&GOOD.replace("\"5 * N\"", "\"  \""), "must be a non-empty string");
-        assert_one_error(&GOOD.replace("\"x.shape[dim]\"", "[1]"), "roofline `vars.N` must be a string");
+        assert_one_error(
+            &GOOD.replace("\"5 * N\"", "5"),
+            "roofline `flops` must be a string",
+        );
+        assert_one_error(
+            &GOOD.replace("\"5 * N\"", "\"  \""),
+            "must be a non-empty string",
+        );
+        assert_one_error(
+            &GOOD.replace("\"x.shape[dim]\"", "[1]"),
+            "roofline `vars.N` must be a string",
+        );
     }
 
     #[test]
     fn vars_must_be_a_mapping() {
-        assert_one_error(&GOOD.replace("    vars:\n      N: \"x.shape[dim]\"", "    vars: [N]"), "roofline.vars must be a mapping");
+        assert_one_error(
+            &GOOD.replace("    vars:\n      N: \"x.shape[dim]\"", "    vars: [N]"),
+            "roofline.vars must be a mapping",
+        );
     }
 
     #[test]
     fn unknown_dtypes_are_reported() {
-        assert_one_error(&GOOD.replace("float16 | bfloat16", "float16 | bfloat17"), "unknown dtype `bfloat17`");
-        assert_one_error(&GOOD.replace("dtypes: [float16]", "dtypes: [half]"), "unknown dtype `half`");
+        assert_one_error(
+            &GOOD.replace("float16 | bfloat16", "float16 | bfloat17"),
+            "unknown dtype `bfloat17`",
+        );
+        assert_one_error(
+            &GOOD.replace("dtypes: [float16]", "dtypes: [half]"),
+            "unknown dtype `half`",
+        );
         assert_one_error(&GOOD.replace("same_as(x)", "same_as(z)"), "refers to `z`");
     }
 
@@ -669,39 +916,75 @@ softmax:
     fn workload_rows_need_label_and_dtypes_and_known_keys() {
         assert_one_error(&GOOD.replace(", label: \"small\"", ""), "needs a `label`");
         assert_one_error(&GOOD.replace("dtypes: [float16], ", ""), "needs `dtypes`");
-        assert_one_error(&GOOD.replace("dim: 1,", "dmi: 1,"), "workload key `dmi` is neither");
-        assert_one_error(&GOOD.replace("x_shape: [4, 8]", "x_shape: [4, -8]"), "non-negative integers");
+        assert_one_error(
+            &GOOD.replace("dim: 1,", "dmi: 1,"),
+            "workload key `dmi` is neither",
+        );
+        assert_one_error(
+            &GOOD.replace("x_shape: [4, 8]", "x_shape: [4, -8]"),
+            "non-negative integers",
+        );
     }
 
     #[test]
     fn status_and_required_fields_are_checked() {
-        assert_one_error(&GOOD.replace("status: implemented", "status: done"), "`status` must be");
-        assert_one_error(&GOOD.replace("  family: reduction\n", ""), "missing required field `family`");
-        assert_one_error(&GOOD.replace("  family: reduction\n", "  famliy: reduction\n"), "unknown field `famliy`");
+        assert_one_error(
+            &GOOD.replace("status: implemented", "status: done"),
+            "`status` must be",
+        );
+        assert_one_error(
+            &GOOD.replace("  family: reduction\n", ""),
+            "missing required field `family`",
+        );
+        assert_one_error(
+            &GOOD.replace("  family: reduction\n", "  famliy: reduction\n"),
+            "unknown field `famliy`",
+        );
     }
 
     #[test]
     fn fixed_rank_shapes_parse_with_positions() {
-        let text = GOOD.replace("{dtype: \"float16 | bfloat16\"}", "{dtype: \"float16\", shape: \"[M, K]\"}");
+        let text = GOOD.replace(
+            "{dtype: \"float16 | bfloat16\"}",
+            "{dtype: \"float16\", shape: \"[M, K]\"}",
+        );
         let (entry, errors) = check(&text);
         assert!(errors.is_empty(), "{errors:?}");
         let dims = entry.unwrap().inputs[0].shape.clone().unwrap();
-        assert_eq!(dims.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["M", "K"]);
+        assert_eq!(
+            dims.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            ["M", "K"]
+        );
         assert_eq!(&text[dims[1].1..][..1], "K");
-        assert_one_error(&GOOD.replace("{dtype: \"float16 | bfloat16\"}", "{dtype: \"float16\", shape: \"M, K\"}"), "must look like");
+        assert_one_error(
+            &GOOD.replace(
+                "{dtype: \"float16 | bfloat16\"}",
+                "{dtype: \"float16\", shape: \"M, K\"}",
+            ),
+            "must look like",
+        );
     }
 
     #[test]
     fn every_problem_of_an_entry_is_reported() {
-        let text = GOOD.replace("status: implemented", "status: done").replace("dtypes: [float16]", "dtypes: [half]");
+        let text = GOOD
+            .replace("status: implemented", "status: done")
+            .replace("dtypes: [float16]", "dtypes: [half]");
         let (_, errors) = check(&text);
         assert!(errors.len() >= 2, "{errors:?}");
     }
 
     #[test]
     fn syntax_errors_are_located() {
-        let file = Rc::new(SourceFile { display_path: "m.yaml".into(), text: "a: [1, 2\nb: 3\n".into() });
+        let file = Rc::new(SourceFile {
+            display_path: "m.yaml".into(),
+            text: "a: [1, 2\nb: 3\n".into(),
+        });
         let family = parse_family_file(file);
-        assert!(family.errors[0].render().starts_with("m.yaml:2:"), "{}", family.errors[0].render());
+        assert!(
+            family.errors[0].render().starts_with("m.yaml:2:"),
+            "{}",
+            family.errors[0].render()
+        );
     }
 }

@@ -17,7 +17,10 @@ pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
     let item_struct: syn::ItemStruct = match syn::parse2(item.clone()) {
         Ok(item) => item,
         Err(_) => {
-            let err = syn::Error::new(Span::call_site(), "#[roofline_op] applies to a struct with named fields");
+            let err = syn::Error::new(
+                Span::call_site(),
+                "#[roofline_op] applies to a struct with named fields",
+            );
             let mut out = err.to_compile_error();
             out.extend(item);
             return out;
@@ -27,7 +30,14 @@ pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
         Ok(args) => args,
         Err(err) => {
             let mut out = err.to_compile_error();
-            out.extend(fallback(&item_struct, "", false, &[], Span::call_site(), &[]));
+            out.extend(fallback(
+                &item_struct,
+                "",
+                false,
+                &[],
+                Span::call_site(),
+                &[],
+            ));
             return out;
         }
     };
@@ -37,17 +47,33 @@ pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
     let diagnostics = errors.finish();
     match result {
         Some(tokens) if diagnostics.is_empty() => tokens,
-        _ => fallback(&item_struct, &args.op, args.register, &diagnostics, args.op_span, &tracked),
+        _ => fallback(
+            &item_struct,
+            &args.op,
+            args.register,
+            &diagnostics,
+            args.op_span,
+            &tracked,
+        ),
     }
 }
 
-fn run(args: &Args, item: &syn::ItemStruct, errors: &mut Errors, tracked: &mut Vec<PathBuf>) -> Option<TokenStream> {
+fn run(
+    args: &Args,
+    item: &syn::ItemStruct,
+    errors: &mut Errors,
+    tracked: &mut Vec<PathBuf>,
+) -> Option<TokenStream> {
     if !matches!(item.fields, syn::Fields::Named(_)) {
-        errors.push(Diagnostic::unlocated("#[roofline_op] applies to a struct with named fields"));
+        errors.push(Diagnostic::unlocated(
+            "#[roofline_op] applies to a struct with named fields",
+        ));
         return None;
     }
     let base = load::base_dir().map_err(|d| errors.push(d)).ok()?;
-    let paths = load::locate(&base, args.manifest.as_deref()).map_err(|d| errors.push(d)).ok()?;
+    let paths = load::locate(&base, args.manifest.as_deref())
+        .map_err(|d| errors.push(d))
+        .ok()?;
     let manifest = load::load(&base, &paths).map_err(|d| errors.push(d)).ok()?;
     tracked.extend(manifest.tracked.iter().cloned());
 
@@ -71,7 +97,13 @@ fn run(args: &Args, item: &syn::ItemStruct, errors: &mut Errors, tracked: &mut V
     if !errors.is_empty() {
         return None;
     }
-    let expansion = Expansion { item, entry: &entry, roofline: &roofline, register: args.register, tracked: &manifest.tracked };
+    let expansion = Expansion {
+        item,
+        entry: &entry,
+        roofline: &roofline,
+        register: args.register,
+        tracked: &manifest.tracked,
+    };
     match expand(&expansion) {
         Ok(tokens) => Some(tokens),
         Err(diagnostics) => {
@@ -86,11 +118,19 @@ fn run(args: &Args, item: &syn::ItemStruct, errors: &mut Errors, tracked: &mut V
 fn find_entry(files: &[Rc<FamilyFile>], op: &str) -> (Option<Entry>, Vec<Diagnostic>) {
     let matches: Vec<(&Rc<FamilyFile>, usize, &crate::yaml::Node)> = files
         .iter()
-        .flat_map(|f| f.entries.iter().filter(|(name, _, _)| name == op).map(move |(_, offset, node)| (f, *offset, node)))
+        .flat_map(|f| {
+            f.entries
+                .iter()
+                .filter(|(name, _, _)| name == op)
+                .map(move |(_, offset, node)| (f, *offset, node))
+        })
         .collect();
     match matches.as_slice() {
         [] => {
-            let names: Vec<&str> = files.iter().flat_map(|f| f.entries.iter().map(|(n, _, _)| n.as_str())).collect();
+            let names: Vec<&str> = files
+                .iter()
+                .flat_map(|f| f.entries.iter().map(|(n, _, _)| n.as_str()))
+                .collect();
             (None, vec![unknown_op(op, &names, files)])
         }
         [(file, offset, node)] => {
@@ -118,14 +158,26 @@ fn find_entry(files: &[Rc<FamilyFile>], op: &str) -> (Option<Entry>, Vec<Diagnos
 fn unknown_op(op: &str, names: &[&str], files: &[Rc<FamilyFile>]) -> Diagnostic {
     let mut near: Vec<(f64, &str)> = names
         .iter()
-        .map(|n| (strsim::jaro_winkler(&op.to_lowercase(), &n.to_lowercase()), *n))
+        .map(|n| {
+            (
+                strsim::jaro_winkler(&op.to_lowercase(), &n.to_lowercase()),
+                *n,
+            )
+        })
         .filter(|(score, _)| *score >= 0.8)
         .collect();
     near.sort_by(|a, b| b.0.total_cmp(&a.0));
     let suggestion = match near.as_slice() {
         [] => String::new(),
         [(_, one)] => format!("; did you mean `{one}`?"),
-        many => format!("; did you mean one of {}?", many.iter().take(3).map(|(_, n)| format!("`{n}`")).collect::<Vec<_>>().join(", ")),
+        many => format!(
+            "; did you mean one of {}?",
+            many.iter()
+                .take(3)
+                .map(|(_, n)| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let searched: Vec<&str> = files.iter().map(|f| f.file.display_path.as_str()).collect();
     Diagnostic::unlocated(format!(
@@ -149,7 +201,10 @@ pub fn lint(files: &[Rc<FamilyFile>]) -> Vec<Diagnostic> {
                     &file.file,
                     *offset,
                     name.len(),
-                    format!("op `{name}` is declared twice: first at {}:{line}", first.file.display_path),
+                    format!(
+                        "op `{name}` is declared twice: first at {}:{line}",
+                        first.file.display_path
+                    ),
                 ));
                 continue;
             }
@@ -175,7 +230,10 @@ mod tests {
     use std::path::Path;
 
     fn family(path: &str, text: &str) -> Rc<FamilyFile> {
-        Rc::new(parse_family_file(Rc::new(SourceFile { display_path: path.into(), text: text.into() })))
+        Rc::new(parse_family_file(Rc::new(SourceFile {
+            display_path: path.into(),
+            text: text.into(),
+        })))
     }
 
     const ENTRY: &str = "op_a:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      x: {dtype: float16}\n  roofline:\n    vars:\n      N: \"product(x.shape)\"\n    flops: \"N\"\n    bytes: \"2 * N * elem_bytes\"\n";
@@ -185,26 +243,45 @@ mod tests {
         let base = Path::new(env!("CARGO_MANIFEST_DIR"));
         let paths = load::locate(base, Some("../tileops/manifest")).expect("manifest directory");
         let manifest = load::load(base, &paths).expect("manifest files read");
-        let problems: Vec<String> = lint(&manifest.files).iter().map(Diagnostic::render).collect();
+        let problems: Vec<String> = lint(&manifest.files)
+            .iter()
+            .map(Diagnostic::render)
+            .collect();
         assert!(problems.is_empty(), "{}", problems.join("\n\n"));
         let entries: usize = manifest.files.iter().map(|f| f.entries.len()).sum();
-        assert!(entries >= 18, "expected the 18 ops of the catalog, found {entries}");
+        assert!(
+            entries >= 18,
+            "expected the 18 ops of the catalog, found {entries}"
+        );
     }
 
     #[test]
     fn lint_finds_names_declared_twice_across_files() {
-        let files = [family("manifest/a.yaml", ENTRY), family("manifest/b.yaml", ENTRY)];
+        let files = [
+            family("manifest/a.yaml", ENTRY),
+            family("manifest/b.yaml", ENTRY),
+        ];
         let problems = lint(&files);
         assert_eq!(problems.len(), 1);
         let text = problems[0].render();
-        assert!(text.starts_with("manifest/b.yaml:1:1: op `op_a` is declared twice: first at manifest/a.yaml:1"), "{text}");
+        assert!(
+            text.starts_with(
+                "manifest/b.yaml:1:1: op `op_a` is declared twice: first at manifest/a.yaml:1"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
     fn lint_checks_formulas_of_spec_only_entries_too() {
-        let text = ENTRY.replace("implemented", "spec-only").replace("flops: \"N\"", "flops: \"Q\"");
+        let text = ENTRY
+            .replace("implemented", "spec-only")
+            .replace("flops: \"N\"", "flops: \"Q\"");
         let problems = lint(&[family("m.yaml", &text)]);
-        assert!(problems.iter().any(|p| p.render().contains("`Q`")), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.render().contains("`Q`")),
+            "{problems:?}"
+        );
     }
 
     #[test]
@@ -212,13 +289,21 @@ mod tests {
         let files = [family("m.yaml", ENTRY)];
         let (entry, errors) = find_entry(&files, "op_b");
         assert!(entry.is_none());
-        assert!(errors[0].render().contains("did you mean `op_a`?"), "{}", errors[0].render());
+        assert!(
+            errors[0].render().contains("did you mean `op_a`?"),
+            "{}",
+            errors[0].render()
+        );
         let (entry, errors) = find_entry(&files, "op_a");
         assert!(entry.is_some() && errors.is_empty());
     }
 
     fn expand_with(manifest_text: &str, args: TokenStream, item: TokenStream) -> String {
-        let dir = std::env::temp_dir().join(format!("tileops-pipeline-{}-{}", std::process::id(), args.to_string().len()));
+        let dir = std::env::temp_dir().join(format!(
+            "tileops-pipeline-{}-{}",
+            std::process::id(),
+            args.to_string().len()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("ops.yaml"), manifest_text).unwrap();
         // The pipeline resolves paths against the crate dir; give it an absolute base via the
@@ -231,7 +316,11 @@ mod tests {
 
     #[test]
     fn a_good_entry_expands_to_eval_roofline_and_registration() {
-        let out = expand_with(ENTRY, quote!("op_a"), quote! { pub struct A { x: tileops::TensorSpec } });
+        let out = expand_with(
+            ENTRY,
+            quote!("op_a"),
+            quote! { pub struct A { x: tileops::TensorSpec } },
+        );
         assert!(out.contains("fn eval_roofline"), "{out}");
         assert!(out.contains("inventory :: submit"), "{out}");
         assert!(out.contains("include_bytes"), "{out}");
@@ -240,24 +329,44 @@ mod tests {
 
     #[test]
     fn register_false_leaves_the_registration_out() {
-        let out = expand_with(ENTRY, quote!("op_a", register = false), quote! { pub struct A { x: tileops::TensorSpec } });
+        let out = expand_with(
+            ENTRY,
+            quote!("op_a", register = false),
+            quote! { pub struct A { x: tileops::TensorSpec } },
+        );
         assert!(out.contains("fn eval_roofline"), "{out}");
         assert!(!out.contains("inventory"), "{out}");
     }
 
     #[test]
     fn every_error_of_an_entry_is_reported_with_a_stub() {
-        let text = ENTRY.replace("flops: \"N\"", "flops: \"Q\"").replace("bytes: \"2 * N * elem_bytes\"", "bytes: \"x.shape[0]\"");
-        let out = expand_with(&text, quote!("op_a", register = false), quote! { pub struct A { x: tileops::TensorSpec } });
+        let text = ENTRY
+            .replace("flops: \"N\"", "flops: \"Q\"")
+            .replace("bytes: \"2 * N * elem_bytes\"", "bytes: \"x.shape[0]\"");
+        let out = expand_with(
+            &text,
+            quote!("op_a", register = false),
+            quote! { pub struct A { x: tileops::TensorSpec } },
+        );
         assert_eq!(out.matches("compile_error").count(), 2, "{out}");
-        assert!(out.contains("fn eval_roofline"), "the stub keeps callers compiling: {out}");
+        assert!(
+            out.contains("fn eval_roofline"),
+            "the stub keeps callers compiling: {out}"
+        );
         assert!(out.contains("unreachable"), "{out}");
     }
 
     #[test]
     fn missing_fields_are_listed() {
-        let out = expand_with(ENTRY, quote!("op_a", register = false), quote! { pub struct A { y: u8 } });
-        assert!(out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input)"), "{out}");
+        let out = expand_with(
+            ENTRY,
+            quote!("op_a", register = false),
+            quote! { pub struct A { y: u8 } },
+        );
+        assert!(
+            out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input)"),
+            "{out}"
+        );
     }
 
     proptest::proptest! {

@@ -26,7 +26,11 @@ pub struct CheckedFormula {
 #[derive(Clone)]
 pub enum CheckedRoofline {
     /// Inline mode: vars in declaration order, then flops and bytes.
-    Inline { vars: Vec<(String, CheckedFormula)>, flops: Box<CheckedFormula>, bytes: Box<CheckedFormula> },
+    Inline {
+        vars: Vec<(String, CheckedFormula)>,
+        flops: Box<CheckedFormula>,
+        bytes: Box<CheckedFormula>,
+    },
     /// Func mode: the Rust path to call.
     Func(syn::Path),
 }
@@ -67,7 +71,9 @@ pub fn check(entry: &Entry, require_implemented: bool) -> Result<CheckedRoofline
                 None
             }
         },
-        RooflineSpec::Inline { vars, flops, bytes } => check_inline(entry, vars, flops, bytes, &mut errors),
+        RooflineSpec::Inline { vars, flops, bytes } => {
+            check_inline(entry, vars, flops, bytes, &mut errors)
+        }
     };
     match result {
         Some(checked) if errors.is_empty() => Ok(checked),
@@ -89,7 +95,9 @@ fn check_inline(
             scope.dims.insert(dim.clone());
         }
     }
-    scope.params.extend(entry.params.iter().map(|p| p.name.clone()));
+    scope
+        .params
+        .extend(entry.params.iter().map(|p| p.name.clone()));
 
     let mut checked_vars = Vec::new();
     let mut ok = true;
@@ -99,7 +107,10 @@ fn check_inline(
                 &entry.file,
                 var.name_offset,
                 var.name.len(),
-                format!("{}: `vars.{}` shadows {what}; rename the variable", entry.name, var.name),
+                format!(
+                    "{}: `vars.{}` shadows {what}; rename the variable",
+                    entry.name, var.name
+                ),
             ));
             ok = false;
         }
@@ -112,9 +123,11 @@ fn check_inline(
     let flops = check_one(entry, flops, Layer::Arithmetic, &scope, errors);
     let bytes = check_one(entry, bytes, Layer::Arithmetic, &scope, errors);
     match (flops, bytes) {
-        (Some(flops), Some(bytes)) if ok => {
-            Some(CheckedRoofline::Inline { vars: checked_vars, flops: Box::new(flops), bytes: Box::new(bytes) })
-        }
+        (Some(flops), Some(bytes)) if ok => Some(CheckedRoofline::Inline {
+            vars: checked_vars,
+            flops: Box::new(flops),
+            bytes: Box::new(bytes),
+        }),
         _ => None,
     }
 }
@@ -165,5 +178,10 @@ fn check_one(
         errors.extend(checked.errors.into_iter().map(locate));
         return None;
     }
-    Some(CheckedFormula { source: source.clone(), expr, names: checked.names, scope: scope.clone() })
+    Some(CheckedFormula {
+        source: source.clone(),
+        expr,
+        names: checked.names,
+        scope: scope.clone(),
+    })
 }

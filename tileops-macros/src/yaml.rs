@@ -71,7 +71,10 @@ impl Node {
     /// The value under a string key, when the node is a mapping that has it.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+        self.as_map()?
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v)
     }
 
     /// Byte offset where a string scalar's content starts in `text`: one past an opening quote.
@@ -120,7 +123,11 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
                 .filter(|(head, _)| head.starts_with("line "))
                 .map_or(first, |(_, tail)| tail)
                 .to_owned();
-            Err(SyntaxError { line, column, message })
+            Err(SyntaxError {
+                line,
+                column,
+                message,
+            })
         }
     }
 }
@@ -153,7 +160,10 @@ impl IntoNode for Spanned<Raw> {
             Raw::Str(s) => Kind::Str(s),
             Raw::Seq(items) => Kind::Seq(items.into_iter().map(IntoNode::into_node).collect()),
             Raw::Map(entries) => Kind::Map(
-                entries.into_iter().map(|(k, v)| (k.into_node(), v.into_node())).collect(),
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.into_node(), v.into_node()))
+                    .collect(),
             ),
         };
         Node { kind, offset, len }
@@ -196,7 +206,9 @@ impl<'de> Visitor<'de> for RawVisitor {
         Ok(Raw::Int(v.into()))
     }
     fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Raw, E> {
-        i128::try_from(v).map(Raw::Int).map_err(|_| E::custom("integer too large"))
+        i128::try_from(v)
+            .map(Raw::Int)
+            .map_err(|_| E::custom("integer too large"))
     }
     fn visit_f64<E>(self, v: f64) -> Result<Raw, E> {
         Ok(Raw::Float(v))
@@ -234,7 +246,13 @@ mod tests {
         let flops = root.get("op").unwrap().get("flops").unwrap();
         assert_eq!(flops.as_str(), Some("5 * M"));
         assert_eq!(&text[flops.content_offset(text)..][..5], "5 * M");
-        let dims = root.get("op").unwrap().get("dims").unwrap().as_seq().unwrap();
+        let dims = root
+            .get("op")
+            .unwrap()
+            .get("dims")
+            .unwrap()
+            .as_seq()
+            .unwrap();
         assert_eq!(dims[1].kind, Kind::Int(2));
         assert_eq!(&text[dims[1].offset..][..1], "2");
     }

@@ -105,7 +105,11 @@ pub struct UnknownDType {
 }
 
 fn known_names() -> String {
-    DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+    DType::ALL
+        .iter()
+        .map(|d| d.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl FromStr for DType {
@@ -115,7 +119,9 @@ impl FromStr for DType {
         DType::ALL
             .into_iter()
             .find(|dtype| dtype.name() == name)
-            .ok_or_else(|| UnknownDType { name: name.to_owned() })
+            .ok_or_else(|| UnknownDType {
+                name: name.to_owned(),
+            })
     }
 }
 

@@ -41,7 +41,9 @@ impl StaticValue {
             StaticValue::Int(i) => Value::Int(i),
             StaticValue::Float(f) => Value::Float(f),
             StaticValue::Str(s) => Value::Str(s.to_owned()),
-            StaticValue::List(items) => Value::List(items.iter().map(StaticValue::to_value).collect()),
+            StaticValue::List(items) => {
+                Value::List(items.iter().map(StaticValue::to_value).collect())
+            }
         }
     }
 
@@ -102,7 +104,10 @@ pub struct Workload {
 impl Workload {
     /// The declared shape of input `name`, if the row gives one.
     pub fn shape(&self, name: &str) -> Option<&'static [usize]> {
-        self.shapes.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+        self.shapes
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| *s)
     }
 
     /// The row's value for param `name`, if it gives one.
@@ -112,7 +117,10 @@ impl Workload {
 
     /// The cases of this row: one per dtype.
     pub fn cases(&'static self) -> impl Iterator<Item = WorkloadCase> {
-        self.dtypes.iter().map(move |&dtype| WorkloadCase { workload: self, dtype })
+        self.dtypes.iter().map(move |&dtype| WorkloadCase {
+            workload: self,
+            dtype,
+        })
     }
 }
 
@@ -133,7 +141,9 @@ impl WorkloadCase {
 
     /// The spec of input `name` in this case: its row shape and the case dtype.
     pub fn input_spec(&self, name: &str) -> Option<TensorSpec> {
-        self.workload.shape(name).map(|shape| TensorSpec::new(shape, self.dtype))
+        self.workload
+            .shape(name)
+            .map(|shape| TensorSpec::new(shape, self.dtype))
     }
 }
 
@@ -166,6 +176,36 @@ pub trait BenchOp: RooflineModel {
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error>;
     /// One call of the op on `inputs` (asynchronous on a GPU: the harness synchronises).
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error>;
+    /// The distinct tensors one call reads and writes, as planned (no data), when the op declares
+    /// them. The bytes oracle (`tests/bytes_oracle.rs`) recomputes the minimum traffic from these
+    /// and holds `eval_roofline`'s bytes to it, independently of the manifest's formula.
+    fn traffic(&self) -> Option<Traffic> {
+        None
+    }
+}
+
+/// The tensors one call of an op reads and writes: each distinct input once, each output once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Traffic {
+    /// Tensors read (each distinct input once).
+    pub reads: Vec<TensorSpec>,
+    /// Tensors written (each output once; an updated input counts as written too).
+    pub writes: Vec<TensorSpec>,
+}
+
+impl Traffic {
+    /// The minimum bytes of one call: every read and every write once, densely packed.
+    ///
+    /// ```
+    /// use tileops::registry::Traffic;
+    /// use tileops::{DType, TensorSpec};
+    /// let x = TensorSpec::new([4, 8], DType::BFloat16);
+    /// let traffic = Traffic { reads: vec![x.clone()], writes: vec![x] };
+    /// assert_eq!(traffic.min_bytes(), 2 * 4 * 8 * 2);
+    /// ```
+    pub fn min_bytes(&self) -> u64 {
+        self.reads.iter().chain(&self.writes).map(|t| t.size_in_bytes() as u64).sum()
+    }
 }
 
 /// A roof of a GPU profile: `cuda_core.fp32`, `tensor_core.bf16`, …
@@ -227,6 +267,7 @@ pub fn all() -> Vec<&'static OpRegistration> {
 
 /// The registered op of that manifest name.
 pub fn find(name: &str) -> Option<&'static OpRegistration> {
-    inventory::iter::<OpRegistration>.into_iter().find(|op| op.name == name)
+    inventory::iter::<OpRegistration>
+        .into_iter()
+        .find(|op| op.name == name)
 }
-

@@ -22,7 +22,10 @@ pub struct TensorSpec {
 impl TensorSpec {
     /// A spec of the given shape and dtype.
     pub fn new(shape: impl Into<Vec<usize>>, dtype: DType) -> Self {
-        TensorSpec { shape: shape.into(), dtype }
+        TensorSpec {
+            shape: shape.into(),
+            dtype,
+        }
     }
 
     /// Number of dimensions.

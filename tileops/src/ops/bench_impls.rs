@@ -3,7 +3,7 @@
 //! `BenchOp` has `RooflineModel` as its supertrait, which `#[roofline_op]` implements; this module
 //! is compiled once the macro does (see the commented `mod` line in `ops/mod.rs`).
 
-use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, WorkloadCase};
+use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
 use super::{RmsNorm, Softmax};
@@ -59,6 +59,10 @@ impl BenchOp for Softmax {
             )));
         };
         Ok(vec![self.forward(x)?])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic { reads: vec![self.x().clone()], writes: vec![self.x().clone()] })
     }
 }
 
@@ -125,5 +129,9 @@ impl BenchOp for RmsNorm {
             )));
         };
         Ok(vec![self.forward(x, weight)?])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic { reads: vec![self.x().clone(), self.weight().clone()], writes: vec![self.x().clone()] })
     }
 }

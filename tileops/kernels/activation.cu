@@ -1,0 +1,96 @@
+// Elementwise activations y = f(x) on a contiguous tensor of n elements, computed in f32 and
+// rounded once to the output dtype. Entry points per dtype (f32, f16, bf16):
+//
+//   relu_*       max(x, 0), NaN kept (PyTorch's relu propagates NaN; fmaxf would drop it)
+//   gelu_erf_*   x * Phi(x), Phi(x) = erfc(-x / sqrt(2)) / 2: the erfc form stays accurate in
+//                the negative tail, where 1 + erf(x / sqrt(2)) cancels
+//   gelu_tanh_*  0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as
+//                x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u)))
+//   silu_*       x / (1 + exp(-x))
+//   sigmoid_*    1 / (1 + exp(-x))
+//
+// Memory-bound: a grid-stride loop over 16-byte vectors with kUnroll independent loads in flight
+// per thread, then the n % V scalar tail. Launch contract (checked by the host): x and y 16-byte
+// aligned (their bases: the tensor is contiguous, so every vector is aligned), any 1-D grid and
+// block shape.
+#include "tileops_common.cuh"
+
+using namespace tileops;
+
+enum Act { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSilu = 3, kSigmoid = 4 };
+
+// 1 / (1 + e) for e = exp(-v) >= 0: rcp.approx, enough for 2 ulp; e = inf gives 0.
+__device__ __forceinline__ float one_over_one_plus(float e) { return __fdividef(1.0f, 1.0f + e); }
+
+template <int A>
+__device__ __forceinline__ float act(float v) {
+    if (A == kRelu) {
+        return v < 0.0f ? 0.0f : v;
+    } else if (A == kGeluErf) {
+        return v * normcdff(v);
+    } else if (A == kGeluTanh) {
+        const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
+        // v / (1 + exp(-2u)); -inf gives -inf / inf = NaN, as the tanh form does (-inf * 0).
+        return v * one_over_one_plus(expf(-2.0f * u));
+    } else if (A == kSilu) {
+        return v * one_over_one_plus(expf(-v));
+    } else {
+        return one_over_one_plus(expf(-v));
+    }
+}
+
+// Independent 16-byte loads per thread per iteration: 256 threads x 4 x 16 B = 16 KiB in flight
+// per block.
+constexpr int kUnroll = 4;
+
+template <typename T, int A>
+__device__ __forceinline__ void unary(const T* __restrict__ x, T* __restrict__ y, long long n) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    const long long nv = n / V;
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    uint4* yv = reinterpret_cast<uint4*>(y);
+    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+    const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+
+    long long i = first;
+    for (; i + (kUnroll - 1) * stride < nv; i += kUnroll * stride) {
+        uint4 r[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) r[k] = load16(xv + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+            float f[V];
+            E::unpack(r[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) f[j] = act<A>(f[j]);
+            store16(yv + i + k * stride, E::pack(f));
+        }
+    }
+    for (; i < nv; i += stride) {
+        float f[V];
+        E::unpack(load16(xv + i), f);
+#pragma unroll
+        for (int j = 0; j < V; ++j) f[j] = act<A>(f[j]);
+        store16(yv + i, E::pack(f));
+    }
+    // The tail: fewer than V elements after the last whole vector.
+    const long long t = nv * V + first;
+    if (t < n) E::store(y + t, act<A>(E::load(x + t)));
+}
+
+#define TILEOPS_ACT_ENTRY(NAME, A, T)                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) NAME(const T* __restrict__ x, T* __restrict__ y, long long n) { \
+        unary<T, A>(x, y, n);                                                                                   \
+    }
+
+#define TILEOPS_ACT_ENTRIES(T, SUFFIX)                 \
+    TILEOPS_ACT_ENTRY(relu_##SUFFIX, kRelu, T)         \
+    TILEOPS_ACT_ENTRY(gelu_erf_##SUFFIX, kGeluErf, T)  \
+    TILEOPS_ACT_ENTRY(gelu_tanh_##SUFFIX, kGeluTanh, T) \
+    TILEOPS_ACT_ENTRY(silu_##SUFFIX, kSilu, T)         \
+    TILEOPS_ACT_ENTRY(sigmoid_##SUFFIX, kSigmoid, T)
+
+TILEOPS_ACT_ENTRIES(float, f32)
+TILEOPS_ACT_ENTRIES(__half, f16)
+TILEOPS_ACT_ENTRIES(__nv_bfloat16, bf16)

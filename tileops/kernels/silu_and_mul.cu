@@ -1,0 +1,91 @@
+// SwiGLU gate: x is rows of [gate | up], each half n elements; y[r, c] = silu(gate[c]) * up[c],
+// computed in f32 and rounded once. Entry points per dtype (f32, f16, bf16):
+//
+//   silu_and_mul_vec_*     n a multiple of the 16-byte vector width V: every gate, up and output
+//                          row starts 16-byte aligned, so all three are read and written as whole
+//                          vectors, kUnroll gate/up pairs in flight per thread.
+//   silu_and_mul_scalar_*  any n: one element per thread and iteration.
+//
+// Both: blockIdx.x/threadIdx.x walk the columns of a row (a grid-stride loop), blockIdx.y walks
+// the rows (a grid-stride loop over gridDim.y). Launch contract (checked by the host): x and y
+// 16-byte aligned; 1-D blocks.
+#include "tileops_common.cuh"
+
+using namespace tileops;
+
+// silu(g) * u with silu(g) = g / (1 + exp(-g)); g = -inf gives NaN, as the formula does.
+__device__ __forceinline__ float swiglu(float g, float u) {
+    return g * __fdividef(1.0f, 1.0f + expf(-g)) * u;
+}
+
+constexpr int kUnroll = 4;
+
+template <typename T>
+__device__ __forceinline__ void silu_and_mul_vec(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    const int nv = n / V;
+    const int step = gridDim.x * blockDim.x;
+    for (long long row = blockIdx.y; row < rows; row += gridDim.y) {
+        const uint4* gv = reinterpret_cast<const uint4*>(x + row * 2 * static_cast<long long>(n));
+        const uint4* uv = gv + nv;
+        uint4* yv = reinterpret_cast<uint4*>(y + row * static_cast<long long>(n));
+        int c = blockIdx.x * blockDim.x + threadIdx.x;
+        for (; c + (kUnroll - 1) * step < nv; c += kUnroll * step) {
+            uint4 g[kUnroll];
+            uint4 u[kUnroll];
+#pragma unroll
+            for (int k = 0; k < kUnroll; ++k) {
+                g[k] = load16(gv + c + k * step);
+                u[k] = load16(uv + c + k * step);
+            }
+#pragma unroll
+            for (int k = 0; k < kUnroll; ++k) {
+                float gf[V];
+                float uf[V];
+                E::unpack(g[k], gf);
+                E::unpack(u[k], uf);
+#pragma unroll
+                for (int j = 0; j < V; ++j) gf[j] = swiglu(gf[j], uf[j]);
+                store16(yv + c + k * step, E::pack(gf));
+            }
+        }
+        for (; c < nv; c += step) {
+            float gf[V];
+            float uf[V];
+            E::unpack(load16(gv + c), gf);
+            E::unpack(load16(uv + c), uf);
+#pragma unroll
+            for (int j = 0; j < V; ++j) gf[j] = swiglu(gf[j], uf[j]);
+            store16(yv + c, E::pack(gf));
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void silu_and_mul_scalar(const T* __restrict__ x, T* __restrict__ y, long long rows,
+                                                    int n) {
+    using E = Elem<T>;
+    const int step = gridDim.x * blockDim.x;
+    for (long long row = blockIdx.y; row < rows; row += gridDim.y) {
+        const T* g = x + row * 2 * static_cast<long long>(n);
+        T* yr = y + row * static_cast<long long>(n);
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += step) {
+            E::store(yr + c, swiglu(E::load(g + c), E::load(g + n + c)));
+        }
+    }
+}
+
+#define TILEOPS_SILU_AND_MUL_ENTRIES(T, SUFFIX)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256) silu_and_mul_vec_##SUFFIX(                                \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                     \
+        silu_and_mul_vec<T>(x, y, rows, n);                                                                      \
+    }                                                                                                            \
+    extern "C" __global__ void __launch_bounds__(256) silu_and_mul_scalar_##SUFFIX(                             \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                     \
+        silu_and_mul_scalar<T>(x, y, rows, n);                                                                   \
+    }
+
+TILEOPS_SILU_AND_MUL_ENTRIES(float, f32)
+TILEOPS_SILU_AND_MUL_ENTRIES(__half, f16)
+TILEOPS_SILU_AND_MUL_ENTRIES(__nv_bfloat16, bf16)

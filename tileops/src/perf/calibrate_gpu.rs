@@ -1,0 +1,588 @@
+//! The GPU side of calibration (`cargo run --release --example calibrate`): the microbenchmarks
+//! whose best rates become a profile. What is computed from the timings — envelopes, fractions,
+//! burst and sustained rates, the YAML — lives in [`super::calibrate`] and is tested without a GPU.
+//!
+//! - **HBM**: the four mixes of `kernels/calibrate.cu` (copy, triad, read-only, write-only) over
+//!   16-byte elements, each array at least 2 GB (and 8× the L2), every block size of
+//!   [`CalibrateOptions::block_sizes`], `hbm_repeats` batches of `hbm_iterations` back-to-back
+//!   launches each; a mix's rate is its best batch. The calibration is the envelope (the best mix)
+//!   and each mix's fraction is kept.
+//! - **CUDA-core FP32**: register-only FMA chains with ILP 1, 2, 4, 8 and 16 independent chains per
+//!   thread, full occupancy; the best rate.
+//! - **Tensor cores**: cuBLAS `GemmEx` on square fp16, bf16 and tf32 (fp32 data, `FAST_TF32`
+//!   compute) matrices of pseudo-random values (zeros draw less power and would overstate the
+//!   sustained rate), each size timed call by call: after an idle pause, the first calls give the
+//!   burst rate (before the power cap engages), the second half of a long loop the sustained one.
+//!   Roofs this cannot measure (fp8, or all of them without cuBLAS) are carried over from the base
+//!   profile, and the file says so.
+//!
+//! The theoretical peaks come from the base profile (the built-in one of the device by default):
+//! a calibration is a fraction of a spec-sheet figure, and the GPU cannot report its own.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::cublas::{self, CudaBlas};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+
+use super::calibrate::{
+    CalibrateError, GemmRates, HbmMix, Measured, ProfileWriter, Provenance, best_rate,
+    check_working_set, fma_flops, gemm_flops,
+};
+use super::profile::{DeviceMismatch, Profile};
+use crate::device::CudaDevice;
+use crate::kernels::{self, CALIBRATE};
+use crate::{Device, Error};
+
+/// How much to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrateOptions {
+    /// Bytes of each HBM array (each mix's working set is at least one array).
+    pub hbm_array_bytes: u64,
+    /// Launches per timed HBM batch.
+    pub hbm_iterations: u32,
+    /// Timed batches per mix and block size.
+    pub hbm_repeats: u32,
+    /// Block sizes swept for every HBM mix.
+    pub block_sizes: Vec<u32>,
+    /// Timed launches per FMA-chain configuration.
+    pub fma_repeats: u32,
+    /// Square GEMM sizes.
+    pub gemm_sizes: Vec<u64>,
+    /// Seconds of back-to-back GEMMs per size (the sustained loop).
+    pub gemm_sustained_s: f64,
+    /// The first calls of each series that give the burst rate.
+    pub gemm_burst_window: usize,
+    /// Idle seconds before each series, so the burst window starts below the power cap.
+    pub gemm_cooldown_s: f64,
+}
+
+impl Default for CalibrateOptions {
+    /// The published method: 2 GB arrays, block sizes 128/256/512, best of 200 iterations × 5;
+    /// GEMMs at 4096³ and 8192³ with a 3 s sustained loop.
+    fn default() -> Self {
+        CalibrateOptions {
+            hbm_array_bytes: 1 << 31,
+            hbm_iterations: 200,
+            hbm_repeats: 5,
+            block_sizes: vec![128, 256, 512],
+            fma_repeats: 5,
+            gemm_sizes: vec![4096, 8192],
+            gemm_sustained_s: 3.0,
+            gemm_burst_window: 10,
+            gemm_cooldown_s: 2.0,
+        }
+    }
+}
+
+impl CalibrateOptions {
+    /// A quick pass (about a tenth of the time) for checking the setup; its numbers are noisier.
+    pub fn quick() -> Self {
+        CalibrateOptions {
+            hbm_iterations: 20,
+            hbm_repeats: 2,
+            fma_repeats: 2,
+            gemm_sizes: vec![4096],
+            gemm_sustained_s: 0.5,
+            gemm_cooldown_s: 0.5,
+            ..CalibrateOptions::default()
+        }
+    }
+}
+
+/// Why calibration stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateGpuError {
+    /// The device is not a GPU.
+    #[error("calibration needs a CUDA GPU; {0} is not one")]
+    NotAGpu(String),
+    /// The base profile describes another device: its theoretical peaks would be wrong here.
+    #[error(
+        "the base profile does not describe this GPU ({0}); pass --base with a profile whose \
+         `match` names it"
+    )]
+    BaseMismatch(#[source] DeviceMismatch),
+    /// A CUDA call, kernel compile or launch failed.
+    #[error("{0}")]
+    Cuda(#[from] Error),
+    /// The measurements do not make a calibration (a rate above the theoretical peak, ...).
+    #[error("{0}")]
+    Calibrate(#[from] CalibrateError),
+}
+
+/// Measures every roof it can on `device` and returns the profile writer: measured roofs replace
+/// the base profile's, the others are carried over. `log` receives one line per measurement.
+///
+/// # Errors
+/// [`CalibrateGpuError`] when the device is not a GPU, the base describes another device, a CUDA
+/// call fails, or a measurement is impossible (above the theoretical peak).
+pub fn calibrate(
+    device: &Device,
+    base: &Profile,
+    options: &CalibrateOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<ProfileWriter, CalibrateGpuError> {
+    let dev = device
+        .cuda_device()
+        .ok_or_else(|| CalibrateGpuError::NotAGpu(device.to_string()))?;
+    let info = super::bench::device_info(device);
+    base.describes(&info)
+        .map_err(CalibrateGpuError::BaseMismatch)?;
+    let provenance = Provenance {
+        device: info.name.clone(),
+        driver: info.driver.clone().unwrap_or_else(|| "unknown".to_owned()),
+        date: super::bench::rfc3339_utc(std::time::SystemTime::now()),
+        tool: format!(
+            "tileops calibrate {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            super::bench::git_revision()
+        ),
+    };
+    let mut writer = ProfileWriter::from_base(base, provenance);
+    let bench = Bench::new(dev)?;
+
+    let hbm = base.hbm().theoretical;
+    let l2 = info.l2_bytes.unwrap_or(base.device.l2_bytes);
+    writer.measured("hbm", bench.hbm(hbm, l2, options, log)?)?;
+
+    if let Some(roof) = base.roof("cuda_core.fp32") {
+        writer.measured(
+            "cuda_core.fp32",
+            bench.fma(roof.theoretical, options, log)?,
+        )?;
+    }
+
+    // SAFETY: probing the library never panics (notes/cuda.md).
+    if unsafe { cublas::sys::is_culib_present() } {
+        for dtype in GemmDtype::ALL {
+            let Some(roof) = base.roof(dtype.roof()) else {
+                log(&format!("{}: not in the base profile, skipped", dtype.roof()));
+                continue;
+            };
+            let measured = bench.gemm(dtype, roof.theoretical, options, log)?;
+            writer.measured(dtype.roof(), measured)?;
+        }
+    } else {
+        log("cuBLAS (libcublas.so) not found: tensor-core roofs carried over from the base profile");
+    }
+    Ok(writer)
+}
+
+/// The GEMM dtypes measured, and how cuBLAS is asked for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GemmDtype {
+    F16,
+    Bf16,
+    Tf32,
+}
+
+impl GemmDtype {
+    const ALL: [GemmDtype; 3] = [GemmDtype::F16, GemmDtype::Bf16, GemmDtype::Tf32];
+
+    fn roof(self) -> &'static str {
+        match self {
+            GemmDtype::F16 => "tensor_core.fp16",
+            GemmDtype::Bf16 => "tensor_core.bf16",
+            GemmDtype::Tf32 => "tensor_core.tf32",
+        }
+    }
+
+    fn elem_bytes(self) -> u64 {
+        match self {
+            GemmDtype::F16 | GemmDtype::Bf16 => 2,
+            GemmDtype::Tf32 => 4,
+        }
+    }
+
+    fn fill_entry(self) -> &'static str {
+        match self {
+            GemmDtype::F16 => "fill_uniform_f16",
+            GemmDtype::Bf16 => "fill_uniform_bf16",
+            GemmDtype::Tf32 => "fill_uniform_f32",
+        }
+    }
+
+    fn data_type(self) -> cublas::sys::cudaDataType {
+        match self {
+            GemmDtype::F16 => cublas::sys::cudaDataType::CUDA_R_16F,
+            GemmDtype::Bf16 => cublas::sys::cudaDataType::CUDA_R_16BF,
+            GemmDtype::Tf32 => cublas::sys::cudaDataType::CUDA_R_32F,
+        }
+    }
+
+    /// fp32 accumulation; for fp32 data, TF32 tensor cores.
+    fn compute_type(self) -> cublas::sys::cublasComputeType_t {
+        match self {
+            GemmDtype::F16 | GemmDtype::Bf16 => cublas::sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            GemmDtype::Tf32 => cublas::sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        }
+    }
+}
+
+/// The FMA-chain entry points, by ILP.
+const FMA_ENTRIES: [(u64, &str); 5] = [
+    (1, "fma_chain_ilp1"),
+    (2, "fma_chain_ilp2"),
+    (4, "fma_chain_ilp4"),
+    (8, "fma_chain_ilp8"),
+    (16, "fma_chain_ilp16"),
+];
+/// FMAs per thread in one FMA-chain launch (ILP × iterations).
+const FMAS_PER_THREAD: u64 = 1 << 18;
+/// Threads per block of the FMA chains and the fills.
+const THREADS: u32 = 256;
+/// Resident threads per SM on Hopper and Ampere (full occupancy).
+const THREADS_PER_SM: u32 = 2048;
+
+/// The device, its stream and two timing events.
+struct Bench<'a> {
+    dev: &'a CudaDevice,
+    stream: Arc<CudaStream>,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl<'a> Bench<'a> {
+    fn new(dev: &'a CudaDevice) -> Result<Self, Error> {
+        Ok(Bench {
+            dev,
+            stream: dev.stream.clone(),
+            start: self_event(dev)?,
+            end: self_event(dev)?,
+        })
+    }
+
+    fn function(&self, entry: &'static str) -> Result<CudaFunction, Error> {
+        kernels::function(self.dev, &CALIBRATE, entry)
+    }
+
+    fn sync(&self, what: &str) -> Result<(), Error> {
+        self.stream
+            .synchronize()
+            .map_err(|e| Error::driver(what.to_owned(), e))
+    }
+
+    /// Seconds between the start and end events around `work`.
+    fn timed(&self, work: impl FnOnce() -> Result<(), Error>) -> Result<f64, Error> {
+        self.start
+            .record(&self.stream)
+            .map_err(|e| Error::driver("recording the start event", e))?;
+        work()?;
+        self.end
+            .record(&self.stream)
+            .map_err(|e| Error::driver("recording the end event", e))?;
+        let ms = self
+            .start
+            .elapsed_ms(&self.end)
+            .map_err(|e| Error::driver("reading the event times", e))?;
+        Ok(f64::from(ms) / 1e3)
+    }
+
+    fn alloc(&self, bytes: u64, what: &str) -> Result<CudaSlice<u8>, Error> {
+        let len = usize::try_from(bytes)
+            .map_err(|_| Error::driver(format!("allocating {what}"), "size overflows usize"))?;
+        self.stream
+            .alloc_zeros::<u8>(len)
+            .map_err(|e| Error::driver(format!("allocating {bytes} B for {what}"), e))
+    }
+
+    fn hbm(
+        &self,
+        theoretical: f64,
+        l2_bytes: u64,
+        options: &CalibrateOptions,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<Measured, CalibrateGpuError> {
+        const ELEM: u64 = 16;
+        let n = options.hbm_array_bytes / ELEM;
+        check_working_set(n * ELEM, l2_bytes)?;
+        let a = self.alloc(n * ELEM, "HBM array a")?;
+        let mut b = self.alloc(n * ELEM, "HBM array b")?;
+        let mut c = self.alloc(n * ELEM, "HBM array c")?;
+        let mut sink = self.alloc(4 * 1024, "the read kernel's sink")?;
+        let n_arg = n as i64;
+        let (write_value, triad_scale, never) = (1.0f32, 0.5f32, -1.0f32);
+        let sm_count = self.dev.sm_count;
+        let mut best = Vec::new();
+        for mix in HbmMix::ALL {
+            let (entry, what) = match mix {
+                HbmMix::Copy => ("hbm_copy", "hbm copy"),
+                HbmMix::Triad => ("hbm_triad", "hbm triad"),
+                HbmMix::Read => ("hbm_read", "hbm read"),
+                HbmMix::Write => ("hbm_write", "hbm write"),
+            };
+            let function = self.function(entry)?;
+            let bytes = mix.bytes_moved(n, ELEM) as f64;
+            let mut mix_seconds = Vec::new();
+            for &block in &options.block_sizes {
+                let cfg = LaunchConfig {
+                    grid_dim: (sm_count * (THREADS_PER_SM / block.max(1)).max(1), 1, 1),
+                    block_dim: (block, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut launch = || -> Result<(), Error> {
+                    let mut call = self.stream.launch_builder(&function);
+                    match mix {
+                        HbmMix::Copy => call.arg(&a).arg(&mut b).arg(&n_arg),
+                        HbmMix::Triad => call
+                            .arg(&mut c)
+                            .arg(&a)
+                            .arg(&b)
+                            .arg(&triad_scale)
+                            .arg(&n_arg),
+                        HbmMix::Read => call.arg(&a).arg(&mut sink).arg(&never).arg(&n_arg),
+                        HbmMix::Write => call.arg(&mut c).arg(&write_value).arg(&n_arg),
+                    };
+                    // SAFETY: the arguments match the kernels' signatures in calibrate.cu; every
+                    // array holds n float4 elements, the sink 1024 floats (>= one block).
+                    unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+                    Ok(())
+                };
+                launch()?;
+                self.sync("warming up the HBM kernels")?;
+                let mut seconds = Vec::new();
+                for _ in 0..options.hbm_repeats.max(1) {
+                    let batch = self.timed(|| {
+                        for _ in 0..options.hbm_iterations.max(1) {
+                            launch()?;
+                        }
+                        Ok(())
+                    })?;
+                    seconds.push(batch / f64::from(options.hbm_iterations.max(1)));
+                }
+                let rate = best_rate(what, bytes, &seconds)?;
+                log(&format!(
+                    "{what:<10} block {block:>3}: {:8.1} GB/s ({:.1}% of {:.0})",
+                    rate / 1e9,
+                    rate / theoretical * 100.0,
+                    theoretical / 1e9
+                ));
+                mix_seconds.extend(seconds);
+            }
+            best.push((mix, best_rate(what, bytes, &mix_seconds)?));
+        }
+        let method = format!(
+            "float4 copy/triad/read/write kernels, {:.2} GB per array, block sizes {:?}, best of \
+             {} launches x {}; envelope of the mixes",
+            (n * ELEM) as f64 / 1e9,
+            options.block_sizes,
+            options.hbm_iterations,
+            options.hbm_repeats
+        );
+        Ok(Measured::hbm(theoretical, &best, &method)?)
+    }
+
+    fn fma(
+        &self,
+        theoretical: f64,
+        options: &CalibrateOptions,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<Measured, CalibrateGpuError> {
+        let blocks = self.dev.sm_count * (THREADS_PER_SM / THREADS);
+        let threads = u64::from(blocks) * u64::from(THREADS);
+        let mut out = self.alloc(threads * 4, "the FMA chains' output")?;
+        let (a, b) = (0.999_999_9f32, 1.0e-7f32);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut rates = Vec::new();
+        for (ilp, entry) in FMA_ENTRIES {
+            let function = self.function(entry)?;
+            let iters = (FMAS_PER_THREAD / ilp) as i32;
+            let mut launch = || -> Result<(), Error> {
+                let mut call = self.stream.launch_builder(&function);
+                call.arg(&mut out).arg(&iters).arg(&a).arg(&b);
+                // SAFETY: fma_chain_*(float* out, int iters, float a, float b); `out` holds one
+                // float per thread of the grid.
+                unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+                Ok(())
+            };
+            launch()?;
+            self.sync("warming up the FMA chains")?;
+            let mut seconds = Vec::new();
+            for _ in 0..options.fma_repeats.max(1) {
+                seconds.push(self.timed(&mut launch)?);
+            }
+            let flops = fma_flops(threads, iters as u64, ilp) as f64;
+            let rate = best_rate(entry, flops, &seconds)?;
+            log(&format!(
+                "fma ILP {ilp:>2}: {:8.2} TFLOP/s ({:.1}% of {:.1})",
+                rate / 1e12,
+                rate / theoretical * 100.0,
+                theoretical / 1e12
+            ));
+            rates.push(rate);
+        }
+        let method = format!(
+            "register-only FMA chains, ILP 1/2/4/8/16, {THREADS_PER_SM} threads per SM, best of {}",
+            options.fma_repeats
+        );
+        Ok(Measured::best_of(
+            "cuda_core.fp32",
+            theoretical,
+            &rates,
+            &method,
+        )?)
+    }
+
+    /// Fills `buffer` (of `elems` elements) with uniform values in [-1, 1).
+    fn fill(&self, dtype: GemmDtype, buffer: &mut CudaSlice<u8>, elems: u64, seed: u32) -> Result<(), Error> {
+        let entry = dtype.fill_entry();
+        let function = self.function(entry)?;
+        let n = elems as i64;
+        let cfg = LaunchConfig {
+            grid_dim: (self.dev.sm_count * (THREADS_PER_SM / THREADS), 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut call = self.stream.launch_builder(&function);
+        call.arg(buffer).arg(&n).arg(&seed);
+        // SAFETY: fill_uniform_*(T* p, long long n, unsigned seed); `buffer` holds n elements of T.
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+
+    fn gemm(
+        &self,
+        dtype: GemmDtype,
+        theoretical: f64,
+        options: &CalibrateOptions,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<Measured, CalibrateGpuError> {
+        let blas = CudaBlas::new(self.stream.clone())
+            .map_err(|e| Error::driver("creating a cuBLAS handle", e))?;
+        let mut sizes = Vec::new();
+        for &size in &options.gemm_sizes {
+            let elems = size * size;
+            let bytes = elems * dtype.elem_bytes();
+            let mut a = self.alloc(bytes, "GEMM operand a")?;
+            let mut b = self.alloc(bytes, "GEMM operand b")?;
+            let c = self.alloc(bytes, "GEMM result c")?;
+            self.fill(dtype, &mut a, elems, 1)?;
+            self.fill(dtype, &mut b, elems, 2)?;
+            let dim = i32::try_from(size)
+                .map_err(|_| Error::driver("sizing a GEMM", format!("{size} exceeds i32")))?;
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            let call = || -> Result<(), Error> {
+                let (pa, _ra) = a.device_ptr(&self.stream);
+                let (pb, _rb) = b.device_ptr(&self.stream);
+                let (pc, _rc) = c.device_ptr(&self.stream);
+                // SAFETY: square column-major size x size operands of `dtype`, all allocated with
+                // size * size elements; alpha and beta are f32 as the fp32 compute types require.
+                unsafe {
+                    cublas::result::gemm_ex(
+                        *blas.handle(),
+                        cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                        cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                        dim,
+                        dim,
+                        dim,
+                        (&alpha as *const f32).cast::<c_void>(),
+                        pa as *const c_void,
+                        dtype.data_type(),
+                        dim,
+                        pb as *const c_void,
+                        dtype.data_type(),
+                        dim,
+                        (&beta as *const f32).cast::<c_void>(),
+                        pc as *mut c_void,
+                        dtype.data_type(),
+                        dim,
+                        dtype.compute_type(),
+                        cublas::sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
+                .map_err(|e| Error::launch(format!("cublasGemmEx ({})", dtype.roof()), e))
+            };
+            // Warm-up, and an estimate of one call for sizing the loop.
+            call()?;
+            self.sync("warming up cuBLAS")?;
+            let per_call = self.timed(|| (0..3).try_for_each(|_| call()))? / 3.0;
+            std::thread::sleep(Duration::from_secs_f64(options.gemm_cooldown_s.max(0.0)));
+            let window = options.gemm_burst_window.max(1);
+            let n = ((options.gemm_sustained_s / per_call.max(1e-6)) as usize).clamp(4 * window, 20_000);
+            let events = (0..=n)
+                .map(|_| self_event(self.dev))
+                .collect::<Result<Vec<_>, _>>()?;
+            let started = Instant::now();
+            events[0]
+                .record(&self.stream)
+                .map_err(|e| Error::driver("recording an event", e))?;
+            for event in &events[1..] {
+                call()?;
+                event
+                    .record(&self.stream)
+                    .map_err(|e| Error::driver("recording an event", e))?;
+            }
+            self.sync("running the GEMM loop")?;
+            let seconds = events
+                .windows(2)
+                .map(|w| w[0].elapsed_ms(&w[1]).map(|ms| f64::from(ms) / 1e3))
+                .collect::<Result<Vec<f64>, _>>()
+                .map_err(|e| Error::driver("reading the event times", e))?;
+            let what = format!("{} {size}^3", dtype.roof());
+            let flops = gemm_flops(size, size, size) as f64;
+            let rates = GemmRates::from_series(&what, flops, &seconds, window)?;
+            log(&format!(
+                "{what}: burst {:.1} TFLOP/s ({:.1}%), sustained {:.1} TFLOP/s ({:.1}%), {n} calls \
+                 in {:.1} s",
+                rates.burst / 1e12,
+                rates.burst / theoretical * 100.0,
+                rates.sustained / 1e12,
+                rates.sustained / theoretical * 100.0,
+                started.elapsed().as_secs_f64()
+            ));
+            sizes.push(rates);
+        }
+        let method = format!(
+            "cuBLAS GemmEx {:?}^3, uniform operands; burst = best of the first {} calls after {} s \
+             idle, sustained = median of the second half of a {} s loop",
+            options.gemm_sizes,
+            options.gemm_burst_window,
+            options.gemm_cooldown_s,
+            options.gemm_sustained_s
+        );
+        Ok(Measured::gemm(dtype.roof(), theoretical, &sizes, &method)?)
+    }
+}
+
+/// A timing event (`CU_EVENT_DEFAULT`: `new_event(None)` would disable timing).
+fn self_event(dev: &CudaDevice) -> Result<CudaEvent, Error> {
+    dev.ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(|e| Error::driver("creating a timing event", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_is_refused_with_a_clear_error() {
+        let base = Profile::builtin("h200").unwrap();
+        let err = calibrate(&Device::cpu(), &base, &CalibrateOptions::quick(), &mut |_| {})
+            .unwrap_err();
+        assert!(matches!(err, CalibrateGpuError::NotAGpu(_)), "{err}");
+        assert!(err.to_string().contains("needs a CUDA GPU"), "{err}");
+    }
+
+    #[test]
+    fn default_working_set_is_off_the_l2() {
+        let o = CalibrateOptions::default();
+        assert!(check_working_set(o.hbm_array_bytes, 62_914_560).is_ok());
+        assert_eq!(o.block_sizes, [128, 256, 512]);
+        for (ilp, entry) in FMA_ENTRIES {
+            assert_eq!(FMAS_PER_THREAD % (16 * ilp), 0, "{entry}: whole unrolled steps");
+            assert!(CALIBRATE.entries.iter().any(|e| e.name == entry));
+        }
+        for dtype in GemmDtype::ALL {
+            assert!(CALIBRATE.entries.iter().any(|e| e.name == dtype.fill_entry()));
+        }
+    }
+}
