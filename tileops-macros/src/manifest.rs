@@ -309,6 +309,34 @@ impl EntryChecker<'_> {
         out
     }
 
+    /// Reports `node` unless it is a boolean.
+    fn expect_bool(&mut self, node: &Node, what: &str) {
+        if !matches!(node.kind, Kind::Bool(_)) {
+            self.error(
+                node,
+                format!("{what} must be true or false, found {}", node.type_name()),
+            );
+        }
+    }
+
+    /// Reports `node` unless it is a list of non-empty strings.
+    fn expect_strings(&mut self, node: &Node, what: &str) {
+        match node.as_seq() {
+            Some(items) => {
+                for item in items {
+                    self.string(item, &format!("each of {what}"));
+                }
+            }
+            None => self.error(
+                node,
+                format!(
+                    "{what} must be a list of strings, found {}",
+                    node.type_name()
+                ),
+            ),
+        }
+    }
+
     fn string(&mut self, node: &Node, what: &str) -> Option<String> {
         match node.as_str() {
             Some(s) if !s.trim().is_empty() => Some(s.to_owned()),
@@ -358,6 +386,15 @@ impl EntryChecker<'_> {
                         }
                     }
                     "shape" => decl.shape = self.fixed_shape(v, &format!("{what}.{name}.shape")),
+                    "mutated" => self.expect_bool(v, &format!("{what}.{name}.mutated")),
+                    "layout" | "note" => {
+                        self.string(v, &format!("{what}.{name}.{field}"));
+                    }
+                    "constraints" => {
+                        if v.as_seq().is_none() && v.as_str().is_none() && v.as_map().is_none() {
+                            self.error(v, format!("{what}.{name}.constraints must be a string, a list or a mapping"));
+                        }
+                    }
                     "optional" => match v.kind {
                         Kind::Bool(b) => decl.optional = b,
                         _ => self.error(
@@ -472,8 +509,12 @@ impl EntryChecker<'_> {
                 &format!("signature.params.{name}"),
                 Some(PARAM_FIELDS),
             ) {
-                if field == "default" {
-                    decl.default = Some(v.clone());
+                match field {
+                    "default" => decl.default = Some(v.clone()),
+                    "type" => {
+                        self.string(v, &format!("signature.params.{name}.type"));
+                    }
+                    _ => self.expect_bool(v, &format!("signature.params.{name}.kw_only")),
                 }
             }
             out.push(decl);
@@ -735,13 +776,53 @@ pub fn check_entry(
             );
         }
     }
+    if let Some(ref_api) = get("ref_api") {
+        checker.string(ref_api, "`ref_api`");
+    }
     if let Some(source) = get("source") {
-        checker.mapping(source, "source", Some(SOURCE_FIELDS));
+        for (field, _, value) in checker.mapping(source, "source", Some(SOURCE_FIELDS)) {
+            match field {
+                "bench_manifest_driven" => {
+                    checker.expect_bool(value, "source.bench_manifest_driven")
+                }
+                "kernel_map" => {
+                    for (_, _, path) in checker.mapping(value, "source.kernel_map", None) {
+                        checker.string(path, "each value of source.kernel_map");
+                    }
+                }
+                _ => {
+                    checker.string(value, &format!("source.{field}"));
+                }
+            }
+        }
     }
     let (mut inputs, mut outputs, mut params) = (Vec::new(), Vec::new(), Vec::new());
     if let Some(signature) = get("signature") {
         let sig = checker.mapping(signature, "signature", Some(SIGNATURE_FIELDS));
         let sig_get = |field: &str| sig.iter().find(|(n, _, _)| *n == field).map(|(_, _, v)| *v);
+        if let Some(rules) = sig_get("shape_rules") {
+            checker.expect_strings(rules, "signature.shape_rules");
+        }
+        if let Some(combos) = sig_get("dtype_combos").filter(|c| c.as_seq().is_none()) {
+            checker.error(
+                combos,
+                format!(
+                    "signature.dtype_combos must be a list, found {}",
+                    combos.type_name()
+                ),
+            );
+        }
+        if let Some(dims) =
+            sig_get("static_dims").filter(|d| d.as_seq().is_none() && d.as_map().is_none())
+        {
+            checker.error(
+                dims,
+                format!(
+                    "signature.static_dims must be a list or a mapping, found {}",
+                    dims.type_name()
+                ),
+            );
+        }
         if sig_get("inputs").is_none() && signature.as_map().is_some() {
             checker.error(signature, "signature needs `inputs`".to_owned());
         }
@@ -962,6 +1043,39 @@ softmax:
                 "{dtype: \"float16\", shape: \"M, K\"}",
             ),
             "must look like",
+        );
+    }
+
+    #[test]
+    fn optional_fields_are_type_checked() {
+        assert_one_error(
+            &GOOD.replace(
+                "{type: int, default: -1}",
+                "{type: int, default: -1, kw_only: 1}",
+            ),
+            "kw_only must be true or false",
+        );
+        assert_one_error(
+            &GOOD.replace(
+                "  family: reduction\n",
+                "  family: reduction\n  ref_api: [1]\n",
+            ),
+            "`ref_api` must be a string",
+        );
+        assert_one_error(
+            &GOOD.replace("    outputs:", "    shape_rules: \"x\"\n    outputs:"),
+            "shape_rules must be a list of strings",
+        );
+        assert_one_error(
+            &GOOD.replace(
+                "{dtype: \"same_as(x)\"}",
+                "{dtype: \"same_as(x)\", mutated: 2}",
+            ),
+            "mutated must be true or false",
+        );
+        assert_one_error(
+            &format!("{GOOD}  source:\n    bench_manifest_driven: maybe\n"),
+            "bench_manifest_driven must be true or false",
         );
     }
 
