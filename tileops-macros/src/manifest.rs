@@ -390,10 +390,15 @@ impl EntryChecker<'_> {
                     "layout" | "note" => {
                         self.string(v, &format!("{what}.{name}.{field}"));
                     }
-                    "constraints" => {
-                        if v.as_seq().is_none() && v.as_str().is_none() && v.as_map().is_none() {
-                            self.error(v, format!("{what}.{name}.constraints must be a string, a list or a mapping"));
-                        }
+                    "constraints"
+                        if v.as_seq().is_none() && v.as_str().is_none() && v.as_map().is_none() =>
+                    {
+                        self.error(
+                            v,
+                            format!(
+                                "{what}.{name}.constraints must be a string, a list or a mapping"
+                            ),
+                        );
                     }
                     "optional" => match v.kind {
                         Kind::Bool(b) => decl.optional = b,
