@@ -19,6 +19,9 @@ struct MultiDimSum {
     dim: Value,
 }
 
+/// One `eval_roofline` call, behind a closure so different op types share a table.
+type Eval<'a> = dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError> + 'a;
+
 /// Median nanoseconds per call of `f`, over batches sized to take about 10 ms each.
 fn time_per_call(mut f: impl FnMut()) -> f64 {
     let start = Instant::now();
@@ -57,10 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         dim: Value::List(vec![Value::Int(0), Value::Int(2)]),
     };
 
-    let cases: [(
-        &str,
-        &dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>,
-    ); 3] = [
+    let cases: [(&str, &Eval); 3] = [
         ("softmax (2 vars, slices)", &|| softmax.eval_roofline()),
         ("rms_norm (2 vars)", &|| rms_norm.eval_roofline()),
         ("multi-dim sum (comprehensions, sets)", &|| {

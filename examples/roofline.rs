@@ -3,12 +3,16 @@
 //! ```text
 //! cargo run --example roofline -- RECORDS.json [--profile NAME|PATH] [--format md|csv|json]
 //!                                             [--svg CHART.svg] [--compare OTHER.json]
+//!                                             [--baseline BASELINE.json]...
 //! ```
 //!
 //! Per record: SOL time, efficiency, bound and verdict (`fail`, `anomaly`, `latency_bound`,
 //! `at_ceiling`, `below`, or blank with the reason), then a summary. Without `--profile`, each record
 //! is priced against the built-in profile that describes its device; a record from a host no profile
-//! describes (the CPU backend) comes out blank with that reason. Exit status: 0, or 1 when any record
+//! describes (the CPU backend) comes out blank with that reason. When the records file or a
+//! `--baseline` file holds baseline rows (`impl: torch`, `torch-compile`, written by
+//! `scripts/torch_baseline.py`), each tileops row shows its strongest baseline and the time ratio.
+//! Exit status: 0, or 1 when any record
 //! is `fail` (an implied rate above a theoretical peak: a formula error), or 2 for bad input.
 
 use std::io::Write;
@@ -22,6 +26,7 @@ use tileops::perf::svg::{self, SvgError};
 
 const USAGE: &str = "\
 usage: roofline RECORDS.json [--profile NAME|PATH] [--format md|csv|json] [--svg CHART.svg] [--compare OTHER.json]
+                [--baseline BASELINE.json]...
 
   RECORDS.json         a records file written by bench_all
   --profile NAME|PATH  price every record against this profile (built in: h200, h100, h20_3e; or a
@@ -32,6 +37,8 @@ usage: roofline RECORDS.json [--profile NAME|PATH] [--format md|csv|json] [--svg
   --svg CHART.svg      also write a log-log roofline chart
   --compare OTHER.json compare with another run: per-row time ratio, and faster / slower / same
                        from the two runs' p10-p90 spreads
+  --baseline FILE      baseline rows (torch_baseline.py's output; repeatable): each tileops row
+                       shows its fastest baseline on the same device and the time ratio
 
 exit status: 0; 1 when any record is `fail`; 2 for bad input";
 
@@ -59,6 +66,8 @@ pub struct Args {
     pub svg: Option<PathBuf>,
     /// `--compare`.
     pub compare: Option<PathBuf>,
+    /// `--baseline`, in order.
+    pub baselines: Vec<PathBuf>,
 }
 
 /// Why the tool stopped without a report.
@@ -101,6 +110,7 @@ impl std::error::Error for CliError {}
 pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
     let mut records = None;
     let (mut profile, mut format, mut svg, mut compare) = (None, Format::Markdown, None, None);
+    let mut baselines = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -118,6 +128,7 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
             "--profile" => profile = Some(value("--profile")?),
             "--svg" => svg = Some(PathBuf::from(value("--svg")?)),
             "--compare" => compare = Some(PathBuf::from(value("--compare")?)),
+            "--baseline" => baselines.push(PathBuf::from(value("--baseline")?)),
             "--format" => {
                 format = match value("--format")?.as_str() {
                     "md" | "markdown" => Format::Markdown,
@@ -149,6 +160,7 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
         format,
         svg,
         compare,
+        baselines,
     })
 }
 
@@ -170,10 +182,17 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         Some(_) => Vec::new(),
         None => Profile::builtins().map_err(CliError::Profile)?,
     };
-    let report = match &fixed {
-        Some(p) => Report::build(&run, ProfileChoice::Fixed(p)),
-        None => Report::build(&run, ProfileChoice::ByDevice(&builtins)),
+    let baselines = args
+        .baselines
+        .iter()
+        .map(Run::load)
+        .collect::<Result<Vec<Run>, _>>()
+        .map_err(CliError::Records)?;
+    let choice = match &fixed {
+        Some(p) => ProfileChoice::Fixed(p),
+        None => ProfileChoice::ByDevice(&builtins),
     };
+    let report = Report::build_with_baselines(&run, choice, &baselines);
     let comparison = match &args.compare {
         Some(path) => Some(Comparison::build(
             &run,

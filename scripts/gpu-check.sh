@@ -15,7 +15,12 @@
 #   4. racecheck     compute-sanitizer --tool racecheck on gpu_ops (shared-memory hazards)
 #   5. bench_all     bin/bench_all, if the bundle has it: records.json
 #                    (arguments: $BENCH_ALL_ARGS, default `--out OUTDIR/records.json`)
-#   6. roofline      bin/roofline on those records: roofline.md and roofline.svg
+#   6. torch_baseline  torch_baseline.py on those records, when python3 has PyTorch with CUDA:
+#                    baseline.json (PyTorch eager and torch.compile, same method; rows past its
+#                    time budget are written as skipped)
+#   7. roofline      bin/roofline on those records (with --baseline baseline.json when there is
+#                    one): roofline.md and roofline.svg
+#   8. calibrate     bin/calibrate ($CALIBRATE_ARGS, default --quick): calibrated-profile.yaml
 # Exit status: 0 when no step failed (skips are not failures), 1 otherwise.
 set -uo pipefail
 
@@ -121,20 +126,44 @@ else
     "$bundle/tests/gpu_ops" --test-threads=1
 fi
 
-# 5-6. The benchmark and its roofline report, when the bundle has them.
+# 5-8. The benchmark, its baselines, its roofline report and a calibration, when the bundle has
+# them. The records name the revision the bundle was built from (there is no checkout here).
+TILEOPS_GIT_REVISION="$(sed -n 's/^git: \([^ ]*\).*/\1/p' "$bundle/BUILD_INFO" 2>/dev/null)"
+export TILEOPS_GIT_REVISION
 if [[ -x "$bundle/bin/bench_all" ]]; then
   # shellcheck disable=SC2086 # BENCH_ALL_ARGS is a list of words by design.
   step bench_all 180 "$bundle/bin/bench_all" ${BENCH_ALL_ARGS:---out "$out/records.json"}
 else
   skip bench_all "no bin/bench_all in the bundle"
 fi
+if [[ ! -f "$out/records.json" ]]; then
+  skip torch_baseline "no records.json"
+elif [[ ! -f "$bundle/torch_baseline.py" ]]; then
+  skip torch_baseline "no torch_baseline.py in the bundle"
+elif ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  skip torch_baseline "python3 has no PyTorch with CUDA"
+else
+  # The script stops timing 20 s before the step's limit, so it always writes its file.
+  step torch_baseline 150 python3 "$bundle/torch_baseline.py" "$out/records.json" \
+    --out "$out/baseline.json" --budget-s 130
+fi
+baseline_args=()
+[[ -f "$out/baseline.json" ]] && baseline_args=(--baseline "$out/baseline.json")
 if [[ -x "$bundle/bin/roofline" && -f "$out/records.json" ]]; then
-  step roofline 60 bash -c '"$1" "$2" --profile "$3" --format md --svg "$4" >"$5"' _ \
-    "$bundle/bin/roofline" "$out/records.json" "${ROOFLINE_PROFILE:-h200}" "$out/roofline.svg" "$out/roofline.md"
+  step roofline 60 bash -c '"$1" "$2" --profile "$3" --format md --svg "$4" "${@:6}" >"$5"' _ \
+    "$bundle/bin/roofline" "$out/records.json" "${ROOFLINE_PROFILE:-h200}" "$out/roofline.svg" \
+    "$out/roofline.md" "${baseline_args[@]}"
 elif [[ -x "$bundle/bin/roofline" ]]; then
   skip roofline "no records.json"
 else
   skip roofline "no bin/roofline in the bundle"
+fi
+if [[ -x "$bundle/bin/calibrate" ]]; then
+  # shellcheck disable=SC2086 # CALIBRATE_ARGS is a list of words by design.
+  step calibrate 120 "$bundle/bin/calibrate" ${CALIBRATE_ARGS:---quick} \
+    --out "$out/calibrated-profile.yaml"
+else
+  skip calibrate "no bin/calibrate in the bundle"
 fi
 
 # The numbers worth reading at a glance.
@@ -161,6 +190,12 @@ fi
   for name in memcheck racecheck; do
     [[ -f "$out/logs/$name.log" ]] && { echo; echo "## $name"; echo; tail -n 3 "$out/logs/$name.log" | sed 's/^/    /'; }
   done
+  if [[ -f "$out/calibrated-profile.yaml" ]]; then
+    echo
+    echo "## calibration (bin/calibrate ${CALIBRATE_ARGS:---quick})"
+    echo
+    sed 's/^/    /' "$out/calibrated-profile.yaml"
+  fi
   if [[ -f "$out/roofline.md" ]]; then
     echo
     echo "## roofline (profile ${ROOFLINE_PROFILE:-h200})"

@@ -14,7 +14,7 @@
 #                       instead of ~115 MB; gpu-check.sh unpacks them), =copy as they are, =none
 #                       leaves them out (the GPU machine's own CUDA 13 toolkit is then used).
 #   profiles/, manifest/   the YAML the tools read
-#   gpu-check.sh, BUILD_INFO
+#   gpu-check.sh, torch_baseline.py, BUILD_INFO
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -84,6 +84,7 @@ fi
 cp -rL tileops/profiles "$bundle/profiles"
 cp -rL tileops/manifest "$bundle/manifest"
 cp scripts/gpu-check.sh "$bundle/gpu-check.sh"
+cp scripts/torch_baseline.py "$bundle/torch_baseline.py"
 {
   echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | grep -q . && echo '(dirty)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version 2>/dev/null | head -1)"

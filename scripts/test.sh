@@ -23,6 +23,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
+python3 -m unittest discover -s scripts -p 'test_*.py'
+
 echo "== cargo test"
 cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked

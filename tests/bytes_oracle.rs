@@ -44,7 +44,9 @@ fn eval_roofline_bytes_equal_the_minimum_traffic_of_the_declared_tensors() {
                     }
                 };
                 let Some(traffic) = planned.traffic() else {
-                    failures.push(format!("{label}: the op does not declare the tensors it reads and writes"));
+                    failures.push(format!(
+                        "{label}: the op does not declare the tensors it reads and writes"
+                    ));
                     continue;
                 };
                 let bytes = match planned.roofline() {

@@ -53,26 +53,24 @@ __device__ __forceinline__ void unary(const T* __restrict__ x, T* __restrict__ y
     const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
     const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
 
-    long long i = first;
-    for (; i + (kUnroll - 1) * stride < nv; i += kUnroll * stride) {
+    // Each iteration: kUnroll vectors a grid stride apart, all loads issued (predicated) before
+    // the first use, so a partial last round still has its loads in flight together.
+    for (long long i = first; i < nv; i += kUnroll * stride) {
         uint4 r[kUnroll];
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) r[k] = load16(xv + i + k * stride);
+        for (int k = 0; k < kUnroll; ++k) {
+            if (i + k * stride < nv) r[k] = load16(xv + i + k * stride);
+        }
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
-            float f[V];
-            E::unpack(r[k], f);
+            if (i + k * stride < nv) {
+                float f[V];
+                E::unpack(r[k], f);
 #pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = act<A>(f[j]);
-            store16(yv + i + k * stride, E::pack(f));
+                for (int j = 0; j < V; ++j) f[j] = act<A>(f[j]);
+                store16(yv + i + k * stride, E::pack(f));
+            }
         }
-    }
-    for (; i < nv; i += stride) {
-        float f[V];
-        E::unpack(load16(xv + i), f);
-#pragma unroll
-        for (int j = 0; j < V; ++j) f[j] = act<A>(f[j]);
-        store16(yv + i, E::pack(f));
     }
     // The tail: fewer than V elements after the last whole vector.
     const long long t = nv * V + first;

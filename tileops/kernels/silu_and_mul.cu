@@ -3,7 +3,8 @@
 //
 //   silu_and_mul_vec_*     n a multiple of the 16-byte vector width V: every gate, up and output
 //                          row starts 16-byte aligned, so all three are read and written as whole
-//                          vectors, kUnroll gate/up pairs in flight per thread.
+//                          vectors, kUnroll gate/up pairs in flight per thread (a block covers
+//                          kUnroll * blockDim.x consecutive vectors of a row).
 //   silu_and_mul_scalar_*  any n: one element per thread and iteration.
 //
 // Both: blockIdx.x/threadIdx.x walk the columns of a row (a grid-stride loop), blockIdx.y walks
@@ -25,39 +26,37 @@ __device__ __forceinline__ void silu_and_mul_vec(const T* __restrict__ x, T* __r
     using E = Elem<T>;
     constexpr int V = E::V;
     const int nv = n / V;
-    const int step = gridDim.x * blockDim.x;
+    // A block covers kUnroll * blockDim.x consecutive vectors of a row; all its loads are issued
+    // (predicated) before the first use.
+    const int chunk = kUnroll * blockDim.x;
     for (long long row = blockIdx.y; row < rows; row += gridDim.y) {
         const uint4* gv = reinterpret_cast<const uint4*>(x + row * 2 * static_cast<long long>(n));
         const uint4* uv = gv + nv;
         uint4* yv = reinterpret_cast<uint4*>(y + row * static_cast<long long>(n));
-        int c = blockIdx.x * blockDim.x + threadIdx.x;
-        for (; c + (kUnroll - 1) * step < nv; c += kUnroll * step) {
+        for (int c0 = blockIdx.x * chunk + threadIdx.x; c0 < nv; c0 += gridDim.x * chunk) {
             uint4 g[kUnroll];
             uint4 u[kUnroll];
 #pragma unroll
             for (int k = 0; k < kUnroll; ++k) {
-                g[k] = load16(gv + c + k * step);
-                u[k] = load16(uv + c + k * step);
+                const int c = c0 + k * blockDim.x;
+                if (c < nv) {
+                    g[k] = load16(gv + c);
+                    u[k] = load16(uv + c);
+                }
             }
 #pragma unroll
             for (int k = 0; k < kUnroll; ++k) {
-                float gf[V];
-                float uf[V];
-                E::unpack(g[k], gf);
-                E::unpack(u[k], uf);
+                const int c = c0 + k * blockDim.x;
+                if (c < nv) {
+                    float gf[V];
+                    float uf[V];
+                    E::unpack(g[k], gf);
+                    E::unpack(u[k], uf);
 #pragma unroll
-                for (int j = 0; j < V; ++j) gf[j] = swiglu(gf[j], uf[j]);
-                store16(yv + c + k * step, E::pack(gf));
+                    for (int j = 0; j < V; ++j) gf[j] = swiglu(gf[j], uf[j]);
+                    store16(yv + c, E::pack(gf));
+                }
             }
-        }
-        for (; c < nv; c += step) {
-            float gf[V];
-            float uf[V];
-            E::unpack(load16(gv + c), gf);
-            E::unpack(load16(uv + c), uf);
-#pragma unroll
-            for (int j = 0; j < V; ++j) gf[j] = swiglu(gf[j], uf[j]);
-            store16(yv + c, E::pack(gf));
         }
     }
 }

@@ -1,10 +1,14 @@
-// Softmax over one dimension, accumulating in f32. Entry points per dtype (f32, f16, bf16):
+// Softmax, exp(x - max) / sum(exp(x - max)), and log_softmax, (x - max) - log(sum(exp(x - max))),
+// over one dimension, accumulating in f32. One body per kernel shape, templated on LOG: the two
+// differ only in the output step (softmax_norm / softmax_out). Entry points per dtype (f32, f16,
+// bf16), each as softmax_* and log_softmax_*:
 //
 //   softmax_rows_v4_*, softmax_rows_v16_*   last dim, up to 4 / 16 vectors of 16 bytes per thread:
 //       the whole row stays in registers, so x is read from DRAM once (max, sum, write).
 //   softmax_partial_*, softmax_finalize_*   last dim, rows too long for one block's registers:
 //       each block takes a chunk of a row; partial writes (chunk max, chunk sum), finalize combines
-//       a row's partials and writes its chunk (the second read of x mostly hits L2).
+//       a row's partials and writes its chunk (the second read of x mostly hits L2). The partials
+//       are the same for both ops.
 //   softmax_cols_*, softmax_cols_vec_*      any other dim ([outer, n, inner], inner > 1): one
 //       thread per column (or per 16-byte group of columns), online max/sum, then a write pass.
 //
@@ -15,7 +19,28 @@
 
 using namespace tileops;
 
-template <typename T, int VPT>
+// The output step, the only difference between the ops: a row's (max m, sum of exp(x - m)) gives
+// norm = 1 / sum and y = exp(x - m) * norm for softmax, norm = log(sum) and y = (x - m) - norm for
+// log_softmax.
+template <bool LOG>
+__device__ __forceinline__ float softmax_norm(float sum) {
+    if constexpr (LOG) {
+        return logf(sum);
+    } else {
+        return 1.0f / sum;
+    }
+}
+
+template <bool LOG>
+__device__ __forceinline__ float softmax_out(float x, float m, float norm) {
+    if constexpr (LOG) {
+        return (x - m) - norm;
+    } else {
+        return exp_fast(x - m) * norm;
+    }
+}
+
+template <bool LOG, typename T, int VPT>
 __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
     constexpr int V = E::V;
@@ -67,7 +92,7 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
         }
     }
     sum = row_reduce<false>(sum, red_sum);
-    const float inv = 1.0f / sum;
+    const float norm = softmax_norm<LOG>(sum);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
@@ -76,11 +101,11 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
             float f[V];
             E::unpack(buf[k], f);
 #pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = exp_fast(f[j] - m) * inv;
+            for (int j = 0; j < V; ++j) f[j] = softmax_out<LOG>(f[j], m, norm);
             store16(yv + i, E::pack(f));
         }
     }
-    if (si >= 0) E::store(yr + si, exp_fast(sx - m) * inv);
+    if (si >= 0) E::store(yr + si, softmax_out<LOG>(sx, m, norm));
 }
 
 // Loads the part of a row's body that chunk `c` owns into registers, plus the one head/tail scalar
@@ -150,8 +175,8 @@ __device__ __forceinline__ void softmax_partial(const T* __restrict__ x, float2*
     }
 }
 
-// Combines a row's partials into (max, 1 / sum) and writes chunk blockIdx.x of the row.
-template <typename T, int VPT>
+// Combines a row's partials into (max, norm) and writes chunk blockIdx.x of the row.
+template <bool LOG, typename T, int VPT>
 __device__ __forceinline__ void softmax_finalize(const T* __restrict__ x, const float2* __restrict__ part,
                                                  T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
@@ -184,7 +209,7 @@ __device__ __forceinline__ void softmax_finalize(const T* __restrict__ x, const 
             sum += p.y * exp_fast(p.x - m);
         }
         sum = row_reduce<false>(sum, red_sum);
-        const float inv = 1.0f / sum;
+        const float norm = softmax_norm<LOG>(sum);
 
         uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
 #pragma unroll
@@ -194,11 +219,11 @@ __device__ __forceinline__ void softmax_finalize(const T* __restrict__ x, const 
                 float f[V];
                 E::unpack(buf[k], f);
 #pragma unroll
-                for (int j = 0; j < V; ++j) f[j] = exp_fast(f[j] - m) * inv;
+                for (int j = 0; j < V; ++j) f[j] = softmax_out<LOG>(f[j], m, norm);
                 store16(yv + i, E::pack(f));
             }
         }
-        if (si >= 0) E::store(yr + si, exp_fast(sx - m) * inv);
+        if (si >= 0) E::store(yr + si, softmax_out<LOG>(sx, m, norm));
     }
 }
 
@@ -223,7 +248,7 @@ __device__ __forceinline__ void store_group(T* p, const float (&f)[VW]) {
 
 // Softmax over the middle dim of [outer, n, inner]: thread g owns VW adjacent columns (VW = 1, or
 // one 16-byte vector when inner is a multiple of it), so a warp reads contiguous memory.
-template <typename T, int VW>
+template <bool LOG, typename T, int VW>
 __device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restrict__ y, long long outer, int n,
                                              long long inner) {
     const long long groups = inner / VW;
@@ -254,43 +279,68 @@ __device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restr
                 s[j] += exp_fast(f[j] - (m[j] == neg_inf() ? 0.0f : m[j]));
             }
         }
-        float inv[VW];
+        float norm[VW];
 #pragma unroll
-        for (int j = 0; j < VW; ++j) inv[j] = 1.0f / s[j];
+        for (int j = 0; j < VW; ++j) norm[j] = softmax_norm<LOG>(s[j]);
         for (int k = 0; k < n; ++k) {
             float f[VW];
             load_group<T, VW>(x + base + k * inner, f);
 #pragma unroll
-            for (int j = 0; j < VW; ++j) f[j] = exp_fast(f[j] - m[j]) * inv[j];
+            for (int j = 0; j < VW; ++j) f[j] = softmax_out<LOG>(f[j], m[j], norm[j]);
             store_group<T, VW>(y + base + k * inner, f);
         }
     }
 }
 
-#define TILEOPS_SOFTMAX_ENTRIES(T, SUFFIX)                                                                         \
-    extern "C" __global__ void __launch_bounds__(1024)                                                             \
-        softmax_rows_v4_##SUFFIX(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {              \
-        softmax_rows<T, 4>(x, y, rows, n);                                                                         \
-    }                                                                                                              \
-    extern "C" __global__ void __launch_bounds__(512)                                                              \
-        softmax_rows_v16_##SUFFIX(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {             \
-        softmax_rows<T, 16>(x, y, rows, n);                                                                        \
-    }                                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256)                                                              \
-        softmax_partial_##SUFFIX(const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {      \
-        softmax_partial<T, 8>(x, part, rows, n);                                                                   \
-    }                                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) softmax_finalize_##SUFFIX(                                   \
-        const T* __restrict__ x, const float2* __restrict__ part, T* __restrict__ y, long long rows, int n) {      \
-        softmax_finalize<T, 8>(x, part, y, rows, n);                                                               \
-    }                                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) softmax_cols_##SUFFIX(                                       \
-        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                     \
-        softmax_cols<T, 1>(x, y, outer, n, inner);                                                                 \
-    }                                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) softmax_cols_vec_##SUFFIX(                                   \
-        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                     \
-        softmax_cols<T, Elem<T>::V>(x, y, outer, n, inner);                                                        \
+// Both ops' entry points; softmax_partial_* and log_softmax_partial_* share one body.
+#define TILEOPS_SOFTMAX_ENTRIES(T, SUFFIX)                                                                          \
+    extern "C" __global__ void __launch_bounds__(1024) softmax_rows_v4_##SUFFIX(                                    \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
+        softmax_rows<false, T, 4>(x, y, rows, n);                                                                   \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(512) softmax_rows_v16_##SUFFIX(                                    \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
+        softmax_rows<false, T, 16>(x, y, rows, n);                                                                  \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) softmax_partial_##SUFFIX(                                     \
+        const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {                                \
+        softmax_partial<T, 8>(x, part, rows, n);                                                                    \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) softmax_finalize_##SUFFIX(                                    \
+        const T* __restrict__ x, const float2* __restrict__ part, T* __restrict__ y, long long rows, int n) {       \
+        softmax_finalize<false, T, 8>(x, part, y, rows, n);                                                         \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) softmax_cols_##SUFFIX(                                        \
+        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                      \
+        softmax_cols<false, T, 1>(x, y, outer, n, inner);                                                           \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) softmax_cols_vec_##SUFFIX(                                    \
+        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                      \
+        softmax_cols<false, T, Elem<T>::V>(x, y, outer, n, inner);                                                  \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(1024) log_softmax_rows_v4_##SUFFIX(                                \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
+        softmax_rows<true, T, 4>(x, y, rows, n);                                                                    \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(512) log_softmax_rows_v16_##SUFFIX(                                \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
+        softmax_rows<true, T, 16>(x, y, rows, n);                                                                   \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) log_softmax_partial_##SUFFIX(                                 \
+        const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {                                \
+        softmax_partial<T, 8>(x, part, rows, n);                                                                    \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) log_softmax_finalize_##SUFFIX(                                \
+        const T* __restrict__ x, const float2* __restrict__ part, T* __restrict__ y, long long rows, int n) {       \
+        softmax_finalize<true, T, 8>(x, part, y, rows, n);                                                          \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) log_softmax_cols_##SUFFIX(                                    \
+        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                      \
+        softmax_cols<true, T, 1>(x, y, outer, n, inner);                                                            \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) log_softmax_cols_vec_##SUFFIX(                                \
+        const T* __restrict__ x, T* __restrict__ y, long long outer, int n, long long inner) {                      \
+        softmax_cols<true, T, Elem<T>::V>(x, y, outer, n, inner);                                                   \
     }
 
 TILEOPS_SOFTMAX_ENTRIES(float, f32)

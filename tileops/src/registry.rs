@@ -204,7 +204,11 @@ impl Traffic {
     /// assert_eq!(traffic.min_bytes(), 2 * 4 * 8 * 2);
     /// ```
     pub fn min_bytes(&self) -> u64 {
-        self.reads.iter().chain(&self.writes).map(|t| t.size_in_bytes() as u64).sum()
+        self.reads
+            .iter()
+            .chain(&self.writes)
+            .map(|t| t.size_in_bytes() as u64)
+            .sum()
     }
 }
 

@@ -15,6 +15,8 @@ use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 pub use compile::{Compiled, ResourceUsage, Target, compile, supported_archs};
+/// The directories that may be a CUDA root, as NVRTC is searched (cuBLAS is looked for there too).
+pub(crate) use toolkit::candidate_roots as cuda_roots;
 pub use toolkit::{Toolkit, toolkit};
 
 use crate::Error;
@@ -43,10 +45,16 @@ pub struct Entry {
 }
 
 /// Headers the kernel files include, passed to NVRTC by name.
-pub const HEADERS: &[(&str, &str)] = &[(
-    "tileops_common.cuh",
-    include_str!("../../kernels/tileops_common.cuh"),
-)];
+pub const HEADERS: &[(&str, &str)] = &[
+    (
+        "tileops_common.cuh",
+        include_str!("../../kernels/tileops_common.cuh"),
+    ),
+    (
+        "tileops_fp8.cuh",
+        include_str!("../../kernels/tileops_fp8.cuh"),
+    ),
+];
 
 /// Every entry point `<base>_{f32,f16,bf16}` of one kernel family.
 macro_rules! per_dtype {
@@ -59,7 +67,8 @@ macro_rules! per_dtype {
     };
 }
 
-/// `softmax.cu`.
+/// `softmax.cu`: softmax and log_softmax, one body each with the output step as a template
+/// parameter, so every `softmax_*` entry has a `log_softmax_*` twin with the same access pattern.
 pub static SOFTMAX: KernelSource = KernelSource {
     file: "softmax.cu",
     source: include_str!("../../kernels/softmax.cu"),
@@ -72,6 +81,12 @@ pub static SOFTMAX: KernelSource = KernelSource {
         // One element per thread: for inner extents that are not a multiple of a 16-byte vector.
         "softmax_cols": loads false, stores false;
         "softmax_cols_vec": loads true, stores true;
+        "log_softmax_rows_v4": loads true, stores true;
+        "log_softmax_rows_v16": loads true, stores true;
+        "log_softmax_partial": loads true, stores false;
+        "log_softmax_finalize": loads true, stores true;
+        "log_softmax_cols": loads false, stores false;
+        "log_softmax_cols_vec": loads true, stores true;
     },
 };
 
@@ -84,6 +99,132 @@ pub static RMS_NORM: KernelSource = KernelSource {
         "rms_norm_rows_v16": loads true, stores true;
         "rms_norm_loop": loads true, stores true;
     },
+};
+
+/// `reduce.cu`: sum, mean, amax, logsumexp. Rows kernels write one scalar per row; the scalar
+/// cols and strided kernels read one element per thread.
+pub static REDUCE: KernelSource = KernelSource {
+    file: "reduce.cu",
+    source: include_str!("../../kernels/reduce.cu"),
+    entries: per_dtype! {
+        "reduce_rows_sum": loads true, stores false;
+        "reduce_rows_mean": loads true, stores false;
+        "reduce_rows_amax": loads true, stores false;
+        "reduce_rows_lse": loads true, stores false;
+        "reduce_cols_sum": loads false, stores false;
+        "reduce_cols_mean": loads false, stores false;
+        "reduce_cols_amax": loads false, stores false;
+        "reduce_cols_lse": loads false, stores false;
+        "reduce_cols_vec_sum": loads true, stores true;
+        "reduce_cols_vec_mean": loads true, stores true;
+        "reduce_cols_vec_amax": loads true, stores true;
+        "reduce_cols_vec_lse": loads true, stores true;
+        "reduce_strided_sum": loads false, stores false;
+        "reduce_strided_mean": loads false, stores false;
+        "reduce_strided_amax": loads false, stores false;
+        "reduce_strided_lse": loads false, stores false;
+        // Split layouts: partial states (f32 pairs) out, combined by reduce_finish.
+        "reduce_rows_split_sum": loads true, stores false;
+        "reduce_rows_split_mean": loads true, stores false;
+        "reduce_rows_split_amax": loads true, stores false;
+        "reduce_rows_split_lse": loads true, stores false;
+        "reduce_cols_split_sum": loads false, stores false;
+        "reduce_cols_split_mean": loads false, stores false;
+        "reduce_cols_split_amax": loads false, stores false;
+        "reduce_cols_split_lse": loads false, stores false;
+        "reduce_cols_vec_split_sum": loads true, stores false;
+        "reduce_cols_vec_split_mean": loads true, stores false;
+        "reduce_cols_vec_split_amax": loads true, stores false;
+        "reduce_cols_vec_split_lse": loads true, stores false;
+        "reduce_finish_sum": loads false, stores false;
+        "reduce_finish_mean": loads false, stores false;
+        "reduce_finish_amax": loads false, stores false;
+        "reduce_finish_lse": loads false, stores false;
+    },
+};
+
+/// `layer_norm.cu`.
+pub static LAYER_NORM: KernelSource = KernelSource {
+    file: "layer_norm.cu",
+    source: include_str!("../../kernels/layer_norm.cu"),
+    entries: per_dtype! {
+        "layer_norm_rows_v4": loads true, stores true;
+        "layer_norm_rows_v16": loads true, stores true;
+        "layer_norm_loop": loads true, stores true;
+    },
+};
+
+/// `fused_add_rms_norm.cu`.
+pub static FUSED_ADD_RMS_NORM: KernelSource = KernelSource {
+    file: "fused_add_rms_norm.cu",
+    source: include_str!("../../kernels/fused_add_rms_norm.cu"),
+    entries: per_dtype! {
+        "fused_add_rms_norm_rows_v4": loads true, stores true;
+        "fused_add_rms_norm_loop": loads true, stores true;
+    },
+};
+
+/// `activation.cu`: relu, gelu (erf and tanh forms), silu, sigmoid.
+pub static ACTIVATION: KernelSource = KernelSource {
+    file: "activation.cu",
+    source: include_str!("../../kernels/activation.cu"),
+    entries: per_dtype! {
+        "relu": loads true, stores true;
+        "gelu_erf": loads true, stores true;
+        "gelu_tanh": loads true, stores true;
+        "silu": loads true, stores true;
+        "sigmoid": loads true, stores true;
+    },
+};
+
+/// `silu_and_mul.cu`.
+pub static SILU_AND_MUL: KernelSource = KernelSource {
+    file: "silu_and_mul.cu",
+    source: include_str!("../../kernels/silu_and_mul.cu"),
+    entries: per_dtype! {
+        "silu_and_mul_vec": loads true, stores true;
+        // One element per thread: for halves that are not a whole number of 16-byte vectors.
+        "silu_and_mul_scalar": loads false, stores false;
+    },
+};
+
+/// `rope.cu`.
+pub static ROPE: KernelSource = KernelSource {
+    file: "rope.cu",
+    source: include_str!("../../kernels/rope.cu"),
+    entries: per_dtype! {
+        "rope_vec": loads true, stores true;
+        // One element pair per thread: head_dim / 2 not a multiple of the vector width.
+        "rope_scalar": loads false, stores false;
+    },
+};
+
+/// `fp8_quant.cu`: the stores are 16 e4m3 codes (one 128-bit store per 16 elements).
+pub static FP8_QUANT: KernelSource = KernelSource {
+    file: "fp8_quant.cu",
+    source: include_str!("../../kernels/fp8_quant.cu"),
+    entries: per_dtype! {
+        "fp8_quant_rows": loads true, stores true;
+        "fp8_quant_loop": loads true, stores true;
+    },
+};
+
+/// `qk_norm_rope_fp8.cu`: 2-byte inputs only (the seed's ledger counts 2-byte q and k).
+pub static QK_NORM_ROPE_FP8: KernelSource = KernelSource {
+    file: "qk_norm_rope_fp8.cu",
+    source: include_str!("../../kernels/qk_norm_rope_fp8.cu"),
+    entries: &[
+        Entry {
+            name: "qk_norm_rope_fp8_f16",
+            vector_loads: true,
+            vector_stores: true,
+        },
+        Entry {
+            name: "qk_norm_rope_fp8_bf16",
+            vector_loads: true,
+            vector_stores: true,
+        },
+    ],
 };
 
 /// `bench_util.cu`: the bench harness's stream-holding spin kernel (`tileops::perf::bench`).
@@ -166,7 +307,20 @@ pub static CALIBRATE: KernelSource = KernelSource {
 };
 
 /// Every kernel file of the crate.
-pub static SOURCES: &[&KernelSource] = &[&SOFTMAX, &RMS_NORM, &BENCH_UTIL, &CALIBRATE];
+pub static SOURCES: &[&KernelSource] = &[
+    &SOFTMAX,
+    &RMS_NORM,
+    &LAYER_NORM,
+    &FUSED_ADD_RMS_NORM,
+    &ACTIVATION,
+    &SILU_AND_MUL,
+    &REDUCE,
+    &ROPE,
+    &FP8_QUANT,
+    &QK_NORM_ROPE_FP8,
+    &BENCH_UTIL,
+    &CALIBRATE,
+];
 
 /// Compiled images, by kernel file and target: GPUs of one architecture compile once.
 type CompileCache = Mutex<HashMap<(&'static str, Target), Arc<Compiled>>>;
@@ -323,6 +477,10 @@ mod tests {
         assert_eq!(
             entry(&SOFTMAX, "softmax_cols", crate::DType::Float32).unwrap(),
             "softmax_cols_f32"
+        );
+        assert_eq!(
+            entry(&SOFTMAX, "log_softmax_cols", crate::DType::Float16).unwrap(),
+            "log_softmax_cols_f16"
         );
         assert!(entry(&SOFTMAX, "softmax_cols", crate::DType::Float64).is_err());
         assert!(entry(&RMS_NORM, "softmax_cols", crate::DType::Float32).is_err());

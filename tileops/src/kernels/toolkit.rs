@@ -123,7 +123,7 @@ fn find() -> Result<Toolkit, Missing> {
 }
 
 /// Directories that may be a CUDA root (holding `lib*/` and `include/`), most specific first.
-fn candidate_roots() -> Vec<PathBuf> {
+pub(crate) fn candidate_roots() -> Vec<PathBuf> {
     let mut roots = Vec::new();
     // An explicit wheel directory (install-cuda-wheels.sh's TILEOPS_CUDA_WHEELS; the GPU check
     // points it at the bundle's pinned NVRTC), then the toolkit the environment names.

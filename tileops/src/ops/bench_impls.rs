@@ -1,4 +1,5 @@
-//! How the bench harness plans and drives softmax and rms_norm from manifest workloads.
+//! How the bench harness plans and drives softmax, log_softmax and rms_norm from manifest
+//! workloads.
 //!
 //! `BenchOp` has `RooflineModel` as its supertrait, which `#[roofline_op]` implements; this module
 //! is compiled once the macro does (see the commented `mod` line in `ops/mod.rs`).
@@ -6,7 +7,7 @@
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
-use super::{RmsNorm, Softmax};
+use super::{LogSoftmax, RmsNorm, Softmax};
 
 /// The spec of input `name` in `case`, or an error naming the missing `<name>_shape` key.
 fn input(op: &'static str, case: &WorkloadCase, name: &'static str) -> Result<TensorSpec, Error> {
@@ -27,44 +28,55 @@ fn bad_param(op: &'static str, field: &'static str, value: &StaticValue, reason:
     }
 }
 
-impl FromWorkload for Softmax {
-    /// `x_shape` and the case dtype; `dim` from the row, the last dim when absent or null.
-    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let x = input("softmax", case, "x")?;
-        let dim = match case.workload.param("dim") {
-            None | Some(StaticValue::None) => -1,
-            Some(value) => value
-                .as_int()
-                .and_then(|d| i64::try_from(d).ok())
-                .ok_or_else(|| bad_param("softmax", "dim", value, "must be an integer"))?,
-        };
-        Softmax::new(device, x, dim)
-    }
+/// `FromWorkload` and `BenchOp` for softmax and log_softmax, which plan and run alike.
+macro_rules! softmax_like {
+    ($op:ident, $name:literal) => {
+        impl FromWorkload for $op {
+            /// `x_shape` and the case dtype; `dim` from the row, the last dim when absent or null.
+            fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+                let x = input($name, case, "x")?;
+                let dim = match case.workload.param("dim") {
+                    None | Some(StaticValue::None) => -1,
+                    Some(value) => value
+                        .as_int()
+                        .and_then(|d| i64::try_from(d).ok())
+                        .ok_or_else(|| bad_param($name, "dim", value, "must be an integer"))?,
+                };
+                $op::new(device, x, dim)
+            }
+        }
+
+        impl BenchOp for $op {
+            fn roof(&self) -> RoofKey {
+                $op::ROOF
+            }
+
+            fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+                Ok(vec![Tensor::random(self.x(), seed, self.device())?])
+            }
+
+            fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+                let [x] = inputs else {
+                    return Err(Error::Tensor(format!(
+                        concat!($name, " takes 1 input, {} given"),
+                        inputs.len()
+                    )));
+                };
+                Ok(vec![self.forward(x)?])
+            }
+
+            fn traffic(&self) -> Option<Traffic> {
+                Some(Traffic {
+                    reads: vec![self.x().clone()],
+                    writes: vec![self.x().clone()],
+                })
+            }
+        }
+    };
 }
 
-impl BenchOp for Softmax {
-    fn roof(&self) -> RoofKey {
-        Softmax::ROOF
-    }
-
-    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![Tensor::random(self.x(), seed, self.device())?])
-    }
-
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [x] = inputs else {
-            return Err(Error::Tensor(format!(
-                "softmax takes 1 input, {} given",
-                inputs.len()
-            )));
-        };
-        Ok(vec![self.forward(x)?])
-    }
-
-    fn traffic(&self) -> Option<Traffic> {
-        Some(Traffic { reads: vec![self.x().clone()], writes: vec![self.x().clone()] })
-    }
-}
+softmax_like!(Softmax, "softmax");
+softmax_like!(LogSoftmax, "log_softmax");
 
 impl FromWorkload for RmsNorm {
     /// `x_shape` and the case dtype; the weight from `weight_shape`, else `normalized_shape`,
@@ -132,6 +144,9 @@ impl BenchOp for RmsNorm {
     }
 
     fn traffic(&self) -> Option<Traffic> {
-        Some(Traffic { reads: vec![self.x().clone(), self.weight().clone()], writes: vec![self.x().clone()] })
+        Some(Traffic {
+            reads: vec![self.x().clone(), self.weight().clone()],
+            writes: vec![self.x().clone()],
+        })
     }
 }

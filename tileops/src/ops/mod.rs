@@ -14,13 +14,38 @@
 //! # Ok::<(), tileops::Error>(())
 //! ```
 
+mod activation;
+mod fused_add_rms_norm;
+mod gemm;
+mod layer_norm;
+mod log_softmax;
+mod reduce;
 pub mod reference;
+pub mod reference_gemm;
+pub mod reference_norm_act;
+pub mod reference_reduction;
 mod rms_norm;
+mod silu_and_mul;
 mod softmax;
+
+mod fp8_quant;
+mod qk_norm_rope_fp8;
+pub mod reference_rope_fp8;
+mod rope;
 
 mod bench_impls;
 
+pub use activation::{Gelu, GeluApproximate, Relu, Sigmoid, Silu};
+pub use fp8_quant::Fp8Quant;
+pub use fused_add_rms_norm::FusedAddRmsNorm;
+pub use gemm::Gemm;
+pub use layer_norm::LayerNorm;
+pub use log_softmax::LogSoftmax;
+pub use qk_norm_rope_fp8::{QkNormRopeFp8, QkNormRopeFp8Output};
+pub use reduce::{Amax, Logsumexp, Mean, ReduceDim, Sum};
 pub use rms_norm::RmsNorm;
+pub use rope::Rope;
+pub use silu_and_mul::SiluAndMul;
 pub use softmax::Softmax;
 
 use crate::{DType, Device, Error, Tensor, TensorSpec};

@@ -150,24 +150,26 @@ pub fn calibrate(
     writer.measured("hbm", bench.hbm(hbm, l2, options, log)?)?;
 
     if let Some(roof) = base.roof("cuda_core.fp32") {
-        writer.measured(
-            "cuda_core.fp32",
-            bench.fma(roof.theoretical, options, log)?,
-        )?;
+        writer.measured("cuda_core.fp32", bench.fma(roof.theoretical, options, log)?)?;
     }
 
     // SAFETY: probing the library never panics (notes/cuda.md).
     if unsafe { cublas::sys::is_culib_present() } {
         for dtype in GemmDtype::ALL {
             let Some(roof) = base.roof(dtype.roof()) else {
-                log(&format!("{}: not in the base profile, skipped", dtype.roof()));
+                log(&format!(
+                    "{}: not in the base profile, skipped",
+                    dtype.roof()
+                ));
                 continue;
             };
             let measured = bench.gemm(dtype, roof.theoretical, options, log)?;
             writer.measured(dtype.roof(), measured)?;
         }
     } else {
-        log("cuBLAS (libcublas.so) not found: tensor-core roofs carried over from the base profile");
+        log(
+            "cuBLAS (libcublas.so) not found: tensor-core roofs carried over from the base profile",
+        );
     }
     Ok(writer)
 }
@@ -217,7 +219,9 @@ impl GemmDtype {
     /// fp32 accumulation; for fp32 data, TF32 tensor cores.
     fn compute_type(self) -> cublas::sys::cublasComputeType_t {
         match self {
-            GemmDtype::F16 | GemmDtype::Bf16 => cublas::sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            GemmDtype::F16 | GemmDtype::Bf16 => {
+                cublas::sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
+            }
             GemmDtype::Tf32 => cublas::sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
         }
     }
@@ -432,7 +436,13 @@ impl<'a> Bench<'a> {
     }
 
     /// Fills `buffer` (of `elems` elements) with uniform values in [-1, 1).
-    fn fill(&self, dtype: GemmDtype, buffer: &mut CudaSlice<u8>, elems: u64, seed: u32) -> Result<(), Error> {
+    fn fill(
+        &self,
+        dtype: GemmDtype,
+        buffer: &mut CudaSlice<u8>,
+        elems: u64,
+        seed: u32,
+    ) -> Result<(), Error> {
         let entry = dtype.fill_entry();
         let function = self.function(entry)?;
         let n = elems as i64;
@@ -506,7 +516,8 @@ impl<'a> Bench<'a> {
             let per_call = self.timed(|| (0..3).try_for_each(|_| call()))? / 3.0;
             std::thread::sleep(Duration::from_secs_f64(options.gemm_cooldown_s.max(0.0)));
             let window = options.gemm_burst_window.max(1);
-            let n = ((options.gemm_sustained_s / per_call.max(1e-6)) as usize).clamp(4 * window, 20_000);
+            let n = ((options.gemm_sustained_s / per_call.max(1e-6)) as usize)
+                .clamp(4 * window, 20_000);
             let events = (0..=n)
                 .map(|_| self_event(self.dev))
                 .collect::<Result<Vec<_>, _>>()?;
@@ -566,8 +577,13 @@ mod tests {
     #[test]
     fn the_cpu_is_refused_with_a_clear_error() {
         let base = Profile::builtin("h200").unwrap();
-        let err = calibrate(&Device::cpu(), &base, &CalibrateOptions::quick(), &mut |_| {})
-            .unwrap_err();
+        let err = calibrate(
+            &Device::cpu(),
+            &base,
+            &CalibrateOptions::quick(),
+            &mut |_| {},
+        )
+        .unwrap_err();
         assert!(matches!(err, CalibrateGpuError::NotAGpu(_)), "{err}");
         assert!(err.to_string().contains("needs a CUDA GPU"), "{err}");
     }
@@ -578,11 +594,20 @@ mod tests {
         assert!(check_working_set(o.hbm_array_bytes, 62_914_560).is_ok());
         assert_eq!(o.block_sizes, [128, 256, 512]);
         for (ilp, entry) in FMA_ENTRIES {
-            assert_eq!(FMAS_PER_THREAD % (16 * ilp), 0, "{entry}: whole unrolled steps");
+            assert_eq!(
+                FMAS_PER_THREAD % (16 * ilp),
+                0,
+                "{entry}: whole unrolled steps"
+            );
             assert!(CALIBRATE.entries.iter().any(|e| e.name == entry));
         }
         for dtype in GemmDtype::ALL {
-            assert!(CALIBRATE.entries.iter().any(|e| e.name == dtype.fill_entry()));
+            assert!(
+                CALIBRATE
+                    .entries
+                    .iter()
+                    .any(|e| e.name == dtype.fill_entry())
+            );
         }
     }
 }

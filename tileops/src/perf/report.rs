@@ -43,7 +43,7 @@ use std::fmt::{self, Write as _};
 use serde_json::{Value, json};
 
 use super::profile::{AmbiguousDevice, DeviceMismatch, Profile};
-use super::records::{Record, RecordKey, Run, RunMeta, TimingStats};
+use super::records::{Record, RecordKey, Run, RunMeta, TILEOPS_IMPL, TimingStats};
 
 /// Efficiency above which a row is an anomaly.
 pub const ANOMALY_ABOVE: f64 = 1.05;
@@ -426,6 +426,21 @@ pub struct Row {
     pub stats: Option<TimingStats>,
     /// Priced or blank.
     pub outcome: Outcome,
+    /// For a tileops row, its strongest baseline (see [`Report::build_with_baselines`]).
+    pub baseline: Option<Baseline>,
+}
+
+/// The strongest baseline of a tileops row: of the timed rows of another implementation
+/// (`torch`, `torch-compile`, ...) with the same op, workload and dtype, timed on the same
+/// device, the one with the fastest median.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    /// Its implementation (`impl`).
+    pub implementation: String,
+    /// Its timing.
+    pub stats: TimingStats,
+    /// How many timed baseline rows competed (it is the fastest of them).
+    pub candidates: usize,
 }
 
 impl Row {
@@ -495,6 +510,21 @@ impl Row {
     /// FLOP per second as measured, `None` without flops or timing.
     pub fn achieved_flops_per_s(&self) -> Option<f64> {
         Some(self.flops? as f64 / (self.stats?.median_ms / 1e3))
+    }
+
+    /// `median / strongest baseline's median`: below 1, tileops is faster. `None` without a
+    /// timing or a baseline.
+    pub fn baseline_ratio(&self) -> Option<f64> {
+        Some(self.stats?.median_ms / self.baseline.as_ref()?.stats.median_ms)
+    }
+
+    /// Faster / slower than the strongest baseline when the p10–p90 spreads do not overlap, same
+    /// when they do; `None` without a timing or a baseline.
+    pub fn baseline_call(&self) -> Option<Call> {
+        Some(Call::from_spreads(
+            self.stats?,
+            self.baseline.as_ref()?.stats,
+        ))
     }
 }
 
@@ -615,8 +645,18 @@ pub struct Report {
 }
 
 impl Report {
-    /// Prices every record of a run.
+    /// Prices every record of a run; tileops rows get the strongest baseline among the run's own
+    /// baseline rows.
     pub fn build(run: &Run, choice: ProfileChoice<'_>) -> Report {
+        Report::build_with_baselines(run, choice, &[])
+    }
+
+    /// Prices every record of a run, and gives each tileops row its strongest [`Baseline`]: the
+    /// fastest timed row of another implementation (`impl` other than `tileops`), with the same
+    /// op, workload and dtype and the same device name, found in `run` itself or in `baselines`
+    /// (the files `torch_baseline.py` writes). The baseline files' own rows are not reported.
+    pub fn build_with_baselines(run: &Run, choice: ProfileChoice<'_>, baselines: &[Run]) -> Report {
+        let candidates = baseline_candidates(run, baselines);
         let rows: Vec<Row> = run
             .records
             .iter()
@@ -642,6 +682,7 @@ impl Report {
                     bytes: record.bytes,
                     stats: record.stats(),
                     outcome,
+                    baseline: strongest_baseline(record, &candidates),
                 }
             })
             .collect();
@@ -670,6 +711,46 @@ impl Report {
         self.summary.count(Verdict::Fail) > 0
     }
 
+    /// Whether any row has a baseline (the tables then show the baseline columns).
+    pub fn has_baselines(&self) -> bool {
+        self.rows.iter().any(|r| r.baseline.is_some())
+    }
+
+    /// One sentence on the tileops rows against their strongest baselines; `None` when no row
+    /// has one.
+    pub fn baseline_summary(&self) -> Option<String> {
+        let compared: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.baseline_ratio().is_some())
+            .collect();
+        if compared.is_empty() {
+            return None;
+        }
+        let count = |call: Call| {
+            compared
+                .iter()
+                .filter(|r| r.baseline_call() == Some(call))
+                .count()
+        };
+        let geomean = (compared
+            .iter()
+            .filter_map(|r| r.baseline_ratio())
+            .map(f64::ln)
+            .sum::<f64>()
+            / compared.len() as f64)
+            .exp();
+        Some(format!(
+            "{} tileops rows timed against their strongest baseline (time vs baseline = tileops \
+             median / baseline median; below 1, tileops is faster): {} faster, {} slower, {} \
+             within the noise; geometric-mean time ratio {geomean:.3}.",
+            compared.len(),
+            count(Call::Faster),
+            count(Call::Slower),
+            count(Call::Same)
+        ))
+    }
+
     /// The report as a markdown document: run and profile, the table, the summary.
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
@@ -692,7 +773,11 @@ impl Report {
         for p in &self.profiles {
             let _ = writeln!(out, "Profile {p}.\n");
         }
-        let header = [
+        let baselines = self.has_baselines();
+        if let Some(sentence) = self.baseline_summary() {
+            let _ = writeln!(out, "{sentence}\n");
+        }
+        let mut header = vec![
             "op",
             "workload",
             "dtype",
@@ -705,36 +790,48 @@ impl Report {
             "bound",
             "efficiency",
             "verdict",
-            "reason",
         ];
+        if baselines {
+            header.extend(["baseline", "baseline ms", "vs baseline"]);
+        }
+        header.push("reason");
         markdown_row(&mut out, header.iter().map(|s| s.to_string()));
         markdown_row(&mut out, header.iter().map(|_| "---".to_owned()));
         for row in &self.rows {
-            markdown_row(
-                &mut out,
+            let baseline_cells = baselines.then(|| {
+                let b = row.baseline.as_ref();
                 [
-                    row.key.op.clone(),
-                    row.key.workload.clone(),
-                    row.key.dtype.clone(),
-                    row.key.implementation.clone(),
-                    row.roof.clone().unwrap_or_default(),
-                    opt(row.stats.map(|s| s.median_ms), sig4),
-                    opt(row.achieved_bytes_per_s(), |v| sig4(v / 1e9)),
-                    opt(row.achieved_flops_per_s(), |v| sig4(v / 1e12)),
-                    opt(row.sol_ms(), sig4),
-                    row.bound()
-                        .map(Bound::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    opt(row.efficiency(), |e| format!("{:.1}%", e * 100.0)),
-                    row.verdict()
-                        .map(Verdict::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    row.reason().unwrap_or_default(),
+                    b.map(|b| b.implementation.clone()).unwrap_or_default(),
+                    opt(b.map(|b| b.stats.median_ms), sig4),
+                    opt(row.baseline_ratio(), |r| {
+                        let call = row.baseline_call().map_or("", Call::as_str);
+                        format!("{r:.3} ({call})")
+                    }),
                 ]
-                .into_iter(),
-            );
+            });
+            let mut cells = vec![
+                row.key.op.clone(),
+                row.key.workload.clone(),
+                row.key.dtype.clone(),
+                row.key.implementation.clone(),
+                row.roof.clone().unwrap_or_default(),
+                opt(row.stats.map(|s| s.median_ms), sig4),
+                opt(row.achieved_bytes_per_s(), |v| sig4(v / 1e9)),
+                opt(row.achieved_flops_per_s(), |v| sig4(v / 1e12)),
+                opt(row.sol_ms(), sig4),
+                row.bound()
+                    .map(Bound::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                opt(row.efficiency(), |e| format!("{:.1}%", e * 100.0)),
+                row.verdict()
+                    .map(Verdict::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            ];
+            cells.extend(baseline_cells.into_iter().flatten());
+            cells.push(row.reason().unwrap_or_default());
+            markdown_row(&mut out, cells.into_iter());
         }
         let s = &self.summary;
         let _ = writeln!(out, "\n## Summary\n\n{} rows.\n", s.rows);
@@ -812,10 +909,29 @@ impl Report {
             "blank",
             "reason",
         ];
+        let baselines = self.has_baselines();
+        let mut header = header.to_vec();
+        if baselines {
+            header.extend([
+                "baseline_impl",
+                "baseline_median_ms",
+                "baseline_time_ratio",
+                "baseline_call",
+            ]);
+        }
         csv_row(&mut out, header.iter().map(|s| s.to_string()));
         for row in &self.rows {
             let p = row.priced();
             let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+            let baseline_cells = baselines.then(|| {
+                let b = row.baseline.as_ref();
+                [
+                    b.map(|b| b.implementation.clone()).unwrap_or_default(),
+                    num(b.map(|b| b.stats.median_ms)),
+                    num(row.baseline_ratio()),
+                    row.baseline_call().map_or("", Call::as_str).to_owned(),
+                ]
+            });
             csv_row(
                 &mut out,
                 [
@@ -849,7 +965,8 @@ impl Report {
                         .to_owned(),
                     row.reason().unwrap_or_default(),
                 ]
-                .into_iter(),
+                .into_iter()
+                .chain(baseline_cells.into_iter().flatten()),
             );
         }
         out
@@ -883,6 +1000,15 @@ impl Report {
                     "verdict": row.verdict().map(Verdict::as_str),
                     "blank": row.blank().map(BlankReason::kind),
                     "reason": row.reason(),
+                    "baseline": row.baseline.as_ref().map(|b| json!({
+                        "impl": b.implementation,
+                        "median_ms": b.stats.median_ms,
+                        "p10_ms": b.stats.p10_ms,
+                        "p90_ms": b.stats.p90_ms,
+                        "candidates": b.candidates,
+                        "time_ratio": row.baseline_ratio(),
+                        "call": row.baseline_call().map(Call::as_str),
+                    })),
                 })
             })
             .collect();
@@ -905,6 +1031,7 @@ impl Report {
         json!({
             "meta": serde_json::to_value(&self.meta).unwrap_or(Value::Null),
             "profiles": self.profiles,
+            "baseline_summary": self.baseline_summary(),
             "rows": rows,
             "summary": {
                 "rows": s.rows,
@@ -914,6 +1041,55 @@ impl Report {
             },
         })
     }
+}
+
+/// The timed baseline rows (any `impl` but tileops) of a run and of baseline runs, by op, workload,
+/// dtype and device name.
+type Candidates<'a> = HashMap<(&'a str, &'a str, &'a str, &'a str), Vec<(&'a str, TimingStats)>>;
+
+fn baseline_candidates<'a>(run: &'a Run, baselines: &'a [Run]) -> Candidates<'a> {
+    let mut candidates: Candidates<'a> = HashMap::new();
+    for record in std::iter::once(run)
+        .chain(baselines)
+        .flat_map(|r| &r.records)
+        .filter(|r| r.implementation != TILEOPS_IMPL)
+    {
+        if let Some(stats) = record.stats() {
+            let key = (
+                record.op.as_str(),
+                record.workload.as_str(),
+                record.dtype.as_str(),
+                record.device.name.as_str(),
+            );
+            candidates
+                .entry(key)
+                .or_default()
+                .push((record.implementation.as_str(), stats));
+        }
+    }
+    candidates
+}
+
+/// The fastest candidate of a tileops record; `None` for a baseline record or without candidates.
+fn strongest_baseline(record: &Record, candidates: &Candidates<'_>) -> Option<Baseline> {
+    if record.implementation != TILEOPS_IMPL {
+        return None;
+    }
+    let key = (
+        record.op.as_str(),
+        record.workload.as_str(),
+        record.dtype.as_str(),
+        record.device.name.as_str(),
+    );
+    let rows = candidates.get(&key)?;
+    let (implementation, stats) = rows
+        .iter()
+        .min_by(|a, b| a.1.median_ms.total_cmp(&b.1.median_ms))?;
+    Some(Baseline {
+        implementation: (*implementation).to_owned(),
+        stats: *stats,
+        candidates: rows.len(),
+    })
 }
 
 /// `"h200: NVIDIA H200 SXM … (profiles/h200.yaml (built in)); hbm 4502.4 GB/s effective of 4800.0"`.
@@ -990,6 +1166,18 @@ pub enum Call {
 }
 
 impl Call {
+    /// Faster when `current`'s p90 is below `other`'s p10, slower when its p10 is above the
+    /// other's p90, same when the spreads overlap.
+    pub fn from_spreads(current: TimingStats, other: TimingStats) -> Call {
+        if current.p90_ms < other.p10_ms {
+            Call::Faster
+        } else if current.p10_ms > other.p90_ms {
+            Call::Slower
+        } else {
+            Call::Same
+        }
+    }
+
     /// `"faster"`, `"slower"` or `"same"`.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -1049,14 +1237,10 @@ impl CompareRow {
 
     /// Faster / slower when the p10–p90 spreads do not overlap, same when they do.
     pub fn call(&self) -> Option<Call> {
-        let (c, o) = (self.current.stats()?, self.other.stats()?);
-        Some(if c.p90_ms < o.p10_ms {
-            Call::Faster
-        } else if c.p10_ms > o.p90_ms {
-            Call::Slower
-        } else {
-            Call::Same
-        })
+        Some(Call::from_spreads(
+            self.current.stats()?,
+            self.other.stats()?,
+        ))
     }
 
     /// Why there is no call, `None` when there is one.
@@ -1372,6 +1556,7 @@ mod tests {
                 flops: None,
                 bytes: None,
                 stats: None,
+                baseline: None,
                 outcome: Outcome::Priced(Priced {
                     memory_ms: eff,
                     compute_ms: 0.0,
@@ -1428,6 +1613,94 @@ mod tests {
         assert_eq!(c.rows[3].note().as_deref(), Some("not in the other run"));
         assert_eq!(c.rows[4].note().as_deref(), Some("not in the current run"));
         assert!(c.device_note().is_none());
+    }
+
+    #[test]
+    fn tileops_rows_get_their_fastest_baseline_on_the_same_device() {
+        let timed = |imp: &str, m: f64, p10: f64, p90: f64| {
+            record(0, 1_000_000, m)
+                .with_impl(imp)
+                .with_timing("cuda_events", TimingStats::new(50, m, p10, p90))
+        };
+        let meta = RunMeta::new("a", "d", "v", device());
+        let run = Run::new(
+            meta.clone(),
+            vec![
+                timed(TILEOPS_IMPL, 0.10, 0.09, 0.11),
+                timed("torch", 0.30, 0.29, 0.31),
+                Record::new("other", "fam", "w", "float16", device()).with_skip("no"),
+            ],
+        );
+        let mut faster_elsewhere = timed("torch-compile", 0.01, 0.01, 0.01);
+        faster_elsewhere.device = DeviceInfo::new("NVIDIA H100 80GB HBM3");
+        let compiled = Run::new(
+            meta,
+            vec![
+                timed("torch-compile", 0.12, 0.10, 0.13),
+                faster_elsewhere,
+                // A tileops row in a baseline file is not a baseline.
+                timed(TILEOPS_IMPL, 0.001, 0.001, 0.001),
+            ],
+        );
+
+        let alone = Report::build(&run, ProfileChoice::Fixed(&h200()));
+        let b = alone.rows[0].baseline.as_ref().unwrap();
+        assert_eq!((b.implementation.as_str(), b.candidates), ("torch", 1));
+        assert!(alone.rows[1].baseline.is_none(), "a baseline row has none");
+        assert!((alone.rows[0].baseline_ratio().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(alone.rows[0].baseline_call(), Some(Call::Faster));
+
+        let both = Report::build_with_baselines(
+            &run,
+            ProfileChoice::Fixed(&h200()),
+            std::slice::from_ref(&compiled),
+        );
+        assert_eq!(both.rows.len(), 3, "baseline files add no rows");
+        let b = both.rows[0].baseline.as_ref().unwrap();
+        assert_eq!(
+            (b.implementation.as_str(), b.candidates),
+            ("torch-compile", 2)
+        );
+        assert_eq!(both.rows[0].baseline_call(), Some(Call::Same));
+        assert!(both.rows[2].baseline_ratio().is_none());
+        let summary = both.baseline_summary().unwrap();
+        assert!(summary.starts_with("1 tileops rows"), "{summary}");
+        assert!(
+            summary.contains("0 faster, 0 slower, 1 within the noise"),
+            "{summary}"
+        );
+
+        let md = both.to_markdown();
+        assert!(
+            md.contains("| verdict | baseline | baseline ms | vs baseline | reason |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| torch-compile | 0.1200 | 0.833 (same) |"),
+            "{md}"
+        );
+        let csv = both.to_csv();
+        assert!(csv.lines().next().unwrap().ends_with(
+            ",reason,baseline_impl,baseline_median_ms,baseline_time_ratio,baseline_call"
+        ));
+        let json = both.to_json();
+        assert_eq!(json["rows"][0]["baseline"]["impl"], "torch-compile");
+        assert_eq!(json["rows"][1]["baseline"], Value::Null);
+
+        // Without baselines the tables keep their usual columns.
+        let none = Report::build(
+            &Run::new(run.meta.clone(), run.records[..1].to_vec()),
+            ProfileChoice::Fixed(&h200()),
+        );
+        assert!(!none.has_baselines() && none.baseline_summary().is_none());
+        assert!(!none.to_markdown().contains("baseline"));
+        assert!(
+            none.to_csv()
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(",blank,reason")
+        );
     }
 
     #[test]

@@ -14,6 +14,11 @@
 //! events measured kernels only, not launch latency. A sample for which that does not hold is
 //! retaken with a longer hold. The hold adapts to the host: a margin over the last enqueue time,
 //! decaying slowly so one slow call does not slow every later sample.
+//!
+//! An op whose `run` waits on the GPU (a copy to the host, a synchronisation) cannot be held: it
+//! would wait for the spin kernel itself. A probe call under a long hold finds such ops at the
+//! start of a case; their samples are taken without the hold and their records say so
+//! (`cuda_events+l2_flush`: launch latency included).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +33,13 @@ use crate::{Device, Error, Tensor};
 
 /// The `timing` of GPU records.
 pub(super) const METHOD: &str = "cuda_events+l2_flush+spin_hold";
+/// The `timing` of GPU records whose op waits on the GPU inside `run`, so the stream cannot be
+/// held while it is enqueued: the events then include its launch latency.
+pub(super) const METHOD_UNHELD: &str = "cuda_events+l2_flush";
+
+/// The hold of the probe call that tells whether an op can be held: far longer than any
+/// enqueue of an op that does not wait on the GPU.
+const PROBE_HOLD_NS: u64 = 5_000_000;
 
 /// The shortest hold: a few launches' worth.
 const MIN_HOLD_NS: u64 = 50_000;
@@ -66,6 +78,8 @@ pub(super) struct GpuTimer {
     start: CudaEvent,
     end: CudaEvent,
     hold_ns: u64,
+    /// Whether the current case's op can be held (its `run` does not wait on the GPU).
+    held: bool,
 }
 
 impl GpuTimer {
@@ -93,38 +107,77 @@ impl GpuTimer {
             start: event()?,
             end: event()?,
             hold_ns: 4 * MIN_HOLD_NS,
+            held: true,
         })
     }
 
-    /// One untimed call, waited for; persisting L2 lines are reset first (nothing in tileops sets
-    /// them, but another library in the process might have).
+    /// The method of the current case's samples: [`METHOD`], or [`METHOD_UNHELD`] for an op
+    /// whose `run` waits on the GPU (a hold would only measure itself).
+    pub(super) fn method(&self) -> &'static str {
+        if self.held { METHOD } else { METHOD_UNHELD }
+    }
+
+    /// Starts a case: one untimed call, waited for (kernel compile and load, first allocations),
+    /// then one probe call under a long hold that tells whether the op can be held at all.
     pub(super) fn cold(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<(), Error> {
         self.stream
             .context()
             .bind_to_thread()
             .map_err(|e| Error::driver("binding the context", e))?;
+        // Nothing in tileops marks L2 lines persisting, but another library in the process might
+        // have. Best effort: a GPU without persisting L2 reports the call unsupported.
         // SAFETY: a plain driver call on the bound context, no pointers.
-        unsafe { sys::cuCtxResetPersistingL2Cache() }
-            .result()
-            .map_err(|e| Error::driver("resetting persisting L2 lines", e))?;
+        let _ = unsafe { sys::cuCtxResetPersistingL2Cache() };
         let outputs = op.run(inputs)?;
         self.stream
             .synchronize()
             .map_err(|e| Error::driver("waiting for the cold call", e))?;
         drop(outputs);
+        let (_, enqueue_ns) = self.call(op, inputs, Some(PROBE_HOLD_NS))?;
+        self.held = enqueue_ns < PROBE_HOLD_NS;
         Ok(())
     }
 
     /// One timed call, ms.
     pub(super) fn sample(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<f64, Error> {
+        if !self.held {
+            return Ok(self.call(op, inputs, None)?.0);
+        }
         let mut longest_enqueue = 0;
         for _ in 0..=MAX_RETAKES {
-            // Outside the timed region: every L2 line now holds flush-buffer data.
-            self.stream
-                .memset_zeros(&mut self.flush)
-                .map_err(|e| Error::driver("flushing the L2", e))?;
             let hold = self.hold_ns;
-            let enqueue = Instant::now();
+            let (ms, enqueue_ns) = self.call(op, inputs, Some(hold))?;
+            self.hold_ns = next_hold_ns(hold, enqueue_ns);
+            if enqueue_ns < hold {
+                return Ok(ms);
+            }
+            longest_enqueue = longest_enqueue.max(enqueue_ns);
+        }
+        Err(Error::Launch {
+            kernel: "bench_spin".to_owned(),
+            message: format!(
+                "the host took up to {:.1} µs to enqueue one call, longer than the stream could be \
+                 held ({MAX_RETAKES} retakes); the sample would include launch latency",
+                longest_enqueue as f64 / 1e3,
+            ),
+        })
+    }
+
+    /// One call between the events, the L2 flushed before it and, with `hold`, the stream held
+    /// while it is enqueued: (event time in ms, host enqueue time in ns from the hold's launch to
+    /// the end event's record).
+    fn call(
+        &mut self,
+        op: &dyn BenchOp,
+        inputs: &[Tensor],
+        hold: Option<u64>,
+    ) -> Result<(f64, u64), Error> {
+        // Outside the timed region: every L2 line now holds flush-buffer data.
+        self.stream
+            .memset_zeros(&mut self.flush)
+            .map_err(|e| Error::driver("flushing the L2", e))?;
+        let enqueue = Instant::now();
+        if let Some(hold) = hold {
             let mut launch = self.stream.launch_builder(&self.spin);
             launch.arg(&hold);
             let one = LaunchConfig {
@@ -134,34 +187,22 @@ impl GpuTimer {
             };
             // SAFETY: bench_spin(unsigned long long ns) takes one u64 and touches no memory.
             unsafe { launch.launch(one) }.map_err(|e| Error::launch("bench_spin", e))?;
-            self.start
-                .record(&self.stream)
-                .map_err(|e| Error::driver("recording the start event", e))?;
-            let outputs = op.run(inputs)?;
-            self.end
-                .record(&self.stream)
-                .map_err(|e| Error::driver("recording the end event", e))?;
-            let enqueue_ns = u64::try_from(enqueue.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            let ms = self
-                .start
-                .elapsed_ms(&self.end)
-                .map_err(|e| Error::driver("reading the event times", e))?;
-            drop(outputs);
-            self.hold_ns = next_hold_ns(hold, enqueue_ns);
-            if enqueue_ns < hold {
-                return Ok(f64::from(ms));
-            }
-            longest_enqueue = longest_enqueue.max(enqueue_ns);
         }
-        Err(Error::Launch {
-            kernel: "bench_spin".to_owned(),
-            message: format!(
-                "the host took up to {:.1} µs to enqueue one call, longer than the stream could be \
-                 held ({} retakes); the sample would include launch latency",
-                longest_enqueue as f64 / 1e3,
-                MAX_RETAKES
-            ),
-        })
+        self.start
+            .record(&self.stream)
+            .map_err(|e| Error::driver("recording the start event", e))?;
+        let outputs = op.run(inputs)?;
+        self.end
+            .record(&self.stream)
+            .map_err(|e| Error::driver("recording the end event", e))?;
+        let enqueue_ns = u64::try_from(enqueue.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let ms = self
+            .start
+            .elapsed_ms(&self.end)
+            .map_err(|e| Error::driver("reading the event times", e))?;
+        // Freed after the end event: stream-ordered, outside the timed region.
+        drop(outputs);
+        Ok((f64::from(ms), enqueue_ns))
     }
 }
 

@@ -1,0 +1,159 @@
+//! Measures the ceilings of the GPU it runs on and writes a profile YAML.
+//!
+//! ```text
+//! cargo run --release --example calibrate -- [--out PATH] [--base NAME|PATH] [--quick]
+//! ```
+//!
+//! HBM (copy, triad, read-only, write-only over 2 GB arrays, block sizes 128/256/512: the envelope
+//! and each mix's fraction), CUDA-core FP32 (FMA chains over ILP 1..16) and tensor cores (cuBLAS
+//! fp16, bf16 and tf32 GEMMs at 4096³ and 8192³, burst and sustained); see
+//! `tileops::perf::calibrate_gpu`. The theoretical peaks come from the base profile (default: the
+//! built-in profile of this GPU); roofs not measured are carried over from it. The file records the
+//! device, driver and date, and is checked by loading it back. Without a GPU it says so and exits
+//! with status 2.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use tileops::Device;
+use tileops::perf::bench;
+use tileops::perf::calibrate_gpu::{self, CalibrateOptions};
+use tileops::perf::profile::Profile;
+
+const USAGE: &str = "\
+usage: calibrate [--out PATH] [--base NAME|PATH] [--quick]
+
+  --out PATH         the profile to write (default target/calibrate/<profile>-<timestamp>.yaml)
+  --base NAME|PATH   the profile giving the theoretical peaks and the roofs not measured
+                     (default: the built-in profile that describes this GPU)
+  --quick            a short pass to check the setup (noisier numbers)
+
+exit status: 0; 1 when a measurement or the file failed; 2 without a GPU or for bad arguments";
+
+struct Args {
+    out: Option<PathBuf>,
+    base: Option<String>,
+    quick: bool,
+}
+
+fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
+    let mut parsed = Args {
+        out: None,
+        base: None,
+        quick: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--quick" => parsed.quick = true,
+            "--out" => {
+                parsed.out = Some(PathBuf::from(it.next().ok_or("--out needs a value")?));
+            }
+            "--base" => parsed.base = Some(it.next().ok_or("--base needs a value")?.clone()),
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    Ok(Some(parsed))
+}
+
+fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("calibrate: {message}");
+    ExitCode::from(code)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse_args(&args) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => return fail(2, format!("{message}\n\n{USAGE}")),
+    };
+    let (device, why) = Device::probe_best();
+    if !device.is_cuda() {
+        return fail(
+            2,
+            format!(
+                "needs a CUDA GPU, and none is usable here ({why}); run it on the GPU machine \
+                 (scripts/gpu-check.sh does)"
+            ),
+        );
+    }
+    let base = match &args.base {
+        Some(name) => Profile::resolve(name),
+        None => match Profile::for_device(device.name()) {
+            Ok(Some(profile)) => Ok(profile),
+            Ok(None) => {
+                return fail(
+                    2,
+                    format!(
+                        "no built-in profile describes `{}`; pass --base PROFILE.yaml with its \
+                         theoretical peaks",
+                        device.name()
+                    ),
+                );
+            }
+            Err(e) => Err(e),
+        },
+    };
+    let base = match base {
+        Ok(base) => base,
+        Err(e) => return fail(2, e),
+    };
+    let options = if args.quick {
+        CalibrateOptions::quick()
+    } else {
+        CalibrateOptions::default()
+    };
+    eprintln!(
+        "calibrate: {device}, theoretical peaks from {} ({})",
+        base.name, base.origin
+    );
+    let writer =
+        match calibrate_gpu::calibrate(&device, &base, &options, &mut |line| eprintln!("  {line}"))
+        {
+            Ok(writer) => writer,
+            Err(e) => return fail(1, e),
+        };
+    let yaml = match writer.to_yaml() {
+        Ok(yaml) => yaml,
+        Err(e) => return fail(1, e),
+    };
+    let path = args.out.unwrap_or_else(|| {
+        let stamp = bench::default_out_path(SystemTime::now());
+        let stem = stamp
+            .file_stem()
+            .map_or_else(|| "now".into(), |s| s.to_string_lossy().into_owned());
+        PathBuf::from("target/calibrate").join(format!("{}-{stem}.yaml", base.name))
+    });
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Err(e) = std::fs::create_dir_all(parent)
+    {
+        return fail(1, format!("{}: {e}", parent.display()));
+    }
+    if let Err(e) = std::fs::write(&path, &yaml) {
+        return fail(1, format!("{}: {e}", path.display()));
+    }
+    // The file must load like any profile: the same checks (calibration <= 1, ...) apply.
+    let profile = match Profile::from_path(&path) {
+        Ok(profile) => profile,
+        Err(e) => return fail(1, format!("the written profile does not load back: {e}")),
+    };
+    println!("roof               theoretical   calibration   effective");
+    for (key, roof) in &profile.roofs {
+        let unit = if key == "hbm" { 1e9 } else { 1e12 };
+        println!(
+            "{key:<18} {:>11.1}   {:>11.4}   {:>9.1} {}",
+            roof.theoretical / unit,
+            roof.calibration,
+            roof.effective() / unit,
+            if key == "hbm" { "GB/s" } else { "TFLOP/s" }
+        );
+    }
+    eprintln!("calibrate: wrote {}", path.display());
+    ExitCode::SUCCESS
+}

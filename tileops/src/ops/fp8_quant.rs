@@ -1,0 +1,388 @@
+//! `fp8_quant`: dynamic float8_e4m3fn quantization with per-token or per-group f32 scales.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::{check_extents, check_float_dtype, check_input, launch};
+use crate::device::CudaDevice;
+use crate::kernels::{self, FP8_QUANT};
+use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::{DType, Device, Error, Tensor, TensorSpec};
+
+const OP: &str = "fp8_quant";
+
+/// Dynamic fp8 quantization of `x` `[M, K]` (float32, float16 or bfloat16): each group of
+/// `group_size` consecutive elements of a row (the whole row when `group_size` is 0 or `K`) gets a
+/// float32 scale `max(amax / 448, 1 / (448 * 512))` and codes `y = saturate_e4m3(x * (1 / scale))`
+/// (round to nearest even, saturating at ±448). Outputs: `y` `[M, K]` float8_e4m3fn and `scales`
+/// `[M, K / group]` float32; `y * scale` dequantizes.
+///
+/// NaN is ignored by the group max and quantizes to NaN; an infinity makes its group's scale
+/// infinite (its finite codes 0, its own code NaN). The CPU path and the kernels agree code for
+/// code (see `reference_rope_fp8`).
+///
+/// ```
+/// use tileops::ops::Fp8Quant;
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::best();
+/// let spec = TensorSpec::new([2, 4], DType::Float32);
+/// let quant = Fp8Quant::new(&device, spec, 0)?;
+/// let x = Tensor::from_f32_slice(&[1.0, -2.0, 0.5, 0.0, 3.0, 3.0, 3.0, 3.0], [2, 4], &device)?;
+/// let (y, scales) = quant.forward(&x)?;
+/// assert_eq!(scales.to_vec_f32()?, vec![2.0 / 448.0, 3.0 / 448.0]);
+/// assert_eq!(y.to_vec_f32()?, vec![224.0, -448.0, 112.0, 0.0, 448.0, 448.0, 448.0, 448.0]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[crate::roofline_op("fp8_quant")]
+#[derive(Debug, Clone)]
+pub struct Fp8Quant {
+    /// `[M, K]`.
+    x: TensorSpec,
+    /// 0 or K: per token; else the group length (divides K).
+    group_size: usize,
+    device: Device,
+    /// Elements per group (K for per-token) and number of groups.
+    group: usize,
+    groups: usize,
+    scales: TensorSpec,
+}
+
+/// How a quantization is launched: groups in registers, or one block per group looping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuantPlan {
+    /// `fp8_quant_rows_*`: `threads_per_group` (a power of two <= 512) x `groups_per_block`.
+    Rows {
+        threads_per_group: u32,
+        groups_per_block: u32,
+    },
+    /// `fp8_quant_loop_*`: 1024 threads per group.
+    Loop,
+}
+
+/// Chunks of 16 elements each thread of `fp8_quant_rows_*` holds (the kernels' CH).
+fn chunks_per_thread(dtype: DType) -> usize {
+    if dtype == DType::Float32 { 2 } else { 4 }
+}
+
+fn quant_plan(group: usize, dtype: DType) -> QuantPlan {
+    let chunks = group.div_ceil(16);
+    let ch = chunks_per_thread(dtype);
+    if chunks > 512 * ch {
+        return QuantPlan::Loop;
+    }
+    // One chunk per thread while a group fits in a warp; else CH chunks per thread.
+    let threads = chunks
+        .max(1)
+        .next_power_of_two()
+        .min(32)
+        .max(chunks.div_ceil(ch).next_power_of_two())
+        .min(512);
+    QuantPlan::Rows {
+        threads_per_group: threads as u32,
+        groups_per_block: (256 / threads).max(1) as u32,
+    }
+}
+
+impl Fp8Quant {
+    /// The roof an optimal quantizer is priced against: memory-bound work on CUDA cores.
+    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
+
+    /// Plans a quantization of `x` `[M, K]` with groups of `group_size` (0 or `K`: one scale per
+    /// row).
+    ///
+    /// Errors when `x` is not rank 2, empty, or not float32/float16/bfloat16, or when
+    /// `group_size` does not divide `K`.
+    pub fn new(device: &Device, x: TensorSpec, group_size: usize) -> Result<Fp8Quant, Error> {
+        check_float_dtype(OP, "x", &x)?;
+        let &[m, k] = x.shape.as_slice() else {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: "must be rank 2: [M, K]".to_owned(),
+            });
+        };
+        check_extents(OP, "x", &x)?;
+        if group_size != 0 && !k.is_multiple_of(group_size) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                field: "group_size",
+                value: group_size.to_string(),
+                reason: format!("must be 0 (per token) or divide K = {k}"),
+            });
+        }
+        let group = if group_size == 0 { k } else { group_size };
+        if i32::try_from(group).is_err() {
+            return Err(Error::InvalidParam {
+                op: OP,
+                field: "group_size",
+                value: group.to_string(),
+                reason: format!("groups of at most {} elements are supported", i32::MAX),
+            });
+        }
+        let scales = TensorSpec::new([m, k / group], DType::Float32);
+        Ok(Fp8Quant {
+            x,
+            group_size,
+            device: device.clone(),
+            group,
+            groups: m * (k / group),
+            scales,
+        })
+    }
+
+    /// The input spec the op is planned for.
+    pub fn x(&self) -> &TensorSpec {
+        &self.x
+    }
+
+    /// The group size as given (0: per token).
+    pub fn group_size(&self) -> usize {
+        self.group_size
+    }
+
+    /// The spec of `y`: `x`'s shape, float8_e4m3fn.
+    pub fn y_spec(&self) -> TensorSpec {
+        TensorSpec::new(self.x.shape.clone(), DType::Float8E4M3Fn)
+    }
+
+    /// The spec of `scales`: `[M, K / group]`, float32.
+    pub fn scales_spec(&self) -> &TensorSpec {
+        &self.scales
+    }
+
+    /// The device the op runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Quantizes `x` (matching the plan) into new `(y, scales)` tensors.
+    pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor), Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        let mut y = Tensor::empty(&self.y_spec(), &self.device)?;
+        let mut scales = Tensor::empty(&self.scales, &self.device)?;
+        self.forward_into(x, &mut y, &mut scales)?;
+        Ok((y, scales))
+    }
+
+    /// Quantizes `x` into `y` (`y_spec()`) and `scales` (`scales_spec()`). Asynchronous on a GPU.
+    pub fn forward_into(
+        &self,
+        x: &Tensor,
+        y: &mut Tensor,
+        scales: &mut Tensor,
+    ) -> Result<(), Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "y", y, &self.y_spec(), &self.device)?;
+        check_input(OP, "scales", scales, &self.scales, &self.device)?;
+        match self.device.cuda_device() {
+            None => {
+                // Exact: every input dtype widens to f32 without rounding.
+                let values: Vec<f32> = x.host_f64()?.into_iter().map(|v| v as f32).collect();
+                let (codes, s) = super::reference_rope_fp8::fp8_quant(&values, self.group);
+                let host = y
+                    .host_bytes_mut()
+                    .ok_or_else(|| Error::Tensor("fp8_quant: expected a CPU tensor".to_owned()))?;
+                *host = codes;
+                let s: Vec<f64> = s.into_iter().map(f64::from).collect();
+                scales.set_host_f64(&s)
+            }
+            Some(dev) => self.launch(dev, x, y, scales),
+        }
+    }
+
+    fn launch(
+        &self,
+        dev: &CudaDevice,
+        x: &Tensor,
+        y: &mut Tensor,
+        scales: &mut Tensor,
+    ) -> Result<(), Error> {
+        let dtype = self.x.dtype;
+        let missing = || Error::Tensor("fp8_quant: GPU tensor without a buffer".to_owned());
+        let xs = x.cuda_slice().ok_or_else(missing)?;
+        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        let ss = scales.cuda_slice_mut().ok_or_else(missing)?;
+        launch::check_aligned(OP, &dev.stream, &[xs, &*ys, &*ss])?;
+        let (entry, blocks, block) = match quant_plan(self.group, dtype) {
+            QuantPlan::Rows {
+                threads_per_group,
+                groups_per_block,
+            } => (
+                kernels::entry(&FP8_QUANT, "fp8_quant_rows", dtype)?,
+                self.groups.div_ceil(groups_per_block as usize),
+                (threads_per_group, groups_per_block),
+            ),
+            QuantPlan::Loop => (
+                kernels::entry(&FP8_QUANT, "fp8_quant_loop", dtype)?,
+                self.groups.min(1 << 20),
+                (1024, 1),
+            ),
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+            block_dim: (block.0, block.1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (groups, group) = (self.groups as i64, self.group as i32);
+        let function = kernels::function(dev, &FP8_QUANT, entry)?;
+        let mut call = dev.stream.launch_builder(&function);
+        call.arg(xs)
+            .arg(&mut *ys)
+            .arg(&mut *ss)
+            .arg(&groups)
+            .arg(&group);
+        // SAFETY: fp8_quant_*(const T*, unsigned char*, float*, long long, int); x and y hold
+        // groups * group elements, scales groups floats; the block shape follows the kernels'
+        // contract (power-of-two threads per group, 256 threads or one group per block, <= 512;
+        // or 1024 x 1 for the loop kernel).
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+}
+
+impl FromWorkload for Fp8Quant {
+    /// `x_shape` in the case dtype; `group_size` from the row, 0 when absent or null.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        let x = case.input_spec("x").ok_or_else(|| Error::InvalidParam {
+            op: OP,
+            field: "x",
+            value: "missing".to_owned(),
+            reason: format!("workload `{}` gives no `x_shape`", case.workload.label),
+        })?;
+        let group_size = match case.workload.param("group_size") {
+            None | Some(StaticValue::None) => 0,
+            Some(value) => value
+                .as_int()
+                .and_then(|g| usize::try_from(g).ok())
+                .ok_or_else(|| Error::InvalidParam {
+                    op: OP,
+                    field: "group_size",
+                    value: format!("{value:?}"),
+                    reason: "must be a non-negative integer".to_owned(),
+                })?,
+        };
+        Fp8Quant::new(device, x, group_size)
+    }
+}
+
+impl BenchOp for Fp8Quant {
+    fn roof(&self) -> RoofKey {
+        Fp8Quant::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(vec![Tensor::random(&self.x, seed, &self.device)?])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [x] = inputs else {
+            return Err(Error::Tensor(format!(
+                "fp8_quant takes 1 input, {} given",
+                inputs.len()
+            )));
+        };
+        let (y, scales) = self.forward(x)?;
+        Ok(vec![y, scales])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic {
+            reads: vec![self.x.clone()],
+            writes: vec![self.y_spec(), self.scales.clone()],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::reference_rope_fp8::{fp8_e4m3_value, fp8_quant};
+
+    #[test]
+    fn cpu_forward_matches_the_reference_in_every_dtype() {
+        let cpu = Device::cpu();
+        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+            for (shape, group_size) in [
+                ([3, 7], 0),
+                ([4, 64], 16),
+                ([2, 48], 48),
+                ([1, 1], 0),
+                ([5, 9], 3),
+            ] {
+                let xs = TensorSpec::new(shape, dtype);
+                let op = Fp8Quant::new(&cpu, xs.clone(), group_size).unwrap();
+                let x = Tensor::random(&xs, 9, &cpu).unwrap();
+                let (y, s) = op.forward(&x).unwrap();
+                let values: Vec<f32> = x.to_vec_f32().unwrap();
+                let group = if group_size == 0 {
+                    shape[1]
+                } else {
+                    group_size
+                };
+                let (codes, scales) = fp8_quant(&values, group);
+                assert_eq!(y.to_bytes().unwrap(), codes);
+                assert_eq!(s.to_vec_f32().unwrap(), scales);
+                assert_eq!(s.shape(), &[shape[0], shape[1] / group]);
+                // y decodes through the tensor's own fp8 decoder to the reference's values.
+                let decoded = y.to_vec_f64().unwrap();
+                for (d, &c) in decoded.iter().zip(&codes) {
+                    assert!(*d == fp8_e4m3_value(c) || d.is_nan());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn plans_pick_registers_or_the_loop() {
+        assert_eq!(
+            quant_plan(7168, DType::BFloat16),
+            QuantPlan::Rows {
+                threads_per_group: 128,
+                groups_per_block: 2
+            }
+        );
+        assert_eq!(
+            quant_plan(128, DType::BFloat16),
+            QuantPlan::Rows {
+                threads_per_group: 8,
+                groups_per_block: 32
+            }
+        );
+        assert_eq!(
+            quant_plan(7, DType::Float32),
+            QuantPlan::Rows {
+                threads_per_group: 1,
+                groups_per_block: 256
+            }
+        );
+        assert_eq!(
+            quant_plan(7168, DType::Float32),
+            QuantPlan::Rows {
+                threads_per_group: 256,
+                groups_per_block: 1
+            }
+        );
+        assert_eq!(quant_plan(1 << 20, DType::BFloat16), QuantPlan::Loop);
+        for dtype in [DType::Float32, DType::BFloat16] {
+            for group in (1usize..40_000)
+                .step_by(331)
+                .chain([16, 32, 4096, 16384, 32768, 32769])
+            {
+                let chunks = group.div_ceil(16);
+                match quant_plan(group, dtype) {
+                    QuantPlan::Rows {
+                        threads_per_group: t,
+                        groups_per_block: g,
+                    } => {
+                        assert!(chunks <= t as usize * chunks_per_thread(dtype), "{group}");
+                        assert!(t.is_power_of_two() && t <= 512);
+                        assert!((t * g).is_multiple_of(32) && t * g <= 512);
+                        assert!(t < 32 || g <= 8);
+                    }
+                    QuantPlan::Loop => assert!(chunks > 512 * chunks_per_thread(dtype)),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! `layer_norm`: `(x - mean) / sqrt(var + eps) * weight + bias` over the last dimension.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::reference_norm_act as reference;
+use super::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
+use crate::device::CudaDevice;
+use crate::kernels::{self, LAYER_NORM};
+use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::{Device, Error, Tensor, TensorSpec};
+
+const OP: &str = "layer_norm";
+
+/// LayerNorm over the last dimension with a weight and a bias of shape `[N]`, as
+/// `torch.nn.functional.layer_norm(x, [N], weight, bias, eps)` (biased variance), in float32,
+/// float16 or bfloat16 (weight and bias in the same dtype), accumulating in f32 on the GPU (f64
+/// on the CPU).
+///
+/// ```
+/// use tileops::ops::LayerNorm;
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::best();
+/// let x_spec = TensorSpec::new([8, 4096], DType::BFloat16);
+/// let p_spec = TensorSpec::new([4096], DType::BFloat16);
+/// let norm = LayerNorm::new(&device, x_spec.clone(), p_spec.clone(), p_spec.clone(), 1e-5)?;
+/// let x = Tensor::random(&x_spec, 1, &device)?;
+/// let weight = Tensor::full(&p_spec, 1.0, &device)?;
+/// let bias = Tensor::full(&p_spec, 0.0, &device)?;
+/// let y = norm.forward(&x, &weight, &bias)?.to_vec_f32()?;
+/// let mean = y[..4096].iter().sum::<f32>() / 4096.0;
+/// let var = y[..4096].iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / 4096.0;
+/// assert!(mean.abs() < 0.01 && (var - 1.0).abs() < 0.02);
+///
+/// // The bias must be [N] for N the last dim of x.
+/// let bad = TensorSpec::new([8], DType::BFloat16);
+/// assert!(LayerNorm::new(&device, x_spec, p_spec, bad, 1e-5).is_err());
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[crate::roofline_op("layer_norm")]
+#[derive(Debug, Clone)]
+pub struct LayerNorm {
+    /// The input the op is planned for.
+    x: TensorSpec,
+    /// The weight: `[N]`, same dtype as `x`.
+    weight: TensorSpec,
+    /// The bias: `[N]`, same dtype as `x`.
+    bias: TensorSpec,
+    /// Added to the variance before the square root.
+    eps: f64,
+    device: Device,
+    /// `x` viewed as `rows` rows of `n`.
+    rows: usize,
+    n: usize,
+}
+
+/// Checks a per-column parameter (weight, bias) of a last-dim norm: `[n]`, the dtype of `x`.
+pub(super) fn check_row_param(
+    op: &'static str,
+    field: &'static str,
+    param: &TensorSpec,
+    x: &TensorSpec,
+    n: usize,
+) -> Result<(), Error> {
+    check_float_dtype(op, field, param)?;
+    if param.dtype != x.dtype {
+        return Err(Error::InvalidDType {
+            op,
+            field,
+            value: param.dtype,
+            supported: format!("the dtype of x ({})", x.dtype),
+        });
+    }
+    if param.shape != [n] {
+        return Err(Error::InvalidShape {
+            op,
+            field,
+            value: format!("{:?}", param.shape),
+            reason: format!("must be [{n}], the last dim of x {x}"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks `x` of a last-dim norm (a float dtype, rank >= 1, no empty dim, rows that an `int`
+/// indexes) and `eps`; returns the row length.
+pub(super) fn check_norm_input(op: &'static str, x: &TensorSpec, eps: f64) -> Result<usize, Error> {
+    check_float_dtype(op, "x", x)?;
+    let Some(&n) = x.shape.last() else {
+        return Err(Error::InvalidShape {
+            op,
+            field: "x",
+            value: "[]".to_owned(),
+            reason: format!("{op} needs at least one dimension to normalize over"),
+        });
+    };
+    check_extents(op, "x", x)?;
+    if i32::try_from(n).is_err() {
+        return Err(Error::InvalidShape {
+            op,
+            field: "x",
+            value: format!("{:?}", x.shape),
+            reason: format!("rows of {n} elements; at most {} are supported", i32::MAX),
+        });
+    }
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(Error::InvalidParam {
+            op,
+            field: "eps",
+            value: eps.to_string(),
+            reason: "must be finite and >= 0".to_owned(),
+        });
+    }
+    Ok(n)
+}
+
+/// `eps` from a workload row, `default` when absent or null.
+pub(super) fn workload_eps(
+    op: &'static str,
+    case: &WorkloadCase,
+    default: f64,
+) -> Result<f64, Error> {
+    match case.workload.param("eps") {
+        None | Some(StaticValue::None) => Ok(default),
+        Some(value) => value.as_f64().ok_or_else(|| Error::InvalidParam {
+            op,
+            field: "eps",
+            value: format!("{value:?}"),
+            reason: "must be a number".to_owned(),
+        }),
+    }
+}
+
+/// The spec of input `name` in a workload row, or `[N]` of the case dtype (N the last dim of
+/// `x`) when the row gives none and `per_column` is set.
+pub(super) fn workload_input(
+    op: &'static str,
+    case: &WorkloadCase,
+    name: &'static str,
+    per_column_of: Option<&TensorSpec>,
+) -> Result<TensorSpec, Error> {
+    if let Some(spec) = case.input_spec(name) {
+        return Ok(spec);
+    }
+    match per_column_of {
+        Some(x) => Ok(TensorSpec::new(
+            x.shape.last().copied().into_iter().collect::<Vec<_>>(),
+            x.dtype,
+        )),
+        None => Err(Error::InvalidParam {
+            op,
+            field: name,
+            value: "missing".to_owned(),
+            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
+        }),
+    }
+}
+
+impl LayerNorm {
+    /// The roof an optimal LayerNorm is priced against: memory-bound work on CUDA cores.
+    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
+
+    /// Plans a LayerNorm of inputs like `x` over their last dim, with `weight` and `bias`.
+    ///
+    /// Errors when `x` has rank 0 or no elements, when a dtype is not float32, float16 or
+    /// bfloat16 or they differ, when `weight` or `bias` is not `[N]` for `N` the last dim of `x`,
+    /// or when `eps` is negative or not finite.
+    pub fn new(
+        device: &Device,
+        x: TensorSpec,
+        weight: TensorSpec,
+        bias: TensorSpec,
+        eps: f64,
+    ) -> Result<LayerNorm, Error> {
+        let n = check_norm_input(OP, &x, eps)?;
+        check_row_param(OP, "weight", &weight, &x, n)?;
+        check_row_param(OP, "bias", &bias, &x, n)?;
+        let rows = x.numel() / n;
+        Ok(LayerNorm {
+            x,
+            weight,
+            bias,
+            eps,
+            device: device.clone(),
+            rows,
+            n,
+        })
+    }
+
+    /// The input spec the op is planned for.
+    pub fn x(&self) -> &TensorSpec {
+        &self.x
+    }
+
+    /// The weight spec the op is planned for.
+    pub fn weight(&self) -> &TensorSpec {
+        &self.weight
+    }
+
+    /// The bias spec the op is planned for.
+    pub fn bias(&self) -> &TensorSpec {
+        &self.bias
+    }
+
+    /// The epsilon.
+    pub fn eps(&self) -> f64 {
+        self.eps
+    }
+
+    /// The device the op runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// LayerNorm of `x` with `weight` and `bias`, into a new tensor; all must match the plan.
+    pub fn forward(&self, x: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Tensor, Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        let mut y = Tensor::empty(&self.x, &self.device)?;
+        self.forward_into(x, weight, bias, &mut y)?;
+        Ok(y)
+    }
+
+    /// LayerNorm of `x` with `weight` and `bias`, written into `y` (same spec and device as
+    /// `x`). Asynchronous on a GPU.
+    pub fn forward_into(
+        &self,
+        x: &Tensor,
+        weight: &Tensor,
+        bias: &Tensor,
+        y: &mut Tensor,
+    ) -> Result<(), Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "weight", weight, &self.weight, &self.device)?;
+        check_input(OP, "bias", bias, &self.bias, &self.device)?;
+        check_input(OP, "y", y, &self.x, &self.device)?;
+        match self.device.cuda_device() {
+            None => {
+                let (values, w, b) = (x.host_f64()?, weight.host_f64()?, bias.host_f64()?);
+                y.set_host_f64(&reference::layer_norm(&values, &w, &b, self.n, self.eps))
+            }
+            Some(dev) => self.launch(dev, [x, weight, bias], y),
+        }
+    }
+
+    fn launch(&self, dev: &CudaDevice, inputs: [&Tensor; 3], y: &mut Tensor) -> Result<(), Error> {
+        let dtype = self.x.dtype;
+        let missing = || Error::Tensor("layer_norm: GPU tensor without a buffer".to_owned());
+        let [xs, ws, bs] = [
+            inputs[0].cuda_slice().ok_or_else(missing)?,
+            inputs[1].cuda_slice().ok_or_else(missing)?,
+            inputs[2].cuda_slice().ok_or_else(missing)?,
+        ];
+        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        launch::check_aligned(OP, &dev.stream, &[xs, ws, bs, ys])?;
+        let (entry, (blocks, (threads_x, threads_y))) = match row_plan(self.n, dtype) {
+            RowPlan::Regs4 {
+                threads_per_row,
+                rows_per_block,
+            } => (
+                kernels::entry(&LAYER_NORM, "layer_norm_rows_v4", dtype)?,
+                (
+                    self.rows.div_ceil(rows_per_block as usize),
+                    (threads_per_row, rows_per_block),
+                ),
+            ),
+            RowPlan::Regs16 { threads_per_row } => (
+                kernels::entry(&LAYER_NORM, "layer_norm_rows_v16", dtype)?,
+                (self.rows, (threads_per_row, 1)),
+            ),
+            // One block of 1024 threads per row, rows in a grid-stride loop.
+            RowPlan::Long => (
+                kernels::entry(&LAYER_NORM, "layer_norm_loop", dtype)?,
+                (self.rows.min(1 << 20), (1024, 1)),
+            ),
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+            block_dim: (threads_x, threads_y, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
+        let function = kernels::function(dev, &LAYER_NORM, entry)?;
+        let mut call = dev.stream.launch_builder(&function);
+        call.arg(xs)
+            .arg(ws)
+            .arg(bs)
+            .arg(&mut *ys)
+            .arg(&rows)
+            .arg(&n)
+            .arg(&eps);
+        // SAFETY: layer_norm_*(const T*, const T*, const T*, T*, long long, int, float); x and y
+        // hold rows * n elements, weight and bias n; the block shape is within the launch bounds.
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+}
+
+impl FromWorkload for LayerNorm {
+    /// `x_shape` and the case dtype; weight and bias from `weight_shape`/`bias_shape`, else
+    /// `[N]`; `eps` from the row, 1e-5 (the manifest default) when absent or null.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        let x = workload_input(OP, case, "x", None)?;
+        let weight = workload_input(OP, case, "weight", Some(&x))?;
+        let bias = workload_input(OP, case, "bias", Some(&x))?;
+        LayerNorm::new(device, x, weight, bias, workload_eps(OP, case, 1e-5)?)
+    }
+}
+
+impl BenchOp for LayerNorm {
+    fn roof(&self) -> RoofKey {
+        LayerNorm::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(vec![
+            Tensor::random(&self.x, seed, &self.device)?,
+            Tensor::random(&self.weight, seed.wrapping_add(1), &self.device)?,
+            Tensor::random(&self.bias, seed.wrapping_add(2), &self.device)?,
+        ])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [x, weight, bias] = inputs else {
+            return Err(Error::Tensor(format!(
+                "layer_norm takes 3 inputs (x, weight, bias), {} given",
+                inputs.len()
+            )));
+        };
+        Ok(vec![self.forward(x, weight, bias)?])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic {
+            reads: vec![self.x.clone(), self.weight.clone(), self.bias.clone()],
+            writes: vec![self.x.clone()],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn cpu_forward_matches_the_reference_in_every_dtype() {
+        let cpu = Device::cpu();
+        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+            for shape in [vec![3, 7], vec![2, 2, 64], vec![1], vec![4, 1]] {
+                let n = *shape.last().unwrap();
+                let xs = TensorSpec::new(shape.clone(), dtype);
+                let ps = TensorSpec::new([n], dtype);
+                let op = LayerNorm::new(&cpu, xs.clone(), ps.clone(), ps.clone(), 1e-5).unwrap();
+                let mut values = Tensor::random(&xs, 3, &cpu).unwrap().to_vec_f64().unwrap();
+                if values.len() > n {
+                    // Row 1 carries a NaN: all of it is NaN.
+                    values[n] = f64::NAN;
+                }
+                let x = Tensor::from_f64_rounded(&values, &xs, &cpu).unwrap();
+                let w = Tensor::random(&ps, 4, &cpu).unwrap();
+                let b = Tensor::random(&ps, 5, &cpu).unwrap();
+                let y = op.forward(&x, &w, &b).unwrap();
+                let expect = reference::layer_norm(
+                    &x.to_vec_f64().unwrap(),
+                    &w.to_vec_f64().unwrap(),
+                    &b.to_vec_f64().unwrap(),
+                    n,
+                    1e-5,
+                );
+                if values.len() > n {
+                    assert!(expect[n..2 * n].iter().all(|v| v.is_nan()));
+                }
+                let expect = Tensor::from_f64_rounded(&expect, &xs, &cpu).unwrap();
+                assert_eq!(
+                    y.to_bytes().unwrap(),
+                    expect.to_bytes().unwrap(),
+                    "{dtype} {shape:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn roofline_follows_the_manifest() {
+        let cpu = Device::cpu();
+        let x = TensorSpec::new([2048, 4096], DType::Float16);
+        let p = TensorSpec::new([4096], DType::Float16);
+        let r = LayerNorm::new(&cpu, x, p.clone(), p, 1e-5)
+            .unwrap()
+            .eval_roofline()
+            .unwrap();
+        let (m, n) = (2048u64, 4096u64);
+        assert_eq!((r.flops, r.bytes), (5 * m * n, (2 * m * n + 2 * n) * 2));
+    }
+
+    #[test]
+    fn params_must_match_x() {
+        let cpu = Device::cpu();
+        let x = TensorSpec::new([2, 8], DType::Float16);
+        let p = TensorSpec::new([8], DType::Float16);
+        assert!(matches!(
+            LayerNorm::new(
+                &cpu,
+                x.clone(),
+                p.clone(),
+                TensorSpec::new([8], DType::BFloat16),
+                1e-5
+            ),
+            Err(Error::InvalidDType { field: "bias", .. })
+        ));
+        assert!(matches!(
+            LayerNorm::new(
+                &cpu,
+                x.clone(),
+                TensorSpec::new([9], DType::Float16),
+                p.clone(),
+                1e-5
+            ),
+            Err(Error::InvalidShape {
+                field: "weight",
+                ..
+            })
+        ));
+        assert!(matches!(
+            LayerNorm::new(&cpu, x, p.clone(), p, f64::NAN),
+            Err(Error::InvalidParam { field: "eps", .. })
+        ));
+    }
+}

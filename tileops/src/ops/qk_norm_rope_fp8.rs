@@ -1,0 +1,562 @@
+//! `qk_norm_rope_fp8`: the fused case study of seed 002 — per head row of q and k, RMS norm with
+//! a weight, NeoX RoPE, fp8 quantization with one scale per row, in one kernel and one pass.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::rope::{check_positions, random_positions, rope_table};
+use super::{check_extents, check_input, launch};
+use crate::device::CudaDevice;
+use crate::kernels::{self, QK_NORM_ROPE_FP8};
+use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::{DType, Device, Error, Tensor, TensorSpec};
+
+const OP: &str = "qk_norm_rope_fp8";
+
+/// The head row length the kernel (and the seed's per-row FLOP ledger) is written for.
+pub const HEAD_DIM: usize = 128;
+
+/// The four outputs of [`QkNormRopeFp8`].
+#[derive(Debug)]
+pub struct QkNormRopeFp8Output {
+    /// `[tokens, q_heads, 128]` float8_e4m3fn.
+    pub q_fp8: Tensor,
+    /// `[tokens, k_heads, 128]` float8_e4m3fn.
+    pub k_fp8: Tensor,
+    /// `[tokens, q_heads]` float32: `q ≈ q_fp8 * q_scale` per head row.
+    pub q_scale: Tensor,
+    /// `[tokens, k_heads]` float32.
+    pub k_scale: Tensor,
+}
+
+/// QK-norm + RoPE + fp8 in one kernel, as in seed 002's case study: for every head row of `q`
+/// `[tokens, q_heads, 128]` and `k` `[tokens, k_heads, 128]` (bfloat16 or float16),
+/// `n = x / sqrt(mean(x^2) + eps) * weight` (`q_weight` or `k_weight`, `[128]`), NeoX RoPE of `n`
+/// at the token's position with the float32 table `cos_sin_cache` `[max_pos, 128]` (rows
+/// `[cos (64) | sin (64)]`, as [`Rope`](super::Rope)), then float8_e4m3fn codes with one float32
+/// scale per row, `scale = max(amax / 448, 1 / (448 * 512))`, codes `saturate(y * (1 / scale))`.
+/// Nothing between the stages is rounded or written: the kernel keeps each row in f32 registers.
+///
+/// Its roofline is the seed's ledger (manifest/fused.yaml): the ledger charges the RoPE lookups
+/// as two `head_dim`-wide float32 tables per token and leaves out the positions, so it counts
+/// `tokens * (128 * 4 - 8)` bytes more than the kernel moves (the kernel reads one 512-byte
+/// `[cos | sin]` row and one 8-byte position per token).
+///
+/// A position outside `[0, max_pos)` is an error on the CPU; on the GPU its token's rows come out
+/// as NaN codes.
+///
+/// ```
+/// use tileops::ops::QkNormRopeFp8;
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::best();
+/// let bf16 = |shape: &[usize]| TensorSpec::new(shape, DType::BFloat16);
+/// let op = QkNormRopeFp8::new(
+///     &device,
+///     bf16(&[2, 4, 128]),
+///     bf16(&[2, 1, 128]),
+///     bf16(&[128]),
+///     bf16(&[128]),
+///     TensorSpec::new([2], DType::Int64),
+///     TensorSpec::new([8, 128], DType::Float32),
+///     1e-6,
+/// )?;
+/// let r = op.eval_roofline()?;
+/// assert_eq!(r.flops, 1155 * 2 * 5); // the seed's 1155 FLOP per head row
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[crate::roofline_op("qk_norm_rope_fp8")]
+#[derive(Debug, Clone)]
+pub struct QkNormRopeFp8 {
+    q: TensorSpec,
+    k: TensorSpec,
+    q_weight: TensorSpec,
+    k_weight: TensorSpec,
+    positions: TensorSpec,
+    cos_sin_cache: TensorSpec,
+    eps: f64,
+    device: Device,
+    tokens: usize,
+    q_heads: usize,
+    k_heads: usize,
+    max_pos: usize,
+}
+
+fn bad_shape(field: &'static str, spec: &TensorSpec, reason: String) -> Error {
+    Error::InvalidShape {
+        op: OP,
+        field,
+        value: format!("{:?}", spec.shape),
+        reason,
+    }
+}
+
+impl QkNormRopeFp8 {
+    /// The roof an optimal implementation is priced against: CUDA cores (seed 002, M2).
+    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
+
+    /// Plans the fused op. Errors when `q` or `k` is not rank 3 with head_dim 128, or empty; when
+    /// they disagree in tokens or dtype (bfloat16 or float16); when a weight is not `[128]` of
+    /// q's dtype; when `positions` is not int64 `[tokens]`; when the table is not float32
+    /// `[max_pos >= 1, 128]`; or when `eps` is negative or not finite.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        device: &Device,
+        q: TensorSpec,
+        k: TensorSpec,
+        q_weight: TensorSpec,
+        k_weight: TensorSpec,
+        positions: TensorSpec,
+        cos_sin_cache: TensorSpec,
+        eps: f64,
+    ) -> Result<QkNormRopeFp8, Error> {
+        if !matches!(q.dtype, DType::BFloat16 | DType::Float16) {
+            return Err(Error::InvalidDType {
+                op: OP,
+                field: "q",
+                value: q.dtype,
+                supported: "bfloat16, float16".to_owned(),
+            });
+        }
+        for (field, spec) in [("k", &k), ("q_weight", &q_weight), ("k_weight", &k_weight)] {
+            if spec.dtype != q.dtype {
+                return Err(Error::InvalidDType {
+                    op: OP,
+                    field,
+                    value: spec.dtype,
+                    supported: format!("the dtype of q ({})", q.dtype),
+                });
+            }
+        }
+        let mut dims = [(0, 0); 2];
+        for (i, (field, spec)) in [("q", &q), ("k", &k)].into_iter().enumerate() {
+            let &[tokens, heads, head_dim] = spec.shape.as_slice() else {
+                return Err(bad_shape(
+                    field,
+                    spec,
+                    "must be rank 3: [tokens, heads, 128]".to_owned(),
+                ));
+            };
+            check_extents(OP, field, spec)?;
+            if head_dim != HEAD_DIM {
+                return Err(bad_shape(
+                    field,
+                    spec,
+                    format!(
+                        "head_dim must be {HEAD_DIM} (the kernel and the seed's ledger are for 128)"
+                    ),
+                ));
+            }
+            if heads > 1 << 20 {
+                return Err(bad_shape(field, spec, "at most 2^20 heads".to_owned()));
+            }
+            dims[i] = (tokens, heads);
+        }
+        let [(tokens, q_heads), (k_tokens, k_heads)] = dims;
+        if k_tokens != tokens {
+            return Err(bad_shape(
+                "k",
+                &k,
+                format!("must have the {tokens} tokens of q"),
+            ));
+        }
+        for (field, spec) in [("q_weight", &q_weight), ("k_weight", &k_weight)] {
+            if spec.shape != [HEAD_DIM] {
+                return Err(bad_shape(field, spec, format!("must be [{HEAD_DIM}]")));
+            }
+        }
+        if positions.dtype != DType::Int64 {
+            return Err(Error::InvalidDType {
+                op: OP,
+                field: "positions",
+                value: positions.dtype,
+                supported: "int64".to_owned(),
+            });
+        }
+        if positions.shape != [tokens] {
+            return Err(bad_shape(
+                "positions",
+                &positions,
+                format!("must be [{tokens}], one position per token"),
+            ));
+        }
+        if cos_sin_cache.dtype != DType::Float32 {
+            return Err(Error::InvalidDType {
+                op: OP,
+                field: "cos_sin_cache",
+                value: cos_sin_cache.dtype,
+                supported: "float32".to_owned(),
+            });
+        }
+        let max_pos = match cos_sin_cache.shape.as_slice() {
+            &[rows, HEAD_DIM] if rows > 0 => rows,
+            _ => {
+                return Err(bad_shape(
+                    "cos_sin_cache",
+                    &cos_sin_cache,
+                    format!("must be [max_pos, {HEAD_DIM}] with max_pos >= 1"),
+                ));
+            }
+        };
+        check_extents(OP, "cos_sin_cache", &cos_sin_cache)?;
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                field: "eps",
+                value: eps.to_string(),
+                reason: "must be finite and >= 0".to_owned(),
+            });
+        }
+        Ok(QkNormRopeFp8 {
+            q,
+            k,
+            q_weight,
+            k_weight,
+            positions,
+            cos_sin_cache,
+            eps,
+            device: device.clone(),
+            tokens,
+            q_heads,
+            k_heads,
+            max_pos,
+        })
+    }
+
+    /// The q spec the op is planned for.
+    pub fn q(&self) -> &TensorSpec {
+        &self.q
+    }
+
+    /// The k spec the op is planned for.
+    pub fn k(&self) -> &TensorSpec {
+        &self.k
+    }
+
+    /// The epsilon of the norm.
+    pub fn eps(&self) -> f64 {
+        self.eps
+    }
+
+    /// The device the op runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The specs of the outputs: `(q_fp8, k_fp8, q_scale, k_scale)`.
+    pub fn output_specs(&self) -> [TensorSpec; 4] {
+        [
+            TensorSpec::new(self.q.shape.clone(), DType::Float8E4M3Fn),
+            TensorSpec::new(self.k.shape.clone(), DType::Float8E4M3Fn),
+            TensorSpec::new([self.tokens, self.q_heads], DType::Float32),
+            TensorSpec::new([self.tokens, self.k_heads], DType::Float32),
+        ]
+    }
+
+    /// Runs the op into new output tensors; every input must match the plan.
+    pub fn forward(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        q_weight: &Tensor,
+        k_weight: &Tensor,
+        positions: &Tensor,
+        cos_sin_cache: &Tensor,
+    ) -> Result<QkNormRopeFp8Output, Error> {
+        let [qs, ks, qss, kss] = self.output_specs();
+        let mut out = QkNormRopeFp8Output {
+            q_fp8: Tensor::empty(&qs, &self.device)?,
+            k_fp8: Tensor::empty(&ks, &self.device)?,
+            q_scale: Tensor::empty(&qss, &self.device)?,
+            k_scale: Tensor::empty(&kss, &self.device)?,
+        };
+        self.forward_into(q, k, q_weight, k_weight, positions, cos_sin_cache, &mut out)?;
+        Ok(out)
+    }
+
+    /// Runs the op into `out` (tensors of `output_specs()` on the op's device). Asynchronous on a
+    /// GPU.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_into(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        q_weight: &Tensor,
+        k_weight: &Tensor,
+        positions: &Tensor,
+        cos_sin_cache: &Tensor,
+        out: &mut QkNormRopeFp8Output,
+    ) -> Result<(), Error> {
+        let d = &self.device;
+        check_input(OP, "q", q, &self.q, d)?;
+        check_input(OP, "k", k, &self.k, d)?;
+        check_input(OP, "q_weight", q_weight, &self.q_weight, d)?;
+        check_input(OP, "k_weight", k_weight, &self.k_weight, d)?;
+        check_input(OP, "positions", positions, &self.positions, d)?;
+        check_input(OP, "cos_sin_cache", cos_sin_cache, &self.cos_sin_cache, d)?;
+        let [qs, ks, qss, kss] = self.output_specs();
+        check_input(OP, "q_fp8", &out.q_fp8, &qs, d)?;
+        check_input(OP, "k_fp8", &out.k_fp8, &ks, d)?;
+        check_input(OP, "q_scale", &out.q_scale, &qss, d)?;
+        check_input(OP, "k_scale", &out.k_scale, &kss, d)?;
+        match d.cuda_device() {
+            None => {
+                let pos = positions.to_vec::<i64>()?;
+                check_positions(OP, &pos, self.max_pos)?;
+                let cache = cos_sin_cache.host_f64()?;
+                for (x, w, heads, codes_out, scales_out) in [
+                    (q, q_weight, self.q_heads, &mut out.q_fp8, &mut out.q_scale),
+                    (k, k_weight, self.k_heads, &mut out.k_fp8, &mut out.k_scale),
+                ] {
+                    let (codes, scales, _) = super::reference_rope_fp8::qk_norm_rope_fp8(
+                        &x.host_f64()?,
+                        &w.host_f64()?,
+                        &pos,
+                        &cache,
+                        heads,
+                        HEAD_DIM,
+                        self.eps,
+                    );
+                    *codes_out.host_bytes_mut().ok_or_else(|| {
+                        Error::Tensor("qk_norm_rope_fp8: expected a CPU tensor".to_owned())
+                    })? = codes;
+                    let scales: Vec<f64> = scales.into_iter().map(f64::from).collect();
+                    scales_out.set_host_f64(&scales)?;
+                }
+                Ok(())
+            }
+            Some(dev) => self.launch(
+                dev,
+                [q, k, q_weight, k_weight, positions, cos_sin_cache],
+                out,
+            ),
+        }
+    }
+
+    fn launch(
+        &self,
+        dev: &CudaDevice,
+        inputs: [&Tensor; 6],
+        out: &mut QkNormRopeFp8Output,
+    ) -> Result<(), Error> {
+        let missing = || Error::Tensor("qk_norm_rope_fp8: GPU tensor without a buffer".to_owned());
+        let ins = inputs
+            .iter()
+            .map(|t| t.cuda_slice().ok_or_else(missing))
+            .collect::<Result<Vec<_>, _>>()?;
+        let [q, k, qw, kw, pos, cache] = ins.as_slice() else {
+            return Err(missing());
+        };
+        let QkNormRopeFp8Output {
+            q_fp8,
+            k_fp8,
+            q_scale,
+            k_scale,
+        } = out;
+        let q_out = q_fp8.cuda_slice_mut().ok_or_else(missing)?;
+        let k_out = k_fp8.cuda_slice_mut().ok_or_else(missing)?;
+        let q_sc = q_scale.cuda_slice_mut().ok_or_else(missing)?;
+        let k_sc = k_scale.cuda_slice_mut().ok_or_else(missing)?;
+        launch::check_aligned(
+            OP,
+            &dev.stream,
+            &[
+                *q, *k, *qw, *kw, *pos, *cache, &*q_out, &*k_out, &*q_sc, &*k_sc,
+            ],
+        )?;
+        let entry = kernels::entry(&QK_NORM_ROPE_FP8, "qk_norm_rope_fp8", self.q.dtype)?;
+        let threads = fused_threads(self.q_heads + self.k_heads);
+        let cfg = LaunchConfig {
+            grid_dim: (launch::grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (tokens, q_heads, k_heads, max_pos, eps) = (
+            self.tokens as i64,
+            self.q_heads as i32,
+            self.k_heads as i32,
+            self.max_pos as i64,
+            self.eps as f32,
+        );
+        let function = kernels::function(dev, &QK_NORM_ROPE_FP8, entry)?;
+        let mut call = dev.stream.launch_builder(&function);
+        call.arg(*q)
+            .arg(*k)
+            .arg(*qw)
+            .arg(*kw)
+            .arg(*pos)
+            .arg(*cache)
+            .arg(&mut *q_out)
+            .arg(&mut *k_out)
+            .arg(&mut *q_sc)
+            .arg(&mut *k_sc)
+            .arg(&tokens)
+            .arg(&q_heads)
+            .arg(&k_heads)
+            .arg(&max_pos)
+            .arg(&eps);
+        // SAFETY: qk_norm_rope_fp8_*(const T* q, const T* k, const T* qw, const T* kw,
+        // const long long* positions, const float* cache, uchar* q_out, uchar* k_out,
+        // float* q_scale, float* k_scale, long long tokens, int q_heads, int k_heads,
+        // long long max_pos, float eps); every buffer holds what its spec says (checked against the
+        // plan); the block is 32..512 threads, a multiple of 32 (the launch bounds).
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+}
+
+/// Threads per block: 8 per head row of a token, whole warps, at most 512 (64 rows per pass).
+fn fused_threads(rows: usize) -> u32 {
+    (rows * 8).div_ceil(32).clamp(1, 16) as u32 * 32
+}
+
+fn workload_input(
+    case: &WorkloadCase,
+    name: &'static str,
+    dtype: DType,
+) -> Result<TensorSpec, Error> {
+    let shape = case
+        .workload
+        .shape(name)
+        .ok_or_else(|| Error::InvalidParam {
+            op: OP,
+            field: name,
+            value: "missing".to_owned(),
+            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
+        })?;
+    Ok(TensorSpec::new(shape, dtype))
+}
+
+impl FromWorkload for QkNormRopeFp8 {
+    /// q, k and the weights in the case dtype, positions int64, the table float32; `eps` from the
+    /// row, 1e-6 when absent or null.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        let d = case.dtype;
+        let eps = match case.workload.param("eps") {
+            None | Some(StaticValue::None) => 1e-6,
+            Some(value) => value.as_f64().ok_or_else(|| Error::InvalidParam {
+                op: OP,
+                field: "eps",
+                value: format!("{value:?}"),
+                reason: "must be a number".to_owned(),
+            })?,
+        };
+        QkNormRopeFp8::new(
+            device,
+            workload_input(case, "q", d)?,
+            workload_input(case, "k", d)?,
+            workload_input(case, "q_weight", d)?,
+            workload_input(case, "k_weight", d)?,
+            workload_input(case, "positions", DType::Int64)?,
+            workload_input(case, "cos_sin_cache", DType::Float32)?,
+            eps,
+        )
+    }
+}
+
+impl BenchOp for QkNormRopeFp8 {
+    fn roof(&self) -> RoofKey {
+        QkNormRopeFp8::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        let d = &self.device;
+        Ok(vec![
+            Tensor::random(&self.q, seed, d)?,
+            Tensor::random(&self.k, seed.wrapping_add(1), d)?,
+            Tensor::random(&self.q_weight, seed.wrapping_add(2), d)?,
+            Tensor::random(&self.k_weight, seed.wrapping_add(3), d)?,
+            random_positions(self.tokens, self.max_pos, seed, d)?,
+            rope_table(&self.cos_sin_cache, d)?,
+        ])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [q, k, qw, kw, positions, cache] = inputs else {
+            return Err(Error::Tensor(format!(
+                "qk_norm_rope_fp8 takes 6 inputs (q, k, q_weight, k_weight, positions, \
+                 cos_sin_cache), {} given",
+                inputs.len()
+            )));
+        };
+        let out = self.forward(q, k, qw, kw, positions, cache)?;
+        Ok(vec![out.q_fp8, out.k_fp8, out.q_scale, out.k_scale])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic {
+            reads: vec![
+                self.q.clone(),
+                self.k.clone(),
+                self.q_weight.clone(),
+                self.k_weight.clone(),
+                self.positions.clone(),
+                self.cos_sin_cache.clone(),
+            ],
+            writes: self.output_specs().to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::reference_rope_fp8::qk_norm_rope_fp8;
+
+    fn plan(tokens: usize, q_heads: usize, k_heads: usize, dtype: DType) -> QkNormRopeFp8 {
+        QkNormRopeFp8::new(
+            &Device::cpu(),
+            TensorSpec::new([tokens, q_heads, 128], dtype),
+            TensorSpec::new([tokens, k_heads, 128], dtype),
+            TensorSpec::new([128], dtype),
+            TensorSpec::new([128], dtype),
+            TensorSpec::new([tokens], DType::Int64),
+            TensorSpec::new([9, 128], DType::Float32),
+            1e-6,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn cpu_forward_matches_the_reference() {
+        for dtype in [DType::BFloat16, DType::Float16] {
+            for (tokens, qh, kh) in [(1, 1, 1), (3, 4, 2), (2, 5, 3)] {
+                let op = plan(tokens, qh, kh, dtype);
+                let inputs = op.random_inputs(7).unwrap();
+                let out = op.run(&inputs).unwrap();
+                let pos = inputs[4].to_vec::<i64>().unwrap();
+                let cache = inputs[5].to_vec_f64().unwrap();
+                for (x, w, heads, codes, scales) in [(0, 2, qh, 0, 2), (1, 3, kh, 1, 3)] {
+                    let (c, s, _) = qk_norm_rope_fp8(
+                        &inputs[x].to_vec_f64().unwrap(),
+                        &inputs[w].to_vec_f64().unwrap(),
+                        &pos,
+                        &cache,
+                        heads,
+                        128,
+                        1e-6,
+                    );
+                    assert_eq!(out[codes].to_bytes().unwrap(), c);
+                    assert_eq!(out[scales].to_vec_f32().unwrap(), s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_ledger_is_the_seeds() {
+        // Seed 002: 4096 tokens, 32 + 8 heads, head_dim 128.
+        let op = plan(4096, 32, 8, DType::BFloat16);
+        let r = op.eval_roofline().unwrap();
+        let rows = 4096u64 * 40;
+        assert_eq!(r.flops, 1155 * rows);
+        let payload = rows * 128 * 2 + rows * 128 + rows * 4;
+        let lookup = 2 * 128 * 2 + 2 * 4096 * 128 * 4;
+        assert_eq!(r.bytes, payload + lookup);
+        // What the kernel moves: the ledger minus tokens * (128 * 4 - 8) bytes.
+        let moved = payload + 2 * 128 * 2 + 4096 * 128 * 4 + 4096 * 8;
+        assert_eq!(r.bytes - moved, 4096 * (128 * 4 - 8));
+        assert_eq!(fused_threads(40), 320);
+        assert_eq!(fused_threads(2), 32);
+        assert_eq!(fused_threads(100), 512);
+    }
+}

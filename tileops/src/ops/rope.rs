@@ -1,0 +1,483 @@
+//! `rope`: NeoX rotary position embedding with a cos/sin table given as an input.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::{check_extents, check_float_dtype, check_input, launch};
+use crate::device::CudaDevice;
+use crate::kernels::{self, ROPE};
+use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
+use crate::{DType, Device, Error, Tensor, TensorSpec};
+
+const OP: &str = "rope";
+
+/// The widest head row the kernels stage a table row for (in shared memory, 4 bytes each).
+const MAX_HEAD_DIM: usize = 8192;
+
+/// NeoX-style RoPE (vLLM's `rotary_embedding` layout) on `x` `[tokens, heads, head_dim]` with
+/// int64 `positions` `[tokens]` and a float32 `cos_sin_cache` `[max_pos, head_dim]` whose row `p`
+/// is `[cos (head_dim/2) | sin (head_dim/2)]` of position `p`: with `x1`, `x2` the halves of a
+/// head row, `y1 = x1 cos - x2 sin` and `y2 = x2 cos + x1 sin`. `x` in float32, float16 or
+/// bfloat16; math in f32 on the GPU (f64 on the CPU), one rounding to `x`'s dtype.
+///
+/// The kernel reads `x`, each position once, and only the table rows of the call's positions, each
+/// once per token (staged in shared memory for all heads): what the manifest's bytes count.
+/// A position outside `[0, max_pos)` is an error on the CPU; on the GPU (which cannot report it
+/// without a synchronisation) that token's rows come out NaN.
+///
+/// ```
+/// use tileops::ops::Rope;
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::best();
+/// let x = TensorSpec::new([2, 4, 8], DType::BFloat16);
+/// let rope = Rope::new(&device, x.clone(), TensorSpec::new([2], DType::Int64),
+///                      TensorSpec::new([16, 8], DType::Float32))?;
+/// // Position 0 of this table is the identity rotation (cos 1, sin 0).
+/// let mut table = vec![0.0f32; 16 * 8];
+/// table[..4].fill(1.0);
+/// let cache = Tensor::from_f32_slice(&table, [16, 8], &device)?;
+/// let positions = Tensor::from_slice(&[0i64, 0], [2], &device)?;
+/// let xs = Tensor::random(&x, 1, &device)?;
+/// let y = rope.forward(&xs, &positions, &cache)?;
+/// assert_eq!(y.to_bytes()?, xs.to_bytes()?);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[crate::roofline_op("rope")]
+#[derive(Debug, Clone)]
+pub struct Rope {
+    /// `[tokens, heads, head_dim]`.
+    x: TensorSpec,
+    /// `[tokens]`, int64.
+    positions: TensorSpec,
+    /// `[max_pos, head_dim]`, float32.
+    cos_sin_cache: TensorSpec,
+    device: Device,
+    tokens: usize,
+    heads: usize,
+    head_dim: usize,
+    max_pos: usize,
+}
+
+impl Rope {
+    /// The roof an optimal RoPE is priced against: memory-bound work on CUDA cores.
+    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
+
+    /// Plans a RoPE of `x` `[tokens, heads, head_dim]` with `positions` `[tokens]` (int64) and
+    /// `cos_sin_cache` `[max_pos, head_dim]` (float32).
+    ///
+    /// Errors when `x` is not rank 3, empty, or not float32/float16/bfloat16; when `head_dim` is
+    /// odd or above 8192; when `positions` is not int64 `[tokens]`; or when the table is not
+    /// float32 `[max_pos, head_dim]` with `max_pos >= 1`.
+    pub fn new(
+        device: &Device,
+        x: TensorSpec,
+        positions: TensorSpec,
+        cos_sin_cache: TensorSpec,
+    ) -> Result<Rope, Error> {
+        check_float_dtype(OP, "x", &x)?;
+        let &[tokens, heads, head_dim] = x.shape.as_slice() else {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: "must be rank 3: [tokens, heads, head_dim]".to_owned(),
+            });
+        };
+        check_extents(OP, "x", &x)?;
+        if !head_dim.is_multiple_of(2) || head_dim > MAX_HEAD_DIM {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: format!("head_dim must be even and at most {MAX_HEAD_DIM}"),
+            });
+        }
+        if positions.dtype != DType::Int64 {
+            return Err(Error::InvalidDType {
+                op: OP,
+                field: "positions",
+                value: positions.dtype,
+                supported: "int64".to_owned(),
+            });
+        }
+        if positions.shape != [tokens] {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "positions",
+                value: format!("{:?}", positions.shape),
+                reason: format!("must be [{tokens}], one position per token of x {x}"),
+            });
+        }
+        if cos_sin_cache.dtype != DType::Float32 {
+            return Err(Error::InvalidDType {
+                op: OP,
+                field: "cos_sin_cache",
+                value: cos_sin_cache.dtype,
+                supported: "float32".to_owned(),
+            });
+        }
+        let max_pos = match cos_sin_cache.shape.as_slice() {
+            &[rows, width] if width == head_dim && rows > 0 => rows,
+            _ => {
+                return Err(Error::InvalidShape {
+                    op: OP,
+                    field: "cos_sin_cache",
+                    value: format!("{:?}", cos_sin_cache.shape),
+                    reason: format!(
+                        "must be [max_pos, {head_dim}] with max_pos >= 1: rows of [cos | sin]"
+                    ),
+                });
+            }
+        };
+        check_extents(OP, "cos_sin_cache", &cos_sin_cache)?;
+        if i32::try_from(heads * head_dim).is_err() {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: format!("heads * head_dim must be at most {}", i32::MAX),
+            });
+        }
+        Ok(Rope {
+            x,
+            positions,
+            cos_sin_cache,
+            device: device.clone(),
+            tokens,
+            heads,
+            head_dim,
+            max_pos,
+        })
+    }
+
+    /// The input spec the op is planned for.
+    pub fn x(&self) -> &TensorSpec {
+        &self.x
+    }
+
+    /// The positions spec.
+    pub fn positions(&self) -> &TensorSpec {
+        &self.positions
+    }
+
+    /// The cos/sin table spec.
+    pub fn cos_sin_cache(&self) -> &TensorSpec {
+        &self.cos_sin_cache
+    }
+
+    /// The device the op runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// RoPE of `x` into a new tensor; every input must match the plan.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        positions: &Tensor,
+        cos_sin_cache: &Tensor,
+    ) -> Result<Tensor, Error> {
+        self.check_inputs(x, positions, cos_sin_cache)?;
+        let mut y = Tensor::empty(&self.x, &self.device)?;
+        self.forward_into(x, positions, cos_sin_cache, &mut y)?;
+        Ok(y)
+    }
+
+    /// RoPE of `x` written into `y` (same spec and device as `x`). Asynchronous on a GPU.
+    pub fn forward_into(
+        &self,
+        x: &Tensor,
+        positions: &Tensor,
+        cos_sin_cache: &Tensor,
+        y: &mut Tensor,
+    ) -> Result<(), Error> {
+        self.check_inputs(x, positions, cos_sin_cache)?;
+        check_input(OP, "y", y, &self.x, &self.device)?;
+        match self.device.cuda_device() {
+            None => {
+                let pos = positions.to_vec::<i64>()?;
+                check_positions(OP, &pos, self.max_pos)?;
+                let (values, _) = super::reference_rope_fp8::rope(
+                    &x.host_f64()?,
+                    &pos,
+                    &cos_sin_cache.host_f64()?,
+                    self.heads,
+                    self.head_dim,
+                );
+                y.set_host_f64(&values)
+            }
+            Some(dev) => self.launch(dev, x, positions, cos_sin_cache, y),
+        }
+    }
+
+    fn check_inputs(
+        &self,
+        x: &Tensor,
+        positions: &Tensor,
+        cos_sin_cache: &Tensor,
+    ) -> Result<(), Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "positions", positions, &self.positions, &self.device)?;
+        check_input(
+            OP,
+            "cos_sin_cache",
+            cos_sin_cache,
+            &self.cos_sin_cache,
+            &self.device,
+        )
+    }
+
+    fn launch(
+        &self,
+        dev: &CudaDevice,
+        x: &Tensor,
+        positions: &Tensor,
+        cos_sin_cache: &Tensor,
+        y: &mut Tensor,
+    ) -> Result<(), Error> {
+        let dtype = self.x.dtype;
+        let missing = || Error::Tensor("rope: GPU tensor without a buffer".to_owned());
+        let xs = x.cuda_slice().ok_or_else(missing)?;
+        let ps = positions.cuda_slice().ok_or_else(missing)?;
+        let cs = cos_sin_cache.cuda_slice().ok_or_else(missing)?;
+        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        launch::check_aligned(OP, &dev.stream, &[xs, ps, cs, ys])?;
+        let per_vector = 16 / dtype.size_in_bytes();
+        let half = self.head_dim / 2;
+        let (base, pairs) = if half.is_multiple_of(per_vector) {
+            ("rope_vec", self.heads * (half / per_vector))
+        } else {
+            ("rope_scalar", self.heads * half)
+        };
+        let entry = kernels::entry(&ROPE, base, dtype)?;
+        let threads = rope_threads(pairs);
+        let cfg = LaunchConfig {
+            grid_dim: (launch::grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: (self.head_dim * 4) as u32,
+        };
+        let (tokens, heads, head_dim, max_pos) = (
+            self.tokens as i64,
+            self.heads as i32,
+            self.head_dim as i32,
+            self.max_pos as i64,
+        );
+        let function = kernels::function(dev, &ROPE, entry)?;
+        let mut call = dev.stream.launch_builder(&function);
+        call.arg(xs)
+            .arg(ps)
+            .arg(cs)
+            .arg(&mut *ys)
+            .arg(&tokens)
+            .arg(&heads)
+            .arg(&head_dim)
+            .arg(&max_pos);
+        // SAFETY: rope_*(const T*, const long long*, const float*, T*, long long, int, int,
+        // long long); x and y hold tokens * heads * head_dim elements, positions tokens, the
+        // table max_pos * head_dim floats; head_dim * 4 <= 32 KiB of dynamic shared memory (under
+        // the 48 KiB default); the block is within the launch bounds (512).
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+}
+
+/// Threads per block for `pairs` work items per token: whole warps, at most 512.
+fn rope_threads(pairs: usize) -> u32 {
+    pairs.div_ceil(32).clamp(1, 16) as u32 * 32
+}
+
+/// Refuses positions outside `[0, max_pos)` (the CPU path; the GPU writes NaN rows instead).
+pub(super) fn check_positions(
+    op: &'static str,
+    positions: &[i64],
+    max_pos: usize,
+) -> Result<(), Error> {
+    match positions
+        .iter()
+        .position(|&p| usize::try_from(p).map_or(true, |p| p >= max_pos))
+    {
+        None => Ok(()),
+        Some(t) => Err(Error::InvalidParam {
+            op,
+            field: "positions",
+            value: format!("{} (token {t})", positions[t]),
+            reason: format!("positions must lie in [0, {max_pos}), the rows of cos_sin_cache"),
+        }),
+    }
+}
+
+/// Positions for random inputs: distinct where the table allows (the manifest's ideal), spread
+/// over the table deterministically from `seed`.
+pub(super) fn random_positions(
+    tokens: usize,
+    max_pos: usize,
+    seed: u64,
+    device: &Device,
+) -> Result<Tensor, Error> {
+    let start = (seed as usize).wrapping_mul(7919) % max_pos;
+    let values: Vec<i64> = (0..tokens)
+        .map(|t| ((start + t) % max_pos) as i64)
+        .collect();
+    Tensor::from_slice(&values, [tokens], device)
+}
+
+/// A valid cos/sin table: row p holds cos and sin of p * 10000^(-2i/head_dim).
+pub(super) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
+    let (rows, width) = (spec.shape[0], spec.shape[1]);
+    let half = width / 2;
+    let inv_freq: Vec<f64> = (0..half)
+        .map(|i| 10000f64.powf(-2.0 * i as f64 / width as f64))
+        .collect();
+    let mut values = vec![0.0f32; rows * width];
+    for (p, row) in values.chunks_exact_mut(width).enumerate() {
+        for (i, f) in inv_freq.iter().enumerate() {
+            let (sin, cos) = (p as f64 * f).sin_cos();
+            row[i] = cos as f32;
+            row[half + i] = sin as f32;
+        }
+    }
+    Tensor::from_f32_slice(&values, [rows, width], device)
+}
+
+fn workload_input(
+    case: &WorkloadCase,
+    name: &'static str,
+    dtype: DType,
+) -> Result<TensorSpec, Error> {
+    let shape = case
+        .workload
+        .shape(name)
+        .ok_or_else(|| Error::InvalidParam {
+            op: OP,
+            field: name,
+            value: "missing".to_owned(),
+            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
+        })?;
+    Ok(TensorSpec::new(shape, dtype))
+}
+
+impl FromWorkload for Rope {
+    /// `x_shape` in the case dtype, `positions_shape` int64, `cos_sin_cache_shape` float32.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        Rope::new(
+            device,
+            workload_input(case, "x", case.dtype)?,
+            workload_input(case, "positions", DType::Int64)?,
+            workload_input(case, "cos_sin_cache", DType::Float32)?,
+        )
+    }
+}
+
+impl BenchOp for Rope {
+    fn roof(&self) -> RoofKey {
+        Rope::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(vec![
+            Tensor::random(&self.x, seed, &self.device)?,
+            random_positions(self.tokens, self.max_pos, seed, &self.device)?,
+            rope_table(&self.cos_sin_cache, &self.device)?,
+        ])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [x, positions, cache] = inputs else {
+            return Err(Error::Tensor(format!(
+                "rope takes 3 inputs (x, positions, cos_sin_cache), {} given",
+                inputs.len()
+            )));
+        };
+        Ok(vec![self.forward(x, positions, cache)?])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic {
+            reads: vec![
+                self.x.clone(),
+                self.positions.clone(),
+                self.cos_sin_cache.clone(),
+            ],
+            writes: vec![self.x.clone()],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_forward_matches_the_reference_in_every_dtype() {
+        let cpu = Device::cpu();
+        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+            for (tokens, heads, head_dim) in [(3, 2, 8), (1, 1, 2), (5, 3, 6), (2, 4, 128)] {
+                let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
+                let cs = TensorSpec::new([7, head_dim], DType::Float32);
+                let ps = TensorSpec::new([tokens], DType::Int64);
+                let op = Rope::new(&cpu, xs.clone(), ps, cs.clone()).unwrap();
+                let x = Tensor::random(&xs, 3, &cpu).unwrap();
+                let p = random_positions(tokens, 7, 5, &cpu).unwrap();
+                let c = rope_table(&cs, &cpu).unwrap();
+                let y = op.forward(&x, &p, &c).unwrap();
+                let (want, _) = super::super::reference_rope_fp8::rope(
+                    &x.to_vec_f64().unwrap(),
+                    &p.to_vec::<i64>().unwrap(),
+                    &c.to_vec_f64().unwrap(),
+                    heads,
+                    head_dim,
+                );
+                let want = Tensor::from_f64_rounded(&want, &xs, &cpu).unwrap();
+                assert_eq!(y.to_bytes().unwrap(), want.to_bytes().unwrap(), "{dtype}");
+            }
+        }
+    }
+
+    #[test]
+    fn positions_out_of_the_table_are_refused_on_the_cpu() {
+        let cpu = Device::cpu();
+        let xs = TensorSpec::new([2, 1, 4], DType::Float32);
+        let cs = TensorSpec::new([3, 4], DType::Float32);
+        let op = Rope::new(
+            &cpu,
+            xs.clone(),
+            TensorSpec::new([2], DType::Int64),
+            cs.clone(),
+        )
+        .unwrap();
+        let x = Tensor::random(&xs, 1, &cpu).unwrap();
+        let c = rope_table(&cs, &cpu).unwrap();
+        for bad in [[0i64, 3], [-1, 0]] {
+            let p = Tensor::from_slice(&bad, [2], &cpu).unwrap();
+            let err = op.forward(&x, &p, &c).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::InvalidParam {
+                        field: "positions",
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn launch_shapes() {
+        assert_eq!(rope_threads(1), 32);
+        assert_eq!(rope_threads(256), 256);
+        assert_eq!(rope_threads(4096), 512);
+        // The table is a valid rotation: cos^2 + sin^2 = 1.
+        let t = rope_table(&TensorSpec::new([5, 8], DType::Float32), &Device::cpu())
+            .unwrap()
+            .to_vec_f32()
+            .unwrap();
+        for p in 0..5 {
+            for i in 0..4 {
+                let (c, s) = (t[p * 8 + i], t[p * 8 + 4 + i]);
+                assert!((c * c + s * s - 1.0).abs() < 1e-6);
+            }
+        }
+    }
+}

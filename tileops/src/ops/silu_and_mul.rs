@@ -1,0 +1,263 @@
+//! `silu_and_mul`: the SwiGLU gate, `silu(x[..., :N]) * x[..., N:]` on `x` of last dim `2N`.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::reference_norm_act as reference;
+use super::{check_extents, check_float_dtype, check_input, launch};
+use crate::device::CudaDevice;
+use crate::kernels::{self, SILU_AND_MUL};
+use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
+use crate::{Device, Error, Tensor, TensorSpec};
+
+const OP: &str = "silu_and_mul";
+/// Threads per block (the kernels' `__launch_bounds__`).
+const THREADS: u32 = 256;
+/// 16-byte vectors per thread and iteration of the vector kernel (its `kUnroll`).
+const UNROLL: usize = 4;
+/// The most blocks along y (rows); the kernels loop over the rest.
+const MAX_ROW_BLOCKS: usize = 65535;
+
+/// SwiGLU as vLLM's `silu_and_mul`: `x` is `[..., 2N]` (gate then up along the last dim), the
+/// output `[..., N]` is `silu(gate) * up`, in float32, float16 or bfloat16, computed in f32 on the
+/// GPU (f64 on the CPU) and rounded once.
+///
+/// ```
+/// use tileops::ops::SiluAndMul;
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::cpu();
+/// let op = SiluAndMul::new(&device, TensorSpec::new([1, 4], DType::Float32))?;
+/// assert_eq!(op.y().shape, vec![1, 2]);
+/// let x = Tensor::from_f32_slice(&[0.0, 30.0, 5.0, 2.0], [1, 4], &device)?;
+/// assert_eq!(op.forward(&x)?.to_vec_f32()?, vec![0.0, 60.0]);
+/// // The last dim must be even.
+/// assert!(SiluAndMul::new(&device, TensorSpec::new([1, 5], DType::Float32)).is_err());
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[crate::roofline_op("silu_and_mul")]
+#[derive(Debug, Clone)]
+pub struct SiluAndMul {
+    /// The input the op is planned for: `[..., 2N]`.
+    x: TensorSpec,
+    /// The output: `[..., N]`.
+    y: TensorSpec,
+    device: Device,
+    /// `x` viewed as `rows` rows of `2n`.
+    rows: usize,
+    n: usize,
+}
+
+impl SiluAndMul {
+    /// The roof an optimal SwiGLU is priced against: memory-bound work on CUDA cores.
+    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
+
+    /// Plans a SwiGLU of inputs like `x`.
+    ///
+    /// Errors when `x` has rank 0 or an empty dimension, when its last dim is odd, or when its
+    /// dtype is not float32, float16 or bfloat16.
+    pub fn new(device: &Device, x: TensorSpec) -> Result<SiluAndMul, Error> {
+        check_float_dtype(OP, "x", &x)?;
+        let Some(&last) = x.shape.last() else {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: "[]".to_owned(),
+                reason: "silu_and_mul needs a last dimension [gate | up] to split".to_owned(),
+            });
+        };
+        check_extents(OP, "x", &x)?;
+        if last % 2 != 0 {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: format!("the last dim ({last}) must be even: [gate | up], N each"),
+            });
+        }
+        let n = last / 2;
+        if i32::try_from(last).is_err() {
+            return Err(Error::InvalidShape {
+                op: OP,
+                field: "x",
+                value: format!("{:?}", x.shape),
+                reason: format!(
+                    "rows of {last} elements; at most {} are supported",
+                    i32::MAX
+                ),
+            });
+        }
+        let mut y_shape = x.shape.clone();
+        if let Some(d) = y_shape.last_mut() {
+            *d = n;
+        }
+        Ok(SiluAndMul {
+            y: TensorSpec::new(y_shape, x.dtype),
+            rows: x.numel() / last,
+            n,
+            x,
+            device: device.clone(),
+        })
+    }
+
+    /// The input spec the op is planned for.
+    pub fn x(&self) -> &TensorSpec {
+        &self.x
+    }
+
+    /// The output spec: `x`'s shape with the last dim halved.
+    pub fn y(&self) -> &TensorSpec {
+        &self.y
+    }
+
+    /// The device the op runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// SwiGLU of `x` (which must match the plan), into a new tensor.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        let mut y = Tensor::empty(&self.y, &self.device)?;
+        self.forward_into(x, &mut y)?;
+        Ok(y)
+    }
+
+    /// SwiGLU of `x`, written into `y` (of spec [`SiluAndMul::y`], on the plan's device).
+    /// Asynchronous on a GPU.
+    pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "y", y, &self.y, &self.device)?;
+        match self.device.cuda_device() {
+            None => y.set_host_f64(&reference::silu_and_mul(&x.host_f64()?, self.n)),
+            Some(dev) => self.launch(dev, x, y),
+        }
+    }
+
+    fn launch(&self, dev: &CudaDevice, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        let dtype = self.x.dtype;
+        let missing = || Error::Tensor("silu_and_mul: GPU tensor without a buffer".to_owned());
+        let xs = x.cuda_slice().ok_or_else(missing)?;
+        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        launch::check_aligned(OP, &dev.stream, &[xs, ys])?;
+        let per_vector = 16 / dtype.size_in_bytes();
+        // Whole vectors per half row: every gate, up and output row then starts 16-byte aligned.
+        let (entry, columns) = if self.n.is_multiple_of(per_vector) {
+            (
+                kernels::entry(&SILU_AND_MUL, "silu_and_mul_vec", dtype)?,
+                (self.n / per_vector).div_ceil(THREADS as usize * UNROLL),
+            )
+        } else {
+            (
+                kernels::entry(&SILU_AND_MUL, "silu_and_mul_scalar", dtype)?,
+                self.n.div_ceil(THREADS as usize),
+            )
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (
+                launch::grid_dim(entry, columns.max(1))?,
+                launch::grid_dim(entry, self.rows.min(MAX_ROW_BLOCKS))?,
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, n) = (self.rows as i64, self.n as i32);
+        let function = kernels::function(dev, &SILU_AND_MUL, entry)?;
+        let mut call = dev.stream.launch_builder(&function);
+        call.arg(xs).arg(&mut *ys).arg(&rows).arg(&n);
+        // SAFETY: silu_and_mul_*(const T*, T*, long long rows, int n); x holds rows * 2n
+        // elements, y rows * n, both 16-byte aligned; the vector entry only when n is a whole
+        // number of vectors; 256 threads is the launch bound.
+        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+        Ok(())
+    }
+}
+
+impl FromWorkload for SiluAndMul {
+    /// `x_shape` and the case dtype.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        let x = case.input_spec("x").ok_or_else(|| Error::InvalidParam {
+            op: OP,
+            field: "x",
+            value: "missing".to_owned(),
+            reason: format!("workload `{}` gives no `x_shape`", case.workload.label),
+        })?;
+        SiluAndMul::new(device, x)
+    }
+}
+
+impl BenchOp for SiluAndMul {
+    fn roof(&self) -> RoofKey {
+        SiluAndMul::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(vec![Tensor::random(&self.x, seed, &self.device)?])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [x] = inputs else {
+            return Err(Error::Tensor(format!(
+                "silu_and_mul takes 1 input (x), {} given",
+                inputs.len()
+            )));
+        };
+        Ok(vec![self.forward(x)?])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic {
+            reads: vec![self.x.clone()],
+            writes: vec![self.y.clone()],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn cpu_forward_matches_the_reference_in_every_dtype() {
+        let cpu = Device::cpu();
+        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+            for shape in [vec![2], vec![3, 14], vec![2, 2, 64], vec![1, 2]] {
+                let spec = TensorSpec::new(shape.clone(), dtype);
+                let op = SiluAndMul::new(&cpu, spec.clone()).unwrap();
+                let mut values = Tensor::random(&spec, 5, &cpu)
+                    .unwrap()
+                    .to_vec_f64()
+                    .unwrap();
+                values[0] = f64::NAN;
+                if values.len() > 3 {
+                    values[1] = f64::NEG_INFINITY;
+                    values[2] = f64::INFINITY;
+                }
+                let x = Tensor::from_f64_rounded(&values, &spec, &cpu).unwrap();
+                let y = op.forward(&x).unwrap();
+                let n = shape[shape.len() - 1] / 2;
+                let want = reference::silu_and_mul(&x.to_vec_f64().unwrap(), n);
+                let want = Tensor::from_f64_rounded(&want, op.y(), &cpu).unwrap();
+                assert_eq!(y.spec(), op.y());
+                assert_eq!(
+                    y.to_bytes().unwrap(),
+                    want.to_bytes().unwrap(),
+                    "{dtype} {shape:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn roofline_follows_the_manifest() {
+        let op = SiluAndMul::new(
+            &Device::cpu(),
+            TensorSpec::new([2048, 28672], DType::BFloat16),
+        )
+        .unwrap();
+        let r = op.eval_roofline().unwrap();
+        let (m, n) = (2048u64, 14336u64);
+        assert_eq!((r.flops, r.bytes), (6 * m * n, 3 * m * n * 2));
+    }
+}

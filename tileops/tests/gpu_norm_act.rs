@@ -1,0 +1,520 @@
+//! layer_norm, fused_add_rms_norm, the activations and silu_and_mul on the GPU against the f64
+//! reference: every op x dtype x shape (edge cases included) on fresh random inputs, outputs
+//! poisoned first so that an element the kernel never writes shows up.
+//!
+//! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
+//! it fails instead. `-- --nocapture` prints one row per case and a `WORST <op> <dtype>` line.
+
+use std::io::Write;
+
+use tileops::ops::reference_norm_act as reference;
+use tileops::ops::{
+    FusedAddRmsNorm, Gelu, GeluApproximate, LayerNorm, Relu, Sigmoid, Silu, SiluAndMul,
+};
+use tileops::{DType, Device, Tensor, TensorSpec};
+
+const DTYPES: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
+/// A value none of these ops produce from the test inputs.
+const POISON: f64 = 777.0;
+
+fn announce(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn gpu_or_skip(test: &str) -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(device) => {
+            println!("{test}: on {device}");
+            Some(device)
+        }
+        Err(err) if std::env::var("TILEOPS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
+            panic!("TILEOPS_REQUIRE_GPU=1, but no GPU is usable: {err}")
+        }
+        Err(err) => {
+            announce(&format!("SKIP: {test}: {err}"));
+            None
+        }
+    }
+}
+
+/// Worst-element bound on the relative error, per dtype: a few units of the output's rounding
+/// (2^-24, 2^-11, 2^-8 relative) plus the f32 arithmetic of the kernel.
+fn bound(dtype: DType) -> f64 {
+    match dtype {
+        DType::Float32 => 1e-5,
+        DType::Float16 => 2e-3,
+        _ => 1e-2,
+    }
+}
+
+/// Below the dtype's smallest normal number, errors are measured against it: subnormal outputs
+/// only have absolute precision.
+fn floor(dtype: DType) -> f64 {
+    match dtype {
+        DType::Float16 => 6.103_515_625e-5,
+        _ => f64::from(f32::MIN_POSITIVE),
+    }
+}
+
+/// The worst error of `got` against `want`, element i measured relative to `scale[i]` (the
+/// magnitude of the terms that sum to it: `|want|` for a product, more where terms cancel);
+/// infinite when NaN, infinities or the poison value do not line up.
+fn worst_error(got: &[f64], want: &[f64], scale: &[f64], dtype: DType) -> (f64, usize) {
+    assert_eq!(got.len(), want.len());
+    let mut worst = (0.0, 0);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = if g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
+            if (g.is_nan() && w.is_nan()) || g == w {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            (g - w).abs() / scale[i].max(w.abs()).max(floor(dtype))
+        };
+        if err > worst.0 || err.is_nan() {
+            worst = (err, i);
+        }
+    }
+    worst
+}
+
+/// Relative to the value itself: for outputs that are products, not sums.
+fn relative(want: &[f64]) -> Vec<f64> {
+    want.iter().map(|v| v.abs()).collect()
+}
+
+/// Random input values (standard normal), with special values at the given flat indices.
+fn make_input(spec: &TensorSpec, seed: u64, specials: &[(usize, f64)], device: &Device) -> Tensor {
+    let random = Tensor::random(spec, seed, &Device::cpu()).expect("random input");
+    let mut values = random.to_vec_f64().expect("float input");
+    for &(i, v) in specials {
+        if i < values.len() {
+            values[i] = v;
+        }
+    }
+    Tensor::from_f64_rounded(&values, spec, device).expect("input on the device")
+}
+
+/// Row 0 all -inf, a NaN in row 1, a +inf at the end of row 2, every third element of row 3 -inf.
+fn row_specials(rows: usize, n: usize) -> Vec<(usize, f64)> {
+    let mut out = Vec::new();
+    if rows > 0 {
+        out.extend((0..n).map(|i| (i, f64::NEG_INFINITY)));
+    }
+    if rows > 1 {
+        out.push((n + n / 2, f64::NAN));
+    }
+    if rows > 2 {
+        out.push((3 * n - 1, f64::INFINITY));
+    }
+    if rows > 3 {
+        out.extend((0..n).step_by(3).map(|i| (3 * n + i, f64::NEG_INFINITY)));
+    }
+    out
+}
+
+/// Scattered special values for elementwise inputs: NaN, infinities, signed zeros, the far tails.
+fn scattered_specials(len: usize) -> Vec<(usize, f64)> {
+    let values = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        -100.0,
+        100.0,
+        -30.0,
+        12.0,
+    ];
+    (0..values.len())
+        .map(|k| ((k * 7919 + 3) % len.max(1), values[k]))
+        .collect()
+}
+
+fn label(shape: &[usize], special: bool) -> String {
+    format!("{shape:?}{}", if special { " +inf/nan" } else { "" })
+}
+
+fn download(device: &Device, tensor: &Tensor) -> Vec<f64> {
+    device.synchronize().expect("kernel ran");
+    tensor.to_vec_f64().expect("copy back")
+}
+
+struct Report {
+    rows: Vec<String>,
+    failures: Vec<String>,
+    worst: Vec<(String, DType, f64)>,
+}
+
+impl Report {
+    fn new() -> Self {
+        Report {
+            rows: Vec::new(),
+            failures: Vec::new(),
+            worst: Vec::new(),
+        }
+    }
+
+    fn record(
+        &mut self,
+        op: &str,
+        case: String,
+        dtype: DType,
+        err: (f64, usize),
+        got: &[f64],
+        want: &[f64],
+    ) {
+        let ok = err.0 <= bound(dtype);
+        self.rows.push(format!(
+            "{op:<22} {dtype:<9} {case:<30} worst rel err {:.3e} at {}",
+            err.0, err.1
+        ));
+        if !ok {
+            self.failures.push(format!(
+                "{op} {dtype} {case}: relative error {:.3e} > {:.0e} at element {} (got {}, want {})",
+                err.0,
+                bound(dtype),
+                err.1,
+                got[err.1],
+                want[err.1]
+            ));
+        }
+        match self
+            .worst
+            .iter_mut()
+            .find(|(o, d, _)| o == op && *d == dtype)
+        {
+            Some(entry) => entry.2 = entry.2.max(err.0),
+            None => self.worst.push((op.to_owned(), dtype, err.0)),
+        }
+    }
+
+    fn finish(self) {
+        for row in &self.rows {
+            println!("{row}");
+        }
+        for (op, dtype, worst) in &self.worst {
+            println!(
+                "WORST {op} {dtype}: {worst:.3e} (bound {:.0e})",
+                bound(*dtype)
+            );
+        }
+        assert!(
+            self.failures.is_empty(),
+            "{} failures:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+/// Row shapes for the norms: length-1 rows, odd lengths, each row kernel (v4, v16, loop) in
+/// every dtype, rank 3; `true` adds the non-finite rows.
+const NORM_CASES: &[(&[usize], bool)] = &[
+    (&[1, 1], false),
+    (&[5, 1], true),
+    (&[3, 7], false),
+    (&[5, 33], true),
+    (&[257, 64], false),
+    (&[16, 4096], true),
+    (&[3, 4097], false),
+    (&[2, 8192], false),
+    (&[4, 16384], false),
+    (&[2, 65536], false),
+    (&[2, 131072], true),
+    (&[3, 70001], false),
+    (&[4, 3, 100], false),
+];
+
+fn layer_norm_cases(device: &Device) -> Report {
+    let mut report = Report::new();
+    let mut seed = 1000;
+    for dtype in DTYPES {
+        for &(shape, special) in NORM_CASES {
+            seed += 3;
+            let n = *shape.last().expect("rank >= 1");
+            let rows = shape.iter().product::<usize>() / n;
+            let spec = TensorSpec::new(shape, dtype);
+            let p_spec = TensorSpec::new([n], dtype);
+            let eps = 1e-5;
+            let op = LayerNorm::new(device, spec.clone(), p_spec.clone(), p_spec.clone(), eps)
+                .expect("valid plan");
+            let specials = if special {
+                row_specials(rows, n)
+            } else {
+                Vec::new()
+            };
+            let x = make_input(&spec, seed, &specials, device);
+            let w = make_input(&p_spec, seed + 1, &[], device);
+            let b = make_input(&p_spec, seed + 2, &[], device);
+            let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
+            op.forward_into(&x, &w, &b, &mut y).expect("launch");
+            let got = download(device, &y);
+            let (xs, ws, bs) = (
+                x.to_vec_f64().expect("x"),
+                w.to_vec_f64().expect("w"),
+                b.to_vec_f64().expect("b"),
+            );
+            let want = reference::layer_norm(&xs, &ws, &bs, n, eps);
+            // (x - mean) * rstd * w and b can cancel: measure against their magnitudes.
+            let scaled = reference::layer_norm(&xs, &ws, &vec![0.0; n], n, eps);
+            let scale: Vec<f64> = scaled
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.abs() + bs[i % n].abs())
+                .collect();
+            let err = worst_error(&got, &want, &scale, dtype);
+            report.record("layer_norm", label(shape, special), dtype, err, &got, &want);
+        }
+    }
+    report
+}
+
+fn fused_add_rms_norm_cases(device: &Device) -> Report {
+    let mut report = Report::new();
+    let mut seed = 2000;
+    for dtype in DTYPES {
+        for &(shape, special) in NORM_CASES {
+            seed += 3;
+            let n = *shape.last().expect("rank >= 1");
+            let rows = shape.iter().product::<usize>() / n;
+            let spec = TensorSpec::new(shape, dtype);
+            let w_spec = TensorSpec::new([n], dtype);
+            let eps = 1e-6;
+            let op = FusedAddRmsNorm::new(device, spec.clone(), spec.clone(), w_spec.clone(), eps)
+                .expect("valid plan");
+            let specials = if special {
+                row_specials(rows, n)
+            } else {
+                Vec::new()
+            };
+            let x = make_input(&spec, seed, &specials, device);
+            let r = make_input(&spec, seed + 1, &[], device);
+            let w = make_input(&w_spec, seed + 2, &[], device);
+            let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
+            let mut h = Tensor::full(&spec, POISON, device).expect("poisoned output");
+            op.forward_into(&x, &r, &w, &mut y, &mut h).expect("launch");
+            let (got_y, got_h) = (download(device, &y), download(device, &h));
+            let sum: Vec<f64> = x
+                .to_vec_f64()
+                .expect("x")
+                .iter()
+                .zip(r.to_vec_f64().expect("residual"))
+                .map(|(a, b)| a + b)
+                .collect();
+            // residual_out is the sum rounded to the dtype; y is the norm of that rounded sum.
+            let want_h = Tensor::from_f64_rounded(&sum, &spec, &Device::cpu())
+                .expect("rounded sum")
+                .to_vec_f64()
+                .expect("rounded sum");
+            let want_y =
+                reference::fused_add_rms_norm_y(&want_h, &w.to_vec_f64().expect("w"), n, eps);
+            // The sum itself can cancel: measure residual_out against |x| + |residual|.
+            let h_scale: Vec<f64> = x
+                .to_vec_f64()
+                .expect("x")
+                .iter()
+                .zip(r.to_vec_f64().expect("residual"))
+                .map(|(a, b)| a.abs() + b.abs())
+                .collect();
+            let err = worst_error(&got_h, &want_h, &h_scale, dtype);
+            report.record(
+                "fused_add_rms_norm.res",
+                label(shape, special),
+                dtype,
+                err,
+                &got_h,
+                &want_h,
+            );
+            let err = worst_error(&got_y, &want_y, &relative(&want_y), dtype);
+            report.record(
+                "fused_add_rms_norm.y",
+                label(shape, special),
+                dtype,
+                err,
+                &got_y,
+                &want_y,
+            );
+        }
+    }
+    report
+}
+
+/// Elementwise shapes: shorter than one vector, odd, one row, many blocks, and (`big`) more
+/// vectors than one wave of blocks covers on an H200, so the grid-stride loop wraps.
+const ACT_CASES: &[(&[usize], bool)] = &[
+    (&[1], false),
+    (&[7], false),
+    (&[3, 33], false),
+    (&[1, 4096], false),
+    (&[257, 1001], false),
+    (&[1, 14336], false),
+    (&[4099, 2300], true),
+];
+
+type Activation = (&'static str, fn(f64) -> f64);
+
+const ACTIVATIONS: [Activation; 5] = [
+    ("relu", reference::relu),
+    ("gelu", reference::gelu_erf),
+    ("gelu_tanh", reference::gelu_tanh),
+    ("silu", reference::silu),
+    ("sigmoid", reference::sigmoid),
+];
+
+fn activation_forward(name: &str, device: &Device, spec: &TensorSpec, x: &Tensor, y: &mut Tensor) {
+    let spec = spec.clone();
+    match name {
+        "relu" => Relu::new(device, spec).expect("plan").forward_into(x, y),
+        "gelu" => Gelu::new(device, spec, GeluApproximate::None)
+            .expect("plan")
+            .forward_into(x, y),
+        "gelu_tanh" => Gelu::new(device, spec, GeluApproximate::Tanh)
+            .expect("plan")
+            .forward_into(x, y),
+        "silu" => Silu::new(device, spec).expect("plan").forward_into(x, y),
+        _ => Sigmoid::new(device, spec).expect("plan").forward_into(x, y),
+    }
+    .expect("launch");
+}
+
+fn activation_cases(device: &Device, with_big: bool) -> Report {
+    let mut report = Report::new();
+    let mut seed = 3000;
+    for (name, f) in ACTIVATIONS {
+        for dtype in DTYPES {
+            for &(shape, big) in ACT_CASES {
+                if big && !with_big {
+                    continue;
+                }
+                seed += 1;
+                let spec = TensorSpec::new(shape, dtype);
+                let x = make_input(&spec, seed, &scattered_specials(spec.numel()), device);
+                let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
+                activation_forward(name, device, &spec, &x, &mut y);
+                let got = download(device, &y);
+                let want: Vec<f64> = x.to_vec_f64().expect("x").into_iter().map(f).collect();
+                let err = worst_error(&got, &want, &relative(&want), dtype);
+                report.record(name, label(shape, true), dtype, err, &got, &want);
+            }
+        }
+    }
+    report
+}
+
+/// SwiGLU inputs `[rows, 2N]`: N of one element, odd N (scalar kernel), N a whole number of
+/// vectors in f32 only, in every dtype, the Llama-8B width, more rows than the grid's y extent.
+const SWIGLU_CASES: &[&[usize]] = &[
+    &[1, 2],
+    &[3, 14],
+    &[4, 8],
+    &[5, 16],
+    &[37, 8200],
+    &[2, 3, 64],
+    &[16, 28672],
+    &[70000, 16],
+];
+
+fn silu_and_mul_cases(device: &Device) -> Report {
+    let mut report = Report::new();
+    let mut seed = 4000;
+    for dtype in DTYPES {
+        for &shape in SWIGLU_CASES {
+            seed += 1;
+            let spec = TensorSpec::new(shape, dtype);
+            let op = SiluAndMul::new(device, spec.clone()).expect("valid plan");
+            let x = make_input(&spec, seed, &scattered_specials(spec.numel()), device);
+            let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
+            op.forward_into(&x, &mut y).expect("launch");
+            let got = download(device, &y);
+            let n = shape[shape.len() - 1] / 2;
+            let want = reference::silu_and_mul(&x.to_vec_f64().expect("x"), n);
+            let err = worst_error(&got, &want, &relative(&want), dtype);
+            report.record("silu_and_mul", label(shape, true), dtype, err, &got, &want);
+        }
+    }
+    report
+}
+
+#[test]
+fn layer_norm_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("layer_norm_matches_the_reference") else {
+        return;
+    };
+    layer_norm_cases(&gpu).finish();
+}
+
+#[test]
+fn fused_add_rms_norm_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("fused_add_rms_norm_matches_the_reference") else {
+        return;
+    };
+    fused_add_rms_norm_cases(&gpu).finish();
+}
+
+#[test]
+fn activations_match_the_reference() {
+    let Some(gpu) = gpu_or_skip("activations_match_the_reference") else {
+        return;
+    };
+    activation_cases(&gpu, true).finish();
+}
+
+#[test]
+fn silu_and_mul_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("silu_and_mul_matches_the_reference") else {
+        return;
+    };
+    silu_and_mul_cases(&gpu).finish();
+}
+
+/// The harness itself, on the CPU: correctly rounded outputs must pass every bound (so the
+/// bounds are not too tight for the best possible kernel), and a poisoned or wrong element must
+/// fail.
+#[test]
+fn harness_accepts_correctly_rounded_outputs_and_catches_poison() {
+    let cpu = Device::cpu();
+    layer_norm_cases(&cpu).finish();
+    fused_add_rms_norm_cases(&cpu).finish();
+    activation_cases(&cpu, false).finish();
+    silu_and_mul_cases(&cpu).finish();
+    let want = [0.25, f64::NAN, 0.5];
+    let scale = relative(&want);
+    assert_eq!(
+        worst_error(&[0.25, f64::NAN, 0.5], &want, &scale, DType::Float32).0,
+        0.0
+    );
+    assert!(
+        worst_error(&[0.25, POISON, 0.5], &want, &scale, DType::Float32)
+            .0
+            .is_infinite()
+    );
+    assert!(
+        worst_error(&[POISON, f64::NAN, 0.5], &want, &scale, DType::BFloat16).0
+            > bound(DType::BFloat16)
+    );
+    assert!(
+        worst_error(&[0.25, f64::NAN, 0.5 + 1e-3], &want, &scale, DType::Float32).0
+            > bound(DType::Float32)
+    );
+}
+
+#[test]
+fn gpu_plans_reject_cpu_tensors() {
+    let Some(gpu) = gpu_or_skip("gpu_plans_reject_cpu_tensors") else {
+        return;
+    };
+    let spec = TensorSpec::new([4, 8], DType::Float32);
+    let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
+    let err = Relu::new(&gpu, spec.clone())
+        .expect("valid plan")
+        .forward(&on_cpu)
+        .expect_err("device mismatch");
+    assert!(err.to_string().contains("cuda:0"), "{err}");
+    let err = SiluAndMul::new(&gpu, spec)
+        .expect("valid plan")
+        .forward(&on_cpu)
+        .expect_err("device mismatch");
+    assert!(err.to_string().contains("cuda:0"), "{err}");
+}

@@ -1,0 +1,474 @@
+//! log_softmax, sum, mean, amax and logsumexp x dtype x shape on the GPU against the f64
+//! reference, on fresh random inputs, with the output poisoned first so that an element the kernel
+//! never writes shows up. The shapes cover every kernel layout: last-dim rows (lengths 1, odd,
+//! 4096, 32768, 102400), a middle block of dims (scalar and 16-byte columns) and strided sets of
+//! dims, with rows of only -inf, NaN and +inf.
+//!
+//! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
+//! it fails instead, so a broken GPU setup cannot pass silently. `-- --nocapture` prints the worst
+//! relative error per op and dtype (`WORST <op> <dtype>`).
+
+use std::io::Write;
+
+use tileops::ops::reference_reduction::{self, ReduceKind};
+use tileops::ops::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Sum};
+use tileops::{DType, Device, Tensor, TensorSpec};
+
+const DTYPES: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
+const KINDS: [ReduceKind; 4] = [
+    ReduceKind::Sum,
+    ReduceKind::Mean,
+    ReduceKind::Amax,
+    ReduceKind::Logsumexp,
+];
+/// A value no output of these ops on standard normal inputs is near.
+const POISON: f64 = 777.0;
+
+fn announce(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn gpu_or_skip(test: &str) -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(device) => {
+            println!("{test}: on {device}");
+            Some(device)
+        }
+        Err(err) if std::env::var("TILEOPS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
+            panic!("TILEOPS_REQUIRE_GPU=1, but no GPU is usable: {err}")
+        }
+        Err(err) => {
+            announce(&format!("SKIP: {test}: {err}"));
+            None
+        }
+    }
+}
+
+/// Worst-element bound on the relative error, per dtype: a few units of the output's rounding
+/// (2^-24, 2^-11, 2^-8 relative) plus the f32 arithmetic of the kernel.
+fn bound(dtype: DType) -> f64 {
+    match dtype {
+        DType::Float32 => 1e-5,
+        DType::Float16 => 2e-3,
+        _ => 1e-2,
+    }
+}
+
+/// Below the dtype's smallest normal number, errors are measured against it.
+fn floor(dtype: DType) -> f64 {
+    match dtype {
+        DType::Float16 => 6.103_515_625e-5,
+        _ => f64::from(f32::MIN_POSITIVE),
+    }
+}
+
+/// The worst error of `got` against `want`, relative to `max(|want|, scale[i])`: `scale` is the
+/// size of the terms that made each output (sum |x| for a sum, 1 for log-domain outputs), so
+/// that cancellation and outputs near 0 are measured against what the arithmetic could resolve.
+/// Infinite when NaN, infinities or the poison value do not line up.
+fn worst_error(got: &[f64], want: &[f64], scale: &[f64], dtype: DType) -> (f64, usize) {
+    assert_eq!(got.len(), want.len());
+    assert_eq!(scale.len(), want.len());
+    let mut worst = (0.0, 0);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = if g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
+            if (g.is_nan() && w.is_nan()) || g == w {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            (g - w).abs() / w.abs().max(scale[i]).max(floor(dtype))
+        };
+        if err > worst.0 || err.is_nan() {
+            worst = (err, i);
+        }
+    }
+    worst
+}
+
+/// Random input values, with some reduction sets overwritten by special values.
+enum Special {
+    None,
+    /// Set 0 all -inf, 1 has a NaN, 2 has a +inf, 3 has a few -inf.
+    NonFinite,
+}
+
+fn make_input(
+    spec: &TensorSpec,
+    seed: u64,
+    special: &Special,
+    lines: &[Vec<usize>],
+    device: &Device,
+) -> Tensor {
+    let random = Tensor::random(spec, seed, &Device::cpu()).expect("random input");
+    let mut values = random.to_vec_f64().expect("float input");
+    if let Special::NonFinite = special {
+        for (line, indices) in lines.iter().enumerate().take(4) {
+            match line {
+                0 => indices.iter().for_each(|&i| values[i] = f64::NEG_INFINITY),
+                1 => values[indices[indices.len() / 2]] = f64::NAN,
+                2 => values[indices[indices.len() - 1]] = f64::INFINITY,
+                _ => indices
+                    .iter()
+                    .step_by(3)
+                    .for_each(|&i| values[i] = f64::NEG_INFINITY),
+            }
+        }
+    }
+    Tensor::from_f64_rounded(&values, spec, device).expect("input on the device")
+}
+
+/// The flat indices of each reduction set of `shape` over `axes` (output order), all of them.
+fn reduction_sets(shape: &[usize], axes: &[usize]) -> Vec<Vec<usize>> {
+    let numel: usize = shape.iter().product();
+    let n: usize = axes.iter().map(|&a| shape[a]).product();
+    let mut sets = vec![Vec::with_capacity(n); numel / n];
+    for flat in 0..numel {
+        let (mut rest, mut out, mut stride) = (flat, 0, 1);
+        for d in (0..shape.len()).rev() {
+            if !axes.contains(&d) {
+                out += (rest % shape[d]) * stride;
+                stride *= shape[d];
+            }
+            rest /= shape[d];
+        }
+        sets[out].push(flat);
+    }
+    sets
+}
+
+/// The flat indices of each log_softmax line of `shape` along `axis` (the first few lines).
+fn softmax_lines(shape: &[usize], axis: usize, count: usize) -> Vec<Vec<usize>> {
+    let n = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let outer: usize = shape[..axis].iter().product();
+    (0..(outer * inner).min(count))
+        .map(|line| {
+            let (o, i) = (line / inner, line % inner);
+            (0..n).map(|k| o * n * inner + k * inner + i).collect()
+        })
+        .collect()
+}
+
+struct Report {
+    rows: Vec<String>,
+    failures: Vec<String>,
+    worst: Vec<(String, DType, f64)>,
+}
+
+impl Report {
+    fn new() -> Self {
+        Report {
+            rows: Vec::new(),
+            failures: Vec::new(),
+            worst: Vec::new(),
+        }
+    }
+
+    fn record(
+        &mut self,
+        op: &str,
+        case: String,
+        dtype: DType,
+        err: (f64, usize),
+        got: f64,
+        want: f64,
+    ) {
+        let ok = err.0 <= bound(dtype);
+        self.rows.push(format!(
+            "{op:<11} {dtype:<9} {case:<40} worst rel err {:.3e} at {}",
+            err.0, err.1
+        ));
+        if !ok {
+            self.failures.push(format!(
+                "{op} {dtype} {case}: relative error {:.3e} > {:.0e} at element {} (got {got}, want {want})",
+                err.0,
+                bound(dtype),
+                err.1
+            ));
+        }
+        match self
+            .worst
+            .iter_mut()
+            .find(|(o, d, _)| o == op && *d == dtype)
+        {
+            Some(entry) => entry.2 = entry.2.max(err.0),
+            None => self.worst.push((op.to_owned(), dtype, err.0)),
+        }
+    }
+
+    fn finish(self) {
+        for row in &self.rows {
+            println!("{row}");
+        }
+        for (op, dtype, worst) in &self.worst {
+            println!(
+                "WORST {op} {dtype}: {worst:.3e} (bound {:.0e})",
+                bound(*dtype)
+            );
+        }
+        assert!(
+            self.failures.is_empty(),
+            "{} failures:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn log_softmax_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("log_softmax_matches_the_reference") else {
+        return;
+    };
+    log_softmax_cases(&gpu).finish();
+}
+
+#[test]
+fn reductions_match_the_reference() {
+    let Some(gpu) = gpu_or_skip("reductions_match_the_reference") else {
+        return;
+    };
+    reduction_cases(&gpu).finish();
+}
+
+/// The harness itself, on the CPU: correctly rounded outputs must pass every bound (so the
+/// bounds are not too tight for the best possible kernel), and a poisoned or wrong element must
+/// fail.
+#[test]
+fn harness_accepts_correctly_rounded_outputs_and_catches_poison() {
+    log_softmax_cases(&Device::cpu()).finish();
+    reduction_cases(&Device::cpu()).finish();
+    let want = [0.25, f64::NAN, f64::NEG_INFINITY];
+    let scale = [0.0; 3];
+    assert_eq!(
+        worst_error(
+            &[0.25, f64::NAN, f64::NEG_INFINITY],
+            &want,
+            &scale,
+            DType::Float32
+        )
+        .0,
+        0.0
+    );
+    assert!(
+        worst_error(
+            &[POISON, f64::NAN, f64::NEG_INFINITY],
+            &want,
+            &scale,
+            DType::Float32
+        )
+        .0 > bound(DType::Float32)
+    );
+    assert!(
+        worst_error(&[0.25, f64::NAN, POISON], &want, &scale, DType::BFloat16)
+            .0
+            .is_infinite()
+    );
+    assert!(
+        worst_error(
+            &[0.25 + 1e-3, f64::NAN, f64::NEG_INFINITY],
+            &want,
+            &scale,
+            DType::Float32
+        )
+        .0 > bound(DType::Float32)
+    );
+    // A cancelling sum is measured against the size of its terms.
+    assert!(worst_error(&[1e-7], &[0.0], &[1.0], DType::Float32).0 < bound(DType::Float32));
+}
+
+fn special_label(special: &Special) -> &'static str {
+    if matches!(special, Special::NonFinite) {
+        " +inf/nan"
+    } else {
+        ""
+    }
+}
+
+fn log_softmax_cases(device: &Device) -> Report {
+    let cases: &[(&[usize], i64, Special)] = &[
+        (&[1, 1], -1, Special::None),
+        (&[37, 1], -1, Special::None),
+        (&[3, 7], -1, Special::None),
+        (&[5, 33], -1, Special::NonFinite),
+        (&[300, 64], -1, Special::None),
+        (&[16, 4096], -1, Special::NonFinite),
+        (&[3, 4097], -1, Special::None),
+        (&[2, 32768], -1, Special::None),
+        (&[4, 102400], -1, Special::NonFinite),
+        (&[2, 131072], -1, Special::None),
+        (&[3, 70001], -1, Special::None),
+        (&[4, 33, 5], 1, Special::NonFinite),
+        (&[4, 6, 16], 1, Special::NonFinite),
+        (&[6, 2, 8], 0, Special::None),
+        (&[2, 3, 4, 5], -2, Special::None),
+    ];
+    let mut report = Report::new();
+    let mut seed = 900;
+    for dtype in DTYPES {
+        for (shape, dim, special) in cases {
+            seed += 1;
+            let spec = TensorSpec::new(*shape, dtype);
+            let op = LogSoftmax::new(device, spec.clone(), *dim).expect("valid plan");
+            let axis = dim.rem_euclid(shape.len() as i64) as usize;
+            let x = make_input(&spec, seed, special, &softmax_lines(shape, axis, 4), device);
+            let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
+            op.forward_into(&x, &mut y).expect("launch");
+            device.synchronize().expect("kernel ran");
+            let got = y.to_vec_f64().expect("copy back");
+            let xs = x.to_vec_f64().expect("copy back");
+            let (outer, n) = (shape[..axis].iter().product(), shape[axis]);
+            let want =
+                reference_reduction::log_softmax(&xs, outer, n, shape[axis + 1..].iter().product());
+            // Log-probabilities: f32 arithmetic resolves them to an absolute error, not a
+            // relative one, near 0.
+            let err = worst_error(&got, &want, &vec![1.0; want.len()], dtype);
+            let label = format!("{shape:?} dim={dim}{}", special_label(special));
+            report.record("log_softmax", label, dtype, err, got[err.1], want[err.1]);
+        }
+    }
+    report
+}
+
+/// Plans `kind` and runs it on `x` into a poisoned output; returns the output values and the
+/// normalized axes.
+fn run_reduction(
+    kind: ReduceKind,
+    device: &Device,
+    x: &Tensor,
+    dim: &ReduceDim,
+    keepdim: bool,
+) -> (Vec<f64>, Vec<usize>) {
+    let spec = x.spec().clone();
+    macro_rules! run {
+        ($op:ident) => {{
+            let op = $op::new(device, spec, dim.clone(), keepdim).expect("valid plan");
+            let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
+            op.forward_into(x, &mut y).expect("launch");
+            device.synchronize().expect("kernel ran");
+            (y.to_vec_f64().expect("copy back"), op.axes().to_vec())
+        }};
+    }
+    match kind {
+        ReduceKind::Sum => run!(Sum),
+        ReduceKind::Mean => run!(Mean),
+        ReduceKind::Amax => run!(Amax),
+        ReduceKind::Logsumexp => run!(Logsumexp),
+    }
+}
+
+fn reduction_cases(device: &Device) -> Report {
+    use ReduceDim::{Many, One};
+    let cases: Vec<(&[usize], ReduceDim, bool, Special)> = vec![
+        // Rows: the reduced dims trailing. Fewer than 2 rows per SM with at least 1024
+        // vectors per row take the split kernels ([2, 32768], [4, 102400], f32 [16, 4096]).
+        (&[1, 1], One(-1), false, Special::None),
+        (&[37, 1], One(-1), false, Special::None),
+        (&[3, 7], One(-1), true, Special::None),
+        (&[5, 33], One(-1), false, Special::NonFinite),
+        (&[300, 64], One(1), false, Special::None),
+        // Enough rows for one block per row, with several warps per row.
+        (&[300, 2048], One(1), false, Special::NonFinite),
+        (&[16, 4096], One(-1), false, Special::NonFinite),
+        (&[3, 4097], One(-1), false, Special::None),
+        (&[2, 32768], One(-1), true, Special::None),
+        (&[4, 102400], One(1), false, Special::NonFinite),
+        (&[3, 4, 5], Many(vec![0, 1, 2]), false, Special::None),
+        (&[6, 1, 8], Many(vec![1]), false, Special::None),
+        (&[6, 5, 9], Many(vec![-1, -2]), true, Special::NonFinite),
+        // Cols: one block of reduced dims between kept ones; [64, 48] and [300, 40] over dim 0
+        // have few columns and take the split kernels.
+        (&[4, 33, 5], One(1), false, Special::NonFinite),
+        (&[4, 6, 16], One(1), true, Special::NonFinite),
+        (&[64, 48], One(0), false, Special::None),
+        (&[300, 40], One(0), true, Special::NonFinite),
+        (&[2, 3, 4, 5], Many(vec![1, 2]), false, Special::None),
+        // Strided: several blocks of reduced dims.
+        (&[4, 12, 40], Many(vec![0, 2]), true, Special::NonFinite),
+        (&[2, 3, 4, 5], Many(vec![0, 3]), false, Special::None),
+        (
+            &[3, 2, 5, 2, 7],
+            Many(vec![0, 2, 4]),
+            false,
+            Special::NonFinite,
+        ),
+    ];
+    let mut report = Report::new();
+    let mut seed = 1300;
+    for kind in KINDS {
+        for dtype in DTYPES {
+            for (shape, dim, keepdim, special) in &cases {
+                seed += 1;
+                let spec = TensorSpec::new(*shape, dtype);
+                let rank = shape.len() as i64;
+                let mut axes: Vec<usize> = dim
+                    .dims()
+                    .iter()
+                    .map(|d| d.rem_euclid(rank) as usize)
+                    .collect();
+                axes.sort_unstable();
+                let sets = reduction_sets(shape, &axes);
+                let x = make_input(&spec, seed, special, &sets, device);
+                let (got, planned_axes) = run_reduction(kind, device, &x, dim, *keepdim);
+                assert_eq!(planned_axes, axes);
+                let xs = x.to_vec_f64().expect("copy back");
+                let want = reference_reduction::reduce(&xs, shape, &axes, kind);
+                let scale: Vec<f64> = sets
+                    .iter()
+                    .map(|set| {
+                        let abs: f64 = set.iter().map(|&i| xs[i].abs()).sum();
+                        match kind {
+                            ReduceKind::Sum => abs,
+                            ReduceKind::Mean => abs / set.len() as f64,
+                            ReduceKind::Amax => 0.0,
+                            ReduceKind::Logsumexp => 1.0,
+                        }
+                    })
+                    .collect();
+                let err = worst_error(&got, &want, &scale, dtype);
+                let label = format!(
+                    "{shape:?} dim={dim}{}{}",
+                    if *keepdim { " keepdim" } else { "" },
+                    special_label(special)
+                );
+                report.record(kind.name(), label, dtype, err, got[err.1], want[err.1]);
+            }
+        }
+    }
+    report
+}
+
+#[test]
+fn gpu_plans_reject_cpu_tensors() {
+    let Some(gpu) = gpu_or_skip("gpu_plans_reject_cpu_tensors") else {
+        return;
+    };
+    let spec = TensorSpec::new([4, 8], DType::Float32);
+    let op = Sum::new(&gpu, spec.clone(), -1, false).expect("valid plan");
+    let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
+    let err = op.forward(&on_cpu).expect_err("device mismatch");
+    assert!(err.to_string().contains("cuda:0"), "{err}");
+}
+
+#[test]
+fn forward_allocates_and_round_trips() {
+    let Some(gpu) = gpu_or_skip("forward_allocates_and_round_trips") else {
+        return;
+    };
+    let x = Tensor::from_f32_slice(&[0.0, 0.0, 1.0, 2.0, 3.0, 4.0], [2, 3], &gpu).expect("upload");
+    let spec = x.spec().clone();
+    let sum = Sum::new(&gpu, spec.clone(), [0, 1], true).expect("valid plan");
+    let y = sum.forward(&x).expect("forward");
+    assert_eq!(y.shape(), &[1, 1]);
+    assert_eq!(y.to_vec_f32().expect("download"), vec![10.0]);
+    let lse = Logsumexp::new(&gpu, spec, -1, false).expect("valid plan");
+    let y = lse
+        .forward(&x)
+        .expect("forward")
+        .to_vec_f32()
+        .expect("download");
+    let want = (1.0f32 + 1.0 + 2.0f32.exp()).ln();
+    assert!((y[0] - want).abs() < 1e-6, "{y:?}");
+}

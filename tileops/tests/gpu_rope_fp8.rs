@@ -1,0 +1,549 @@
+//! rope, fp8_quant and qk_norm_rope_fp8 on the GPU against the CPU reference, every dtype and
+//! shape (edge cases included), on fresh random inputs, with the outputs poisoned first so that an
+//! element the kernel never writes shows up.
+//!
+//! Error measures:
+//! - rope: |got - want| / (|x1 cos| + |x2 sin|) per element (the size of the terms that cancel;
+//!   relative to |want| alone, cancellation would blame the output rounding on the kernel), with
+//!   the per-dtype bounds of `gpu_ops.rs`.
+//! - fp8_quant: the kernels and the reference do the same f32 steps and the same conversion, so
+//!   codes and scales must be identical: the bound is 0 codes apart, 0 relative scale error.
+//! - qk_norm_rope_fp8: the norm sums in f32 on the GPU and in f64 on the CPU, so a value on a
+//!   rounding midpoint may land one code away: the bound is 1 code, scales within 1e-5.
+//!
+//! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
+//! it fails instead. `-- --nocapture` prints one line per case and `WORST <op> <dtype>` lines.
+
+use std::io::Write;
+
+use tileops::ops::reference_rope_fp8::{self as reference, fp8_e4m3_value};
+use tileops::ops::{Fp8Quant, QkNormRopeFp8, QkNormRopeFp8Output, Rope};
+use tileops::{DType, Device, Tensor, TensorSpec};
+
+const FLOATS: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
+const POISON: f64 = 777.0;
+/// A code poisoned outputs start with (20.0: a valid value, so a skipped element is caught
+/// unless its expected code happens to be this one).
+const POISON_CODE: u8 = 0x5a;
+
+fn announce(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn gpu_or_skip(test: &str) -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(device) => {
+            println!("{test}: on {device}");
+            Some(device)
+        }
+        Err(err) if std::env::var("TILEOPS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
+            panic!("TILEOPS_REQUIRE_GPU=1, but no GPU is usable: {err}")
+        }
+        Err(err) => {
+            announce(&format!("SKIP: {test}: {err}"));
+            None
+        }
+    }
+}
+
+fn rope_bound(dtype: DType) -> f64 {
+    match dtype {
+        DType::Float32 => 1e-5,
+        DType::Float16 => 2e-3,
+        _ => 1e-2,
+    }
+}
+
+fn floor(dtype: DType) -> f64 {
+    match dtype {
+        DType::Float16 => 6.103_515_625e-5,
+        _ => f64::from(f32::MIN_POSITIVE),
+    }
+}
+
+/// Worst of |got - want| / max(scale, floor); infinite when NaN, infinities or poison disagree.
+fn worst_scaled(got: &[f64], want: &[f64], scale: &[f64], floor: f64) -> (f64, usize) {
+    assert_eq!(got.len(), want.len());
+    let mut worst = (0.0, 0);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = if !g.is_finite() || !w.is_finite() {
+            if (g.is_nan() && w.is_nan()) || g == w {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            (g - w).abs() / scale[i].max(floor)
+        };
+        if err > worst.0 || err.is_nan() {
+            worst = (err, i);
+        }
+    }
+    worst
+}
+
+/// How many codes apart two e4m3 codes are (0 when both are NaN, 255 when only one is).
+fn code_distance(a: u8, b: u8) -> u32 {
+    let nan = |c: u8| c & 0x7f == 0x7f;
+    match (nan(a), nan(b)) {
+        (true, true) => return 0,
+        (true, false) | (false, true) => return 255,
+        _ => {}
+    }
+    // Signed magnitudes on one line: -0 and +0 coincide.
+    let line = |c: u8| {
+        let m = i32::from(c & 0x7f);
+        if c & 0x80 != 0 { -m } else { m }
+    };
+    line(a).abs_diff(line(b))
+}
+
+fn worst_codes(got: &[u8], want: &[u8]) -> (u32, usize) {
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| code_distance(g, w))
+        .enumerate()
+        .fold(
+            (0, 0),
+            |best, (i, d)| if d > best.0 { (d, i) } else { best },
+        )
+}
+
+fn worst_scale_error(got: &[f32], want: &[f32]) -> (f64, usize) {
+    let got: Vec<f64> = got.iter().map(|&v| f64::from(v)).collect();
+    let want: Vec<f64> = want.iter().map(|&v| f64::from(v)).collect();
+    let scale: Vec<f64> = want.iter().map(|w| w.abs()).collect();
+    worst_scaled(&got, &want, &scale, f64::from(f32::MIN_POSITIVE))
+}
+
+struct Report {
+    rows: Vec<String>,
+    failures: Vec<String>,
+    worst: Vec<(String, DType, f64, f64)>,
+}
+
+impl Report {
+    fn new() -> Self {
+        Report {
+            rows: Vec::new(),
+            failures: Vec::new(),
+            worst: Vec::new(),
+        }
+    }
+
+    /// One case: `what` names the measure, `err` its worst value at an element, `bound` its limit.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        op: &str,
+        case: &str,
+        dtype: DType,
+        what: &str,
+        err: (f64, usize),
+        bound: f64,
+        detail: String,
+    ) {
+        self.rows.push(format!(
+            "{op:<17} {dtype:<9} {case:<40} worst {what} {:.3e} at {}",
+            err.0, err.1
+        ));
+        if err.0.is_nan() || err.0 > bound {
+            self.failures.push(format!(
+                "{op} {dtype} {case}: {what} {:.3e} > {bound:.0e} at element {} ({detail})",
+                err.0, err.1
+            ));
+        }
+        let key = format!("{op} {what}");
+        match self
+            .worst
+            .iter_mut()
+            .find(|(o, d, _, _)| *o == key && *d == dtype)
+        {
+            Some(entry) => entry.2 = entry.2.max(err.0),
+            None => self.worst.push((key, dtype, err.0, bound)),
+        }
+    }
+
+    fn finish(self) {
+        for row in &self.rows {
+            println!("{row}");
+        }
+        for (key, dtype, worst, bound) in &self.worst {
+            let (op, what) = key.split_once(' ').unwrap_or((key, ""));
+            println!("WORST {op} {dtype}: {what} {worst:.3e} (bound {bound:.0e})");
+        }
+        assert!(
+            self.failures.is_empty(),
+            "{} failures:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+/// Random values of `spec` as f64 (already rounded to its dtype), from `seed`.
+fn random_values(spec: &TensorSpec, seed: u64) -> Vec<f64> {
+    Tensor::random(spec, seed, &Device::cpu())
+        .expect("random")
+        .to_vec_f64()
+        .expect("float")
+}
+
+/// A cos/sin table of `rows` positions for rows of `width` (NeoX frequencies).
+fn table(rows: usize, width: usize) -> Vec<f64> {
+    let half = width / 2;
+    let mut t = vec![0.0; rows * width];
+    for p in 0..rows {
+        for i in 0..half {
+            let angle = p as f64 * 10000f64.powf(-2.0 * i as f64 / width as f64);
+            t[p * width + i] = f64::from(angle.cos() as f32);
+            t[p * width + half + i] = f64::from(angle.sin() as f32);
+        }
+    }
+    t
+}
+
+/// Positions: distinct, spread over the table, with `bad` at the last token when asked (a
+/// position past the table, which the GPU turns into NaN rows).
+fn positions(tokens: usize, max_pos: usize, seed: u64, bad: bool) -> Vec<i64> {
+    let mut p: Vec<i64> = (0..tokens)
+        .map(|t| ((seed as usize * 31 + t * 7) % max_pos) as i64)
+        .collect();
+    if bad && let Some(last) = p.last_mut() {
+        *last = max_pos as i64;
+    }
+    p
+}
+
+fn upload(values: &[f64], spec: &TensorSpec, device: &Device) -> Tensor {
+    Tensor::from_f64_rounded(values, spec, device).expect("input on the device")
+}
+
+fn codes(t: &Tensor) -> Vec<u8> {
+    t.to_bytes().expect("copy back")
+}
+
+#[test]
+fn rope_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("rope_matches_the_reference") else {
+        return;
+    };
+    rope_cases(&gpu).finish();
+}
+
+#[test]
+fn fp8_quant_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("fp8_quant_matches_the_reference") else {
+        return;
+    };
+    fp8_quant_cases(&gpu).finish();
+}
+
+#[test]
+fn qk_norm_rope_fp8_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("qk_norm_rope_fp8_matches_the_reference") else {
+        return;
+    };
+    fused_cases(&gpu).finish();
+}
+
+/// The harness itself, on the CPU: the CPU paths pass every bound, and poison or a wrong code is
+/// caught.
+#[test]
+fn harness_accepts_the_cpu_paths_and_catches_poison() {
+    let cpu = Device::cpu();
+    rope_cases(&cpu).finish();
+    fp8_quant_cases(&cpu).finish();
+    fused_cases(&cpu).finish();
+    assert_eq!(code_distance(0x7f, 0xff), 0);
+    assert_eq!(code_distance(0x80, 0x00), 0);
+    assert_eq!(code_distance(0x81, 0x01), 2);
+    assert_eq!(code_distance(0x7e, 0x7f), 255);
+    assert_eq!(worst_codes(&[1, 2, POISON_CODE], &[1, 2, 3]).1, 2);
+    let (err, at) = worst_scaled(&[1.0, POISON], &[1.0, 0.5], &[1.0, 1.0], 1e-30);
+    assert!(err > 100.0 && at == 1);
+}
+
+/// rope cases: (tokens, heads, head_dim, inject NaN/inf, a position past the table).
+const ROPE_CASES: &[(usize, usize, usize, bool, bool)] = &[
+    (1, 1, 2, false, false),
+    (3, 2, 6, true, false),
+    (5, 3, 8, false, true),
+    (4, 3, 80, false, false),
+    (7, 32, 128, true, false),
+    (64, 8, 128, false, true),
+    (33, 5, 256, false, false),
+    (2, 70, 64, false, false),
+    (3, 2, 10, false, false),
+];
+
+fn rope_cases(device: &Device) -> Report {
+    let mut report = Report::new();
+    let mut seed = 900;
+    let max_pos = 97;
+    for dtype in FLOATS {
+        for &(tokens, heads, head_dim, special, bad_pos) in ROPE_CASES {
+            seed += 1;
+            let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
+            let cs = TensorSpec::new([max_pos, head_dim], DType::Float32);
+            let op = Rope::new(
+                device,
+                xs.clone(),
+                TensorSpec::new([tokens], DType::Int64),
+                cs.clone(),
+            )
+            .expect("valid plan");
+            let mut xv = random_values(&xs, seed);
+            if special {
+                xv[1] = f64::NAN;
+                xv[head_dim + 2] = f64::INFINITY;
+                let last = xv.len() - 1;
+                xv[last] = f64::NEG_INFINITY;
+            }
+            let pv = positions(tokens, max_pos, seed, bad_pos && device.is_cuda());
+            let tv = table(max_pos, head_dim);
+            let x = upload(&xv, &xs, device);
+            let p = Tensor::from_slice(&pv, [tokens], device).expect("positions");
+            let c = upload(&tv, &cs, device);
+            let mut y = Tensor::full(&xs, POISON, device).expect("poisoned output");
+            op.forward_into(&x, &p, &c, &mut y).expect("launch");
+            device.synchronize().expect("kernel ran");
+            let got = y.to_vec_f64().expect("copy back");
+            let (want, magnitude) = reference::rope(&xv, &pv, &tv, heads, head_dim);
+            let err = worst_scaled(&got, &want, &magnitude, floor(dtype));
+            let label = format!(
+                "[{tokens}, {heads}, {head_dim}]{}{}",
+                if special { " +nan/inf" } else { "" },
+                if bad_pos && device.is_cuda() {
+                    " +bad pos"
+                } else {
+                    ""
+                }
+            );
+            let detail = format!("got {}, want {}", got[err.1], want[err.1]);
+            report.record(
+                "rope",
+                &label,
+                dtype,
+                "rel err",
+                err,
+                rope_bound(dtype),
+                detail,
+            );
+        }
+    }
+    report
+}
+
+/// fp8_quant cases: (shape, group_size, edge values).
+const QUANT_CASES: &[([usize; 2], usize, bool)] = &[
+    ([1, 1], 0, false),
+    ([37, 1], 0, false),
+    ([3, 7], 0, true),
+    ([5, 33], 0, true),
+    ([4, 64], 16, false),
+    ([6, 100], 10, true),
+    ([16, 4096], 0, true),
+    ([3, 4104], 0, false),
+    ([8, 7168], 128, true),
+    ([4, 7168], 0, false),
+    ([2, 20000], 0, false),
+    ([2, 65536], 0, true),
+    ([9, 96], 3, false),
+];
+
+/// Edge values in the first rows: a NaN; a +inf; one large value with the rest tiny (subnormal
+/// codes and zeros); an all-zero row.
+fn quant_edges(values: &mut [f64], k: usize) {
+    let rows = values.len() / k;
+    if rows > 0 {
+        values[k / 2] = f64::NAN;
+    }
+    if rows > 1 {
+        values[k + k - 1] = f64::INFINITY;
+    }
+    if rows > 2 {
+        for (i, v) in values[2 * k..3 * k].iter_mut().enumerate() {
+            *v = if i == 0 { -1000.0 } else { *v * 1e-3 };
+        }
+    }
+    if rows > 3 {
+        values[3 * k..4 * k].fill(0.0);
+    }
+}
+
+fn fp8_quant_cases(device: &Device) -> Report {
+    let mut report = Report::new();
+    let mut seed = 1300;
+    for dtype in FLOATS {
+        for &(shape, group_size, edges) in QUANT_CASES {
+            seed += 1;
+            let xs = TensorSpec::new(shape, dtype);
+            let op = Fp8Quant::new(device, xs.clone(), group_size).expect("valid plan");
+            let mut xv = random_values(&xs, seed);
+            if edges {
+                quant_edges(&mut xv, shape[1]);
+            }
+            let x = upload(&xv, &xs, device);
+            let ys = op.y_spec();
+            let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel()], &ys, device)
+                .expect("poisoned y");
+            let mut s = Tensor::full(op.scales_spec(), POISON, device).expect("poisoned scales");
+            op.forward_into(&x, &mut y, &mut s).expect("launch");
+            device.synchronize().expect("kernel ran");
+            let group = if group_size == 0 {
+                shape[1]
+            } else {
+                group_size
+            };
+            let exact: Vec<f32> = x.to_vec_f32().expect("x");
+            let (want_codes, want_scales) = reference::fp8_quant(&exact, group);
+            let got_codes = codes(&y);
+            let got_scales = s.to_vec_f32().expect("scales");
+            let label = format!(
+                "{shape:?} group={group_size}{}",
+                if edges { " +edges" } else { "" }
+            );
+            let c = worst_codes(&got_codes, &want_codes);
+            let detail = format!(
+                "got {:#04x} = {}, want {:#04x} = {}",
+                got_codes[c.1],
+                fp8_e4m3_value(got_codes[c.1]),
+                want_codes[c.1],
+                fp8_e4m3_value(want_codes[c.1])
+            );
+            report.record(
+                "fp8_quant",
+                &label,
+                dtype,
+                "codes",
+                (f64::from(c.0), c.1),
+                0.0,
+                detail,
+            );
+            let e = worst_scale_error(&got_scales, &want_scales);
+            let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
+            report.record("fp8_quant", &label, dtype, "scale", e, 0.0, detail);
+        }
+    }
+    report
+}
+
+/// qk_norm_rope_fp8 cases: (tokens, q_heads, k_heads, inject NaN/inf, a position past the table).
+const FUSED_CASES: &[(usize, usize, usize, bool, bool)] = &[
+    (1, 1, 1, false, false),
+    (1, 32, 8, false, false),
+    (3, 4, 2, true, false),
+    (5, 3, 5, false, true),
+    (64, 32, 8, true, false),
+    (2, 70, 10, false, false),
+    (257, 8, 1, false, false),
+];
+
+fn fused_cases(device: &Device) -> Report {
+    let mut report = Report::new();
+    let mut seed = 1700;
+    let max_pos = 300;
+    let tv = table(max_pos, 128);
+    for dtype in [DType::BFloat16, DType::Float16] {
+        for &(tokens, qh, kh, special, bad_pos) in FUSED_CASES {
+            seed += 4;
+            let qs = TensorSpec::new([tokens, qh, 128], dtype);
+            let ks = TensorSpec::new([tokens, kh, 128], dtype);
+            let ws = TensorSpec::new([128], dtype);
+            let ps = TensorSpec::new([tokens], DType::Int64);
+            let cs = TensorSpec::new([max_pos, 128], DType::Float32);
+            let op = QkNormRopeFp8::new(
+                device,
+                qs.clone(),
+                ks.clone(),
+                ws.clone(),
+                ws.clone(),
+                ps,
+                cs.clone(),
+                1e-6,
+            )
+            .expect("valid plan");
+            let mut qv = random_values(&qs, seed);
+            let mut kv = random_values(&ks, seed + 1);
+            if special {
+                qv[5] = f64::NAN; // row 0 of q: all NaN
+                qv[128 + 7] = f64::INFINITY; // row 1 of q: its pair NaN, the rest 0
+                kv[3] = f64::NEG_INFINITY;
+            }
+            let qwv = random_values(&ws, seed + 2);
+            let kwv = random_values(&ws, seed + 3);
+            let pv = positions(tokens, max_pos, seed, bad_pos && device.is_cuda());
+            let [q_spec, k_spec, qs_spec, ks_spec] = op.output_specs();
+            let poisoned = |spec: &TensorSpec| {
+                Tensor::from_bytes(&vec![POISON_CODE; spec.numel()], spec, device)
+                    .expect("poisoned codes")
+            };
+            let mut out = QkNormRopeFp8Output {
+                q_fp8: poisoned(&q_spec),
+                k_fp8: poisoned(&k_spec),
+                q_scale: Tensor::full(&qs_spec, POISON, device).expect("poisoned scales"),
+                k_scale: Tensor::full(&ks_spec, POISON, device).expect("poisoned scales"),
+            };
+            let inputs = [
+                upload(&qv, &qs, device),
+                upload(&kv, &ks, device),
+                upload(&qwv, &ws, device),
+                upload(&kwv, &ws, device),
+                Tensor::from_slice(&pv, [tokens], device).expect("positions"),
+                upload(&tv, &cs, device),
+            ];
+            let [q, k, qw, kw, p, c] = &inputs;
+            op.forward_into(q, k, qw, kw, p, c, &mut out)
+                .expect("launch");
+            device.synchronize().expect("kernel ran");
+            let label = format!(
+                "[{tokens}, {qh}+{kh}, 128]{}{}",
+                if special { " +nan/inf" } else { "" },
+                if bad_pos && device.is_cuda() {
+                    " +bad pos"
+                } else {
+                    ""
+                }
+            );
+            for (name, xv, wv, heads, codes_t, scales_t) in [
+                ("q", &qv, &qwv, qh, &out.q_fp8, &out.q_scale),
+                ("k", &kv, &kwv, kh, &out.k_fp8, &out.k_scale),
+            ] {
+                let (want_codes, want_scales, _) =
+                    reference::qk_norm_rope_fp8(xv, wv, &pv, &tv, heads, 128, 1e-6);
+                let got_codes = codes(codes_t);
+                let got_scales = scales_t.to_vec_f32().expect("scales");
+                let case = format!("{label} {name}");
+                let d = worst_codes(&got_codes, &want_codes);
+                let detail = format!("got {:#04x}, want {:#04x}", got_codes[d.1], want_codes[d.1]);
+                report.record(
+                    "qk_norm_rope_fp8",
+                    &case,
+                    dtype,
+                    "codes",
+                    (f64::from(d.0), d.1),
+                    1.0,
+                    detail,
+                );
+                let e = worst_scale_error(&got_scales, &want_scales);
+                let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
+                report.record("qk_norm_rope_fp8", &case, dtype, "scale", e, 1e-5, detail);
+            }
+        }
+    }
+    report
+}
+
+#[test]
+fn gpu_plans_reject_cpu_tensors() {
+    let Some(gpu) = gpu_or_skip("gpu_plans_reject_cpu_tensors") else {
+        return;
+    };
+    let spec = TensorSpec::new([4, 32], DType::BFloat16);
+    let op = Fp8Quant::new(&gpu, spec.clone(), 0).expect("valid plan");
+    let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
+    let err = op.forward(&on_cpu).expect_err("device mismatch");
+    assert!(err.to_string().contains("cuda:0"), "{err}");
+}
