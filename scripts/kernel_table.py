@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turn the kernel compile check's report into docs/kernels.md.
 
-    cargo test -p tileops --test kernel_compile -- --nocapture --test-threads 1 | python3 scripts/kernel_table.py > docs/kernels.md
+    cargo test -p tileops --test kernel_compile -- --nocapture --test-threads 1 2>&1 | python3 scripts/kernel_table.py > docs/kernels.md
 
 Reads the per-entry ptxas lines (`entry arch regs stack spill-stores spill-loads smem`) and the
 per-entry 128-bit access counts from the PTX, and writes one table row per entry point.
@@ -15,8 +15,9 @@ wide = {}
 nvrtc = ""
 for line in sys.stdin:
     line = line.rstrip("\n")
-    if line.startswith("NVRTC ") and not nvrtc:
-        nvrtc = line.split(" (")[0]
+    m = re.search(r"(NVRTC \d+\.\d+) \(", line)
+    if m and not nvrtc:
+        nvrtc = m.group(1) + " (wheel nvidia-cuda-nvrtc==13.0.88)"
     m = re.match(r"^(\w+)\s+(sm_\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", line.strip())
     if m:
         entry, arch, regs, stack, st, ld, smem = m.groups()
