@@ -16,18 +16,6 @@
 
 using namespace tileops;
 
-template <typename T>
-__device__ __forceinline__ void load_weight(const T* __restrict__ w, const RowSplit& s, int i,
-                                            float (&wf)[Elem<T>::V]) {
-    constexpr int V = Elem<T>::V;
-    if (s.head == 0) {
-        Elem<T>::unpack(load16(w + static_cast<long long>(i) * V), wf);
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j) wf[j] = Elem<T>::load(w + s.head + static_cast<long long>(i) * V + j);
-    }
-}
-
 // x + residual for one vector, rounded to T (packed), and the sum of squares of the rounded values.
 template <typename T>
 __device__ __forceinline__ uint4 add_vec(uint4 xq, uint4 rq, float& ss) {
@@ -40,9 +28,7 @@ __device__ __forceinline__ uint4 add_vec(uint4 xq, uint4 rq, float& ss) {
 #pragma unroll
     for (int j = 0; j < V; ++j) f[j] += r[j];
     const uint4 h = E::pack(f);
-    E::unpack(h, f);
-#pragma unroll
-    for (int j = 0; j < V; ++j) ss = fmaf(f[j], f[j], ss);
+    ss = add_squares<T>(h, ss);
     return h;
 }
 
@@ -68,12 +54,11 @@ __device__ __forceinline__ void fused_rows(const T* __restrict__ x, const T* __r
                                            const T* __restrict__ w, T* __restrict__ y, T* __restrict__ res_out,
                                            long long rows, int n, float eps) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_sum[32 * 32];
 
-    const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
-    const bool active = row < rows;
-    const long long base = (active ? row : 0) * static_cast<long long>(n);
+    const BlockRow r = block_row(rows, n);
+    const bool active = r.active;
+    const long long base = r.base;
     const RowSplit s = split_row(x + base, n);
     const int t = threadIdx.x;
     const int tpr = blockDim.x;
@@ -104,21 +89,12 @@ __device__ __forceinline__ void fused_rows(const T* __restrict__ x, const T* __r
             store16(ov + i, xb[k]);
         }
     }
-    ss = row_reduce<false>(ss, red_sum);
-    const float rstd = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+    const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
         const int i = t + k * tpr;
-        if (active && i < s.body) {
-            float f[V];
-            float wf[V];
-            E::unpack(xb[k], f);
-            load_weight(w, s, i, wf);
-#pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * wf[j];
-            store16(yv + i, E::pack(f));
-        }
+        if (active && i < s.body) rms_store(xb[k], w, s, i, rstd, yv);
     }
     if (si >= 0) E::store(y + base + si, (sh * rstd) * E::load(w + si));
 }
@@ -128,7 +104,6 @@ __device__ __forceinline__ void fused_loop(const T* __restrict__ x, const T* __r
                                            const T* __restrict__ w, T* __restrict__ y, T* __restrict__ res_out,
                                            long long rows, int n, float eps) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_sum[32];
     const int t = threadIdx.x;
     const int tpr = blockDim.x;
@@ -147,19 +122,10 @@ __device__ __forceinline__ void fused_loop(const T* __restrict__ x, const T* __r
         for (int i = t; i < s.body; i += tpr) {
             store16(ov + i, add_vec<T>(load16(xv + i), load16(rv + i), ss));
         }
-        ss = row_reduce<false>(ss, red_sum);
-        const float rstd = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+        const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
-        for (int i = t; i < s.body; i += tpr) {
-            float f[V];
-            float wf[V];
-            // This thread wrote ov[i] above: a plain load sees it.
-            E::unpack(ov[i], f);
-            load_weight(w, s, i, wf);
-#pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * wf[j];
-            store16(yv + i, E::pack(f));
-        }
+        // This thread wrote ov[i] above: a plain load sees it.
+        for (int i = t; i < s.body; i += tpr) rms_store(ov[i], w, s, i, rstd, yv);
         if (si >= 0) E::store(y + base + si, (sh * rstd) * E::load(w + si));
     }
 }

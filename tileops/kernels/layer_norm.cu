@@ -15,20 +15,6 @@
 
 using namespace tileops;
 
-// The values of a per-column parameter (weight, bias) for body vector i of a row split as `s`.
-// They line up with whole 16-byte vectors of the parameter only when the row has no head.
-template <typename T>
-__device__ __forceinline__ void load_param(const T* __restrict__ p, const RowSplit& s, int i,
-                                           float (&pf)[Elem<T>::V]) {
-    constexpr int V = Elem<T>::V;
-    if (s.head == 0) {
-        Elem<T>::unpack(load16(p + static_cast<long long>(i) * V), pf);
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j) pf[j] = Elem<T>::load(p + s.head + static_cast<long long>(i) * V + j);
-    }
-}
-
 template <typename T, int VPT>
 __device__ __forceinline__ void layer_norm_rows(const T* __restrict__ x, const T* __restrict__ w,
                                                 const T* __restrict__ b, T* __restrict__ y, long long rows, int n,
@@ -37,11 +23,10 @@ __device__ __forceinline__ void layer_norm_rows(const T* __restrict__ x, const T
     constexpr int V = E::V;
     __shared__ float red_sum[32 * 32];
 
-    const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
-    const bool active = row < rows;
-    const long long base = (active ? row : 0) * static_cast<long long>(n);
-    const T* xr = x + base;
-    T* yr = y + base;
+    const BlockRow r = block_row(rows, n);
+    const bool active = r.active;
+    const T* xr = x + r.base;
+    T* yr = y + r.base;
     const RowSplit s = split_row(xr, n);
     const int t = threadIdx.x;
     const int tpr = blockDim.x;
@@ -49,11 +34,7 @@ __device__ __forceinline__ void layer_norm_rows(const T* __restrict__ x, const T
     uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
 
     uint4 buf[VPT];
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) buf[k] = load16(xv + i);
-    }
+    load_body(xv, s.body, active, buf);
     const int si = active ? scalar_index<T>(s, t, true, true) : -1;
     const float sx = si >= 0 ? E::load(xr + si) : 0.0f;
 

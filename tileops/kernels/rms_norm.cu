@@ -12,32 +12,16 @@
 
 using namespace tileops;
 
-// The weight values for body vector i of a row whose split is `s`. They line up with whole
-// 16-byte vectors of the weight only when the row has no head (it starts 16-byte aligned).
-template <typename T>
-__device__ __forceinline__ void load_weight(const T* __restrict__ w, const RowSplit& s, int i,
-                                            float (&wf)[Elem<T>::V]) {
-    constexpr int V = Elem<T>::V;
-    if (s.head == 0) {
-        Elem<T>::unpack(load16(w + static_cast<long long>(i) * V), wf);
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j) wf[j] = Elem<T>::load(w + s.head + static_cast<long long>(i) * V + j);
-    }
-}
-
 template <typename T, int VPT>
 __device__ __forceinline__ void rms_norm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                                               long long rows, int n, float eps) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_sum[32 * 32];
 
-    const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
-    const bool active = row < rows;
-    const long long base = (active ? row : 0) * static_cast<long long>(n);
-    const T* xr = x + base;
-    T* yr = y + base;
+    const BlockRow r = block_row(rows, n);
+    const bool active = r.active;
+    const T* xr = x + r.base;
+    T* yr = y + r.base;
     const RowSplit s = split_row(xr, n);
     const int t = threadIdx.x;
     const int tpr = blockDim.x;
@@ -45,39 +29,21 @@ __device__ __forceinline__ void rms_norm_rows(const T* __restrict__ x, const T* 
     uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
 
     uint4 buf[VPT];
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) buf[k] = load16(xv + i);
-    }
+    load_body(xv, s.body, active, buf);
     const int si = active ? scalar_index<T>(s, t, true, true) : -1;
     const float sx = si >= 0 ? E::load(xr + si) : 0.0f;
 
     float ss = sx * sx;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (active && t + k * tpr < s.body) {
-            float f[V];
-            E::unpack(buf[k], f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) ss = fmaf(f[j], f[j], ss);
-        }
+        if (active && t + k * tpr < s.body) ss = add_squares<T>(buf[k], ss);
     }
-    ss = row_reduce<false>(ss, red_sum);
-    const float rstd = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+    const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
         const int i = t + k * tpr;
-        if (active && i < s.body) {
-            float f[V];
-            float wf[V];
-            E::unpack(buf[k], f);
-            load_weight(w, s, i, wf);
-#pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * wf[j];
-            store16(yv + i, E::pack(f));
-        }
+        if (active && i < s.body) rms_store(buf[k], w, s, i, rstd, yv);
     }
     if (si >= 0) E::store(yr + si, (sx * rstd) * E::load(w + si));
 }
@@ -86,7 +52,6 @@ template <typename T>
 __device__ __forceinline__ void rms_norm_loop(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                                               long long rows, int n, float eps) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_sum[32];
     const int t = threadIdx.x;
     const int tpr = blockDim.x;
@@ -101,24 +66,10 @@ __device__ __forceinline__ void rms_norm_loop(const T* __restrict__ x, const T* 
         const float sx = si >= 0 ? E::load(xr + si) : 0.0f;
 
         float ss = sx * sx;
-        for (int i = t; i < s.body; i += tpr) {
-            float f[V];
-            E::unpack(load16(xv + i), f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) ss = fmaf(f[j], f[j], ss);
-        }
-        ss = row_reduce<false>(ss, red_sum);
-        const float rstd = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+        for (int i = t; i < s.body; i += tpr) ss = add_squares<T>(load16(xv + i), ss);
+        const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
-        for (int i = t; i < s.body; i += tpr) {
-            float f[V];
-            float wf[V];
-            E::unpack(load16(xv + i), f);
-            load_weight(w, s, i, wf);
-#pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * wf[j];
-            store16(yv + i, E::pack(f));
-        }
+        for (int i = t; i < s.body; i += tpr) rms_store(load16(xv + i), w, s, i, rstd, yv);
         if (si >= 0) E::store(yr + si, (sx * rstd) * E::load(w + si));
     }
 }

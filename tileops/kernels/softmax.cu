@@ -47,12 +47,11 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
     __shared__ float red_max[32 * 32];
     __shared__ float red_sum[32 * 32];
 
-    const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
     // Threads of a row past the end still take part in the block's reductions.
-    const bool active = row < rows;
-    const long long base = (active ? row : 0) * static_cast<long long>(n);
-    const T* xr = x + base;
-    T* yr = y + base;
+    const BlockRow r = block_row(rows, n);
+    const bool active = r.active;
+    const T* xr = x + r.base;
+    T* yr = y + r.base;
     const RowSplit s = split_row(xr, n);
     const int t = threadIdx.x;
     const int tpr = blockDim.x;
@@ -61,11 +60,7 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
 
     // All loads first: VPT independent 16-byte loads in flight per thread.
     uint4 buf[VPT];
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) buf[k] = load16(xv + i);
-    }
+    load_body(xv, s.body, active, buf);
     const int si = active ? scalar_index<T>(s, t, true, true) : -1;
     const float sx = si >= 0 ? E::load(xr + si) : neg_inf();
 

@@ -116,6 +116,80 @@ __device__ __forceinline__ int scalar_index(const RowSplit& s, int t, bool has_h
     return -1;
 }
 
+// The values of a per-column parameter (weight, bias) for body vector i of a row split as `s`.
+// They line up with whole 16-byte vectors of the parameter only when the row has no head (it
+// starts 16-byte aligned).
+template <typename T>
+__device__ __forceinline__ void load_param(const T* __restrict__ p, const RowSplit& s, int i,
+                                           float (&pf)[Elem<T>::V]) {
+    constexpr int V = Elem<T>::V;
+    if (s.head == 0) {
+        Elem<T>::unpack(load16(p + static_cast<long long>(i) * V), pf);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) pf[j] = Elem<T>::load(p + s.head + static_cast<long long>(i) * V + j);
+    }
+}
+
+// The row a thread of a rows kernel (the row in registers, blockDim.y rows per block) works on:
+// threadIdx.y picks the row. Threads of a row past the end are inactive but still take part in
+// the block's reductions; they point at row 0 so every address stays in bounds.
+struct BlockRow {
+    bool active;
+    long long base;  // offset of the row's first element
+};
+
+__device__ __forceinline__ BlockRow block_row(long long rows, int n) {
+    const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
+    BlockRow r;
+    r.active = row < rows;
+    r.base = (r.active ? row : 0) * static_cast<long long>(n);
+    return r;
+}
+
+// Loads the body vectors this thread of a rows kernel owns (t + k * blockDim.x, k < VPT) into
+// registers: VPT independent 16-byte loads in flight per thread.
+template <int VPT>
+__device__ __forceinline__ void load_body(const uint4* v, int body, bool active, uint4 (&buf)[VPT]) {
+    const int t = threadIdx.x;
+    const int tpr = blockDim.x;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = t + k * tpr;
+        if (active && i < body) buf[k] = load16(v + i);
+    }
+}
+
+// ss plus the sum of squares of the V values of one packed vector.
+template <typename T>
+__device__ __forceinline__ float add_squares(const uint4& q, float ss) {
+    constexpr int V = Elem<T>::V;
+    float f[V];
+    Elem<T>::unpack(q, f);
+#pragma unroll
+    for (int j = 0; j < V; ++j) ss = fmaf(f[j], f[j], ss);
+    return ss;
+}
+
+// RMSNorm's 1 / sqrt(mean square + eps) from a row's (reduced) sum of squares.
+__device__ __forceinline__ float rms_rstd(float ss, int n, float eps) {
+    return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+}
+
+// RMSNorm's output for body vector i of a row split as `s`: (h * rstd) * weight, stored to y[i].
+template <typename T>
+__device__ __forceinline__ void rms_store(const uint4& hq, const T* __restrict__ w, const RowSplit& s, int i,
+                                          float rstd, uint4* y) {
+    constexpr int V = Elem<T>::V;
+    float f[V];
+    float wf[V];
+    Elem<T>::unpack(hq, f);
+    load_param(w, s, i, wf);
+#pragma unroll
+    for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * wf[j];
+    store16(y + i, Elem<T>::pack(f));
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

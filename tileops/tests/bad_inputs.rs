@@ -1,12 +1,12 @@
 //! Bad input gets a clear error naming the op, the field and the value: never a panic.
 //! Runs on the CPU; the same checks run before any GPU work.
 
-use tileops::ops::{RmsNorm, Softmax};
-use tileops::{DType, Device, Error, Tensor, TensorSpec};
+mod common;
 
-fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
-    TensorSpec::new(shape, dtype)
-}
+use tileops::ops::{RmsNorm, Softmax};
+use tileops::{DType, Device, Error, Tensor};
+
+use common::spec;
 
 #[test]
 fn softmax_rejects_rank_zero() {

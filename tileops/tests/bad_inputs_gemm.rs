@@ -1,12 +1,12 @@
 //! `gemm` on bad input gets a clear error naming the op, the field and the value: never a panic.
 //! Runs on the CPU; the same checks run before any GPU work.
 
-use tileops::ops::Gemm;
-use tileops::{DType, Device, Error, Tensor, TensorSpec};
+mod common;
 
-fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
-    TensorSpec::new(shape, dtype)
-}
+use tileops::ops::Gemm;
+use tileops::{DType, Device, Error, Tensor};
+
+use common::spec;
 
 fn plan(a: &[usize], b: &[usize], dtype: DType, ta: bool, tb: bool) -> Result<Gemm, Error> {
     Gemm::new(

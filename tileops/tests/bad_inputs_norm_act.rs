@@ -2,14 +2,14 @@
 //! error naming the op, the field and the value: never a panic. Runs on the CPU; the same checks
 //! run before any GPU work.
 
+mod common;
+
 use tileops::ops::{
     FusedAddRmsNorm, Gelu, GeluApproximate, LayerNorm, Relu, Sigmoid, Silu, SiluAndMul,
 };
 use tileops::{DType, Device, Error, Tensor, TensorSpec};
 
-fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
-    TensorSpec::new(shape, dtype)
-}
+use common::spec;
 
 fn layer_norm(
     x: &[usize],

@@ -2,12 +2,12 @@
 //! naming the op, the field and the value: never a panic. Runs on the CPU; the same checks run
 //! before any GPU work.
 
+mod common;
+
 use tileops::ops::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Sum};
 use tileops::{DType, Device, Error, Tensor, TensorSpec};
 
-fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
-    TensorSpec::new(shape, dtype)
-}
+use common::spec;
 
 /// Plans every reduction with the same arguments; the op name first.
 fn plan_all(

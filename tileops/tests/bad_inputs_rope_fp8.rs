@@ -1,12 +1,12 @@
 //! Bad input to rope, fp8_quant and qk_norm_rope_fp8 gets a clear error naming the op, the field
 //! and the value: never a panic. Runs on the CPU; the same checks run before any GPU work.
 
+mod common;
+
 use tileops::ops::{Fp8Quant, QkNormRopeFp8, Rope};
 use tileops::{DType, Device, Error, Tensor, TensorSpec};
 
-fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
-    TensorSpec::new(shape, dtype)
-}
+use common::spec;
 
 fn rope(
     x: &[usize],

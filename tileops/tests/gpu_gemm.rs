@@ -9,8 +9,9 @@
 //! `|got - want| / sum_k |a[i, k]| |b[k, j]|`: elementwise relative error is meaningless where the
 //! sum cancels. Its bound scales with K (see [`bound`]).
 
-use std::io::Write;
+mod common;
 
+use common::{element_error, floor, gpu_or_skip, lined_up, worst_by};
 use tileops::ops::{Gemm, reference_gemm};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -21,26 +22,6 @@ const VARIANTS: [(DType, bool); 4] = [
     (DType::Float16, false),
     (DType::BFloat16, false),
 ];
-
-fn announce(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-fn gpu_or_skip(test: &str) -> Option<Device> {
-    match Device::cuda(0) {
-        Ok(device) => {
-            println!("{test}: on {device}");
-            Some(device)
-        }
-        Err(err) if std::env::var("TILEOPS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
-            panic!("TILEOPS_REQUIRE_GPU=1, but no GPU is usable: {err}")
-        }
-        Err(err) => {
-            announce(&format!("SKIP: {test}: {err}"));
-            None
-        }
-    }
-}
 
 fn label(dtype: DType, tf32: bool) -> String {
     if tf32 {
@@ -69,33 +50,16 @@ fn bound(dtype: DType, tf32: bool, k: usize) -> f64 {
 /// The worst normalized error of `got` against `want` (see the module doc); infinite when NaN,
 /// infinities or the poison do not line up.
 fn worst_error(got: &[f64], want: &[f64], scale: &[f64], dtype: DType) -> (f64, usize) {
-    assert_eq!(got.len(), want.len());
-    let mut worst = (0.0, 0);
-    for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
-        let err = if !(g.is_finite() && w.is_finite() && s.is_finite()) {
-            if (g.is_nan() && w.is_nan()) || g == w {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
+    worst_by(got, want, |i, g, w| {
+        let s = scale[i];
+        if s.is_finite() {
             // Below the dtype's smallest normal number the output only has absolute precision
             // (float16 subnormals); an all-zero sum must give exactly 0.
-            (g - w).abs() / s.max(floor(dtype))
-        };
-        if err > worst.0 || err.is_nan() {
-            worst = (err, i);
+            element_error(g, w, || s.max(floor(dtype)))
+        } else {
+            lined_up(g, w)
         }
-    }
-    worst
-}
-
-/// The smallest normal number of the output dtype.
-fn floor(dtype: DType) -> f64 {
-    match dtype {
-        DType::Float16 => 6.103_515_625e-5,
-        _ => f64::from(f32::MIN_POSITIVE),
-    }
+    })
 }
 
 /// Special values written into the inputs.

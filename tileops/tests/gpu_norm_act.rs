@@ -5,78 +5,22 @@
 //! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
 //! it fails instead. `-- --nocapture` prints one row per case and a `WORST <op> <dtype>` line.
 
-use std::io::Write;
+mod common;
 
+use common::{DTYPES, POISON, Report, bound, element_error, floor, gpu_or_skip, worst_by};
 use tileops::ops::reference_norm_act as reference;
 use tileops::ops::{
     FusedAddRmsNorm, Gelu, GeluApproximate, LayerNorm, Relu, Sigmoid, Silu, SiluAndMul,
 };
 use tileops::{DType, Device, Tensor, TensorSpec};
 
-const DTYPES: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
-/// A value none of these ops produce from the test inputs.
-const POISON: f64 = 777.0;
-
-fn announce(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-fn gpu_or_skip(test: &str) -> Option<Device> {
-    match Device::cuda(0) {
-        Ok(device) => {
-            println!("{test}: on {device}");
-            Some(device)
-        }
-        Err(err) if std::env::var("TILEOPS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
-            panic!("TILEOPS_REQUIRE_GPU=1, but no GPU is usable: {err}")
-        }
-        Err(err) => {
-            announce(&format!("SKIP: {test}: {err}"));
-            None
-        }
-    }
-}
-
-/// Worst-element bound on the relative error, per dtype: a few units of the output's rounding
-/// (2^-24, 2^-11, 2^-8 relative) plus the f32 arithmetic of the kernel.
-fn bound(dtype: DType) -> f64 {
-    match dtype {
-        DType::Float32 => 1e-5,
-        DType::Float16 => 2e-3,
-        _ => 1e-2,
-    }
-}
-
-/// Below the dtype's smallest normal number, errors are measured against it: subnormal outputs
-/// only have absolute precision.
-fn floor(dtype: DType) -> f64 {
-    match dtype {
-        DType::Float16 => 6.103_515_625e-5,
-        _ => f64::from(f32::MIN_POSITIVE),
-    }
-}
-
 /// The worst error of `got` against `want`, element i measured relative to `scale[i]` (the
 /// magnitude of the terms that sum to it: `|want|` for a product, more where terms cancel);
 /// infinite when NaN, infinities or the poison value do not line up.
 fn worst_error(got: &[f64], want: &[f64], scale: &[f64], dtype: DType) -> (f64, usize) {
-    assert_eq!(got.len(), want.len());
-    let mut worst = (0.0, 0);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let err = if g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
-            if (g.is_nan() && w.is_nan()) || g == w {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
-            (g - w).abs() / scale[i].max(w.abs()).max(floor(dtype))
-        };
-        if err > worst.0 || err.is_nan() {
-            worst = (err, i);
-        }
-    }
-    worst
+    worst_by(got, want, |i, g, w| {
+        element_error(g, w, || scale[i].max(w.abs()).max(floor(dtype)))
+    })
 }
 
 /// Relative to the value itself: for outputs that are products, not sums.
@@ -141,74 +85,6 @@ fn download(device: &Device, tensor: &Tensor) -> Vec<f64> {
     tensor.to_vec_f64().expect("copy back")
 }
 
-struct Report {
-    rows: Vec<String>,
-    failures: Vec<String>,
-    worst: Vec<(String, DType, f64)>,
-}
-
-impl Report {
-    fn new() -> Self {
-        Report {
-            rows: Vec::new(),
-            failures: Vec::new(),
-            worst: Vec::new(),
-        }
-    }
-
-    fn record(
-        &mut self,
-        op: &str,
-        case: String,
-        dtype: DType,
-        err: (f64, usize),
-        got: &[f64],
-        want: &[f64],
-    ) {
-        let ok = err.0 <= bound(dtype);
-        self.rows.push(format!(
-            "{op:<22} {dtype:<9} {case:<30} worst rel err {:.3e} at {}",
-            err.0, err.1
-        ));
-        if !ok {
-            self.failures.push(format!(
-                "{op} {dtype} {case}: relative error {:.3e} > {:.0e} at element {} (got {}, want {})",
-                err.0,
-                bound(dtype),
-                err.1,
-                got[err.1],
-                want[err.1]
-            ));
-        }
-        match self
-            .worst
-            .iter_mut()
-            .find(|(o, d, _)| o == op && *d == dtype)
-        {
-            Some(entry) => entry.2 = entry.2.max(err.0),
-            None => self.worst.push((op.to_owned(), dtype, err.0)),
-        }
-    }
-
-    fn finish(self) {
-        for row in &self.rows {
-            println!("{row}");
-        }
-        for (op, dtype, worst) in &self.worst {
-            println!(
-                "WORST {op} {dtype}: {worst:.3e} (bound {:.0e})",
-                bound(*dtype)
-            );
-        }
-        assert!(
-            self.failures.is_empty(),
-            "{} failures:\n{}",
-            self.failures.len(),
-            self.failures.join("\n")
-        );
-    }
-}
-
 /// Row shapes for the norms: length-1 rows, odd lengths, each row kernel (v4, v16, loop) in
 /// every dtype, rank 3; `true` adds the non-finite rows.
 const NORM_CASES: &[(&[usize], bool)] = &[
@@ -228,7 +104,7 @@ const NORM_CASES: &[(&[usize], bool)] = &[
 ];
 
 fn layer_norm_cases(device: &Device) -> Report {
-    let mut report = Report::new();
+    let mut report = Report::new(22, 30);
     let mut seed = 1000;
     for dtype in DTYPES {
         for &(shape, special) in NORM_CASES {
@@ -272,7 +148,7 @@ fn layer_norm_cases(device: &Device) -> Report {
 }
 
 fn fused_add_rms_norm_cases(device: &Device) -> Report {
-    let mut report = Report::new();
+    let mut report = Report::new(22, 30);
     let mut seed = 2000;
     for dtype in DTYPES {
         for &(shape, special) in NORM_CASES {
@@ -380,7 +256,7 @@ fn activation_forward(name: &str, device: &Device, spec: &TensorSpec, x: &Tensor
 }
 
 fn activation_cases(device: &Device, with_big: bool) -> Report {
-    let mut report = Report::new();
+    let mut report = Report::new(22, 30);
     let mut seed = 3000;
     for (name, f) in ACTIVATIONS {
         for dtype in DTYPES {
@@ -417,7 +293,7 @@ const SWIGLU_CASES: &[&[usize]] = &[
 ];
 
 fn silu_and_mul_cases(device: &Device) -> Report {
-    let mut report = Report::new();
+    let mut report = Report::new(22, 30);
     let mut seed = 4000;
     for dtype in DTYPES {
         for &shape in SWIGLU_CASES {

@@ -5,185 +5,19 @@
 //! it fails instead, so a broken GPU setup cannot pass silently. `-- --nocapture` prints the worst
 //! relative error per op and dtype.
 
-use std::io::Write;
+mod common;
 
+use common::{DTYPES, POISON, Report, Special, bound, floor, gpu_or_skip, make_input};
+use common::{element_error, softmax_lines, worst_by};
 use tileops::ops::{RmsNorm, Softmax, reference};
 use tileops::{DType, Device, Tensor, TensorSpec};
-
-const DTYPES: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
-/// A value no softmax or normalized output is near.
-const POISON: f64 = 777.0;
-
-fn announce(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-fn gpu_or_skip(test: &str) -> Option<Device> {
-    match Device::cuda(0) {
-        Ok(device) => {
-            println!("{test}: on {device}");
-            Some(device)
-        }
-        Err(err) if std::env::var("TILEOPS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
-            panic!("TILEOPS_REQUIRE_GPU=1, but no GPU is usable: {err}")
-        }
-        Err(err) => {
-            announce(&format!("SKIP: {test}: {err}"));
-            None
-        }
-    }
-}
-
-/// Worst-element bound on the relative error, per dtype: a few units of the output's rounding
-/// (2^-24, 2^-11, 2^-8 relative) plus the f32 arithmetic of the kernel.
-fn bound(dtype: DType) -> f64 {
-    match dtype {
-        DType::Float32 => 1e-5,
-        DType::Float16 => 2e-3,
-        _ => 1e-2,
-    }
-}
-
-/// Below the dtype's smallest normal number, errors are measured against it: subnormal outputs
-/// (f16 softmax of long rows) only have absolute precision.
-fn floor(dtype: DType) -> f64 {
-    match dtype {
-        DType::Float16 => 6.103_515_625e-5,
-        _ => f64::from(f32::MIN_POSITIVE),
-    }
-}
 
 /// The worst relative error of `got` against `want`; infinite when NaN, infinities or the
 /// poison value do not line up.
 fn worst_error(got: &[f64], want: &[f64], dtype: DType) -> (f64, usize) {
-    assert_eq!(got.len(), want.len());
-    let mut worst = (0.0, 0);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let err = if g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
-            if (g.is_nan() && w.is_nan()) || g == w {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
-            (g - w).abs() / w.abs().max(floor(dtype))
-        };
-        if err > worst.0 || err.is_nan() {
-            worst = (err, i);
-        }
-    }
-    worst
-}
-
-/// Random input values, with some rows or columns overwritten by special values.
-enum Special {
-    None,
-    /// Row/column 0 all -inf, 1 has a NaN, 2 has a +inf, 3 has a few -inf.
-    NonFinite,
-}
-
-fn make_input(
-    spec: &TensorSpec,
-    seed: u64,
-    special: &Special,
-    lines: &[Vec<usize>],
-    device: &Device,
-) -> Tensor {
-    let random = Tensor::random(spec, seed, &Device::cpu()).expect("random input");
-    let mut values = random.to_vec_f64().expect("float input");
-    if let Special::NonFinite = special {
-        for (line, indices) in lines.iter().enumerate().take(4) {
-            match line {
-                0 => indices.iter().for_each(|&i| values[i] = f64::NEG_INFINITY),
-                1 => values[indices[indices.len() / 2]] = f64::NAN,
-                2 => values[indices[indices.len() - 1]] = f64::INFINITY,
-                _ => indices
-                    .iter()
-                    .step_by(3)
-                    .for_each(|&i| values[i] = f64::NEG_INFINITY),
-            }
-        }
-    }
-    Tensor::from_f64_rounded(&values, spec, device).expect("input on the device")
-}
-
-/// The flat indices of each softmax line of `shape` along `axis` (the first few lines).
-fn softmax_lines(shape: &[usize], axis: usize, count: usize) -> Vec<Vec<usize>> {
-    let n = shape[axis];
-    let inner: usize = shape[axis + 1..].iter().product();
-    let outer: usize = shape[..axis].iter().product();
-    (0..(outer * inner).min(count))
-        .map(|line| {
-            let (o, i) = (line / inner, line % inner);
-            (0..n).map(|k| o * n * inner + k * inner + i).collect()
-        })
-        .collect()
-}
-
-struct Report {
-    rows: Vec<String>,
-    failures: Vec<String>,
-    worst: Vec<(String, DType, f64)>,
-}
-
-impl Report {
-    fn new() -> Self {
-        Report {
-            rows: Vec::new(),
-            failures: Vec::new(),
-            worst: Vec::new(),
-        }
-    }
-
-    fn record(
-        &mut self,
-        op: &str,
-        case: String,
-        dtype: DType,
-        err: (f64, usize),
-        got: f64,
-        want: f64,
-    ) {
-        let ok = err.0 <= bound(dtype);
-        self.rows.push(format!(
-            "{op:<9} {dtype:<9} {case:<34} worst rel err {:.3e} at {}",
-            err.0, err.1
-        ));
-        if !ok {
-            self.failures.push(format!(
-                "{op} {dtype} {case}: relative error {:.3e} > {:.0e} at element {} (got {got}, want {want})",
-                err.0,
-                bound(dtype),
-                err.1
-            ));
-        }
-        match self
-            .worst
-            .iter_mut()
-            .find(|(o, d, _)| o == op && *d == dtype)
-        {
-            Some(entry) => entry.2 = entry.2.max(err.0),
-            None => self.worst.push((op.to_owned(), dtype, err.0)),
-        }
-    }
-
-    fn finish(self) {
-        for row in &self.rows {
-            println!("{row}");
-        }
-        for (op, dtype, worst) in &self.worst {
-            println!(
-                "WORST {op} {dtype}: {worst:.3e} (bound {:.0e})",
-                bound(*dtype)
-            );
-        }
-        assert!(
-            self.failures.is_empty(),
-            "{} failures:\n{}",
-            self.failures.len(),
-            self.failures.join("\n")
-        );
-    }
+    worst_by(got, want, |_, g, w| {
+        element_error(g, w, || w.abs().max(floor(dtype)))
+    })
 }
 
 #[test]
@@ -246,7 +80,7 @@ fn softmax_cases(device: &Device) -> Report {
         (&[6, 2, 8], 0, Special::None),
         (&[2, 3, 4, 5], -2, Special::None),
     ];
-    let mut report = Report::new();
+    let mut report = Report::new(9, 34);
     let mut seed = 100;
     for dtype in DTYPES {
         for (shape, dim, special) in cases {
@@ -271,7 +105,7 @@ fn softmax_cases(device: &Device) -> Report {
                     ""
                 }
             );
-            report.record("softmax", label, dtype, err, got[err.1], want[err.1]);
+            report.record("softmax", label, dtype, err, &got, &want);
         }
     }
     report
@@ -291,7 +125,7 @@ fn rms_norm_cases(device: &Device) -> Report {
         (&[2, 131072], Special::NonFinite),
         (&[4, 3, 100], Special::None),
     ];
-    let mut report = Report::new();
+    let mut report = Report::new(9, 34);
     let mut seed = 500;
     for dtype in DTYPES {
         for (shape, special) in cases {
@@ -323,7 +157,7 @@ fn rms_norm_cases(device: &Device) -> Report {
                     ""
                 }
             );
-            report.record("rms_norm", label, dtype, err, got[err.1], want[err.1]);
+            report.record("rms_norm", label, dtype, err, &got, &want);
         }
     }
     report

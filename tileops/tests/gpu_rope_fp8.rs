@@ -14,72 +14,24 @@
 //! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
 //! it fails instead. `-- --nocapture` prints one line per case and `WORST <op> <dtype>` lines.
 
-use std::io::Write;
+mod common;
 
+use common::{DTYPES, POISON, element_error, floor, gpu_or_skip, worst_by};
+// The per-dtype bounds of `gpu_ops.rs`.
+use common::bound as rope_bound;
 use tileops::ops::reference_rope_fp8::{self as reference, fp8_e4m3_value};
 use tileops::ops::{Fp8Quant, QkNormRopeFp8, QkNormRopeFp8Output, Rope};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
-const FLOATS: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
-const POISON: f64 = 777.0;
 /// A code poisoned outputs start with (20.0: a valid value, so a skipped element is caught
 /// unless its expected code happens to be this one).
 const POISON_CODE: u8 = 0x5a;
 
-fn announce(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-fn gpu_or_skip(test: &str) -> Option<Device> {
-    match Device::cuda(0) {
-        Ok(device) => {
-            println!("{test}: on {device}");
-            Some(device)
-        }
-        Err(err) if std::env::var("TILEOPS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
-            panic!("TILEOPS_REQUIRE_GPU=1, but no GPU is usable: {err}")
-        }
-        Err(err) => {
-            announce(&format!("SKIP: {test}: {err}"));
-            None
-        }
-    }
-}
-
-fn rope_bound(dtype: DType) -> f64 {
-    match dtype {
-        DType::Float32 => 1e-5,
-        DType::Float16 => 2e-3,
-        _ => 1e-2,
-    }
-}
-
-fn floor(dtype: DType) -> f64 {
-    match dtype {
-        DType::Float16 => 6.103_515_625e-5,
-        _ => f64::from(f32::MIN_POSITIVE),
-    }
-}
-
 /// Worst of |got - want| / max(scale, floor); infinite when NaN, infinities or poison disagree.
 fn worst_scaled(got: &[f64], want: &[f64], scale: &[f64], floor: f64) -> (f64, usize) {
-    assert_eq!(got.len(), want.len());
-    let mut worst = (0.0, 0);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let err = if !g.is_finite() || !w.is_finite() {
-            if (g.is_nan() && w.is_nan()) || g == w {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
-            (g - w).abs() / scale[i].max(floor)
-        };
-        if err > worst.0 || err.is_nan() {
-            worst = (err, i);
-        }
-    }
-    worst
+    worst_by(got, want, |i, g, w| {
+        element_error(g, w, || scale[i].max(floor))
+    })
 }
 
 /// How many codes apart two e4m3 codes are (0 when both are NaN, 255 when only one is).
@@ -282,7 +234,7 @@ fn rope_cases(device: &Device) -> Report {
     let mut report = Report::new();
     let mut seed = 900;
     let max_pos = 97;
-    for dtype in FLOATS {
+    for dtype in DTYPES {
         for &(tokens, heads, head_dim, special, bad_pos) in ROPE_CASES {
             seed += 1;
             let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
@@ -376,7 +328,7 @@ fn quant_edges(values: &mut [f64], k: usize) {
 fn fp8_quant_cases(device: &Device) -> Report {
     let mut report = Report::new();
     let mut seed = 1300;
-    for dtype in FLOATS {
+    for dtype in DTYPES {
         for &(shape, group_size, edges) in QUANT_CASES {
             seed += 1;
             let xs = TensorSpec::new(shape, dtype);

@@ -1,11 +1,14 @@
 //! `fused_add_rms_norm`: `residual_out = x + residual`, then `y = rms_norm(residual_out) * weight`
 //! over the last dimension, in one pass (vLLM's `fused_add_rms_norm`).
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 
-use super::layer_norm::{check_norm_input, check_row_param, workload_eps, workload_input};
+use super::norm_rows::{
+    buffers, check_norm_input, check_row_param, check_same_dtype, no_buffer, row_launch,
+    workload_eps, workload_input,
+};
 use super::reference_norm_act as reference;
-use super::{RowPlan, check_input, launch, row_plan};
+use super::{check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, FUSED_ADD_RMS_NORM};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
@@ -71,14 +74,7 @@ impl FusedAddRmsNorm {
         eps: f64,
     ) -> Result<FusedAddRmsNorm, Error> {
         let n = check_norm_input(OP, &x, eps)?;
-        if residual.dtype != x.dtype {
-            return Err(Error::InvalidDType {
-                op: OP,
-                field: "residual",
-                value: residual.dtype,
-                supported: format!("the dtype of x ({})", x.dtype),
-            });
-        }
+        check_same_dtype(OP, "residual", &residual, &x)?;
         if residual.shape != x.shape {
             return Err(Error::InvalidShape {
                 op: OP,
@@ -175,39 +171,20 @@ impl FusedAddRmsNorm {
         y: &mut Tensor,
         residual_out: &mut Tensor,
     ) -> Result<(), Error> {
-        let dtype = self.x.dtype;
-        let missing =
-            || Error::Tensor("fused_add_rms_norm: GPU tensor without a buffer".to_owned());
-        let [xs, rs, ws] = [
-            inputs[0].cuda_slice().ok_or_else(missing)?,
-            inputs[1].cuda_slice().ok_or_else(missing)?,
-            inputs[2].cuda_slice().ok_or_else(missing)?,
-        ];
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
-        let os = residual_out.cuda_slice_mut().ok_or_else(missing)?;
+        let [xs, rs, ws] = buffers(OP, inputs)?;
+        let ys = y.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
+        let os = residual_out.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
         launch::check_aligned(OP, &dev.stream, &[xs, rs, ws, ys, os])?;
-        let (entry, blocks, (threads_x, threads_y)) = match row_plan(self.n, dtype) {
-            RowPlan::Regs4 {
-                threads_per_row,
-                rows_per_block,
-            } => (
-                kernels::entry(&FUSED_ADD_RMS_NORM, "fused_add_rms_norm_rows_v4", dtype)?,
-                self.rows.div_ceil(rows_per_block as usize),
-                (threads_per_row, rows_per_block),
-            ),
-            // Longer rows than one block's registers hold at 4 vectors a thread: one block of
-            // 1024 threads per row, rows in a grid-stride loop.
-            RowPlan::Regs16 { .. } | RowPlan::Long => (
-                kernels::entry(&FUSED_ADD_RMS_NORM, "fused_add_rms_norm_loop", dtype)?,
-                self.rows.min(1 << 20),
-                (1024, 1),
-            ),
-        };
-        let cfg = LaunchConfig {
-            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
-            block_dim: (threads_x, threads_y, 1),
-            shared_mem_bytes: 0,
-        };
+        // No v16 kernel: rows longer than one block's registers hold at 4 vectors a thread go to
+        // the loop kernel.
+        let (entry, cfg) = row_launch(
+            &FUSED_ADD_RMS_NORM,
+            OP,
+            self.x.dtype,
+            self.rows,
+            self.n,
+            false,
+        )?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
         let function = kernels::function(dev, &FUSED_ADD_RMS_NORM, entry)?;
         let mut call = dev.stream.launch_builder(&function);

@@ -1,12 +1,15 @@
 //! `layer_norm`: `(x - mean) / sqrt(var + eps) * weight + bias` over the last dimension.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 
+use super::norm_rows::{
+    buffers, check_norm_input, check_row_param, no_buffer, row_launch, workload_eps, workload_input,
+};
 use super::reference_norm_act as reference;
-use super::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
+use super::{check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, LAYER_NORM};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
 const OP: &str = "layer_norm";
@@ -52,108 +55,6 @@ pub struct LayerNorm {
     /// `x` viewed as `rows` rows of `n`.
     rows: usize,
     n: usize,
-}
-
-/// Checks a per-column parameter (weight, bias) of a last-dim norm: `[n]`, the dtype of `x`.
-pub(super) fn check_row_param(
-    op: &'static str,
-    field: &'static str,
-    param: &TensorSpec,
-    x: &TensorSpec,
-    n: usize,
-) -> Result<(), Error> {
-    check_float_dtype(op, field, param)?;
-    if param.dtype != x.dtype {
-        return Err(Error::InvalidDType {
-            op,
-            field,
-            value: param.dtype,
-            supported: format!("the dtype of x ({})", x.dtype),
-        });
-    }
-    if param.shape != [n] {
-        return Err(Error::InvalidShape {
-            op,
-            field,
-            value: format!("{:?}", param.shape),
-            reason: format!("must be [{n}], the last dim of x {x}"),
-        });
-    }
-    Ok(())
-}
-
-/// Checks `x` of a last-dim norm (a float dtype, rank >= 1, no empty dim, rows that an `int`
-/// indexes) and `eps`; returns the row length.
-pub(super) fn check_norm_input(op: &'static str, x: &TensorSpec, eps: f64) -> Result<usize, Error> {
-    check_float_dtype(op, "x", x)?;
-    let Some(&n) = x.shape.last() else {
-        return Err(Error::InvalidShape {
-            op,
-            field: "x",
-            value: "[]".to_owned(),
-            reason: format!("{op} needs at least one dimension to normalize over"),
-        });
-    };
-    check_extents(op, "x", x)?;
-    if i32::try_from(n).is_err() {
-        return Err(Error::InvalidShape {
-            op,
-            field: "x",
-            value: format!("{:?}", x.shape),
-            reason: format!("rows of {n} elements; at most {} are supported", i32::MAX),
-        });
-    }
-    if !(eps.is_finite() && eps >= 0.0) {
-        return Err(Error::InvalidParam {
-            op,
-            field: "eps",
-            value: eps.to_string(),
-            reason: "must be finite and >= 0".to_owned(),
-        });
-    }
-    Ok(n)
-}
-
-/// `eps` from a workload row, `default` when absent or null.
-pub(super) fn workload_eps(
-    op: &'static str,
-    case: &WorkloadCase,
-    default: f64,
-) -> Result<f64, Error> {
-    match case.workload.param("eps") {
-        None | Some(StaticValue::None) => Ok(default),
-        Some(value) => value.as_f64().ok_or_else(|| Error::InvalidParam {
-            op,
-            field: "eps",
-            value: format!("{value:?}"),
-            reason: "must be a number".to_owned(),
-        }),
-    }
-}
-
-/// The spec of input `name` in a workload row, or `[N]` of the case dtype (N the last dim of
-/// `x`) when the row gives none and `per_column` is set.
-pub(super) fn workload_input(
-    op: &'static str,
-    case: &WorkloadCase,
-    name: &'static str,
-    per_column_of: Option<&TensorSpec>,
-) -> Result<TensorSpec, Error> {
-    if let Some(spec) = case.input_spec(name) {
-        return Ok(spec);
-    }
-    match per_column_of {
-        Some(x) => Ok(TensorSpec::new(
-            x.shape.last().copied().into_iter().collect::<Vec<_>>(),
-            x.dtype,
-        )),
-        None => Err(Error::InvalidParam {
-            op,
-            field: name,
-            value: "missing".to_owned(),
-            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
-        }),
-    }
 }
 
 impl LayerNorm {
@@ -243,41 +144,10 @@ impl LayerNorm {
     }
 
     fn launch(&self, dev: &CudaDevice, inputs: [&Tensor; 3], y: &mut Tensor) -> Result<(), Error> {
-        let dtype = self.x.dtype;
-        let missing = || Error::Tensor("layer_norm: GPU tensor without a buffer".to_owned());
-        let [xs, ws, bs] = [
-            inputs[0].cuda_slice().ok_or_else(missing)?,
-            inputs[1].cuda_slice().ok_or_else(missing)?,
-            inputs[2].cuda_slice().ok_or_else(missing)?,
-        ];
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        let [xs, ws, bs] = buffers(OP, inputs)?;
+        let ys = y.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
         launch::check_aligned(OP, &dev.stream, &[xs, ws, bs, ys])?;
-        let (entry, (blocks, (threads_x, threads_y))) = match row_plan(self.n, dtype) {
-            RowPlan::Regs4 {
-                threads_per_row,
-                rows_per_block,
-            } => (
-                kernels::entry(&LAYER_NORM, "layer_norm_rows_v4", dtype)?,
-                (
-                    self.rows.div_ceil(rows_per_block as usize),
-                    (threads_per_row, rows_per_block),
-                ),
-            ),
-            RowPlan::Regs16 { threads_per_row } => (
-                kernels::entry(&LAYER_NORM, "layer_norm_rows_v16", dtype)?,
-                (self.rows, (threads_per_row, 1)),
-            ),
-            // One block of 1024 threads per row, rows in a grid-stride loop.
-            RowPlan::Long => (
-                kernels::entry(&LAYER_NORM, "layer_norm_loop", dtype)?,
-                (self.rows.min(1 << 20), (1024, 1)),
-            ),
-        };
-        let cfg = LaunchConfig {
-            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
-            block_dim: (threads_x, threads_y, 1),
-            shared_mem_bytes: 0,
-        };
+        let (entry, cfg) = row_launch(&LAYER_NORM, OP, self.x.dtype, self.rows, self.n, true)?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
         let function = kernels::function(dev, &LAYER_NORM, entry)?;
         let mut call = dev.stream.launch_builder(&function);

@@ -19,6 +19,7 @@ mod fused_add_rms_norm;
 mod gemm;
 mod layer_norm;
 mod log_softmax;
+mod norm_rows;
 mod reduce;
 pub mod reference;
 pub mod reference_gemm;

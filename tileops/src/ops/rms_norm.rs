@@ -1,8 +1,12 @@
 //! `rms_norm`: `x / sqrt(mean(x^2) + eps) * weight` over the last dimension.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 
-use super::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
+use super::norm_rows::{
+    buffers, check_eps, check_row_len, check_row_shape, check_same_dtype, last_dim, no_buffer,
+    row_launch,
+};
+use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, RMS_NORM};
 use crate::registry::RoofKey;
@@ -64,47 +68,13 @@ impl RmsNorm {
     ) -> Result<RmsNorm, Error> {
         check_float_dtype(OP, "x", &x)?;
         check_float_dtype(OP, "weight", &weight)?;
-        if weight.dtype != x.dtype {
-            return Err(Error::InvalidDType {
-                op: OP,
-                field: "weight",
-                value: weight.dtype,
-                supported: format!("the dtype of x ({})", x.dtype),
-            });
-        }
-        let Some(&n) = x.shape.last() else {
-            return Err(Error::InvalidShape {
-                op: OP,
-                field: "x",
-                value: "[]".to_owned(),
-                reason: "rms_norm needs at least one dimension to normalize over".to_owned(),
-            });
-        };
+        // The checks of check_norm_input and check_row_param, in rms_norm's own order.
+        check_same_dtype(OP, "weight", &weight, &x)?;
+        let n = last_dim(OP, &x)?;
         check_extents(OP, "x", &x)?;
-        if weight.shape != [n] {
-            return Err(Error::InvalidShape {
-                op: OP,
-                field: "weight",
-                value: format!("{:?}", weight.shape),
-                reason: format!("must be [{n}], the last dim of x {x}"),
-            });
-        }
-        if !(eps.is_finite() && eps >= 0.0) {
-            return Err(Error::InvalidParam {
-                op: OP,
-                field: "eps",
-                value: eps.to_string(),
-                reason: "must be finite and >= 0".to_owned(),
-            });
-        }
-        if i32::try_from(n).is_err() {
-            return Err(Error::InvalidShape {
-                op: OP,
-                field: "x",
-                value: format!("{:?}", x.shape),
-                reason: format!("rows of {n} elements; at most {} are supported", i32::MAX),
-            });
-        }
+        check_row_shape(OP, "weight", &weight, &x, n)?;
+        check_eps(OP, eps)?;
+        check_row_len(OP, &x, n)?;
         let rows = x.numel() / n;
         Ok(RmsNorm {
             x,
@@ -167,37 +137,10 @@ impl RmsNorm {
         weight: &Tensor,
         y: &mut Tensor,
     ) -> Result<(), Error> {
-        let dtype = self.x.dtype;
-        let missing = || Error::Tensor("rms_norm: GPU tensor without a buffer".to_owned());
-        let xs = x.cuda_slice().ok_or_else(missing)?;
-        let ws = weight.cuda_slice().ok_or_else(missing)?;
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
+        let [xs, ws] = buffers(OP, [x, weight])?;
+        let ys = y.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
         launch::check_aligned(OP, &dev.stream, &[xs, ws, ys])?;
-        let (entry, cfg) = match row_plan(self.n, dtype) {
-            RowPlan::Regs4 {
-                threads_per_row,
-                rows_per_block,
-            } => {
-                let entry = kernels::entry(&RMS_NORM, "rms_norm_rows_v4", dtype)?;
-                let blocks = self.rows.div_ceil(rows_per_block as usize);
-                (entry, (blocks, (threads_per_row, rows_per_block)))
-            }
-            RowPlan::Regs16 { threads_per_row } => (
-                kernels::entry(&RMS_NORM, "rms_norm_rows_v16", dtype)?,
-                (self.rows, (threads_per_row, 1)),
-            ),
-            // One block of 1024 threads per row, rows in a grid-stride loop.
-            RowPlan::Long => (
-                kernels::entry(&RMS_NORM, "rms_norm_loop", dtype)?,
-                (self.rows.min(1 << 20), (1024, 1)),
-            ),
-        };
-        let (blocks, (threads_x, threads_y)) = cfg;
-        let cfg = LaunchConfig {
-            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
-            block_dim: (threads_x, threads_y, 1),
-            shared_mem_bytes: 0,
-        };
+        let (entry, cfg) = row_launch(&RMS_NORM, OP, self.x.dtype, self.rows, self.n, true)?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
         let function = kernels::function(dev, &RMS_NORM, entry)?;
         let mut call = dev.stream.launch_builder(&function);

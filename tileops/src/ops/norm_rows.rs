@@ -1,0 +1,210 @@
+//! Plumbing shared by the last-dim norms (`rms_norm`, `layer_norm`, `fused_add_rms_norm`): plan
+//! validation, workload parsing, GPU buffers and the launch of their row kernels.
+
+use cudarc::driver::{CudaSlice, LaunchConfig};
+
+use super::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
+use crate::kernels::{self, KernelSource};
+use crate::registry::{StaticValue, WorkloadCase};
+use crate::{DType, Error, Tensor, TensorSpec};
+
+/// Checks that `param` has the dtype of `x`.
+pub(super) fn check_same_dtype(
+    op: &'static str,
+    field: &'static str,
+    param: &TensorSpec,
+    x: &TensorSpec,
+) -> Result<(), Error> {
+    if param.dtype != x.dtype {
+        return Err(Error::InvalidDType {
+            op,
+            field,
+            value: param.dtype,
+            supported: format!("the dtype of x ({})", x.dtype),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `param` is `[n]`, for `n` the last dim of `x`.
+pub(super) fn check_row_shape(
+    op: &'static str,
+    field: &'static str,
+    param: &TensorSpec,
+    x: &TensorSpec,
+    n: usize,
+) -> Result<(), Error> {
+    if param.shape != [n] {
+        return Err(Error::InvalidShape {
+            op,
+            field,
+            value: format!("{:?}", param.shape),
+            reason: format!("must be [{n}], the last dim of x {x}"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a per-column parameter (weight, bias) of a last-dim norm: `[n]`, the dtype of `x`.
+pub(super) fn check_row_param(
+    op: &'static str,
+    field: &'static str,
+    param: &TensorSpec,
+    x: &TensorSpec,
+    n: usize,
+) -> Result<(), Error> {
+    check_float_dtype(op, field, param)?;
+    check_same_dtype(op, field, param, x)?;
+    check_row_shape(op, field, param, x, n)
+}
+
+/// The last dim of `x`, the row length the norm runs over; errors when `x` has rank 0.
+pub(super) fn last_dim(op: &'static str, x: &TensorSpec) -> Result<usize, Error> {
+    let Some(&n) = x.shape.last() else {
+        return Err(Error::InvalidShape {
+            op,
+            field: "x",
+            value: "[]".to_owned(),
+            reason: format!("{op} needs at least one dimension to normalize over"),
+        });
+    };
+    Ok(n)
+}
+
+/// Checks that rows of `n` elements are indexable by an `int` in the kernels.
+pub(super) fn check_row_len(op: &'static str, x: &TensorSpec, n: usize) -> Result<(), Error> {
+    if i32::try_from(n).is_err() {
+        return Err(Error::InvalidShape {
+            op,
+            field: "x",
+            value: format!("{:?}", x.shape),
+            reason: format!("rows of {n} elements; at most {} are supported", i32::MAX),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `eps` is finite and >= 0.
+pub(super) fn check_eps(op: &'static str, eps: f64) -> Result<(), Error> {
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(Error::InvalidParam {
+            op,
+            field: "eps",
+            value: eps.to_string(),
+            reason: "must be finite and >= 0".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks `x` of a last-dim norm (a float dtype, rank >= 1, no empty dim, rows that an `int`
+/// indexes) and `eps`; returns the row length.
+pub(super) fn check_norm_input(op: &'static str, x: &TensorSpec, eps: f64) -> Result<usize, Error> {
+    check_float_dtype(op, "x", x)?;
+    let n = last_dim(op, x)?;
+    check_extents(op, "x", x)?;
+    check_row_len(op, x, n)?;
+    check_eps(op, eps)?;
+    Ok(n)
+}
+
+/// `eps` from a workload row, `default` when absent or null.
+pub(super) fn workload_eps(
+    op: &'static str,
+    case: &WorkloadCase,
+    default: f64,
+) -> Result<f64, Error> {
+    match case.workload.param("eps") {
+        None | Some(StaticValue::None) => Ok(default),
+        Some(value) => value.as_f64().ok_or_else(|| Error::InvalidParam {
+            op,
+            field: "eps",
+            value: format!("{value:?}"),
+            reason: "must be a number".to_owned(),
+        }),
+    }
+}
+
+/// The spec of input `name` in a workload row, or `[N]` of the case dtype (N the last dim of
+/// `x`) when the row gives none and `per_column` is set.
+pub(super) fn workload_input(
+    op: &'static str,
+    case: &WorkloadCase,
+    name: &'static str,
+    per_column_of: Option<&TensorSpec>,
+) -> Result<TensorSpec, Error> {
+    if let Some(spec) = case.input_spec(name) {
+        return Ok(spec);
+    }
+    match per_column_of {
+        Some(x) => Ok(TensorSpec::new(
+            x.shape.last().copied().into_iter().collect::<Vec<_>>(),
+            x.dtype,
+        )),
+        None => Err(Error::InvalidParam {
+            op,
+            field: name,
+            value: "missing".to_owned(),
+            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
+        }),
+    }
+}
+
+/// The error for a tensor on a GPU device that has no device buffer.
+pub(super) fn no_buffer(op: &str) -> Error {
+    Error::Tensor(format!("{op}: GPU tensor without a buffer"))
+}
+
+/// The device buffers of `inputs`, in order.
+pub(super) fn buffers<'a, const K: usize>(
+    op: &str,
+    inputs: [&'a Tensor; K],
+) -> Result<[&'a CudaSlice<u8>; K], Error> {
+    let mut slices = Vec::with_capacity(K);
+    for tensor in inputs {
+        slices.push(tensor.cuda_slice().ok_or_else(|| no_buffer(op))?);
+    }
+    Ok(slices
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one slice per input")))
+}
+
+/// The entry point and launch shape of a last-dim row kernel of `source` for `rows` rows of `n`
+/// elements of `dtype`: `{prefix}_rows_v4`, `{prefix}_rows_v16` (only when `has_v16`; without it,
+/// rows too long for v4 go to the loop kernel) or `{prefix}_loop`, which takes one block of 1024
+/// threads per row, rows in a grid-stride loop.
+pub(super) fn row_launch(
+    source: &'static KernelSource,
+    prefix: &str,
+    dtype: DType,
+    rows: usize,
+    n: usize,
+    has_v16: bool,
+) -> Result<(&'static str, LaunchConfig), Error> {
+    let (entry, blocks, (threads_x, threads_y)) = match row_plan(n, dtype) {
+        RowPlan::Regs4 {
+            threads_per_row,
+            rows_per_block,
+        } => (
+            kernels::entry(source, &format!("{prefix}_rows_v4"), dtype)?,
+            rows.div_ceil(rows_per_block as usize),
+            (threads_per_row, rows_per_block),
+        ),
+        RowPlan::Regs16 { threads_per_row } if has_v16 => (
+            kernels::entry(source, &format!("{prefix}_rows_v16"), dtype)?,
+            rows,
+            (threads_per_row, 1),
+        ),
+        RowPlan::Regs16 { .. } | RowPlan::Long => (
+            kernels::entry(source, &format!("{prefix}_loop"), dtype)?,
+            rows.min(1 << 20),
+            (1024, 1),
+        ),
+    };
+    let cfg = LaunchConfig {
+        grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+        block_dim: (threads_x, threads_y, 1),
+        shared_mem_bytes: 0,
+    };
+    Ok((entry, cfg))
+}
