@@ -145,6 +145,31 @@ impl WorkloadCase {
             .shape(name)
             .map(|shape| TensorSpec::new(shape, self.dtype))
     }
+
+    /// Input `name` of `op` in `dtype` (an input whose dtype is fixed, like int64 positions), or
+    /// an error naming the `<name>_shape` key the row lacks.
+    pub fn require_input_as(
+        &self,
+        op: &'static str,
+        name: &'static str,
+        dtype: DType,
+    ) -> Result<TensorSpec, Error> {
+        let shape = self
+            .workload
+            .shape(name)
+            .ok_or_else(|| Error::InvalidParam {
+                op,
+                field: name,
+                value: "missing".to_owned(),
+                reason: format!("workload `{}` gives no `{name}_shape`", self.workload.label),
+            })?;
+        Ok(TensorSpec::new(shape, dtype))
+    }
+
+    /// Input `name` of `op` in the case dtype, or an error naming the missing `<name>_shape` key.
+    pub fn require_input(&self, op: &'static str, name: &'static str) -> Result<TensorSpec, Error> {
+        self.require_input_as(op, name, self.dtype)
+    }
 }
 
 /// What the macro implements for every registered op: its manifest name and its roofline.
@@ -274,4 +299,39 @@ pub fn find(name: &str) -> Option<&'static OpRegistration> {
     inventory::iter::<OpRegistration>
         .into_iter()
         .find(|op| op.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static ROW: Workload = Workload {
+        label: "small",
+        dtypes: &[DType::BFloat16],
+        shapes: &[("x", &[4, 8]), ("positions", &[4])],
+        params: &[],
+        bench_skip_reason: None,
+    };
+
+    #[test]
+    fn required_inputs_take_the_case_dtype_or_a_fixed_one() {
+        let case = WorkloadCase {
+            workload: &ROW,
+            dtype: DType::BFloat16,
+        };
+        assert_eq!(
+            case.require_input("op", "x").unwrap(),
+            TensorSpec::new([4, 8], DType::BFloat16)
+        );
+        assert_eq!(
+            case.require_input_as("op", "positions", DType::Int64)
+                .unwrap(),
+            TensorSpec::new([4], DType::Int64)
+        );
+        let err = case.require_input("op", "weight").unwrap_err().to_string();
+        assert!(
+            err.contains("workload `small` gives no `weight_shape`"),
+            "{err}"
+        );
+    }
 }

@@ -86,15 +86,6 @@ fn one_input<'a>(op: &str, inputs: &'a [Tensor]) -> Result<&'a Tensor, Error> {
     }
 }
 
-fn workload_input(op: &'static str, case: &WorkloadCase) -> Result<TensorSpec, Error> {
-    case.input_spec("x").ok_or_else(|| Error::InvalidParam {
-        op,
-        field: "x",
-        value: "missing".to_owned(),
-        reason: format!("workload `{}` gives no `x_shape`", case.workload.label),
-    })
-}
-
 /// One activation without params: the struct, its plan, forward and bench hooks.
 macro_rules! activation {
     ($(#[$doc:meta])* $name:ident, $op:literal, $base:literal, $f:path) => {
@@ -150,7 +141,7 @@ macro_rules! activation {
         impl FromWorkload for $name {
             /// `x_shape` and the case dtype.
             fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-                $name::new(device, workload_input($op, case)?)
+                $name::new(device, case.require_input($op, "x")?)
             }
         }
 
@@ -362,7 +353,7 @@ impl Gelu {
 impl FromWorkload for Gelu {
     /// `x_shape` and the case dtype; `approximate` from the row, `"none"` when absent or null.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let x = workload_input("gelu", case)?;
+        let x = case.require_input("gelu", "x")?;
         let approximate = match case.workload.param("approximate") {
             None | Some(StaticValue::None) => GeluApproximate::None,
             Some(StaticValue::Str(s)) => s.parse()?,

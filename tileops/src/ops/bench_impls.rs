@@ -9,16 +9,6 @@ use crate::{Device, Error, Tensor, TensorSpec};
 
 use super::{LogSoftmax, RmsNorm, Softmax};
 
-/// The spec of input `name` in `case`, or an error naming the missing `<name>_shape` key.
-fn input(op: &'static str, case: &WorkloadCase, name: &'static str) -> Result<TensorSpec, Error> {
-    case.input_spec(name).ok_or_else(|| Error::InvalidParam {
-        op,
-        field: name,
-        value: "missing".to_owned(),
-        reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
-    })
-}
-
 fn bad_param(op: &'static str, field: &'static str, value: &StaticValue, reason: &str) -> Error {
     Error::InvalidParam {
         op,
@@ -34,7 +24,7 @@ macro_rules! softmax_like {
         impl FromWorkload for $op {
             /// `x_shape` and the case dtype; `dim` from the row, the last dim when absent or null.
             fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-                let x = input($name, case, "x")?;
+                let x = case.require_input($name, "x")?;
                 let dim = match case.workload.param("dim") {
                     None | Some(StaticValue::None) => -1,
                     Some(value) => value
@@ -82,7 +72,7 @@ impl FromWorkload for RmsNorm {
     /// `x_shape` and the case dtype; the weight from `weight_shape`, else `normalized_shape`,
     /// else `[N]` for N the last dim of x; `eps` from the row, 1e-6 when absent or null.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let x = input("rms_norm", case, "x")?;
+        let x = case.require_input("rms_norm", "x")?;
         let weight = match (
             case.input_spec("weight"),
             case.workload.param("normalized_shape"),

@@ -244,12 +244,7 @@ impl Fp8Quant {
 impl FromWorkload for Fp8Quant {
     /// `x_shape` in the case dtype; `group_size` from the row, 0 when absent or null.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let x = case.input_spec("x").ok_or_else(|| Error::InvalidParam {
-            op: OP,
-            field: "x",
-            value: "missing".to_owned(),
-            reason: format!("workload `{}` gives no `x_shape`", case.workload.label),
-        })?;
+        let x = case.require_input(OP, "x")?;
         let group_size = match case.workload.param("group_size") {
             None | Some(StaticValue::None) => 0,
             Some(value) => value

@@ -795,14 +795,6 @@ impl FromWorkload for Gemm {
     /// `a_shape`, `b_shape` and the case dtype; `trans_a`, `trans_b` and `allow_tf32` from the
     /// row, false when absent or null.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let input = |name: &'static str| {
-            case.input_spec(name).ok_or_else(|| Error::InvalidParam {
-                op: OP,
-                field: name,
-                value: "missing".to_owned(),
-                reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
-            })
-        };
         let flag = |name: &'static str| match case.workload.param(name) {
             None | Some(StaticValue::None) => Ok(false),
             Some(StaticValue::Bool(b)) => Ok(*b),
@@ -815,8 +807,8 @@ impl FromWorkload for Gemm {
         };
         Gemm::new(
             device,
-            input("a")?,
-            input("b")?,
+            case.require_input(OP, "a")?,
+            case.require_input(OP, "b")?,
             flag("trans_a")?,
             flag("trans_b")?,
             flag("allow_tf32")?,

@@ -133,20 +133,13 @@ pub(super) fn workload_input(
     name: &'static str,
     per_column_of: Option<&TensorSpec>,
 ) -> Result<TensorSpec, Error> {
-    if let Some(spec) = case.input_spec(name) {
-        return Ok(spec);
-    }
-    match per_column_of {
-        Some(x) => Ok(TensorSpec::new(
+    match (case.input_spec(name), per_column_of) {
+        (Some(spec), _) => Ok(spec),
+        (None, Some(x)) => Ok(TensorSpec::new(
             x.shape.last().copied().into_iter().collect::<Vec<_>>(),
             x.dtype,
         )),
-        None => Err(Error::InvalidParam {
-            op,
-            field: name,
-            value: "missing".to_owned(),
-            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
-        }),
+        (None, None) => case.require_input(op, name),
     }
 }
 

@@ -409,23 +409,6 @@ fn fused_threads(rows: usize) -> u32 {
     (rows * 8).div_ceil(32).clamp(1, 16) as u32 * 32
 }
 
-fn workload_input(
-    case: &WorkloadCase,
-    name: &'static str,
-    dtype: DType,
-) -> Result<TensorSpec, Error> {
-    let shape = case
-        .workload
-        .shape(name)
-        .ok_or_else(|| Error::InvalidParam {
-            op: OP,
-            field: name,
-            value: "missing".to_owned(),
-            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
-        })?;
-    Ok(TensorSpec::new(shape, dtype))
-}
-
 impl FromWorkload for QkNormRopeFp8 {
     /// q, k and the weights in the case dtype, positions int64, the table float32; `eps` from the
     /// row, 1e-6 when absent or null.
@@ -442,12 +425,12 @@ impl FromWorkload for QkNormRopeFp8 {
         };
         QkNormRopeFp8::new(
             device,
-            workload_input(case, "q", d)?,
-            workload_input(case, "k", d)?,
-            workload_input(case, "q_weight", d)?,
-            workload_input(case, "k_weight", d)?,
-            workload_input(case, "positions", DType::Int64)?,
-            workload_input(case, "cos_sin_cache", DType::Float32)?,
+            case.require_input_as(OP, "q", d)?,
+            case.require_input_as(OP, "k", d)?,
+            case.require_input_as(OP, "q_weight", d)?,
+            case.require_input_as(OP, "k_weight", d)?,
+            case.require_input_as(OP, "positions", DType::Int64)?,
+            case.require_input_as(OP, "cos_sin_cache", DType::Float32)?,
             eps,
         )
     }

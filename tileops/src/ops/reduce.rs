@@ -659,9 +659,7 @@ fn workload_params(
         value,
         reason: reason.to_owned(),
     };
-    let x = case
-        .input_spec("x")
-        .ok_or_else(|| bad("x", "missing".to_owned(), "the workload gives no `x_shape`"))?;
+    let x = case.require_input(op, "x")?;
     let dim = match case.workload.param("dim") {
         Some(StaticValue::Int(d)) => i64::try_from(*d)
             .map(ReduceDim::One)

@@ -339,31 +339,14 @@ pub(super) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, E
     Tensor::from_f32_slice(&values, [rows, width], device)
 }
 
-fn workload_input(
-    case: &WorkloadCase,
-    name: &'static str,
-    dtype: DType,
-) -> Result<TensorSpec, Error> {
-    let shape = case
-        .workload
-        .shape(name)
-        .ok_or_else(|| Error::InvalidParam {
-            op: OP,
-            field: name,
-            value: "missing".to_owned(),
-            reason: format!("workload `{}` gives no `{name}_shape`", case.workload.label),
-        })?;
-    Ok(TensorSpec::new(shape, dtype))
-}
-
 impl FromWorkload for Rope {
     /// `x_shape` in the case dtype, `positions_shape` int64, `cos_sin_cache_shape` float32.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         Rope::new(
             device,
-            workload_input(case, "x", case.dtype)?,
-            workload_input(case, "positions", DType::Int64)?,
-            workload_input(case, "cos_sin_cache", DType::Float32)?,
+            case.require_input_as(OP, "x", case.dtype)?,
+            case.require_input_as(OP, "positions", DType::Int64)?,
+            case.require_input_as(OP, "cos_sin_cache", DType::Float32)?,
         )
     }
 }

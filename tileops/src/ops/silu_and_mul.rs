@@ -176,12 +176,7 @@ impl SiluAndMul {
 impl FromWorkload for SiluAndMul {
     /// `x_shape` and the case dtype.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let x = case.input_spec("x").ok_or_else(|| Error::InvalidParam {
-            op: OP,
-            field: "x",
-            value: "missing".to_owned(),
-            reason: format!("workload `{}` gives no `x_shape`", case.workload.label),
-        })?;
+        let x = case.require_input(OP, "x")?;
         SiluAndMul::new(device, x)
     }
 }
