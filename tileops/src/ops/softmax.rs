@@ -378,33 +378,37 @@ mod tests {
         TensorSpec::new(shape, dtype)
     }
 
+    /// The plan both ops build (their `new` is `SoftmaxPlan::new` plus the fields).
+    fn plan_of(output: Output, device: &Device, x: TensorSpec, dim: i64) -> SoftmaxPlan {
+        SoftmaxPlan::new(output, device, &x, dim).unwrap()
+    }
+
     #[test]
     fn cpu_forward_matches_the_reference_in_every_dtype() {
         let cpu = Device::cpu();
-        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
-            for (shape, dim) in [
-                (vec![3, 7], -1),
-                (vec![2, 3, 4], 1),
-                (vec![5], 0),
-                (vec![2, 3, 4], 0),
-            ] {
-                let s = spec(&shape, dtype);
-                let op = Softmax::new(&cpu, s.clone(), dim).unwrap();
-                let x = Tensor::random(&s, 11, &cpu).unwrap();
-                let y = op.forward(&x).unwrap();
-                assert_eq!(y.spec(), &s);
-                let expect = super::super::reference::softmax(
-                    &x.to_vec_f64().unwrap(),
-                    op.plan.outer,
-                    op.plan.n,
-                    op.plan.inner,
-                );
-                let expect = Tensor::from_f64_rounded(&expect, &s, &cpu).unwrap();
-                assert_eq!(
-                    y.to_bytes().unwrap(),
-                    expect.to_bytes().unwrap(),
-                    "{dtype} {shape:?} {dim}"
-                );
+        for output in [Output::Softmax, Output::LogSoftmax] {
+            for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+                for (shape, dim) in [
+                    (vec![3, 7], -1),
+                    (vec![2, 3, 4], 1),
+                    (vec![5], 0),
+                    (vec![2, 3, 4], 0),
+                ] {
+                    let s = spec(&shape, dtype);
+                    let plan = plan_of(output, &cpu, s.clone(), dim);
+                    let x = Tensor::random(&s, 11, &cpu).unwrap();
+                    let y = plan.forward(&s, &x).unwrap();
+                    assert_eq!(y.spec(), &s);
+                    let expect =
+                        output.reference(&x.to_vec_f64().unwrap(), plan.outer, plan.n, plan.inner);
+                    let expect = Tensor::from_f64_rounded(&expect, &s, &cpu).unwrap();
+                    assert_eq!(
+                        y.to_bytes().unwrap(),
+                        expect.to_bytes().unwrap(),
+                        "{} {dtype} {shape:?} {dim}",
+                        output.op()
+                    );
+                }
             }
         }
     }
@@ -412,10 +416,23 @@ mod tests {
     #[test]
     fn views_any_dim_as_outer_n_inner() {
         let cpu = Device::cpu();
-        let op = Softmax::new(&cpu, spec(&[2, 3, 4, 5], DType::Float32), -2).unwrap();
-        assert_eq!((op.plan.outer, op.plan.n, op.plan.inner), (6, 4, 5));
-        let op = Softmax::new(&cpu, spec(&[2, 3, 4, 5], DType::Float32), 0).unwrap();
-        assert_eq!((op.plan.outer, op.plan.n, op.plan.inner), (1, 2, 60));
-        assert_eq!(op.dim(), 0);
+        for output in [Output::Softmax, Output::LogSoftmax] {
+            let plan = plan_of(output, &cpu, spec(&[2, 3, 4, 5], DType::Float32), -2);
+            assert_eq!((plan.outer, plan.n, plan.inner), (6, 4, 5));
+            let plan = plan_of(output, &cpu, spec(&[2, 3, 4, 5], DType::Float32), 0);
+            assert_eq!((plan.outer, plan.n, plan.inner), (1, 2, 60));
+        }
+        assert_eq!(
+            Softmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
+                .unwrap()
+                .dim(),
+            0
+        );
+        assert_eq!(
+            super::super::LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
+                .unwrap()
+                .dim(),
+            0
+        );
     }
 }
