@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned NVIDIA wheels that let tileops compile its kernels on a machine without a GPU
 # or CUDA toolkit: NVRTC (libnvrtc.so.13 + libnvrtc-builtins), the CUDA headers (cuda_fp16.h, ...)
-# and ptxas. Idempotent: a second run with everything in place does nothing.
+# and ptxas; and the host-side headers (crt/, nv/target) the CPU emulator compiles the kernels with.
+# Idempotent: a second run with everything in place does nothing.
 #
 #   bash scripts/install-cuda-wheels.sh            # into <repo>/.cuda-wheels
 #   TILEOPS_CUDA_WHEELS=/some/dir bash scripts/install-cuda-wheels.sh
@@ -18,6 +19,10 @@ pins=(
   "nvidia-cuda-nvrtc==13.0.88"
   "nvidia-cuda-runtime==13.0.96"
   "nvidia-cuda-nvcc==13.0.88"
+  # crt/host_defines.h and <nv/target>: what cuda_fp16.h, cuda_bf16.h and cuda_fp8.h need to
+  # compile as host C++, for the CPU emulator of the kernels (cuda-emu/).
+  "nvidia-cuda-crt==13.0.88"
+  "nvidia-cuda-cccl==13.0.85"
 )
 stamp="$dest/.tileops-pins"
 want="$(printf '%s\n' "${pins[@]}")"
@@ -28,6 +33,7 @@ complete() {
   compgen -G "$dest/nvidia/cu13/lib/libnvrtc-builtins.so.13*" >/dev/null || return 1
   [[ -f "$dest/nvidia/cu13/include/cuda_fp16.h" && -f "$dest/nvidia/cu13/include/cuda_bf16.h" ]] || return 1
   [[ -x "$dest/nvidia/cu13/bin/ptxas" ]] || return 1
+  [[ -f "$dest/nvidia/cu13/include/crt/host_defines.h" && -e "$dest/nvidia/cu13/include/nv/target" ]] || return 1
 }
 
 if complete; then

@@ -46,7 +46,7 @@ __device__ __forceinline__ void rope_vec(const T* __restrict__ x, const long lon
                                          int heads, int head_dim, long long max_pos) {
     using E = Elem<T>;
     constexpr int V = E::V;
-    extern __shared__ float4 table4[];
+    TILEOPS_DYNAMIC_SHARED(float4, table4);
     float* table = reinterpret_cast<float*>(table4);
     const int half = head_dim / 2;
     const int per_head = half / V;
@@ -104,7 +104,7 @@ __device__ __forceinline__ void rope_scalar(const T* __restrict__ x, const long 
                                             const float* __restrict__ cache, T* __restrict__ y, long long tokens,
                                             int heads, int head_dim, long long max_pos) {
     using E = Elem<T>;
-    extern __shared__ float4 table4[];
+    TILEOPS_DYNAMIC_SHARED(float4, table4);
     float* table = reinterpret_cast<float*>(table4);
     const int half = head_dim / 2;
     const int pairs = heads * half;

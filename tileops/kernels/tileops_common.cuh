@@ -5,6 +5,15 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+// The launch's dynamic shared memory as an array `name` of T. On the GPU an `extern __shared__`
+// array; under the CPU emulator (cuda-emu, which defines TILEOPS_EMULATED) the launch's own buffer
+// of exactly the requested size, so an access past it is caught.
+#ifdef TILEOPS_EMULATED
+#define TILEOPS_DYNAMIC_SHARED(T, name) T* const name = static_cast<T*>(cuda_emu_dynamic_shared())
+#else
+#define TILEOPS_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
+
 namespace tileops {
 
 // NVRTC has no INFINITY macro.

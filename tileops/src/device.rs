@@ -13,6 +13,9 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
 use crate::Error;
 
+/// How cuda-emu's stand-in driver names its device.
+const EMULATED_DEVICE_PREFIX: &str = "cuda-emu";
+
 /// A device: the CPU, or one CUDA GPU.
 ///
 /// Cloning is cheap; clones of one GPU share its context, stream and kernel cache (so do separate
@@ -103,6 +106,18 @@ impl Device {
     /// Whether this is a CUDA GPU.
     pub fn is_cuda(&self) -> bool {
         matches!(self.kind, Kind::Cuda(_))
+    }
+
+    /// Whether this GPU is cuda-emu's emulated device (the kernels running on the CPU behind a
+    /// stand-in driver; see `scripts/emu-check.sh`): its results are correct or wrong like a
+    /// GPU's, but its timings say nothing about a GPU, so benchmarks record none.
+    ///
+    /// ```
+    /// assert!(!tileops::Device::cpu().is_emulated());
+    /// ```
+    pub fn is_emulated(&self) -> bool {
+        self.cuda_device()
+            .is_some_and(|dev| dev.name.starts_with(EMULATED_DEVICE_PREFIX))
     }
 
     /// Whether this is the CPU.

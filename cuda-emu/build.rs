@@ -1,0 +1,311 @@
+//! Compiles every tileops kernel file (and the emulator's self-test kernels) as host C++ against
+//! the shim header, and generates the table of their entry points.
+//!
+//! The entry points are found in each file's preprocessed text (`extern "C" __global__ void
+//! [__launch_bounds__(N)] name(`), because tileops declares most of them through macros; the
+//! generated C++ then registers each one with a typed invoker, so parameter types come from the
+//! kernel itself.
+//!
+//! NVIDIA's cuda_fp16.h, cuda_bf16.h and cuda_fp8.h (host code paths) need crt/host_defines.h and
+//! <nv/target> as well: the pinned wheels of scripts/install-cuda-wheels.sh. The include directory
+//! is `$CUDA_EMU_INCLUDE`, else `$TILEOPS_CUDA_WHEELS/nvidia/cu13/include`, else the workspace's
+//! `.cuda-wheels/nvidia/cu13/include`.
+
+use std::env;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Kernel files that are not compiled as C++, with the reason (their entries are host
+/// stand-ins in cpp/stand_ins.cu).
+const NOT_COMPILED: &[(&str, &str)] = &[("bench_util.cu", "inline PTX (%globaltimer)")];
+
+struct KernelFile {
+    /// The file the entries are reported under (`rms_norm.cu`).
+    label: String,
+    path: PathBuf,
+}
+
+struct Found {
+    name: String,
+    max_threads: u32,
+}
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+    let kernels_dir = manifest_dir.join("../tileops/kernels");
+    let include_dir = manifest_dir.join("include");
+    let cpp_dir = manifest_dir.join("cpp");
+    let asan = env::var_os("CARGO_FEATURE_ASAN").is_some();
+
+    for path in [
+        &kernels_dir,
+        &include_dir,
+        &cpp_dir,
+        &manifest_dir.join("tests/planted"),
+    ] {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    for var in ["CUDA_EMU_INCLUDE", "TILEOPS_CUDA_WHEELS", "CXX"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+
+    let cuda_include = cuda_include_dir(&manifest_dir);
+    for header in [
+        "cuda_fp16.h",
+        "cuda_bf16.h",
+        "cuda_fp8.h",
+        "crt/host_defines.h",
+        "nv/target",
+    ] {
+        if !cuda_include.join(header).exists() {
+            panic!(
+                "cuda-emu needs NVIDIA's CUDA headers ({header} not found in {}): run \
+                 `bash scripts/install-cuda-wheels.sh` (it installs the pinned nvidia-cuda-runtime, \
+                 nvidia-cuda-crt and nvidia-cuda-cccl wheels), or set CUDA_EMU_INCLUDE",
+                cuda_include.display()
+            );
+        }
+    }
+
+    let mut files = kernel_files(&kernels_dir);
+    files.push(KernelFile {
+        label: "bench_util.cu".to_owned(),
+        path: cpp_dir.join("stand_ins.cu"),
+    });
+    files.push(KernelFile {
+        label: "planted.cu".to_owned(),
+        path: manifest_dir.join("tests/planted/planted.cu"),
+    });
+
+    let compiler = cc::Build::new().cpp(true).get_compiler();
+    let mut table = String::from("#include <vector>\n#include \"entries.hpp\"\n");
+    let mut appends = String::new();
+    let mut generated = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let found = scan_entries(
+            compiler.path(),
+            file,
+            &include_dir,
+            &kernels_dir,
+            &cuda_include,
+        );
+        let mut unit = format!(
+            "#include \"{}\"\n#include \"entries.hpp\"\n",
+            file.path.display()
+        );
+        writeln!(
+            unit,
+            "extern \"C\" const CudaEmuEntry cuda_emu_entries_{i}[] = {{"
+        )
+        .unwrap();
+        for entry in &found {
+            writeln!(
+                unit,
+                "    CUDA_EMU_ENTRY({}, {}, \"{}\"),",
+                entry.name, entry.max_threads, file.label
+            )
+            .unwrap();
+        }
+        writeln!(
+            unit,
+            "}};\nextern \"C\" const unsigned long cuda_emu_entries_{i}_count = {};",
+            found.len()
+        )
+        .unwrap();
+        let path = out_dir.join(format!("entries_{i}.cpp"));
+        std::fs::write(&path, unit).expect("writing a generated file");
+        generated.push(path);
+        writeln!(
+            table,
+            "extern \"C\" const CudaEmuEntry cuda_emu_entries_{i}[];\nextern \"C\" const unsigned long cuda_emu_entries_{i}_count;"
+        )
+        .unwrap();
+        writeln!(
+            appends,
+            "        all.insert(all.end(), cuda_emu_entries_{i}, cuda_emu_entries_{i} + cuda_emu_entries_{i}_count);"
+        )
+        .unwrap();
+    }
+    write!(
+        table,
+        "extern \"C\" const CudaEmuEntry* cuda_emu_entry_table(unsigned long* count) {{\n    \
+         static const std::vector<CudaEmuEntry> entries = [] {{\n        std::vector<CudaEmuEntry> all;\n\
+         {appends}        return all;\n    }}();\n    *count = entries.size();\n    return entries.data();\n}}\n"
+    )
+    .unwrap();
+    let table_path = out_dir.join("entry_table.cpp");
+    std::fs::write(&table_path, table).expect("writing a generated file");
+
+    // The kernels: optimised even in debug builds (the emulator is slow enough at -O2), with the
+    // alignment sanitizer, whose handlers (cpp/runtime.cpp) fail the launch on a misaligned
+    // 16-byte access.
+    let mut kernels = base_build(&include_dir, &kernels_dir, &cuda_include, &cpp_dir, asan);
+    kernels
+        .flag("-include")
+        .flag(
+            include_dir
+                .join("cuda_emu.h")
+                .to_str()
+                .expect("a UTF-8 path"),
+        )
+        .flag("-fsanitize=alignment")
+        .flag("-fno-sanitize-recover=alignment")
+        .flag("-w")
+        .files(&generated);
+    kernels.compile("cuda_emu_kernels");
+
+    let mut runtime = base_build(&include_dir, &kernels_dir, &cuda_include, &cpp_dir, asan);
+    runtime.file(cpp_dir.join("runtime.cpp")).file(&table_path);
+    runtime.compile("cuda_emu_runtime");
+
+    if asan {
+        // libasan itself is preloaded at run time (it must come first in the process).
+        println!("cargo:rustc-link-arg=-fsanitize=address");
+    }
+    println!("cargo:rustc-link-lib=stdc++");
+    println!("cargo:rustc-link-lib=m");
+    println!(
+        "cargo:rustc-env=CUDA_EMU_NOT_COMPILED={}",
+        NOT_COMPILED
+            .iter()
+            .map(|(f, why)| format!("{f}: {why}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+}
+
+fn base_build(
+    include_dir: &Path,
+    kernels_dir: &Path,
+    cuda_include: &Path,
+    cpp_dir: &Path,
+    asan: bool,
+) -> cc::Build {
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .std("c++17")
+        .opt_level(2)
+        .debug(false)
+        .include(include_dir)
+        .include(kernels_dir)
+        .include(cpp_dir)
+        .include(cuda_include)
+        .flag("-fno-strict-aliasing")
+        .flag("-fvisibility=hidden")
+        .flag("-fvisibility-inlines-hidden");
+    if asan {
+        build
+            .define("CUDA_EMU_ASAN", None)
+            .flag("-fsanitize=address")
+            .flag("-fno-omit-frame-pointer");
+    }
+    build
+}
+
+fn cuda_include_dir(manifest_dir: &Path) -> PathBuf {
+    if let Some(dir) = env::var_os("CUDA_EMU_INCLUDE").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = env::var_os("TILEOPS_CUDA_WHEELS").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir).join("nvidia/cu13/include");
+    }
+    manifest_dir.join("../.cuda-wheels/nvidia/cu13/include")
+}
+
+fn kernel_files(kernels_dir: &Path) -> Vec<KernelFile> {
+    let mut files: Vec<KernelFile> = std::fs::read_dir(kernels_dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", kernels_dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cu"))
+        .filter_map(|path| {
+            let label = path.file_name()?.to_str()?.to_owned();
+            if NOT_COMPILED.iter().any(|(f, _)| *f == label) {
+                return None;
+            }
+            Some(KernelFile { label, path })
+        })
+        .collect();
+    files.sort_by(|a, b| a.label.cmp(&b.label));
+    files
+}
+
+/// The entries of one file, from its preprocessed text (with `__global__` and
+/// `__launch_bounds__` kept as tokens by the shim's scan mode).
+fn scan_entries(
+    compiler: &Path,
+    file: &KernelFile,
+    include_dir: &Path,
+    kernels_dir: &Path,
+    cuda_include: &Path,
+) -> Vec<Found> {
+    let output = Command::new(compiler)
+        .args(["-E", "-P", "-x", "c++", "-std=c++17", "-DCUDA_EMU_SCAN"])
+        .arg("-include")
+        .arg(include_dir.join("cuda_emu.h"))
+        .arg("-I")
+        .arg(kernels_dir)
+        .arg("-I")
+        .arg(cuda_include)
+        .arg(&file.path)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", compiler.display()));
+    if !output.status.success() {
+        panic!(
+            "preprocessing {} failed:\n{}",
+            file.path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let found = parse_entries(&text);
+    if found.is_empty() {
+        panic!(
+            "{}: no extern \"C\" __global__ entry found",
+            file.path.display()
+        );
+    }
+    found
+}
+
+/// `extern "C" __global__ void [__launch_bounds__(N[, M])] NAME (` in preprocessed text.
+fn parse_entries(text: &str) -> Vec<Found> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("__global__") {
+        let before = rest[..at].trim_end();
+        rest = &rest[at + "__global__".len()..];
+        if !before.ends_with("extern \"C\"") {
+            continue;
+        }
+        let mut tail = rest.trim_start();
+        let Some(after_void) = tail.strip_prefix("void") else {
+            continue;
+        };
+        tail = after_void.trim_start();
+        let mut max_threads = 0;
+        if let Some(bounds) = tail.strip_prefix("__launch_bounds__") {
+            let bounds = bounds.trim_start();
+            let Some(close) = bounds.find(')') else {
+                continue;
+            };
+            let args = bounds[1..close].trim();
+            let first = args.split(',').next().unwrap_or("").trim();
+            max_threads = first
+                .trim_end_matches(['u', 'U'])
+                .parse()
+                .unwrap_or_else(|_| panic!("__launch_bounds__({args}): not a number"));
+            tail = bounds[close + 1..].trim_start();
+        }
+        let name: String = tail
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && tail[name.len()..].trim_start().starts_with('(') {
+            found.push(Found { name, max_threads });
+        }
+    }
+    found
+}

@@ -1,0 +1,996 @@
+//! The stand-in CUDA driver: the driver API functions cudarc and NVRTC call, over the emulator.
+//!
+//! One device, modelled on an H200 (compute capability 9.0), named so that tileops's
+//! `Device::is_emulated()` is true. Streams are synchronous, events read the host clock (the
+//! emulator measures correctness, never speed), module images (the CUBIN NVRTC produced) are read
+//! only for each entry's static shared memory, and `cuLaunchKernel` runs the emulated entry of the
+//! same name.
+//!
+//! Environment:
+//! - `CUDA_EMU_SCHEDULE`: the schedule of every launch (`round-robin` when unset; see
+//!   [`Schedule`]).
+//! - `CUDA_EMU_COMPARE`: a second schedule. Every launch then runs under both, from the same
+//!   memory, and fails when any byte of device memory differs: a race.
+//! - `CUDA_EMU_COVERAGE_DIR`: each process appends the name of every entry it launched to
+//!   `launched-<pid>.txt` there.
+//! - `CUDA_EMU_SM_COUNT`: the SM count reported (132, as an H200).
+//!
+//! A failed launch returns the CUDA error a GPU would give, prints the emulator's message to
+//! stderr, and `cuGetErrorString` of that error returns the message, so that cudarc's error (and
+//! the failing test) shows the kernel, block, thread and source line.
+
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CString, c_char, c_int, c_uint, c_void};
+use std::io::Write as _;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use cudarc::driver::sys::{
+    CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUevent, CUfunction,
+    CUfunction_attribute, CUhostFn, CUmodule, CUpointer_attribute, CUresult, CUstream,
+    CUstreamCaptureStatus, CUuuid,
+};
+
+use crate::memory;
+use crate::{Fault, FaultKind, LaunchConfig, Schedule, entries::Entry};
+
+/// The device name: tileops's `Device::is_emulated()` looks for the `cuda-emu` prefix.
+pub const DEVICE_NAME: &str = "cuda-emu (NVIDIA H200 emulated on the CPU)";
+/// The device memory reported: what the emulator lets a process allocate.
+const TOTAL_MEMORY: usize = 16 << 30;
+/// CUDA 13.0, the driver of the target machines.
+const DRIVER_VERSION: c_int = 13000;
+
+type Result<T = ()> = std::result::Result<T, CUresult>;
+
+fn status(result: Result) -> CUresult {
+    match result {
+        Ok(()) => CUresult::CUDA_SUCCESS,
+        Err(code) => code,
+    }
+}
+
+/// Writes `value` through an out-pointer, or fails on null.
+unsafe fn put<T>(out: *mut T, value: T) -> Result {
+    if out.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+// ---- Handles -----------------------------------------------------------------------------------
+
+/// The primary context: one, for the one device.
+struct Context;
+static PRIMARY: Context = Context;
+
+fn primary() -> CUcontext {
+    (&PRIMARY as *const Context).cast_mut().cast()
+}
+
+thread_local! {
+    static CURRENT: std::cell::Cell<CUcontext> = const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
+
+struct Module {
+    /// Static shared memory per entry, from the CUBIN's `.nv.shared.<entry>` sections.
+    static_shared: HashMap<String, usize>,
+}
+
+struct Function {
+    entry: &'static Entry,
+    static_shared: usize,
+    max_dynamic_shared: Mutex<usize>,
+}
+
+struct Event {
+    /// The host time of the last record; `None` before the first.
+    recorded: Mutex<Option<Instant>>,
+    timing: bool,
+}
+
+/// A stream handle: the emulator runs everything at once, so a stream carries nothing.
+struct Stream;
+
+fn leak<T>(value: T) -> *mut T {
+    Box::into_raw(Box::new(value))
+}
+
+/// # Safety
+/// `handle` must come from `leak::<T>` and not have been freed.
+unsafe fn handle<'a, T>(handle: *mut c_void) -> Result<&'a T> {
+    if handle.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+    }
+    // SAFETY: per the contract.
+    Ok(unsafe { &*handle.cast::<T>() })
+}
+
+// ---- Errors ------------------------------------------------------------------------------------
+
+/// The messages of failed launches, by error code (the latest one of each), kept for the life of
+/// the process because cuGetErrorString hands out pointers into them.
+static MESSAGES: Mutex<Vec<(CUresult, &'static std::ffi::CStr)>> = Mutex::new(Vec::new());
+
+fn record_fault(fault: &Fault) -> CUresult {
+    let code = match fault.kind {
+        FaultKind::InvalidLaunch => CUresult::CUDA_ERROR_INVALID_VALUE,
+        FaultKind::OutOfBounds => CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        FaultKind::Resources => CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+        FaultKind::Kernel if fault.message.contains("misaligned") => {
+            CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+        }
+        FaultKind::Kernel | FaultKind::Race => CUresult::CUDA_ERROR_LAUNCH_FAILED,
+    };
+    eprintln!("cuda-emu: {}", fault.message);
+    let text =
+        CString::new(format!("cuda-emu: {}", fault.message.replace('\0', " "))).unwrap_or_default();
+    let mut messages = MESSAGES.lock().unwrap_or_else(|p| p.into_inner());
+    messages.retain(|(c, _)| *c != code);
+    messages.push((code, Box::leak(text.into_boxed_c_str())));
+    code
+}
+
+fn error_name(code: CUresult) -> &'static str {
+    use CUresult::*;
+    match code {
+        CUDA_SUCCESS => "CUDA_SUCCESS\0",
+        CUDA_ERROR_INVALID_VALUE => "CUDA_ERROR_INVALID_VALUE\0",
+        CUDA_ERROR_OUT_OF_MEMORY => "CUDA_ERROR_OUT_OF_MEMORY\0",
+        CUDA_ERROR_NOT_INITIALIZED => "CUDA_ERROR_NOT_INITIALIZED\0",
+        CUDA_ERROR_INVALID_DEVICE => "CUDA_ERROR_INVALID_DEVICE\0",
+        CUDA_ERROR_INVALID_IMAGE => "CUDA_ERROR_INVALID_IMAGE\0",
+        CUDA_ERROR_INVALID_CONTEXT => "CUDA_ERROR_INVALID_CONTEXT\0",
+        CUDA_ERROR_INVALID_HANDLE => "CUDA_ERROR_INVALID_HANDLE\0",
+        CUDA_ERROR_NOT_FOUND => "CUDA_ERROR_NOT_FOUND\0",
+        CUDA_ERROR_NOT_READY => "CUDA_ERROR_NOT_READY\0",
+        CUDA_ERROR_ILLEGAL_ADDRESS => "CUDA_ERROR_ILLEGAL_ADDRESS\0",
+        CUDA_ERROR_MISALIGNED_ADDRESS => "CUDA_ERROR_MISALIGNED_ADDRESS\0",
+        CUDA_ERROR_LAUNCH_FAILED => "CUDA_ERROR_LAUNCH_FAILED\0",
+        CUDA_ERROR_NOT_SUPPORTED => "CUDA_ERROR_NOT_SUPPORTED\0",
+        _ => "CUDA_ERROR_UNKNOWN\0",
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetErrorName(error: CUresult, pStr: *mut *const c_char) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(pStr, error_name(error).as_ptr().cast()) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetErrorString(error: CUresult, pStr: *mut *const c_char) -> CUresult {
+    let messages = MESSAGES.lock().unwrap_or_else(|p| p.into_inner());
+    let text = match messages.iter().rev().find(|(c, _)| *c == error) {
+        Some((_, message)) => message.as_ptr(),
+        None => error_name(error).as_ptr().cast(),
+    };
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(pStr, text) })
+}
+
+/// NVRTC asks for the driver's private export tables; refusing makes it fall back to its own
+/// paths (a null table would crash it).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetExportTable(
+    _ppExportTable: *mut *const c_void,
+    _pExportTableId: *const CUuuid,
+) -> CUresult {
+    CUresult::CUDA_ERROR_NOT_SUPPORTED
+}
+
+// ---- Driver, device, context -------------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuInit(_flags: c_uint) -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(version, DRIVER_VERSION) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(count, 1) })
+}
+
+fn check_device(dev: CUdevice) -> Result {
+    if dev == 0 {
+        Ok(())
+    } else {
+        Err(CUresult::CUDA_ERROR_INVALID_DEVICE)
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+    status(check_device(ordinal).and_then(|()| unsafe { put(device, 0) }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
+    status(check_device(dev).and_then(|()| {
+        if name.is_null() || len <= 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let bytes = DEVICE_NAME.as_bytes();
+        let n = bytes.len().min(len as usize - 1);
+        // SAFETY: the caller's buffer holds `len` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), name.cast(), n);
+            *name.add(n) = 0;
+        }
+        Ok(())
+    }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
+    status(check_device(dev).and_then(|()| unsafe { put(bytes, TOTAL_MEMORY) }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
+    let mut bytes = [0 as c_char; 16];
+    for (b, s) in bytes.iter_mut().zip(b"cuda-emu-device0") {
+        *b = *s as c_char;
+    }
+    status(check_device(dev).and_then(|()| unsafe { put(uuid, CUuuid { bytes }) }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuDeviceGetUuid_v2(uuid, dev) }
+}
+
+fn sm_count() -> c_int {
+    static COUNT: OnceLock<c_int> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        std::env::var("CUDA_EMU_SM_COUNT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(132)
+    })
+}
+
+fn attribute(attrib: CUdevice_attribute) -> c_int {
+    use CUdevice_attribute::*;
+    match attrib {
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR => 9,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR => 0,
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT => sm_count(),
+        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK => crate::limits::MAX_THREADS_PER_BLOCK as c_int,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X => crate::limits::MAX_BLOCK_DIM[0] as c_int,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y => crate::limits::MAX_BLOCK_DIM[1] as c_int,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z => crate::limits::MAX_BLOCK_DIM[2] as c_int,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X => crate::limits::MAX_GRID_DIM[0] as c_int,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y => crate::limits::MAX_GRID_DIM[1] as c_int,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z => crate::limits::MAX_GRID_DIM[2] as c_int,
+        CU_DEVICE_ATTRIBUTE_WARP_SIZE => 32,
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK => {
+            crate::limits::DEFAULT_SHARED_BYTES as c_int
+        }
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN => {
+            crate::limits::MAX_SHARED_BYTES_OPTIN as c_int
+        }
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR => 228 * 1024,
+        CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK => 65536,
+        CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR => 65536,
+        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR => 2048,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR => 32,
+        CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE => 60 << 20,
+        CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH => 6144,
+        CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE => 3_201_000,
+        CU_DEVICE_ATTRIBUTE_CLOCK_RATE => 1_980_000,
+        CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING => 1,
+        CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS => 1,
+        CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY => 65536,
+        CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID => 0,
+        // Stream-ordered allocation works (synchronously).
+        CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED => 1,
+        _ => 0,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetAttribute(
+    pi: *mut c_int,
+    attrib: CUdevice_attribute,
+    dev: CUdevice,
+) -> CUresult {
+    status(check_device(dev).and_then(|()| unsafe { put(pi, attribute(attrib)) }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    status(check_device(dev).and_then(|()| unsafe { put(pctx, primary()) }))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+    status(check_device(dev))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
+    CURRENT.with(|c| c.set(ctx));
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(pctx, CURRENT.with(|c| c.get())) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(device, 0) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSynchronize() -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSetFlags(_flags: c_uint) -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_uint) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(flags, 0) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxResetPersistingL2Cache() -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
+    least: *mut c_int,
+    greatest: *mut c_int,
+) -> CUresult {
+    // Either pointer may be null.
+    unsafe {
+        if !least.is_null() {
+            *least = 0;
+        }
+        if !greatest.is_null() {
+            *greatest = -5;
+        }
+    }
+    CUresult::CUDA_SUCCESS
+}
+
+// ---- Streams and events ------------------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamCreate(phStream: *mut CUstream, _flags: c_uint) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(phStream, leak(Stream).cast()) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamCreateWithPriority(
+    phStream: *mut CUstream,
+    flags: c_uint,
+    _priority: c_int,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuStreamCreate(phStream, flags) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: CUstream) -> CUresult {
+    if !hStream.is_null() {
+        // SAFETY: created by cuStreamCreate.
+        drop(unsafe { Box::from_raw(hStream.cast::<Stream>()) });
+    }
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamSynchronize(_hStream: CUstream) -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamQuery(_hStream: CUstream) -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamWaitEvent(
+    _hStream: CUstream,
+    _hEvent: CUevent,
+    _flags: c_uint,
+) -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamIsCapturing(
+    _hStream: CUstream,
+    captureStatus: *mut CUstreamCaptureStatus,
+) -> CUresult {
+    // SAFETY: caller's out-pointer.
+    status(unsafe {
+        put(
+            captureStatus,
+            CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLaunchHostFunc(
+    _hStream: CUstream,
+    func: CUhostFn,
+    userData: *mut c_void,
+) -> CUresult {
+    match func {
+        // SAFETY: the caller's callback with its own data; streams are synchronous.
+        Some(f) => unsafe { f(userData) },
+        None => return CUresult::CUDA_ERROR_INVALID_VALUE,
+    }
+    CUresult::CUDA_SUCCESS
+}
+
+/// `CU_EVENT_DISABLE_TIMING`.
+const EVENT_DISABLE_TIMING: c_uint = 0x2;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventCreate(phEvent: *mut CUevent, flags: c_uint) -> CUresult {
+    let event = Event {
+        recorded: Mutex::new(None),
+        timing: flags & EVENT_DISABLE_TIMING == 0,
+    };
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(phEvent, leak(event).cast()) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventDestroy_v2(hEvent: CUevent) -> CUresult {
+    if !hEvent.is_null() {
+        // SAFETY: created by cuEventCreate.
+        drop(unsafe { Box::from_raw(hEvent.cast::<Event>()) });
+    }
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventRecord(hEvent: CUevent, _hStream: CUstream) -> CUresult {
+    status((|| {
+        // SAFETY: an event handle.
+        let event: &Event = unsafe { handle(hEvent.cast())? };
+        *event.recorded.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        Ok(())
+    })())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventRecordWithFlags(
+    hEvent: CUevent,
+    hStream: CUstream,
+    _flags: c_uint,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuEventRecord(hEvent, hStream) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventSynchronize(_hEvent: CUevent) -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventQuery(_hEvent: CUevent) -> CUresult {
+    CUresult::CUDA_SUCCESS
+}
+
+/// Host time between two records: what the emulator took, which says nothing about a GPU.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventElapsedTime_v2(
+    pMilliseconds: *mut f32,
+    hStart: CUevent,
+    hEnd: CUevent,
+) -> CUresult {
+    status((|| {
+        // SAFETY: event handles.
+        let (start, end): (&Event, &Event) =
+            unsafe { (handle(hStart.cast())?, handle(hEnd.cast())?) };
+        if !start.timing || !end.timing {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        }
+        let read = |e: &Event| *e.recorded.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(a), Some(b)) = (read(start), read(end)) else {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        };
+        let ms = b.saturating_duration_since(a).as_secs_f64() * 1e3;
+        // SAFETY: caller's out-pointer.
+        unsafe { put(pMilliseconds, ms as f32) }
+    })())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventElapsedTime(
+    pMilliseconds: *mut f32,
+    hStart: CUevent,
+    hEnd: CUevent,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd) }
+}
+
+// ---- Memory ------------------------------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    let used = memory::allocated_bytes();
+    // SAFETY: caller's out-pointers.
+    status(unsafe {
+        put(free, TOTAL_MEMORY.saturating_sub(used)).and_then(|()| put(total, TOTAL_MEMORY))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
+    if bytesize > TOTAL_MEMORY.saturating_sub(memory::allocated_bytes()) {
+        return CUresult::CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    match memory::alloc(bytesize) {
+        // SAFETY: caller's out-pointer.
+        Some(address) => status(unsafe { put(dptr, address) }),
+        None => CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocAsync(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    _hStream: CUstream,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuMemAlloc_v2(dptr, bytesize) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    if dptr == 0 || memory::free(dptr) {
+        CUresult::CUDA_SUCCESS
+    } else {
+        CUresult::CUDA_ERROR_INVALID_VALUE
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _hStream: CUstream) -> CUresult {
+    cuMemFree_v2(dptr)
+}
+
+fn device_range(address: CUdeviceptr, len: usize, what: &str) -> Result {
+    memory::check_range(address, len).map_err(|why| {
+        eprintln!("cuda-emu: {what}: {why}");
+        CUresult::CUDA_ERROR_INVALID_VALUE
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    count: usize,
+) -> CUresult {
+    status(device_range(dst, count, "cuMemcpyHtoD").and_then(|()| {
+        if count > 0 && src.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: dst is device memory of at least `count` bytes; src is the caller's.
+        unsafe { std::ptr::copy(src.cast::<u8>(), dst as *mut u8, count) };
+        Ok(())
+    }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    count: usize,
+    _hStream: CUstream,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuMemcpyHtoD_v2(dst, src, count) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    count: usize,
+) -> CUresult {
+    status(device_range(src, count, "cuMemcpyDtoH").and_then(|()| {
+        if count > 0 && dst.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: src is device memory of at least `count` bytes; dst is the caller's.
+        unsafe { std::ptr::copy(src as *const u8, dst.cast::<u8>(), count) };
+        Ok(())
+    }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    count: usize,
+    _hStream: CUstream,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuMemcpyDtoH_v2(dst, src, count) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoD_v2(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    count: usize,
+) -> CUresult {
+    status(
+        device_range(src, count, "cuMemcpyDtoD source")
+            .and_then(|()| device_range(dst, count, "cuMemcpyDtoD destination"))
+            .map(|()| {
+                // SAFETY: both ranges are device memory of `count` bytes.
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, count) }
+            }),
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    count: usize,
+    _hStream: CUstream,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuMemcpyDtoD_v2(dst, src, count) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, count: usize) -> CUresult {
+    status(device_range(dst, count, "cuMemsetD8").map(|()| {
+        // SAFETY: device memory of `count` bytes.
+        unsafe { std::ptr::write_bytes(dst as *mut u8, value, count) }
+    }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD8Async(
+    dst: CUdeviceptr,
+    value: u8,
+    count: usize,
+    _hStream: CUstream,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuMemsetD8_v2(dst, value, count) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuPointerGetAttribute(
+    data: *mut c_void,
+    attribute: CUpointer_attribute,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    use CUpointer_attribute::*;
+    if memory::check_range(ptr, 0).is_err() {
+        return CUresult::CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: the caller's buffer fits the attribute's type.
+    unsafe {
+        status(match attribute {
+            CU_POINTER_ATTRIBUTE_CONTEXT => put(data.cast::<CUcontext>(), primary()),
+            // CU_MEMORYTYPE_DEVICE
+            CU_POINTER_ATTRIBUTE_MEMORY_TYPE => put(data.cast::<c_uint>(), 2),
+            CU_POINTER_ATTRIBUTE_DEVICE_POINTER => put(data.cast::<CUdeviceptr>(), ptr),
+            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL => put(data.cast::<c_int>(), 0),
+            _ => Err(CUresult::CUDA_ERROR_NOT_SUPPORTED),
+        })
+    }
+}
+
+// ---- Modules and functions ---------------------------------------------------------------------
+
+/// Static shared memory per entry, read from a CUBIN's `.nv.shared.<entry>` sections (an ELF
+/// image); a PTX image (text) yields none.
+fn static_shared_sizes(image: &[u8]) -> HashMap<String, usize> {
+    use object::{Object, ObjectSection};
+    let mut sizes = HashMap::new();
+    if let Ok(file) = object::File::parse(image) {
+        for section in file.sections() {
+            if let Some(entry) = section
+                .name()
+                .ok()
+                .and_then(|n| n.strip_prefix(".nv.shared."))
+            {
+                sizes.insert(entry.to_owned(), section.size() as usize);
+            }
+        }
+    }
+    sizes
+}
+
+/// The length of a module image: an ELF's from its headers, else a NUL-terminated PTX text's.
+///
+/// # Safety
+/// `image` must point at a complete CUBIN or a NUL-terminated PTX text.
+unsafe fn image_bytes<'a>(image: *const c_void) -> &'a [u8] {
+    let p = image.cast::<u8>();
+    // SAFETY: every image starts with at least 4 bytes (ELF magic or PTX text).
+    let head = unsafe { std::slice::from_raw_parts(p, 4) };
+    if head == b"\x7fELF" {
+        // ELF64: e_shoff at 0x28 (u64), e_shentsize at 0x3A, e_shnum at 0x3C (u16); the section
+        // headers come last in NVIDIA's CUBINs.
+        // SAFETY: the ELF header is 64 bytes.
+        let header = unsafe { std::slice::from_raw_parts(p, 64) };
+        let shoff = u64::from_le_bytes(header[0x28..0x30].try_into().unwrap_or([0; 8])) as usize;
+        let shentsize = u16::from_le_bytes([header[0x3A], header[0x3B]]) as usize;
+        let shnum = u16::from_le_bytes([header[0x3C], header[0x3D]]) as usize;
+        let len = shoff + shentsize * shnum;
+        // SAFETY: the image spans its section header table.
+        unsafe { std::slice::from_raw_parts(p, len.max(64)) }
+    } else {
+        // SAFETY: PTX is NUL-terminated.
+        unsafe { std::ffi::CStr::from_ptr(p.cast()) }.to_bytes()
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CUresult {
+    if image.is_null() {
+        return CUresult::CUDA_ERROR_INVALID_IMAGE;
+    }
+    // SAFETY: the caller passes a module image.
+    let bytes = unsafe { image_bytes(image) };
+    let loaded = Module {
+        static_shared: static_shared_sizes(bytes),
+    };
+    // SAFETY: caller's out-pointer.
+    status(unsafe { put(module, leak(loaded).cast()) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleUnload(hmod: CUmodule) -> CUresult {
+    if !hmod.is_null() {
+        // SAFETY: created by cuModuleLoadData.
+        drop(unsafe { Box::from_raw(hmod.cast::<Module>()) });
+    }
+    CUresult::CUDA_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleGetFunction(
+    hfunc: *mut CUfunction,
+    hmod: CUmodule,
+    name: *const c_char,
+) -> CUresult {
+    status((|| {
+        // SAFETY: a module handle.
+        let module: &Module = unsafe { handle(hmod.cast())? };
+        if name.is_null() {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: a NUL-terminated entry name.
+        let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
+        let Some(entry) = crate::find(&name) else {
+            eprintln!("cuda-emu: no emulated entry point named {name}");
+            return Err(CUresult::CUDA_ERROR_NOT_FOUND);
+        };
+        let function = Function {
+            entry,
+            static_shared: module.static_shared.get(entry.name).copied().unwrap_or(0),
+            max_dynamic_shared: Mutex::new(crate::limits::DEFAULT_SHARED_BYTES),
+        };
+        // SAFETY: caller's out-pointer.
+        unsafe { put(hfunc, leak(function).cast()) }
+    })())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncSetAttribute(
+    hfunc: CUfunction,
+    attrib: CUfunction_attribute,
+    value: c_int,
+) -> CUresult {
+    status((|| {
+        // SAFETY: a function handle.
+        let function: &Function = unsafe { handle(hfunc.cast())? };
+        match attrib {
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES => {
+                let value =
+                    usize::try_from(value).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+                if value + function.static_shared > crate::limits::MAX_SHARED_BYTES_OPTIN {
+                    return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+                }
+                *function
+                    .max_dynamic_shared
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = value;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    })())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncGetAttribute(
+    pi: *mut c_int,
+    attrib: CUfunction_attribute,
+    hfunc: CUfunction,
+) -> CUresult {
+    use CUfunction_attribute::*;
+    status((|| {
+        // SAFETY: a function handle.
+        let function: &Function = unsafe { handle(hfunc.cast())? };
+        let value = match attrib {
+            CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK => function.entry.max_threads as c_int,
+            CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES => function.static_shared as c_int,
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES => *function
+                .max_dynamic_shared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                as c_int,
+            CU_FUNC_ATTRIBUTE_PTX_VERSION | CU_FUNC_ATTRIBUTE_BINARY_VERSION => 90,
+            _ => 0,
+        };
+        // SAFETY: caller's out-pointer.
+        unsafe { put(pi, value) }
+    })())
+}
+
+// ---- Launches ----------------------------------------------------------------------------------
+
+fn schedule_from_env(var: &str) -> Option<Schedule> {
+    let value = std::env::var(var).ok().filter(|v| !v.trim().is_empty())?;
+    match value.parse() {
+        Ok(schedule) => Some(schedule),
+        Err(why) => {
+            eprintln!("cuda-emu: {var}: {why}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The schedule of every launch and the one it is compared with (`CUDA_EMU_SCHEDULE`,
+/// `CUDA_EMU_COMPARE`).
+fn schedules() -> (Schedule, Option<Schedule>) {
+    static SCHEDULES: OnceLock<(Schedule, Option<Schedule>)> = OnceLock::new();
+    *SCHEDULES.get_or_init(|| {
+        (
+            schedule_from_env("CUDA_EMU_SCHEDULE").unwrap_or(Schedule::RoundRobin),
+            schedule_from_env("CUDA_EMU_COMPARE"),
+        )
+    })
+}
+
+/// Appends the first launch of each entry in this process to the coverage file.
+fn record_coverage(entry: &Entry) {
+    static SEEN: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let Some(dir) = std::env::var_os("CUDA_EMU_COVERAGE_DIR") else {
+        return;
+    };
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if !seen.get_or_insert_with(HashSet::new).insert(entry.name) {
+        return;
+    }
+    let path = std::path::Path::new(&dir).join(format!("launched-{}.txt", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{}", entry.name));
+    if let Err(e) = written {
+        eprintln!("cuda-emu: writing coverage to {}: {e}", path.display());
+    }
+}
+
+/// Runs one launch under the configured schedule(s) and checks the guard zones.
+///
+/// # Safety
+/// cuLaunchKernel's contract for `params`.
+unsafe fn run(
+    entry: &'static Entry,
+    config: &LaunchConfig,
+    params: *mut *mut c_void,
+) -> std::result::Result<(), Fault> {
+    let (schedule, compare) = schedules();
+    let guards = |result: std::result::Result<(), Fault>| {
+        result?;
+        memory::check_guards()
+            .map_err(|why| Fault::new(FaultKind::OutOfBounds, format!("{}: {why}", entry.name)))
+    };
+    match compare {
+        None => guards(unsafe { crate::launch(entry, config, params, schedule) }),
+        Some(other) => {
+            let before = memory::Snapshot::take();
+            guards(unsafe { crate::launch(entry, config, params, schedule) })?;
+            let first = memory::Snapshot::take();
+            before.restore();
+            guards(unsafe { crate::launch(entry, config, params, other) })?;
+            let second = memory::Snapshot::take();
+            match first.first_difference(&second) {
+                None => Ok(()),
+                Some((allocation, offset, a, b)) => Err(Fault::new(
+                    FaultKind::Race,
+                    format!(
+                        "{} (grid {}, block {}): a race: schedules {schedule} and {other} leave \
+                         different memory (allocation {allocation:#x}, byte {offset}: {a:#04x} vs \
+                         {b:#04x})",
+                        entry.name, config.grid, config.block
+                    ),
+                )),
+            }
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLaunchKernel(
+    f: CUfunction,
+    gridDimX: c_uint,
+    gridDimY: c_uint,
+    gridDimZ: c_uint,
+    blockDimX: c_uint,
+    blockDimY: c_uint,
+    blockDimZ: c_uint,
+    sharedMemBytes: c_uint,
+    _hStream: CUstream,
+    kernelParams: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    // SAFETY: a function handle.
+    let function: &Function = match unsafe { handle(f.cast()) } {
+        Ok(function) => function,
+        Err(code) => return code,
+    };
+    if kernelParams.is_null() && function.entry.params > 0 {
+        // The `extra` packed-buffer form is not modelled (cudarc passes kernelParams).
+        return if extra.is_null() {
+            CUresult::CUDA_ERROR_INVALID_VALUE
+        } else {
+            CUresult::CUDA_ERROR_NOT_SUPPORTED
+        };
+    }
+    let config = LaunchConfig {
+        grid: crate::Dim3::new(gridDimX, gridDimY, gridDimZ),
+        block: crate::Dim3::new(blockDimX, blockDimY, blockDimZ),
+        dynamic_shared_bytes: sharedMemBytes as usize,
+        static_shared_bytes: function.static_shared,
+        max_dynamic_shared_bytes: *function
+            .max_dynamic_shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()),
+    };
+    record_coverage(function.entry);
+    // SAFETY: the caller's kernel arguments.
+    match unsafe { run(function.entry, &config, kernelParams) } {
+        Ok(()) => CUresult::CUDA_SUCCESS,
+        Err(fault) => record_fault(&fault),
+    }
+}
