@@ -47,7 +47,7 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    for var in ["CUDA_EMU_INCLUDE", "TILEOPS_CUDA_WHEELS", "CXX"] {
+    for var in ["CUDA_EMU_INCLUDE", "TILEOPS_CUDA_WHEELS", "CXX", "OBJCOPY", "AR"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -154,7 +154,15 @@ fn main() {
         .flag("-fno-sanitize-recover=alignment")
         .flag("-w")
         .files(&generated);
-    kernels.compile("cuda_emu_kernels");
+    let objects = kernels.compile_intermediates();
+    if !asan {
+        for object in &objects {
+            move_template_statics_to_shared_section(object);
+        }
+    }
+    archive(&out_dir.join("libcuda_emu_kernels.a"), &objects);
+    println!("cargo:rustc-link-search=native={}", out_dir.display());
+    println!("cargo:rustc-link-lib=static=cuda_emu_kernels");
 
     let mut runtime = base_build(&include_dir, &kernels_dir, &cuda_include, &cpp_dir, asan);
     runtime.file(cpp_dir.join("runtime.cpp")).file(&table_path);
@@ -174,6 +182,49 @@ fn main() {
             .collect::<Vec<_>>()
             .join("; ")
     );
+}
+
+/// GCC ignores the section attribute of a function-local static with vague linkage (a
+/// `__shared__` array inside a template or inline function, as most of tileops's are): it goes
+/// to a COMDAT `.bss._ZZ<function><name>` section instead. Kernel code has no other zero-initialised
+/// function-local statics, so those sections are moved into `cuda_emu_shared`, where the runtime
+/// poisons them before every block like the others.
+fn move_template_statics_to_shared_section(object: &Path) {
+    let bytes = std::fs::read(object).unwrap_or_else(|e| panic!("reading {}: {e}", object.display()));
+    let file = object::File::parse(&*bytes).unwrap_or_else(|e| panic!("parsing {}: {e}", object.display()));
+    use object::{Object, ObjectSection};
+    let renames: Vec<String> = file
+        .sections()
+        .filter_map(|s| s.name().ok().map(str::to_owned))
+        .filter(|name| name.starts_with(".bss._ZZ"))
+        .map(|name| format!("{name}=cuda_emu_shared"))
+        .collect();
+    if renames.is_empty() {
+        return;
+    }
+    let objcopy = env::var("OBJCOPY").unwrap_or_else(|_| "objcopy".to_owned());
+    let mut command = Command::new(&objcopy);
+    for rename in &renames {
+        command.arg("--rename-section").arg(rename);
+    }
+    let status = command
+        .arg(object)
+        .status()
+        .unwrap_or_else(|e| panic!("running {objcopy} (binutils): {e}"));
+    assert!(status.success(), "{objcopy} failed on {}", object.display());
+}
+
+/// A static library of `objects`.
+fn archive(library: &Path, objects: &[PathBuf]) {
+    let _ = std::fs::remove_file(library);
+    let ar = env::var("AR").unwrap_or_else(|_| "ar".to_owned());
+    let status = Command::new(&ar)
+        .arg("crs")
+        .arg(library)
+        .args(objects)
+        .status()
+        .unwrap_or_else(|e| panic!("running {ar} (binutils): {e}"));
+    assert!(status.success(), "{ar} failed on {}", library.display());
 }
 
 fn base_build(

@@ -99,6 +99,10 @@ inline T shfl(int mode, unsigned mask, T var, int b, int width, const char* file
 // __ldg: a read-only load, and a point where the random schedule may preempt.
 template <typename T>
 inline T ldg(const T* p, const char* file, int line) {
+    // ld.global.nc needs natural alignment; checked here so the message names the caller's line.
+    if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) {
+        cuda_emu_fail(sizeof(T) == 16 ? "misaligned 16-byte __ldg" : "misaligned __ldg", file, line);
+    }
     cuda_emu_load_point(file, line);
     return *p;
 }

@@ -922,7 +922,7 @@ unsafe fn run(
     let (schedule, compare) = schedules();
     let guards = |result: std::result::Result<(), Fault>| {
         result?;
-        memory::check_guards()
+        memory::check_guards(None)
             .map_err(|why| Fault::new(FaultKind::OutOfBounds, format!("{}: {why}", entry.name)))
     };
     match compare {

@@ -14,7 +14,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::entries::Entry;
 use crate::schedule::{Picker, Schedule};
-use crate::{Dim3, Fault};
+use crate::{Dim3, Fault, LaunchConfig};
 
 /// A fiber's stack: 256 KiB with a guard page was enough for every tileops kernel, with room for
 /// AddressSanitizer's redzones.
@@ -189,13 +189,13 @@ pub(crate) struct BlockFault {
 pub(crate) unsafe fn run_block(
     entry: &Entry,
     params: *mut *mut std::ffi::c_void,
+    config: &LaunchConfig,
     block_idx: Dim3,
-    block_dim: Dim3,
-    grid_dim: Dim3,
     schedule: Schedule,
     picker: &mut Picker,
     stacks: &mut StackPool,
 ) -> Result<(), BlockFault> {
+    let (block_dim, grid_dim) = (config.block, config.grid);
     let threads = block_dim.count() as usize;
     let builtins: Vec<ThreadBuiltins> = (0..threads)
         .map(|t| ThreadBuiltins {
@@ -315,20 +315,20 @@ impl Block<'_> {
         let lane_bit = 1u32 << (t % 32);
         let warp = t / 32;
         for mate in warp * 32..((warp + 1) * 32).min(self.lanes.len()) {
-            if let LaneState::Collective(op) = self.lanes[mate].state {
-                if op.mask & lane_bit != 0 {
-                    return Err(BlockFault {
-                        thread: Some(mate),
-                        message: format!(
-                            "{} mask {:#010x} at {} names lane {}, which {doing}: the mask does \
+            if let LaneState::Collective(op) = self.lanes[mate].state
+                && op.mask & lane_bit != 0
+            {
+                return Err(BlockFault {
+                    thread: Some(mate),
+                    message: format!(
+                        "{} mask {:#010x} at {} names lane {}, which {doing}: the mask does \
                              not match the lanes executing it",
-                            op.kind.name(),
-                            op.mask,
-                            op.site,
-                            t % 32
-                        ),
-                    });
-                }
+                        op.kind.name(),
+                        op.mask,
+                        op.site,
+                        t % 32
+                    ),
+                });
             }
         }
         Ok(())

@@ -33,6 +33,7 @@
 //! ```
 
 mod blas;
+pub mod check;
 pub mod driver;
 mod entries;
 mod fiber;
@@ -290,9 +291,8 @@ pub unsafe fn launch(
                 fiber::run_block(
                     entry,
                     params,
+                    config,
                     block_idx,
-                    config.block,
-                    config.grid,
                     schedule,
                     &mut picker,
                     &mut state.stacks,

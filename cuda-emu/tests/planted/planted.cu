@@ -28,10 +28,10 @@ __device__ __forceinline__ void two_block_sums(const float* x, float* out) {
         sums[r] = planted_warp_sum(v);
         if (kBarrierBeforeReuse) __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        out[0] = sums[0];
-        out[1] = sums[1];
-    }
+    // Every thread reports what it computed: a thread that read a slot another warp had already
+    // overwritten shows.
+    out[2 * threadIdx.x] = sums[0];
+    out[2 * threadIdx.x + 1] = sums[1];
 }
 extern "C" __global__ void planted_missing_barrier(const float* x, float* out) { two_block_sums<false>(x, out); }
 extern "C" __global__ void planted_block_sums_ok(const float* x, float* out) { two_block_sums<true>(x, out); }
@@ -51,6 +51,12 @@ extern "C" __global__ void planted_unwritten_shared(const float* x, float* out) 
 extern "C" __global__ void planted_tail_overread(const float* x, float* y, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] + x[i + 1];
+}
+
+// y[i + 1] = x[i]: the last thread writes one element past the end of y.
+extern "C" __global__ void planted_tail_overwrite(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i + 1] = x[i];
 }
 
 // A 16-byte load from a 4-byte-aligned address.
@@ -83,11 +89,10 @@ extern "C" __global__ void planted_shuffle_in_divergent_branch(const float* x, f
 // the read (independent thread scheduling: lanes of a warp are not in lock-step).
 template <bool kSyncwarp>
 __device__ __forceinline__ void warp_exchange(const float* x, float* y) {
-    __shared__ float slots[32];
-    const int lane = threadIdx.x & 31;
-    slots[lane] = x[threadIdx.x];
+    __shared__ float slots[1024];
+    slots[threadIdx.x] = x[threadIdx.x];
     if (kSyncwarp) __syncwarp();
-    y[threadIdx.x] = slots[lane ^ 1];
+    y[threadIdx.x] = slots[threadIdx.x ^ 1];
 }
 extern "C" __global__ void planted_warp_exchange_no_syncwarp(const float* x, float* y) { warp_exchange<false>(x, y); }
 extern "C" __global__ void planted_warp_exchange_ok(const float* x, float* y) { warp_exchange<true>(x, y); }
