@@ -169,8 +169,9 @@ fn main() {
     runtime.compile("cuda_emu_runtime");
 
     if asan {
-        // libasan itself is preloaded at run time (it must come first in the process).
-        println!("cargo:rustc-link-arg=-fsanitize=address");
+        // libasan is also preloaded at run time: it must come first in the process, and the
+        // programs that load the stand-in driver are not instrumented.
+        println!("cargo:rustc-link-lib=dylib=asan");
     }
     println!("cargo:rustc-link-lib=stdc++");
     println!("cargo:rustc-link-lib=m");
@@ -239,7 +240,8 @@ fn base_build(
         .cpp(true)
         .std("c++17")
         .opt_level(2)
-        .debug(false)
+        // Debug info in the ASan build, so its reports name the kernel's source line.
+        .debug(asan)
         .include(include_dir)
         .include(kernels_dir)
         .include(cpp_dir)

@@ -70,8 +70,14 @@ fn table() -> std::sync::MutexGuard<'static, BTreeMap<usize, Allocation>> {
 
 /// Allocates `size` bytes of device memory; `None` when the host has no memory for it.
 pub fn alloc(size: usize) -> Option<u64> {
-    // A zero-byte request still gets a distinct address, as cuMemAlloc's does.
-    let body = size.max(1).checked_next_multiple_of(ALIGN)?;
+    // A zero-byte request still gets a distinct address, as cuMemAlloc's does. The normal build
+    // rounds up to the alignment (the rest is guard); the ASan build allocates the exact size,
+    // so its redzone starts at the first byte past it.
+    let body = if GUARD == 0 {
+        size.max(1)
+    } else {
+        size.max(1).checked_next_multiple_of(ALIGN)?
+    };
     let total = body.checked_add(2 * GUARD)?;
     let layout = Layout::from_size_align(total, ALIGN).ok()?;
     // SAFETY: the layout has a non-zero size.

@@ -207,3 +207,26 @@ fn every_tileops_kernel_file_is_compiled_in() {
         assert!(files.contains(file), "{file} missing from {files:?}");
     }
 }
+
+/// The AddressSanitizer build names the faulting line of a read past the end, which the normal
+/// build only sees as poison in the output. ASan ends the process at the first report, so the
+/// kernel runs in a child process (this test binary again, with `CUDA_EMU_ASAN_CHILD` set).
+#[cfg(feature = "asan")]
+#[test]
+fn asan_names_the_line_of_a_read_past_the_end() {
+    let args = [Arg::Input(ramp(37)), Arg::Output(37), Arg::Int(37)];
+    if std::env::var_os("CUDA_EMU_ASAN_CHILD").is_some() {
+        let _ = check("planted_tail_overread", &block(40), &args, &[]);
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let child = std::process::Command::new(exe)
+        .args(["--exact", "asan_names_the_line_of_a_read_past_the_end", "--nocapture"])
+        .env("CUDA_EMU_ASAN_CHILD", "1")
+        .output()
+        .expect("running the child");
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(!child.status.success(), "ASan did not stop the child:\n{stderr}");
+    assert!(stderr.contains("heap-buffer-overflow"), "{stderr}");
+    assert!(stderr.contains("planted.cu:"), "{stderr}");
+}
