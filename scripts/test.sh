@@ -5,8 +5,10 @@
 #   really compiles every kernel for sm_90 and sm_80 even without a GPU;
 # - formatting and lints (cargo fmt, cargo clippy -D warnings);
 # - the whole workspace's tests: unit, integration (downstream crate, trybuild UI, TileOPs
-#   compatibility), doc tests. GPU tests print SKIP without a GPU (TILEOPS_REQUIRE_GPU=1 makes
-#   them fail instead).
+#   compatibility), doc tests. Here the GPU tests print SKIP (no GPU), and then:
+# - every GPU test again on the emulated CUDA device (scripts/emu-check.sh: two schedule pairs and
+#   an AddressSanitizer build, TILEOPS_REQUIRE_GPU=1, every entry point launched), so in CI no
+#   GPU test skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +31,6 @@ python3 -m unittest discover -s scripts -p 'test_*.py'
 echo "== cargo test"
 cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked
+
+echo "== emulated GPU tests"
+bash scripts/emu-check.sh

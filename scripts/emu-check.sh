@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Every GPU test on the emulated CUDA device (cuda-emu/): tileops's kernels run on the CPU behind a
+# stand-in libcuda.so.1, so a kernel that indexes, synchronises or converts wrongly fails here, on
+# a machine without a GPU.
+#
+#   bash scripts/emu-check.sh
+#
+# 1. builds the emulator twice: the normal build, and an AddressSanitizer build;
+# 2. runs the emulator's own tests (schedules, shuffles, planted kernel bugs; the ASan self-test);
+# 3. runs every tileops GPU test binary with TILEOPS_REQUIRE_GPU=1 (nothing skips):
+#      pass A  schedule round-robin, every launch compared with warp-greedy
+#      pass B  schedule random (seeded, preempting at loads), every launch compared with reverse
+#      pass C  the ASan build, round-robin
+#    "compared": each launch runs under both schedules from the same device memory and fails on
+#    any differing byte (a race);
+# 4. rehearses the GPU check (scripts/gpu-rehearsal.sh: gpu-prepare.sh + gpu-check.sh against the
+#    emulated device), when that script exists;
+# 5. prints the entry points launched across all of it.
+#
+# Ends with `emulated: P passed, F failed; entry points launched: L of T` and exits non-zero on any
+# failure or on an entry point that never launched. Times of each phase go to stdout.
+# Environment: EMU_CHECK_SEED (random schedule's seed, default 1), EMU_CHECK_PASSES (default
+# "A B C"), EMU_CHECK_REHEARSAL=0 to leave out step 4.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+
+bash scripts/install-cuda-wheels.sh || exit 1
+export TILEOPS_REQUIRE_NVRTC=1
+seed="${EMU_CHECK_SEED:-1}"
+passes="${EMU_CHECK_PASSES:-A B C}"
+work="$root/target/emu"
+coverage="$work/coverage"
+rm -rf "$coverage" "$work/logs"
+mkdir -p "$coverage" "$work/logs" "$work/lib" "$work/lib-asan"
+
+passed=0
+failed=0
+failures=()
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Adds the counts of libtest's "test result:" lines in log $1 to the totals.
+count() {
+  local p f
+  p=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) s += $i } END { print s + 0 }' "$1")
+  f=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^failed/) s += $i } END { print s + 0 }' "$1")
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0}))
+}
+
+# run NAME LOG COMMAND...: runs COMMAND, logs it, counts its tests; a non-zero exit with no
+# failed test counted still counts as one failure (a crash, a build error).
+run() {
+  local name="$1" log="$2"
+  shift 2
+  local t0 rc before="$failed"
+  t0=$(now)
+  "$@" >"$log" 2>&1
+  rc=$?
+  count "$log"
+  if ((rc != 0)); then
+    ((failed == before)) && failed=$((failed + 1))
+    failures+=("$name (log: ${log#"$root"/})")
+    grep -E '^(test .* FAILED|cuda-emu: |thread .* panicked)|ERROR: AddressSanitizer' "$log" | head -20 | sed 's/^/    /'
+  fi
+  echo "  $name: exit $rc, $(since "$t0") s"
+}
+
+link_driver() { # DIR SO: the stand-in driver under the names cudarc and tileops load
+  local n
+  for n in libcuda.so libcuda.so.1 libcublas.so.13 libcublasLt.so.13; do ln -sf "$2" "$1/$n"; done
+}
+
+echo "== build the emulator"
+t0=$(now)
+cargo build -p cuda-emu --release --lib --bin cuda-emu-coverage --locked >"$work/logs/build.log" 2>&1 ||
+  { tail -40 "$work/logs/build.log"; exit 1; }
+echo "  normal build: $(since "$t0") s"
+link_driver "$work/lib" "$root/target/release/libcuda_emu.so"
+t0=$(now)
+# Not stripped: ASan's reports name the kernel's source line from the debug info.
+CARGO_PROFILE_RELEASE_STRIP=none cargo build -p cuda-emu --release --lib --features asan \
+  --target-dir "$root/target/emu-asan" --locked >"$work/logs/build-asan.log" 2>&1 ||
+  { tail -40 "$work/logs/build-asan.log"; exit 1; }
+echo "  ASan build: $(since "$t0") s"
+link_driver "$work/lib-asan" "$root/target/emu-asan/release/libcuda_emu.so"
+libasan="$(gcc -print-file-name=libasan.so)"
+
+echo "== the emulator's own tests"
+run "cuda-emu tests" "$work/logs/self-tests.log" cargo test -p cuda-emu --release --locked
+run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
+  env CARGO_PROFILE_RELEASE_STRIP=none LD_PRELOAD="$libasan" ASAN_OPTIONS=detect_leaks=0 \
+  cargo test -p cuda-emu --release --features asan --target-dir "$root/target/emu-asan" --locked \
+  --test planted asan_
+
+echo "== build the GPU tests"
+t0=$(now)
+cargo test -p tileops --tests --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
+  python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    exe = m.get("executable")
+    if exe and os.path.basename(exe).startswith("gpu_"):
+        print(exe)' | sort >"$work/gpu-tests.txt"
+mapfile -t binaries <"$work/gpu-tests.txt"
+if ((${#binaries[@]} == 0)); then
+  tail -40 "$work/logs/build-tests.log"
+  echo "emu-check: no GPU test binary was built"
+  exit 1
+fi
+echo "  ${#binaries[@]} binaries: $(since "$t0") s"
+
+gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE [PRELOAD]
+  local name="$1" lib="$2" schedule="$3" compare="$4" preload="${5:-}"
+  local t0 b
+  echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer}"
+  t0=$(now)
+  for b in "${binaries[@]}"; do
+    run "$(basename "$b" | sed 's/-[0-9a-f]*$//') [$name]" "$work/logs/pass-$name-$(basename "$b").log" \
+      env LD_LIBRARY_PATH="$lib" TILEOPS_REQUIRE_GPU=1 CUDA_EMU_SCHEDULE="$schedule" \
+      CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" \
+      ${preload:+LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1} \
+      "$b" --test-threads=2
+  done
+  echo "  pass $name: $(since "$t0") s"
+}
+
+for pass in $passes; do
+  case "$pass" in
+    A) gpu_pass A "$work/lib" round-robin warp-greedy ;;
+    B) gpu_pass B "$work/lib" "random:$seed" reverse ;;
+    C) gpu_pass C "$work/lib-asan" round-robin "" "$libasan" ;;
+    *) echo "emu-check: unknown pass $pass"; exit 2 ;;
+  esac
+done
+
+if [[ "${EMU_CHECK_REHEARSAL:-1}" != 0 && -f scripts/gpu-rehearsal.sh ]]; then
+  echo "== the GPU check, rehearsed on the emulated device"
+  run "gpu-rehearsal" "$work/logs/rehearsal.log" \
+    env CUDA_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
+    bash scripts/gpu-rehearsal.sh "$work/rehearsal"
+fi
+
+echo "== coverage"
+coverage_line=$("$root/target/release/cuda-emu-coverage" "$coverage")
+coverage_rc=$?
+echo "$coverage_line" | grep -v '^entry points launched' | sed 's/^/  /'
+summary=$(echo "$coverage_line" | grep '^entry points launched')
+((coverage_rc != 0)) && failures+=("coverage: an entry point never launched")
+
+for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "emulated: $passed passed, $failed failed; $summary"
+((failed == 0 && coverage_rc == 0))
