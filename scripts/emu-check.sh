@@ -74,10 +74,10 @@ link_driver() { # DIR SO: the stand-in driver under the names cudarc and tileops
 
 echo "== build the emulator"
 t0=$(now)
-cargo build -p cuda-emu --release --lib --bin cuda-emu-coverage --locked >"$work/logs/build.log" 2>&1 ||
+cargo build -p cuda-emu --profile emulated --lib --bin cuda-emu-coverage --locked >"$work/logs/build.log" 2>&1 ||
   { tail -40 "$work/logs/build.log"; exit 1; }
 echo "  normal build: $(since "$t0") s"
-link_driver "$work/lib" "$root/target/release/libcuda_emu.so"
+link_driver "$work/lib" "$root/target/emulated/libcuda_emu.so"
 t0=$(now)
 # Not stripped: ASan's reports name the kernel's source line from the debug info.
 CARGO_PROFILE_RELEASE_STRIP=none cargo build -p cuda-emu --release --lib --features asan \
@@ -88,7 +88,7 @@ link_driver "$work/lib-asan" "$root/target/emu-asan/release/libcuda_emu.so"
 libasan="$(gcc -print-file-name=libasan.so)"
 
 echo "== the emulator's own tests"
-run "cuda-emu tests" "$work/logs/self-tests.log" cargo test -p cuda-emu --release --locked
+run "cuda-emu tests" "$work/logs/self-tests.log" cargo test -p cuda-emu --profile emulated --locked
 run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
   env CARGO_PROFILE_RELEASE_STRIP=none LD_PRELOAD="$libasan" ASAN_OPTIONS=detect_leaks=0 \
   cargo test -p cuda-emu --release --features asan --target-dir "$root/target/emu-asan" --locked \
@@ -96,7 +96,8 @@ run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
 
 echo "== build the GPU tests"
 t0=$(now)
-cargo test -p tileops --tests --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
+# Optimised (profile `emulated`): the f64 references are slow in a debug build.
+cargo test -p tileops --profile emulated --tests --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
   python3 -c '
 import json, os, sys
 for line in sys.stdin:
@@ -147,7 +148,7 @@ if [[ "${EMU_CHECK_REHEARSAL:-1}" != 0 && -f scripts/gpu-rehearsal.sh ]]; then
 fi
 
 echo "== coverage"
-coverage_line=$("$root/target/release/cuda-emu-coverage" "$coverage")
+coverage_line=$("$root/target/emulated/cuda-emu-coverage" "$coverage")
 coverage_rc=$?
 echo "$coverage_line" | grep -v '^entry points launched' | sed 's/^/  /'
 summary=$(echo "$coverage_line" | grep '^entry points launched')
