@@ -47,7 +47,13 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    for var in ["CUDA_EMU_INCLUDE", "TILEOPS_CUDA_WHEELS", "CXX", "OBJCOPY", "AR"] {
+    for var in [
+        "CUDA_EMU_INCLUDE",
+        "TILEOPS_CUDA_WHEELS",
+        "CXX",
+        "OBJCOPY",
+        "AR",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -191,8 +197,10 @@ fn main() {
 /// function-local statics, so those sections are moved into `cuda_emu_shared`, where the runtime
 /// poisons them before every block like the others.
 fn move_template_statics_to_shared_section(object: &Path) {
-    let bytes = std::fs::read(object).unwrap_or_else(|e| panic!("reading {}: {e}", object.display()));
-    let file = object::File::parse(&*bytes).unwrap_or_else(|e| panic!("parsing {}: {e}", object.display()));
+    let bytes =
+        std::fs::read(object).unwrap_or_else(|e| panic!("reading {}: {e}", object.display()));
+    let file = object::File::parse(&*bytes)
+        .unwrap_or_else(|e| panic!("parsing {}: {e}", object.display()));
     use object::{Object, ObjectSection};
     let renames: Vec<String> = file
         .sections()

@@ -89,8 +89,10 @@ libasan="$(gcc -print-file-name=libasan.so)"
 
 echo "== the emulator's own tests"
 run "cuda-emu tests" "$work/logs/self-tests.log" cargo test -p cuda-emu --profile emulated --locked
+# libasan is preloaded into the test binary only (through cargo's runner), not into rustc.
 run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
-  env CARGO_PROFILE_RELEASE_STRIP=none LD_PRELOAD="$libasan" ASAN_OPTIONS=detect_leaks=0 \
+  env CARGO_PROFILE_RELEASE_STRIP=none ASAN_OPTIONS=detect_leaks=0 \
+  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$libasan" \
   cargo test -p cuda-emu --release --features asan --target-dir "$root/target/emu-asan" --locked \
   --test planted asan_
 

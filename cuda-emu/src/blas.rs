@@ -528,6 +528,8 @@ impl Product {
     /// Every bound buffer covers its matrix's extent (checked by `check_extent` for every
     /// matrix) for `batch_count` matrices; D is writable.
     unsafe fn run(&self) -> Result<(), Fail> {
+        // Device memory changes only under this lock (see memory::exclusive).
+        let _device = crate::memory::exclusive();
         if self.m == 0 || self.n == 0 || self.batch_count == 0 {
             return Ok(());
         }

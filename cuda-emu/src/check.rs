@@ -163,6 +163,7 @@ fn run_once(
             ),
         ));
     }
+    let _device = memory::exclusive();
     // SAFETY: every parameter points at 8 bytes: a device address for pointer parameters, or an
     // int in the low half (little-endian) for int parameters.
     unsafe { crate::launch(entry, config, params.as_mut_ptr(), schedule) }?;

@@ -550,6 +550,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
+    let _device = memory::exclusive();
     if bytesize > TOTAL_MEMORY.saturating_sub(memory::allocated_bytes()) {
         return CUresult::CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -572,6 +573,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    let _device = memory::exclusive();
     if dptr == 0 || memory::free(dptr) {
         CUresult::CUDA_SUCCESS
     } else {
@@ -584,6 +586,7 @@ pub extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _hStream: CUstream) -> CUres
     cuMemFree_v2(dptr)
 }
 
+/// Checks a copy's device range. Callers hold [`memory::exclusive`] while they copy.
 fn device_range(address: CUdeviceptr, len: usize, what: &str) -> Result {
     memory::check_range(address, len).map_err(|why| {
         eprintln!("cuda-emu: {what}: {why}");
@@ -597,6 +600,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     src: *const c_void,
     count: usize,
 ) -> CUresult {
+    let _device = memory::exclusive();
     status(device_range(dst, count, "cuMemcpyHtoD").and_then(|()| {
         if count > 0 && src.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
@@ -624,6 +628,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
     src: CUdeviceptr,
     count: usize,
 ) -> CUresult {
+    let _device = memory::exclusive();
     status(device_range(src, count, "cuMemcpyDtoH").and_then(|()| {
         if count > 0 && dst.is_null() {
             return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
@@ -651,6 +656,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
     src: CUdeviceptr,
     count: usize,
 ) -> CUresult {
+    let _device = memory::exclusive();
     status(
         device_range(src, count, "cuMemcpyDtoD source")
             .and_then(|()| device_range(dst, count, "cuMemcpyDtoD destination"))
@@ -674,6 +680,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, count: usize) -> CUresult {
+    let _device = memory::exclusive();
     status(device_range(dst, count, "cuMemsetD8").map(|()| {
         // SAFETY: device memory of `count` bytes.
         unsafe { std::ptr::write_bytes(dst as *mut u8, value, count) }
@@ -988,6 +995,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
             .unwrap_or_else(|p| p.into_inner()),
     };
     record_coverage(function.entry);
+    let _device = memory::exclusive();
     // SAFETY: the caller's kernel arguments.
     match unsafe { run(function.entry, &config, kernelParams) } {
         Ok(()) => CUresult::CUDA_SUCCESS,

@@ -59,6 +59,16 @@ impl Allocation {
     }
 }
 
+/// Held by every operation that changes device memory (copies, sets, launches, cuBLAS calls,
+/// allocation): a launch compared under two schedules snapshots all memory, runs, restores and
+/// runs again, and another thread's copy in between would look like a race.
+static DEVICE: Mutex<()> = Mutex::new(());
+
+/// Exclusive use of device memory until the guard drops.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    DEVICE.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
 /// The live allocations, by body address.
 static ALLOCATIONS: Mutex<BTreeMap<usize, Allocation>> = Mutex::new(BTreeMap::new());
 

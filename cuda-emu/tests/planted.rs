@@ -221,12 +221,19 @@ fn asan_names_the_line_of_a_read_past_the_end() {
     }
     let exe = std::env::current_exe().expect("the test binary");
     let child = std::process::Command::new(exe)
-        .args(["--exact", "asan_names_the_line_of_a_read_past_the_end", "--nocapture"])
+        .args([
+            "--exact",
+            "asan_names_the_line_of_a_read_past_the_end",
+            "--nocapture",
+        ])
         .env("CUDA_EMU_ASAN_CHILD", "1")
         .output()
         .expect("running the child");
     let stderr = String::from_utf8_lossy(&child.stderr);
-    assert!(!child.status.success(), "ASan did not stop the child:\n{stderr}");
+    assert!(
+        !child.status.success(),
+        "ASan did not stop the child:\n{stderr}"
+    );
     assert!(stderr.contains("heap-buffer-overflow"), "{stderr}");
     assert!(stderr.contains("planted.cu:"), "{stderr}");
 }

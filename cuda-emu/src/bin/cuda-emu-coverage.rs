@@ -19,7 +19,10 @@ fn main() -> ExitCode {
     let listing = match std::fs::read_dir(&dir) {
         Ok(listing) => listing,
         Err(e) => {
-            eprintln!("cuda-emu-coverage: {}: {e}", std::path::Path::new(&dir).display());
+            eprintln!(
+                "cuda-emu-coverage: {}: {e}",
+                std::path::Path::new(&dir).display()
+            );
             return ExitCode::from(2);
         }
     };
