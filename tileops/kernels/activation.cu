@@ -9,6 +9,19 @@
 //   silu_*       x / (1 + exp(-x))
 //   sigmoid_*    1 / (1 + exp(-x))
 //
+// The deep negative tail matches PyTorch's CUDA kernels, which evaluate sigmoid and silu in f32
+// exactly as written here, with expf and IEEE division: where the f32 denominator 1 + expf(-x)
+// overflows to inf (x < -88.7228, i.e. -x > ln(FLT_MAX)) the result is a signed zero, +0 for
+// sigmoid and x * 0 for silu (-0; NaN at -inf); above that, the correctly rounded quotient, a
+// subnormal for sigmoid on (-88.7228, -87.3365) and a normal number for silu. The division is
+// therefore IEEE (`/`, div.rn.f32), not __fdividef: div.approx.f32 returns 0 once the divisor
+// exceeds 2^126 (x < -87.3365), which would zero sigmoid's subnormals and silu's normal values
+// down to -88.72 where PyTorch has them. One division per element costs nothing here (the kernel
+// is memory-bound). gelu_tanh gets the same rule: a signed zero exactly where its f32 denominator
+// 1 + expf(-2u) overflows (x < -10.0610); PyTorch's 0.5 x (1 + tanhf(u)) is -0 there too (and
+// from about x < -5.16 on, where 1 + tanhf(u) cancels to 0; this form keeps those tiny values to
+// f32 accuracy instead). The f64 reference (reference_norm_act.rs) models the same overflow.
+//
 // Memory-bound: a grid-stride loop over 16-byte vectors with kUnroll independent loads in flight
 // per thread, then the n % V scalar tail. Launch contract (checked by the host): x and y 16-byte
 // aligned (their bases: the tensor is contiguous, so every vector is aligned), any 1-D grid and
@@ -19,9 +32,6 @@ using namespace tileops;
 
 enum Act { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSilu = 3, kSigmoid = 4 };
 
-// 1 / (1 + e) for e = exp(-v) >= 0: rcp.approx, enough for 2 ulp; e = inf gives 0.
-__device__ __forceinline__ float one_over_one_plus(float e) { return __fdividef(1.0f, 1.0f + e); }
-
 template <int A>
 __device__ __forceinline__ float act(float v) {
     if (A == kRelu) {
@@ -30,12 +40,15 @@ __device__ __forceinline__ float act(float v) {
         return v * normcdff(v);
     } else if (A == kGeluTanh) {
         const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
-        // v / (1 + exp(-2u)); -inf gives -inf / inf = NaN, as the tanh form does (-inf * 0).
-        return v * one_over_one_plus(expf(-2.0f * u));
+        // v / (1 + exp(-2u)), IEEE division (see the top); -inf gives -inf / inf = NaN, as the
+        // tanh form does (-inf * 0).
+        return v / (1.0f + expf(-2.0f * u));
     } else if (A == kSilu) {
-        return v * one_over_one_plus(expf(-v));
+        // PyTorch's x / (1 + exp(-x)): -0 once the denominator overflows, NaN at -inf.
+        return v / (1.0f + expf(-v));
     } else {
-        return one_over_one_plus(expf(-v));
+        // PyTorch's 1 / (1 + exp(-x)): +0 once the denominator overflows.
+        return 1.0f / (1.0f + expf(-v));
     }
 }
 

@@ -14,10 +14,13 @@
 
 using namespace tileops;
 
-// silu(g) * u with silu(g) = g / (1 + exp(-g)); g = -inf gives NaN, as the formula does.
-__device__ __forceinline__ float swiglu(float g, float u) {
-    return g * __fdividef(1.0f, 1.0f + expf(-g)) * u;
-}
+// silu(g) * u with silu(g) = g / (1 + exp(-g)) as PyTorch's CUDA silu evaluates it in f32: expf
+// and IEEE division (not __fdividef, whose div.approx.f32 returns 0 once the divisor exceeds
+// 2^126, g < -87.3365, where silu(g) is still a normal f32 number). Where the denominator
+// overflows to inf (g < -88.7228) silu(g) is -0, so the product is a signed zero; g = -inf gives
+// NaN, as the formula does. The f64 reference (reference_norm_act.rs) models the same overflow.
+// One division per element is free here (memory-bound).
+__device__ __forceinline__ float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 constexpr int kUnroll = 4;
 

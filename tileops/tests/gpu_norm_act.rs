@@ -76,6 +76,78 @@ fn scattered_specials(len: usize) -> Vec<(usize, f64)> {
         .collect()
 }
 
+/// The deep negative tail, where the f32 denominators `1 + exp(-x)` of sigmoid, silu and
+/// silu_and_mul cross 2^126 (`__fdividef` would return 0 from there) and then overflow (the
+/// results become signed zeros, as PyTorch's): x = -87, the f32 values either side of
+/// `ln(2^126)` and of `ln(f32::MAX)`, -88.5, -88.8, -89, -100, -inf.
+const TAIL: [f64; 12] = [
+    -87.0,
+    -87.3365,
+    -87.3366,
+    -88.0,
+    -88.5,
+    -88.72283_f32 as f64,
+    -88.72284_f32 as f64,
+    -88.8,
+    -89.0,
+    -100.0,
+    -1e30,
+    f64::NEG_INFINITY,
+];
+
+/// gelu_tanh's own tail: where `0.5 x (1 + tanh(u))` would cancel, and the f32 values either
+/// side of where the kernel's `1 + exp(-2u)` overflows (-0 from the second on).
+const GELU_TANH_TAIL: [f64; 4] = [-6.0, -8.0, -10.060965538024902, -10.060966491699219];
+
+/// The tail values an activation's inputs get: [`TAIL`], and [`GELU_TANH_TAIL`] for gelu_tanh.
+fn tail_values(name: &str) -> Vec<f64> {
+    let extra: &[f64] = if name == "gelu_tanh" {
+        &GELU_TANH_TAIL
+    } else {
+        &[]
+    };
+    TAIL.iter().chain(extra).copied().collect()
+}
+
+/// [`tail_values`] at every third element from the middle of an input of `len`, so that they
+/// land in whole vectors and (from 4096 elements on) clear of [`scattered_specials`]; none for
+/// inputs shorter than 64 (their few elements keep the scattered specials).
+fn tail_specials(len: usize, name: &str) -> Vec<(usize, f64)> {
+    if len < 64 {
+        return Vec::new();
+    }
+    tail_values(name)
+        .into_iter()
+        .enumerate()
+        .map(|(j, v)| (len / 2 + 3 * j, v))
+        .collect()
+}
+
+/// [`TAIL`] in the gates of a SwiGLU input of `rows` x `2n`: gate element j (row-major over the
+/// gates) from the middle row on, each times a random `up`.
+fn gate_tail_specials(rows: usize, n: usize) -> Vec<(usize, f64)> {
+    let first = rows / 2 * n;
+    TAIL.iter()
+        .enumerate()
+        .map(|(j, &v)| (first + j, v))
+        .take_while(|&(g, _)| g < rows * n)
+        .map(|(g, v)| ((g / n) * 2 * n + g % n, v))
+        .collect()
+}
+
+/// Panics unless every value of `tail`, rounded to the dtype of `x`, is in `x`.
+fn assert_holds_tail(x: &Tensor, tail: &[f64]) {
+    let spec = TensorSpec::new([tail.len()], x.dtype());
+    let rounded = Tensor::from_f64_rounded(tail, &spec, &Device::cpu())
+        .expect("rounded tail")
+        .to_vec_f64()
+        .expect("rounded tail");
+    let xs = x.to_vec_f64().expect("x");
+    for v in rounded {
+        assert!(xs.contains(&v), "the input lacks the tail value {v}");
+    }
+}
+
 fn label(shape: &[usize], special: bool) -> String {
     format!("{shape:?}{}", if special { " +inf/nan" } else { "" })
 }
@@ -266,7 +338,13 @@ fn activation_cases(device: &Device, with_big: bool) -> Report {
                 }
                 seed += 1;
                 let spec = TensorSpec::new(shape, dtype);
-                let x = make_input(&spec, seed, &scattered_specials(spec.numel()), device);
+                // The tail first: the scattered specials win where the two meet.
+                let mut specials = tail_specials(spec.numel(), name);
+                specials.extend(scattered_specials(spec.numel()));
+                let x = make_input(&spec, seed, &specials, device);
+                if spec.numel() >= 4096 {
+                    assert_holds_tail(&x, &tail_values(name));
+                }
                 let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
                 activation_forward(name, device, &spec, &x, &mut y);
                 let got = download(device, &y);
@@ -300,11 +378,18 @@ fn silu_and_mul_cases(device: &Device) -> Report {
             seed += 1;
             let spec = TensorSpec::new(shape, dtype);
             let op = SiluAndMul::new(device, spec.clone()).expect("valid plan");
-            let x = make_input(&spec, seed, &scattered_specials(spec.numel()), device);
+            let n = shape[shape.len() - 1] / 2;
+            let rows = spec.numel() / (2 * n);
+            // The tail in the gates first: the scattered specials win where the two meet.
+            let mut specials = gate_tail_specials(rows, n);
+            specials.extend(scattered_specials(spec.numel()));
+            let x = make_input(&spec, seed, &specials, device);
+            if spec.numel() >= 4096 {
+                assert_holds_tail(&x, &TAIL);
+            }
             let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
             op.forward_into(&x, &mut y).expect("launch");
             let got = download(device, &y);
-            let n = shape[shape.len() - 1] / 2;
             let want = reference::silu_and_mul(&x.to_vec_f64().expect("x"), n);
             let err = worst_error(&got, &want, &relative(&want), dtype);
             report.record("silu_and_mul", label(shape, true), dtype, err, &got, &want);

@@ -306,6 +306,17 @@ fn forward_allocates_and_round_trips() {
         .expect("forward")
         .to_vec_f32()
         .expect("download");
-    let want = (1.0f32 + 1.0 + 2.0f32.exp()).ln();
-    assert!((y[0] - want).abs() < 1e-6, "{y:?}");
+    // Rows [0, 0, 1] and [2, 3, 4]: ln(e^0 + e^0 + e^1) = ln(2 + e) and
+    // ln(e^2 + e^3 + e^4) = 4 + ln(1 + e^-1 + e^-2).
+    let e = std::f64::consts::E;
+    let want = [(2.0 + e).ln(), 4.0 + (1.0 + 1.0 / e + 1.0 / (e * e)).ln()];
+    assert_eq!(y.len(), 2, "{y:?}");
+    assert!(
+        (f64::from(y[0]) - want[0]).abs() < 1e-6,
+        "{y:?}, want {want:?}"
+    );
+    assert!(
+        (f64::from(y[1]) / want[1] - 1.0).abs() < 1e-6,
+        "{y:?}, want {want:?}"
+    );
 }

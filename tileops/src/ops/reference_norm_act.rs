@@ -4,6 +4,16 @@
 //! Non-finite inputs follow the formulas as written (as PyTorch's kernels evaluate them): a NaN
 //! or an infinity in a LayerNorm row makes the row NaN; `gelu(-inf)` and `silu(-inf)` are
 //! `-inf * 0 = NaN`; `relu` keeps NaN.
+//!
+//! The deep negative tail of `sigmoid`, `silu` (so `silu_and_mul`) and `gelu_tanh` matches
+//! PyTorch's CUDA kernels: they evaluate `1 / (1 + exp(-x))` and `x / (1 + exp(-x))` in f32
+//! (for f16 and bf16 too), with `expf` and IEEE division, so where that f32 denominator
+//! overflows to inf (`x < -88.7228`, `-x > ln(f32::MAX)`) the result is a signed zero, `+0` and
+//! `x * 0`, not the f64 value (nonzero in f32 there: `silu(-88.8) = -2.42e-37`,
+//! `silu(-100) = -3.72e-42`). These functions model exactly that overflow (see
+//! [`f32_exp_overflows`]); everywhere else they are the f64 values of the formulas, nonzero
+//! subnormals included (IEEE division, not `__fdividef`, which returns 0 once the denominator
+//! exceeds 2^126). tileops's kernels (activation.cu, silu_and_mul.cu) do the same.
 
 /// LayerNorm of `x` viewed as rows of `n`: `(x - mean) / sqrt(var + eps) * weight + bias`, with
 /// the biased variance (the mean of squared deviations), as `torch.nn.functional.layer_norm`.
@@ -65,20 +75,89 @@ pub fn gelu_erf(x: f64) -> f64 {
     x * 0.5 * erfc(-x * std::f64::consts::FRAC_1_SQRT_2)
 }
 
-/// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (`gelu(x, approximate='tanh')`).
+/// `0.5 x (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)` (`gelu(x, approximate='tanh')`),
+/// evaluated as the same function `x / (1 + exp(-2u))`, which does not cancel in the negative
+/// tail (`1 + tanh(u)` does, to exactly 0 in f64 below about `x = -7.2`).
+///
+/// Matches PyTorch's CUDA kernel in the overflow region: `x * 0` (a signed zero, NaN at
+/// `-inf`) where the kernel's f32 denominator `1 + expf(-2u)` overflows, `u` computed in f32 as
+/// activation.cu does (`x < -10.0610`); PyTorch's `0.5 x (1 + tanhf(u))` is `-0` there too (and
+/// already from about `x < -5.16`, where `1 + tanhf(u)` cancels to 0 in f32, while this form
+/// and tileops's kernel keep those tiny values).
+///
+/// ```
+/// use tileops::ops::reference_norm_act::gelu_tanh;
+/// assert!((gelu_tanh(1.0) - 0.8411919906082768).abs() < 1e-15);
+/// // The last f32 input whose denominator is finite, and the next one.
+/// assert!((gelu_tanh(-10.060965538024902) / -2.9567015957199496e-38 - 1.0).abs() < 1e-12);
+/// let y = gelu_tanh(-10.060966491699219);
+/// assert!(y == 0.0 && y.is_sign_negative());
+/// ```
 pub fn gelu_tanh(x: f64) -> f64 {
     let k = (2.0 / std::f64::consts::PI).sqrt();
-    0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+    let u = k * (x + 0.044715 * x * x * x);
+    // The kernel's f32 argument of expf: 0.7978845608028654f * fmaf(0.044715f * v, v * v, v),
+    // times -2 (exact).
+    let v = x as f32;
+    let u32 = 0.797_884_6_f32 * (0.044715_f32 * v).mul_add(v * v, v);
+    x * recip_one_plus_exp(-2.0 * u32, -2.0 * u)
 }
 
 /// `1 / (1 + exp(-x))`.
+///
+/// Matches PyTorch's CUDA kernel (`1 / (1 + exp(-x))` in f32, IEEE division): `+0` where the
+/// f32 denominator overflows (`x < -88.7228`), the f64 value elsewhere, a subnormal of f32 on
+/// `(-88.7228, -87.3365)`.
+///
+/// ```
+/// use tileops::ops::reference_norm_act::sigmoid;
+/// assert!((sigmoid(-88.5) / 3.672301681915042e-39 - 1.0).abs() < 1e-12);
+/// assert_eq!(sigmoid(-88.8), 0.0);
+/// ```
 pub fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
+    recip_one_plus_exp(-(x as f32), -x)
 }
 
-/// `x * sigmoid(x)`.
+/// `x * sigmoid(x)`: `x / (1 + exp(-x))`.
+///
+/// Matches PyTorch's CUDA kernel (`x / (1 + exp(-x))` in f32, IEEE division): `x * 0` where the
+/// f32 denominator overflows (`x < -88.7228`: `-0`, NaN at `-inf`), the f64 value elsewhere.
+///
+/// ```
+/// use tileops::ops::reference_norm_act::silu;
+/// assert!((silu(-88.5) / -3.2499869884948124e-37 - 1.0).abs() < 1e-12);
+/// assert!(silu(-100.0) == 0.0 && silu(-100.0).is_sign_negative());
+/// assert!(silu(f64::NEG_INFINITY).is_nan());
+/// ```
 pub fn silu(x: f64) -> f64 {
     x * sigmoid(x)
+}
+
+/// Whether `expf(t)` overflows f32, so that the kernels' denominator `1 + expf(t)` is inf (it is
+/// finite otherwise: `1 + f32::MAX` rounds to `f32::MAX`): exactly when `t > ln(f32::MAX) =
+/// 88.72283905...`. For f32 `t` the decision does not depend on `expf`'s last bits: at the f32
+/// values either side of `ln(f32::MAX)`, `exp` is 122 ulp below `f32::MAX` and 5 ulp above it,
+/// beyond what CUDA's 2-ulp `expf` can round the other way.
+///
+/// ```
+/// use tileops::ops::reference_norm_act::f32_exp_overflows;
+/// assert!(!f32_exp_overflows(88.72283));
+/// assert!(f32_exp_overflows(88.72284));
+/// assert!(f32_exp_overflows(f32::INFINITY));
+/// assert!(!f32_exp_overflows(f32::NAN));
+/// ```
+pub fn f32_exp_overflows(t: f32) -> bool {
+    (f64::from(t).exp() as f32).is_infinite()
+}
+
+/// `1 / (1 + exp(t))` in f64, or `+0` where the kernels' f32 denominator `1 + expf(t_f32)`
+/// overflows (`t_f32`: the kernels' f32 value of `t`).
+fn recip_one_plus_exp(t_f32: f32, t: f64) -> f64 {
+    if f32_exp_overflows(t_f32) {
+        0.0
+    } else {
+        1.0 / (1.0 + t.exp())
+    }
 }
 
 /// SwiGLU over rows of `2n`: `silu(row[..n]) * row[n..]`, rows of `n` out.
@@ -201,6 +280,118 @@ mod tests {
             (g / (-8.0 * 0.5 * 1.2441921148543639e-15) - 1.0).abs() < 1e-9,
             "{g}"
         );
+    }
+
+    /// The f32 value `want` within one unit in the last place of `got` rounded to f32 (PyTorch's
+    /// `expf` and division round twice; the reference is the exact value), signed zeros and NaN
+    /// exactly.
+    fn assert_f32_value(what: &str, x: f32, got: f64, want: f32) {
+        if want.is_nan() {
+            assert!(got.is_nan(), "{what}({x}) = {got}, want NaN");
+        } else if want == 0.0 {
+            assert!(
+                got == 0.0 && got.is_sign_negative() == want.is_sign_negative(),
+                "{what}({x}) = {got:e}, want {want:e}"
+            );
+        } else {
+            let ulps = (i64::from((got as f32).to_bits()) - i64::from(want.to_bits())).abs();
+            assert!(
+                ulps <= 1 && got.signum() == f64::from(want).signum(),
+                "{what}({x}) = {got:e}, want {want:e} ({ulps} ulp)"
+            );
+        }
+    }
+
+    /// The f32 results of PyTorch's CUDA kernels in the deep negative tail: sigmoid
+    /// `1 / (1 + expf(-x))`, silu `x / (1 + expf(-x))` (f32, IEEE division), gelu both forms -0
+    /// (`1 + tanhf(u)` and `1 + erff(x / sqrt(2))` are 0), relu +0. Derived as
+    /// f32(1 / f32(1 + f32(exp(-x)))) and f32(x / f32(1 + f32(exp(-x)))) from correctly rounded
+    /// steps; rows: x, sigmoid, silu.
+    const PYTORCH_TAIL: [(f32, f32, f32); 12] = [
+        (-87.0, 1.645_811_5e-38, -1.431_855_9e-36),
+        // Denominators either side of 2^126, where div.approx.f32 (__fdividef) starts to return 0.
+        (-87.3365, 1.175_544_5e-38, -1.026_679_5e-36),
+        (-87.3366, 1.175_427_9e-38, -1.026_578_8e-36),
+        (-88.0, 6.054_601e-39, -5.328_049_8e-37),
+        // A subnormal sigmoid, a normal silu.
+        (-88.5, 3.672_302e-39, -3.249_987e-37),
+        // The last f32 x whose expf(-x) is finite, and the next one (-x > ln(f32::MAX)).
+        (-88.72283, 2.938_758e-39, -2.607_349e-37),
+        (-88.72284, 0.0, -0.0),
+        (-88.8, 0.0, -0.0),
+        (-89.0, 0.0, -0.0),
+        (-100.0, 0.0, -0.0),
+        (-1e30, 0.0, -0.0),
+        (f32::NEG_INFINITY, 0.0, f32::NAN),
+    ];
+
+    #[test]
+    fn negative_tail_matches_pytorch_cuda() {
+        for (x, want_sigmoid, want_silu) in PYTORCH_TAIL {
+            let xf = f64::from(x);
+            assert_f32_value("sigmoid", x, sigmoid(xf), want_sigmoid);
+            assert_f32_value("silu", x, silu(xf), want_silu);
+            let gelu_want = if x.is_finite() { -0.0 } else { f32::NAN };
+            assert_f32_value("gelu_tanh", x, gelu_tanh(xf), gelu_want);
+            assert_f32_value("gelu_erf", x, gelu_erf(xf), gelu_want);
+            assert_f32_value("relu", x, relu(xf), 0.0);
+            // silu_and_mul: silu(gate) * up, the zero's sign the product's.
+            let y = silu_and_mul(&[xf, -2.0], 1)[0];
+            assert_f32_value("silu_and_mul", x, y, want_silu * -2.0);
+        }
+        // f32's own arithmetic at the same points gives the same values (a check of the table
+        // with Rust's correctly rounded f32 operations; exp rounded from f64).
+        for (x, want_sigmoid, want_silu) in PYTORCH_TAIL {
+            let d = 1.0 + (f64::from(-x).exp() as f32);
+            assert_eq!((1.0 / d).to_bits(), want_sigmoid.to_bits(), "{x}");
+            let silu32 = x / d;
+            assert!(
+                silu32.to_bits() == want_silu.to_bits() || (silu32.is_nan() && want_silu.is_nan()),
+                "{x}: {silu32:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn overflow_threshold_is_the_f32_denominator() {
+        // ln(f32::MAX) = 88.722839052...: the f32 values either side.
+        let (last, first) = (88.72283_f32, 88.72284_f32);
+        assert_eq!(last.to_bits() + 1, first.to_bits());
+        assert!(!f32_exp_overflows(last) && f32_exp_overflows(first));
+        assert!(f32_exp_overflows(f32::INFINITY) && !f32_exp_overflows(f32::NEG_INFINITY));
+        // Below the overflow, sigmoid is the f64 value, subnormal in f32 but not 0 (the
+        // __fdividef threshold 2^126 would give 0 here).
+        let x = -f64::from(last);
+        assert!((sigmoid(x) / (1.0 / (1.0 + (-x).exp())) - 1.0).abs() < 1e-15);
+        assert!(sigmoid(x) < f64::from(f32::MIN_POSITIVE) && sigmoid(x) > 0.0);
+        assert_eq!(sigmoid(-f64::from(first)), 0.0);
+        // Positive side untouched: exp(-x) underflows to 0, not overflows.
+        assert_eq!(sigmoid(100.0), 1.0);
+        assert_eq!(silu(100.0), 100.0);
+        assert_eq!(gelu_tanh(100.0), 100.0);
+    }
+
+    #[test]
+    fn gelu_tanh_tail_is_accurate_up_to_the_f32_overflow() {
+        // x / (1 + exp(-2u)) in f64 (the kernel's f32 values, from its own f32 u, agree to
+        // about 2e-6 relative): no cancellation, where 0.5 x (1 + tanh(u)) is 0 in f64 by -8.
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        for (x, want) in [
+            (-6.0, -8.439_646_700_762_31e-11),
+            (-8.0, -3.107_782_937_501_113e-21),
+            (-10.060965538024902, -2.956_701_595_719_949_6e-38),
+        ] {
+            let got = gelu_tanh(x);
+            assert!((got / want - 1.0).abs() < 1e-12, "gelu_tanh({x}) = {got:e}");
+        }
+        let tanh_form = |x: f64| 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh());
+        assert_eq!(tanh_form(-8.0), 0.0);
+        // The kernel's f32 denominator overflows from the next f32 value on: -0, as PyTorch.
+        let (last, first) = (-10.060965538024902_f64, -10.060966491699219_f64);
+        assert_eq!((last as f32).to_bits() + 1, (first as f32).to_bits());
+        let y = gelu_tanh(first);
+        assert!(y == 0.0 && y.is_sign_negative(), "{y:e}");
+        assert!(gelu_tanh(-1e30) == 0.0 && gelu_tanh(-1e30).is_sign_negative());
     }
 
     #[test]
