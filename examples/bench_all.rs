@@ -3,10 +3,13 @@
 //! ```text
 //! cargo run --release --example bench_all -- [--op NAME]... [--family NAME]... [--list]
 //!     [--out PATH] [--seed N] [--cpu] [--cpu-max-bytes N] [--cpu-max-flops N]
+//!     [--emu-max-bytes N] [--emu-max-flops N]
 //! ```
 //!
 //! On a GPU, CUDA events with the L2 flushed and the stream held before every sample; without one,
-//! the CPU reference path, skipping (with the reason) the rows too large for it. Prints a table
+//! the CPU reference path, skipping (with the reason) the rows too large for it. On an emulated
+//! device (cuda-emu) it says so and times nothing: each row within the emulator budget runs once,
+//! for correctness, and is recorded with timing `emulated` and no figure. Prints a table
 //! (with efficiency when a built-in profile describes the device) and writes the records JSON, by
 //! default to `target/bench/<timestamp>.json`, for `cargo run --example roofline -- FILE`. The
 //! harness itself is `tileops::perf::bench`. Exit status: 0; 1 when the run could not start or the
@@ -19,13 +22,15 @@ use std::time::{Instant, SystemTime};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tileops::Device;
-use tileops::perf::bench::{self, BenchConfig, BenchError, Case, CpuBudget, Observer, Selection};
+use tileops::perf::bench::{
+    self, BenchConfig, BenchError, Case, CpuBudget, EmulatedBudget, Observer, Selection,
+};
 use tileops::perf::profile::Profile;
 use tileops::perf::records::{Record, RecordsError};
 
 const USAGE: &str = "\
 usage: bench_all [--op NAME]... [--family NAME]... [--list] [--out PATH] [--seed N] [--cpu]
-                 [--cpu-max-bytes N] [--cpu-max-flops N]
+                 [--cpu-max-bytes N] [--cpu-max-flops N] [--emu-max-bytes N] [--emu-max-flops N]
 
   --op NAME          only this op (repeatable)
   --family NAME      only ops of this family (repeatable)
@@ -35,6 +40,11 @@ usage: bench_all [--op NAME]... [--family NAME]... [--list] [--out PATH] [--seed
   --cpu              use the CPU backend even when a GPU is usable
   --cpu-max-bytes N  CPU backend: skip rows moving more than N bytes per call (default 8388608)
   --cpu-max-flops N  CPU backend: skip rows doing more than N FLOPs per call (default 64000000)
+  --emu-max-bytes N  emulated device: skip rows moving more than N bytes per call (default 33554432)
+  --emu-max-flops N  emulated device: skip rows doing more than N FLOPs per call (default 4000000000)
+
+On an emulated device (cuda-emu) nothing is timed: each row runs once for correctness and its
+record has timing `emulated` and no time.
 
 exit status: 0; 1 when the run could not start or the records could not be written; 2 for bad
 arguments";
@@ -54,6 +64,8 @@ pub struct Args {
     pub cpu: bool,
     /// `--cpu-max-bytes` and `--cpu-max-flops`.
     pub cpu_budget: CpuBudget,
+    /// `--emu-max-bytes` and `--emu-max-flops`.
+    pub emulated_budget: EmulatedBudget,
 }
 
 /// Why the tool stopped.
@@ -113,6 +125,7 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
         seed: 0,
         cpu: false,
         cpu_budget: CpuBudget::default(),
+        emulated_budget: EmulatedBudget::default(),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -145,6 +158,12 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
             "--cpu-max-flops" => {
                 parsed.cpu_budget.max_flops = number(flag, value(flag)?)?;
             }
+            "--emu-max-bytes" => {
+                parsed.emulated_budget.max_bytes = number(flag, value(flag)?)?;
+            }
+            "--emu-max-flops" => {
+                parsed.emulated_budget.max_flops = number(flag, value(flag)?)?;
+            }
             other => {
                 return Err(CliError::Usage(format!("unexpected argument `{other}`")));
             }
@@ -174,6 +193,9 @@ impl Observer for Progress<'_> {
         self.bar.inc(1);
         if self.bar.is_hidden() {
             let outcome = match (&record.skipped, record.median_ms) {
+                (Some(_), _) if record.is_emulated() => {
+                    "ran once on the emulated device (not timed)".to_owned()
+                }
                 (Some(reason), _) => format!("skipped: {reason}"),
                 (None, Some(ms)) => format!("{ms:.4} ms median of {}", record.samples),
                 (None, None) => String::new(),
@@ -210,9 +232,20 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
     };
     let config = BenchConfig {
         cpu: args.cpu_budget,
+        emulated: args.emulated_budget,
         seed: args.seed,
         ..BenchConfig::default()
     };
+    if device.is_emulated() {
+        let budget = args.emulated_budget;
+        let _ = writeln!(
+            err,
+            "bench_all: {device} is emulated: nothing is timed; each row of at most {} B and {} \
+             FLOP per call runs once, for correctness, and is recorded with timing `emulated` \
+             and no time",
+            budget.max_bytes, budget.max_flops
+        );
+    }
     let started = (Instant::now(), SystemTime::now());
     let draw = if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()
@@ -239,6 +272,9 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
     let table = bench::table(&run.records, profile.as_ref());
     out.write_all(table.as_bytes()).map_err(CliError::Io)?;
     match &profile {
+        _ if device.is_emulated() => {
+            let _ = writeln!(err, "efficiency blank: emulated device, no timing");
+        }
         Some(p) => {
             let _ = writeln!(err, "efficiency against the built-in profile `{}`", p.name);
         }
@@ -255,11 +291,24 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         .unwrap_or_else(|| bench::default_out_path(started.1));
     run.save(&path).map_err(CliError::Records)?;
     let timed = run.records.iter().filter(|r| r.skipped.is_none()).count();
+    let emulated = run.records.iter().filter(|r| r.is_emulated()).count();
+    let counts = if device.is_emulated() {
+        let failed = run
+            .records
+            .iter()
+            .filter(|r| r.skipped.as_deref().is_some_and(failed_to_run))
+            .count();
+        format!(
+            "emulated: {emulated} ran once untimed, {} skipped ({failed} of them failed to run)",
+            run.records.len() - timed - emulated
+        )
+    } else {
+        format!("{timed} timed, {} skipped", run.records.len() - timed)
+    };
     let _ = writeln!(
         err,
-        "bench_all: {} records ({timed} timed, {} skipped) on {} in {:.1} s; wrote {}",
+        "bench_all: {} records ({counts}) on {} in {:.1} s; wrote {}",
         run.records.len(),
-        run.records.len() - timed,
         run.meta.device.name,
         started.0.elapsed().as_secs_f64(),
         path.display()
@@ -270,6 +319,12 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         path.display()
     );
     Ok(())
+}
+
+/// Whether a skip reason says the row's op failed (its inputs or its call), rather than that the
+/// row was left out (a budget, the manifest).
+pub fn failed_to_run(reason: &str) -> bool {
+    reason.starts_with("running the op failed") || reason.starts_with("making random inputs failed")
 }
 
 fn main() -> ExitCode {

@@ -11,6 +11,11 @@
 //! built-in profile of this GPU); roofs not measured are carried over from it. The file records the
 //! device, driver and date, and is checked by loading it back. Without a GPU it says so and exits
 //! with status 2.
+//!
+//! On an emulated device (cuda-emu) it says "emulated", measures nothing and writes no profile (an
+//! emulator's timings would be fake figures): it runs each microbenchmark kernel once on a tiny
+//! working set and checks its result, plus one tiny cuBLAS GemmEx per dtype
+//! (`calibrate_gpu::check_kernels`), and exits 0 when every check passes, 1 otherwise.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +33,9 @@ usage: calibrate [--out PATH] [--base NAME|PATH] [--quick]
   --base NAME|PATH   the profile giving the theoretical peaks and the roofs not measured
                      (default: the built-in profile that describes this GPU)
   --quick            a short pass to check the setup (noisier numbers)
+
+On an emulated device (cuda-emu): no profile is written; each kernel runs once on a tiny working
+set and its result is checked (exit status 0 when all pass, 1 otherwise).
 
 exit status: 0; 1 when a measurement or the file failed; 2 without a GPU or for bad arguments";
 
@@ -63,6 +71,27 @@ fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// On an emulated device: the kernel check, and no profile.
+fn check_emulated(device: &Device, out: Option<&std::path::Path>) -> ExitCode {
+    eprintln!(
+        "calibrate: {device} is emulated: no timing, no profile; checking each microbenchmark \
+         kernel once on a tiny working set"
+    );
+    match calibrate_gpu::check_kernels(device, &mut |line| eprintln!("  ok: {line}")) {
+        Ok(passed) => {
+            let not_written =
+                out.map_or_else(String::new, |p| format!(" ({} not written)", p.display()));
+            println!(
+                "calibrate: emulated device: {} kernel checks passed; no profile written{not_written}: \
+                 an emulator's timings say nothing about a GPU",
+                passed.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, format!("emulated device: {e}")),
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args = match parse_args(&args) {
@@ -82,6 +111,9 @@ fn main() -> ExitCode {
                  (scripts/gpu-check.sh does)"
             ),
         );
+    }
+    if device.is_emulated() {
+        return check_emulated(&device, args.out.as_deref());
     }
     let base = match &args.base {
         Some(name) => Profile::resolve(name),

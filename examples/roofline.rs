@@ -244,6 +244,12 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         );
     }
 
+    if let Some(n) = report.summary.blank.get("emulated") {
+        let _ = writeln!(
+            err,
+            "roofline: {n} record(s) ran on an emulated device: blank (emulated device: no timing)"
+        );
+    }
     let failed = report.summary.count(Verdict::Fail);
     if failed > 0 {
         let _ = writeln!(

@@ -6,8 +6,19 @@
 #
 #   bash gpu-check.sh OUTDIR
 #
+# Rehearsal on a machine without a GPU (scripts/gpu-rehearsal.sh does this): CUDA_EMU_LIB=DIR names
+# cuda-emu's library directory (libcuda.so.1, libcublas.so.13, libcublasLt.so.13 stand-ins), which
+# is put first on LD_LIBRARY_PATH, so every step runs against the emulated device (GPU_CHECK_EMULATED=1
+# says the same when LD_LIBRARY_PATH already provides it). Then: the device step checks the stand-in
+# driver instead of nvidia-smi, the sanitizer and PyTorch steps are skipped, bench_all runs each row
+# within its emulator budget once (untimed), the roofline rows are blank ("emulated device: no
+# timing"), and calibrate checks its kernels and writes no profile. No figure of the run is a GPU's.
+# GPU_CHECK_SKIP_TESTS=1 skips the test executables (and the sanitizer steps over them), with a SKIP
+# row: scripts/emu-check.sh runs the GPU tests against the emulator by itself.
+# On a real GPU machine, with neither variable set, nothing of this applies.
+#
 # Steps:
-#   1. device        nvidia-smi, driver and GPU
+#   1. device        nvidia-smi, driver and GPU (emulated: the stand-in driver)
 #   2. tests/*       every tileops test executable, with TILEOPS_REQUIRE_GPU=1 and
 #                    TILEOPS_REQUIRE_NVRTC=1 (a missing GPU or NVRTC fails instead of skipping);
 #                    gpu_ops prints the worst relative error per op and dtype
@@ -33,8 +44,27 @@ budget="${GPU_CHECK_BUDGET_S:-450}"
 start=$(date +%s)
 failed=0
 
+# The emulated device (a rehearsal), when asked for.
+emulated=0
+emu_lib="${CUDA_EMU_LIB:-}"
+if [[ -n "$emu_lib" ]]; then
+  emulated=1
+  emu_lib="$(cd "$emu_lib" 2>/dev/null && pwd || echo "$emu_lib")"
+  export LD_LIBRARY_PATH="$emu_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+elif [[ "${GPU_CHECK_EMULATED:-0}" == 1 ]]; then
+  emulated=1
+fi
+skip_tests="${GPU_CHECK_SKIP_TESTS:-0}"
+
 {
-  echo "# tileops GPU check"
+  if ((emulated)); then
+    echo "# tileops GPU check: REHEARSAL on the emulated device (cuda-emu)"
+    echo
+    echo "Every step ran against cuda-emu's stand-in driver (${emu_lib:-from LD_LIBRARY_PATH}), on the"
+    echo "CPU: this checks the plumbing, and no figure below is a GPU's (bench_all records no time)."
+  else
+    echo "# tileops GPU check"
+  fi
   echo
   echo "bundle: $bundle"
   sed 's/^/    /' "$bundle/BUILD_INFO" 2>/dev/null
@@ -62,7 +92,7 @@ step() {
   timeout --kill-after=10 "$limit" "$@" >"$out/logs/$name.log" 2>&1
   rc=$?
   case $rc in
-    0) status=PASS ;;
+    0) status="PASS${STEP_NOTE:+ ($STEP_NOTE)}" ;;
     124 | 137) status="FAIL (timed out after ${limit}s)"; failed=1 ;;
     *) status="FAIL (exit $rc)"; failed=1 ;;
   esac
@@ -75,8 +105,37 @@ skip() {
   echo "== $1: SKIP ($2)"
 }
 
+# The emulated device: the stand-in driver is on the library path and is cuda-emu's.
+# shellcheck disable=SC2329 # run by `step` through `bash -c` (exported below).
+emu_device() {
+  local lib
+  echo "emulated device: cuda-emu's stand-in driver, nvidia-smi not used"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13; do
+    local found="" dir paths
+    IFS=: read -r -a paths <<<"$LD_LIBRARY_PATH"
+    for dir in "${paths[@]}"; do
+      [[ -n "$dir" && -e "$dir/$lib" ]] && { found="$dir/$lib"; break; }
+    done
+    if [[ -z "$found" ]]; then
+      echo "$lib: not on LD_LIBRARY_PATH"
+      return 1
+    fi
+    echo "$lib: $(readlink -f "$found")"
+    # The emulator names its device "cuda-emu (...)": a real driver first on the path would not.
+    if ! grep -aq "cuda-emu" "$found"; then
+      echo "$lib: not cuda-emu's stand-in"
+      return 1
+    fi
+  done
+}
+
+export -f emu_device
+
 # 1. The device.
-if command -v nvidia-smi >/dev/null; then
+if ((emulated)); then
+  STEP_NOTE="emulated: cuda-emu's stand-in driver" step device 30 bash -c emu_device
+elif command -v nvidia-smi >/dev/null; then
   step device 30 nvidia-smi
 else
   skip device "nvidia-smi not found"
@@ -104,16 +163,29 @@ tests=()
 for t in "$bundle"/tests/*; do
   [[ -x "$t" && "$(basename "$t")" != gpu_ops ]] && tests+=("$t")
 done
-for t in "${tests[@]}"; do
-  step "test-$(basename "$t")" 150 "$t" --test-threads=1 --nocapture
-done
+if [[ "$skip_tests" == 1 ]]; then
+  skip tests "GPU_CHECK_SKIP_TESTS=1: ${#tests[@]} test executable(s) not run"
+elif ((${#tests[@]} == 0)); then
+  skip tests "no test executables in the bundle"
+fi
+if [[ "$skip_tests" != 1 ]]; then
+  for t in "${tests[@]}"; do
+    step "test-$(basename "$t")" 150 "$t" --test-threads=1 --nocapture
+  done
+fi
 
 # 3-4. compute-sanitizer on the GPU tests.
 sanitizer="$(command -v compute-sanitizer || true)"
 for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-13*/bin/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer; do
   [[ -z "$sanitizer" && -x "$candidate" ]] && sanitizer="$candidate"
 done
-if [[ -z "$sanitizer" ]]; then
+if ((emulated)); then
+  skip memcheck "emulated device: compute-sanitizer needs a real GPU"
+  skip racecheck "emulated device: compute-sanitizer needs a real GPU"
+elif [[ "$skip_tests" == 1 ]]; then
+  skip memcheck "GPU_CHECK_SKIP_TESTS=1"
+  skip racecheck "GPU_CHECK_SKIP_TESTS=1"
+elif [[ -z "$sanitizer" ]]; then
   skip memcheck "compute-sanitizer not found"
   skip racecheck "compute-sanitizer not found"
 elif [[ ! -x "$bundle/tests/gpu_ops" ]]; then
@@ -131,12 +203,16 @@ fi
 TILEOPS_GIT_REVISION="$(sed -n 's/^git: \([^ ]*\).*/\1/p' "$bundle/BUILD_INFO" 2>/dev/null)"
 export TILEOPS_GIT_REVISION
 if [[ -x "$bundle/bin/bench_all" ]]; then
+  # On the emulated device each row within the emulator budget runs once, on the CPU: slower
+  # than timing them all on a GPU.
   # shellcheck disable=SC2086 # BENCH_ALL_ARGS is a list of words by design.
-  step bench_all 180 "$bundle/bin/bench_all" ${BENCH_ALL_ARGS:---out "$out/records.json"}
+  step bench_all $((emulated ? 300 : 180)) "$bundle/bin/bench_all" ${BENCH_ALL_ARGS:---out "$out/records.json"}
 else
   skip bench_all "no bin/bench_all in the bundle"
 fi
-if [[ ! -f "$out/records.json" ]]; then
+if ((emulated)); then
+  skip torch_baseline "emulated device: the PyTorch baseline times a real GPU only"
+elif [[ ! -f "$out/records.json" ]]; then
   skip torch_baseline "no records.json"
 elif [[ ! -f "$bundle/torch_baseline.py" ]]; then
   skip torch_baseline "no torch_baseline.py in the bundle"
@@ -183,8 +259,12 @@ fi
       echo
       echo "## $name failed: first errors"
       echo
-      { grep -E -A1 "panicked at" "$log" | grep -v '^--$' | head -n 12
-        grep -m 6 -E "ERROR SUMMARY|^========= (Invalid|Race|Error)" "$log"; } | sed 's/^/    /'
+      first="$({ grep -E -A1 "panicked at" "$log" | grep -v '^--$' | head -n 12
+        grep -m 6 -E "ERROR SUMMARY|^========= (Invalid|Race|Error)" "$log"; })"
+      # A tool that exits with a message rather than a panic: its error lines, else its last ones.
+      [[ -n "$first" ]] || first="$(grep -m 8 -iE "error|fail|unexpected|cannot|not found" "$log")"
+      [[ -n "$first" ]] || first="$(tail -n 8 "$log")"
+      printf '%s\n' "$first" | sed 's/^/    /'
     fi
   done
   for name in memcheck racecheck; do
@@ -195,6 +275,11 @@ fi
     echo "## calibration (bin/calibrate ${CALIBRATE_ARGS:---quick})"
     echo
     sed 's/^/    /' "$out/calibrated-profile.yaml"
+  elif ((emulated)) && [[ -f "$out/logs/calibrate.log" ]]; then
+    echo
+    echo "## calibration (emulated device: its kernels checked, no profile)"
+    echo
+    sed 's/^/    /' "$out/logs/calibrate.log"
   fi
   if [[ -f "$out/roofline.md" ]]; then
     echo

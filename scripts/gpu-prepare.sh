@@ -15,11 +15,17 @@
 #                       leaves them out (the GPU machine's own CUDA 13 toolkit is then used).
 #   profiles/, manifest/   the YAML the tools read
 #   gpu-check.sh, torch_baseline.py, BUILD_INFO
+#
+# GPU_PREPARE_SKIP_TESTS=1 leaves the test executables out (a quicker bundle: gpu-check.sh then
+# says so in a SKIP row); GPU_PREPARE_PROFILE=NAME builds with that cargo profile instead of
+# `release` (the rehearsal against the emulator, scripts/gpu-rehearsal.sh, uses `emulated`, the
+# optimised build scripts/emu-check.sh has already made). For a GPU machine, leave both unset.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="${1:-$root/target/gpu-bundle}"
 nvrtc_mode="${TILEOPS_BUNDLE_NVRTC:-gzip}"
+profile="${GPU_PREPARE_PROFILE:-release}"
 cd "$root"
 
 case "$nvrtc_mode" in
@@ -50,17 +56,23 @@ for line in sys.stdin:
 '
 }
 
-echo "gpu-prepare: building tileops test executables (release)"
-cargo test --release --locked -p tileops --no-run --message-format=json-render-diagnostics \
-  | executables >"$bundle/.tests.txt"
+skip_tests="${GPU_PREPARE_SKIP_TESTS:-0}"
+if [[ "$skip_tests" == 1 ]]; then
+  echo "gpu-prepare: GPU_PREPARE_SKIP_TESTS=1: no test executables in the bundle"
+  : >"$bundle/.tests.txt"
+else
+  echo "gpu-prepare: building tileops test executables ($profile)"
+  cargo test --profile "$profile" --locked -p tileops --no-run --message-format=json-render-diagnostics \
+    | executables >"$bundle/.tests.txt"
+fi
 while read -r kind name path; do
   # The library's unit tests are named after the crate; give them a clearer name.
   [[ "$kind" == "lib" || "$name" == "tileops" ]] && name="tileops_unit"
   cp "$path" "$bundle/tests/$name"
 done <"$bundle/.tests.txt"
 
-echo "gpu-prepare: building the workspace's examples (release)"
-cargo build --release --locked --workspace --examples --message-format=json-render-diagnostics \
+echo "gpu-prepare: building the workspace's examples ($profile)"
+cargo build --profile "$profile" --locked --workspace --examples --message-format=json-render-diagnostics \
   | executables >"$bundle/.examples.txt"
 while read -r kind name path; do
   [[ "$kind" == "example" ]] && cp "$path" "$bundle/bin/$name"
@@ -88,8 +100,9 @@ cp scripts/torch_baseline.py "$bundle/torch_baseline.py"
 {
   echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | grep -q . && echo '(dirty)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version 2>/dev/null | head -1)"
-  echo "rustc: $(rustc --version)"
+  echo "rustc: $(rustc --version), profile $profile"
   echo "nvrtc: $nvrtc_mode"
+  echo "tests: $([[ "$skip_tests" == 1 ]] && echo "left out (GPU_PREPARE_SKIP_TESTS=1)" || echo included)"
 } >"$bundle/BUILD_INFO"
 
 echo "gpu-prepare: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1))"

@@ -1,6 +1,8 @@
 //! bench_all on the CPU backend, as a downstream user runs it: the CLI writes a records file that
 //! loads, with one record per case (timed, or skipped with the reason), and FLOPs and bytes that
-//! are exactly what `eval_roofline` of the same planned op returns.
+//! are exactly what `eval_roofline` of the same planned op returns. With `TILEOPS_EMU_LIB` naming
+//! cuda-emu's library directory, also on the emulated device: rows run once, no figure recorded,
+//! the roofline report blank, calibrate's kernels checked instead of timed.
 
 // The CLI itself, so that its arguments, table and file are tested too.
 #[allow(dead_code)]
@@ -207,5 +209,164 @@ fn an_unwritable_output_is_an_error_after_the_run() {
     let err = result.unwrap_err();
     assert!(matches!(err, CliError::Records(_)), "{err}");
     assert_eq!(err.exit_code(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The variable naming the emulator's library directory (`target/emu/lib`, with libcuda.so.1).
+const EMU_LIB: &str = "TILEOPS_EMU_LIB";
+/// Set in the child process that runs with the emulator on its library path.
+const EMU_CHILD: &str = "TILEOPS_BENCH_ALL_EMU_CHILD";
+
+/// bench_all, the roofline report and calibrate's kernel check on cuda-emu's emulated device.
+///
+/// Runs only when `TILEOPS_EMU_LIB` names the emulator's library directory (scripts/emu-check.sh
+/// sets it); prints `SKIP: ...` otherwise, so plain `cargo test` needs no emulator. The driver is
+/// found through `LD_LIBRARY_PATH` when the process starts, so the test runs itself again with the
+/// directory in front of it.
+#[test]
+fn bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure() {
+    let Some(lib) = std::env::var_os(EMU_LIB).filter(|v| !v.is_empty()) else {
+        println!("SKIP: {EMU_LIB} is not set (the emulator's lib dir, e.g. target/emu/lib)");
+        return;
+    };
+    if std::env::var_os(EMU_CHILD).is_some() {
+        return on_the_emulated_device();
+    }
+    let mut path = std::ffi::OsString::from(&lib);
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let exe = std::env::current_exe().expect("the test executable");
+    let output = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LD_LIBRARY_PATH", path)
+        .env(EMU_CHILD, "1")
+        .env_remove("TILEOPS_DEVICE")
+        .output()
+        .expect("running the test again with the emulator");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "on the emulated device:\n{text}");
+    assert!(text.contains("1 passed"), "the child ran nothing:\n{text}");
+}
+
+fn on_the_emulated_device() {
+    use tileops::perf::calibrate_gpu::{self, CalibrateGpuError, CalibrateOptions};
+    use tileops::perf::profile::Profile;
+    use tileops::perf::records::{EMULATED_NOTE, EMULATED_TIMING};
+    use tileops::perf::report::{BlankReason, ProfileChoice, Report};
+
+    let device = Device::cuda(0)
+        .unwrap_or_else(|e| panic!("{EMU_LIB} is set, but no (emulated) CUDA device opens: {e}"));
+    assert!(
+        device.is_emulated(),
+        "{EMU_LIB} is set, but {device} is not cuda-emu's emulated device"
+    );
+
+    let dir = scratch("emulated");
+    let out = dir.join("records.json");
+    // The decode rows (0.5 MB and less) run, the prefill rows are skipped with the reason.
+    let (result, table, log) = cli(&[
+        "--op",
+        "softmax",
+        "--op",
+        "rms_norm",
+        "--emu-max-bytes",
+        "600000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    result.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert!(log.contains("is emulated: nothing is timed"), "{log}");
+    assert!(log.contains("efficiency blank: emulated device"), "{log}");
+    assert!(log.contains("(emulated: "), "{log}");
+    assert!(log.contains("0 of them failed to run"), "{log}");
+    let run = Run::load(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        run.meta.device.name.starts_with("cuda-emu"),
+        "{:?}",
+        run.meta
+    );
+
+    let (mut ran, mut skipped) = (0, 0);
+    for record in &run.records {
+        // No figure, ever: not a sample, not a time.
+        assert_eq!(record.samples, 0, "{}", record.key());
+        assert_eq!(
+            (record.median_ms, record.p10_ms, record.p90_ms),
+            (None, None, None),
+            "{}",
+            record.key()
+        );
+        let reason = record.skipped.as_deref().unwrap_or_default();
+        if record.timing == EMULATED_TIMING {
+            ran += 1;
+            assert_eq!(reason, EMULATED_NOTE);
+            assert!(
+                record.bytes.is_some_and(|b| b <= 600_000),
+                "{}",
+                record.key()
+            );
+        } else {
+            skipped += 1;
+            assert_eq!(record.timing, "none");
+            assert!(reason.starts_with("emulated device: "), "{reason}");
+            assert!(reason.contains("--emu-max-bytes"), "{reason}");
+        }
+    }
+    assert!(ran >= 4 && skipped >= 4, "{ran} ran, {skipped} skipped");
+    assert!(
+        table.contains("emulated: ran once for correctness, not timed"),
+        "{table}"
+    );
+
+    // The roofline report: every row blank, the rows that ran for being emulated.
+    let h200 = Profile::builtin("h200").unwrap();
+    let builtins = Profile::builtins().unwrap();
+    for choice in [
+        ProfileChoice::Fixed(&h200),
+        ProfileChoice::ByDevice(&builtins),
+    ] {
+        let report = Report::build(&run, choice);
+        assert!(report.rows.iter().all(|r| r.verdict().is_none()));
+        assert_eq!(report.summary.blank.get("emulated"), Some(&ran));
+        for row in report
+            .rows
+            .iter()
+            .filter(|r| r.blank() == Some(&BlankReason::Emulated))
+        {
+            assert_eq!(row.reason().as_deref(), Some("emulated device: no timing"));
+        }
+        assert!(!report.has_fail());
+    }
+
+    // calibrate: no profile from an emulator; its kernels are checked instead.
+    let err = calibrate_gpu::calibrate(&device, &h200, &CalibrateOptions::quick(), &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, CalibrateGpuError::Emulated(_)), "{err}");
+    let mut lines = Vec::new();
+    let passed = calibrate_gpu::check_kernels(&device, &mut |l| lines.push(l.to_owned()))
+        .unwrap_or_else(|e| panic!("{e}\n{}", lines.join("\n")));
+    assert!(passed.len() >= 12, "{passed:?}");
+    for entry in [
+        "hbm_copy",
+        "hbm_triad",
+        "fma_chain_ilp16",
+        "fill_uniform_bf16",
+    ] {
+        assert!(
+            passed.iter().any(|l| l.starts_with(entry)),
+            "{entry}: {passed:?}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

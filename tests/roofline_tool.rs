@@ -439,6 +439,83 @@ fn cli_on_records_from_a_host_no_profile_describes() {
 }
 
 #[test]
+fn cli_on_records_from_the_emulated_device_leaves_every_row_blank_with_its_reason() {
+    // What bench_all writes on cuda-emu: rows run once (timing `emulated`, no figure) and rows
+    // over the emulator budget (skipped). The device names an H200, its L2 and capability too.
+    let emu = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)")
+        .with_compute_capability("9.0".parse().unwrap())
+        .with_l2_bytes(H200_L2);
+    let ran = Record::new(
+        "softmax",
+        "reduction",
+        "decode-attn-4k",
+        "bfloat16",
+        emu.clone(),
+    )
+    .with_roofline(Some(5 * 32 * 4096), Some(2 * 32 * 4096 * 2))
+    .with_roof("cuda_core.fp32")
+    .with_emulated_run();
+    let over = Record::new(
+        "softmax",
+        "reduction",
+        "attn-weights-32k",
+        "bfloat16",
+        emu.clone(),
+    )
+    .with_roofline(Some(5 << 25), Some(1 << 27))
+    .with_roof("cuda_core.fp32")
+    .with_skip("emulated device: 134217728 B per call (134.2 MB), over the emulator budget");
+    let run = Run::new(
+        RunMeta::new("0123abc", "2026-11-30T04:00:00Z", "0.1.0", emu),
+        vec![ran, over],
+    );
+    let path = write_run("emulated.json", &run);
+    let path = path.to_str().unwrap();
+    let svg = tmp("emulated.svg");
+    for profile in [None, Some("h200")] {
+        let mut args = vec![path, "--svg", svg.to_str().unwrap()];
+        args.extend(profile.map(|p| ["--profile", p]).into_iter().flatten());
+        let c = cli(&args);
+        assert_eq!(c.code.as_ref().ok(), Some(&0), "{profile:?}: {}", c.err);
+        let rows: Vec<&str> = c
+            .out
+            .lines()
+            .filter(|l| l.starts_with("| softmax"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{}", c.out);
+        assert!(
+            rows[0].ends_with("| emulated device: no timing |"),
+            "{}",
+            rows[0]
+        );
+        assert!(
+            rows[1].ends_with("| not timed: emulated device: 134217728 B per call (134.2 MB), over the emulator budget |"),
+            "{}",
+            rows[1]
+        );
+        assert!(c.out.contains("| blank: emulated | 1 |"), "{}", c.out);
+        assert!(
+            c.out.contains("1 row(s) ran on an emulated device"),
+            "{}",
+            c.out
+        );
+        assert!(c.err.contains("emulated device: no timing"), "{}", c.err);
+        assert!(c.out.contains("| blank: not_timed | 1 |"), "{}", c.out);
+        assert!(!c.out.contains('%'), "no efficiency anywhere: {}", c.out);
+        assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+
+        let mut json_args = vec![path, "--format", "json"];
+        json_args.extend(profile.map(|p| ["--profile", p]).into_iter().flatten());
+        let json = cli(&json_args);
+        let value: serde_json::Value = serde_json::from_str(&json.out).unwrap();
+        assert_eq!(value["rows"][0]["blank"], "emulated");
+        assert_eq!(value["rows"][0]["reason"], "emulated device: no timing");
+        assert_eq!(value["rows"][0]["median_ms"], serde_json::Value::Null);
+        assert_eq!(value["summary"]["blank"]["emulated"], 1);
+    }
+}
+
+#[test]
 fn cli_bad_input_is_a_clear_error() {
     let good = run_of(verdict_records()).to_json_pretty().unwrap();
 

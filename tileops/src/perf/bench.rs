@@ -23,9 +23,17 @@
 //!   [`std::time::Instant`]. The reference is slow (f64, one thread), so rows whose roofline exceeds
 //!   a [`CpuBudget`] are recorded as skipped with the reason instead of timed: the whole CPU run
 //!   then finishes in minutes on a small machine.
+//! - **On an emulated device** (cuda-emu, [`Device::is_emulated`]; `timing: "emulated"`): the GPU
+//!   code path runs, on the CPU, so it is checked, not timed. The timing machinery is set up and
+//!   exercised once (flush buffer, spin kernel, events; its reading is thrown away), then each row
+//!   within an [`EmulatedBudget`] runs its op **once** (random inputs, one call, the outputs read
+//!   back) and is recorded without any timing ([`Record::with_emulated_run`]); rows over the budget
+//!   are skipped with the reason, like the CPU's. An emulator's clock says nothing about a GPU, so
+//!   no figure is ever recorded from it.
 //!
 //! Nothing is dropped: a manifest `bench_skip_reason`, a failed build, a failed `eval_roofline`, a
-//! row over the CPU budget and a failed run each become a record with `skipped` set to the reason.
+//! row over the CPU (or emulator) budget and a failed run each become a record with `skipped` set
+//! to the reason.
 //!
 //! ```
 //! use tileops::Device;
@@ -50,7 +58,7 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::profile::Profile;
-use super::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
+use super::records::{DeviceInfo, EMULATED_TIMING, Record, Run, RunMeta, TimingStats};
 use super::report::{self, Outcome, sig4};
 use crate::registry::{self, BenchOp, OpRegistration, StaticValue, WorkloadCase};
 use crate::{DType, Device, Error, Roofline, Tensor};
@@ -63,6 +71,10 @@ pub const GPU_METHOD: &str = gpu::METHOD;
 /// The timing method of GPU rows whose op waits on the GPU inside its call, so the stream cannot
 /// be held: CUDA events and the L2 flush, launch latency included.
 pub const GPU_METHOD_UNHELD: &str = gpu::METHOD_UNHELD;
+
+/// The timing method of rows run on an emulated device: none, they ran once untimed
+/// ([`EMULATED_TIMING`]).
+pub const EMULATED_METHOD: &str = EMULATED_TIMING;
 
 /// Warm-up samples taken at least, whatever the warm-up budget.
 const MIN_WARMUP_SAMPLES: usize = 2;
@@ -157,33 +169,99 @@ impl Default for CpuBudget {
 impl CpuBudget {
     /// `Some(reason)` when a call of this roofline is over the budget.
     pub fn skip_reason(&self, roofline: &Roofline) -> Option<String> {
-        // Exact counts: a row just over the limit must not read "8.4 MB, over 8.4 MB".
-        let over = |value: u64, limit: u64, unit: &str, scaled: String, flag: &str| {
-            format!(
-                "CPU backend: {value} {unit} per call ({scaled}), over the reference budget of \
-                 {limit} {unit}; a GPU run times it ({flag} raises the budget)"
-            )
-        };
-        if roofline.bytes > self.max_bytes {
-            return Some(over(
-                roofline.bytes,
-                self.max_bytes,
-                "B",
-                format!("{:.1} MB", roofline.bytes as f64 / 1e6),
-                "--cpu-max-bytes",
-            ));
-        }
-        if roofline.flops > self.max_flops {
-            return Some(over(
-                roofline.flops,
-                self.max_flops,
-                "FLOP",
-                format!("{:.1} MFLOP", roofline.flops as f64 / 1e6),
-                "--cpu-max-flops",
-            ));
-        }
-        None
+        over_budget(
+            roofline,
+            (self.max_bytes, self.max_flops),
+            "CPU backend",
+            "the reference budget",
+            ["--cpu-max-bytes", "--cpu-max-flops"],
+        )
     }
+}
+
+/// The emulated device's limit: rows whose one call moves more bytes or does more FLOPs than this
+/// are skipped (with the reason) instead of run.
+///
+/// cuda-emu runs every CUDA thread as a fiber on the CPU (and cuBLAS as a host GEMM); a row runs
+/// once, not timed, so the budget only bounds the run's wall time. At the default, 32 MiB and
+/// 4 GFLOP per call, every registered op has at least one row within it (the smallest GEMM, a
+/// DeepSeek-V3 decode shape, moves 32.7 MB and does 3.9 GFLOP), and the whole manifest (132 cases,
+/// about half of them run) took about a minute on the shared two-core development machine; the
+/// large prefill shapes are skipped with the reason.
+///
+/// ```
+/// use tileops::Roofline;
+/// use tileops::perf::bench::EmulatedBudget;
+/// let budget = EmulatedBudget::default();
+/// assert!(budget.skip_reason(&Roofline { flops: 1 << 20, bytes: 1 << 20 }).is_none());
+/// let reason = budget.skip_reason(&Roofline { flops: 1 << 20, bytes: 1 << 30 }).unwrap();
+/// assert!(reason.starts_with("emulated device: 1073741824 B per call"), "{reason}");
+/// assert!(reason.contains("over the emulator budget of 33554432 B"), "{reason}");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmulatedBudget {
+    /// The most bytes (per `eval_roofline`) one emulated call may move.
+    pub max_bytes: u64,
+    /// The most FLOPs (per `eval_roofline`) one emulated call may do.
+    pub max_flops: u64,
+}
+
+impl Default for EmulatedBudget {
+    fn default() -> Self {
+        EmulatedBudget {
+            max_bytes: 32 << 20,
+            max_flops: 4_000_000_000,
+        }
+    }
+}
+
+impl EmulatedBudget {
+    /// `Some(reason)` when a call of this roofline is over the budget.
+    pub fn skip_reason(&self, roofline: &Roofline) -> Option<String> {
+        over_budget(
+            roofline,
+            (self.max_bytes, self.max_flops),
+            "emulated device",
+            "the emulator budget",
+            ["--emu-max-bytes", "--emu-max-flops"],
+        )
+    }
+}
+
+/// The skip reason of a row over `(max_bytes, max_flops)`: bytes first, then FLOPs.
+fn over_budget(
+    roofline: &Roofline,
+    (max_bytes, max_flops): (u64, u64),
+    backend: &str,
+    budget: &str,
+    [bytes_flag, flops_flag]: [&str; 2],
+) -> Option<String> {
+    // Exact counts: a row just over the limit must not read "8.4 MB, over 8.4 MB".
+    let over = |value: u64, limit: u64, unit: &str, scaled: String, flag: &str| {
+        format!(
+            "{backend}: {value} {unit} per call ({scaled}), over {budget} of {limit} {unit}; a \
+             GPU run times it ({flag} raises the budget)"
+        )
+    };
+    if roofline.bytes > max_bytes {
+        return Some(over(
+            roofline.bytes,
+            max_bytes,
+            "B",
+            format!("{:.1} MB", roofline.bytes as f64 / 1e6),
+            bytes_flag,
+        ));
+    }
+    if roofline.flops > max_flops {
+        return Some(over(
+            roofline.flops,
+            max_flops,
+            "FLOP",
+            format!("{:.1} MFLOP", roofline.flops as f64 / 1e6),
+            flops_flag,
+        ));
+    }
+    None
 }
 
 /// Everything a run needs besides the device and the cases.
@@ -193,6 +271,8 @@ pub struct BenchConfig {
     pub time: TimeBudget,
     /// The CPU backend's row budget (unused on a GPU).
     pub cpu: CpuBudget,
+    /// The emulated device's row budget (unused elsewhere).
+    pub emulated: EmulatedBudget,
     /// The seed of every op's random inputs.
     pub seed: u64,
 }
@@ -263,7 +343,8 @@ pub enum BenchError {
         /// The manifest file.
         file: String,
     },
-    /// The GPU timing machinery (events, flush buffer, spin kernel) could not be set up.
+    /// The GPU timing machinery (events, flush buffer, spin kernel) could not be set up (or, on an
+    /// emulated device, failed its one exercise).
     #[error("cannot set up GPU timing on {device}: {source}")]
     Timer {
         /// The device.
@@ -387,11 +468,13 @@ pub struct Quiet;
 impl Observer for Quiet {}
 
 /// Times every case on `device` and returns the run (one record per case, in order). The run is
-/// validated as [`Run::save`] would.
+/// validated as [`Run::save`] would. On an emulated device nothing is timed: each case within
+/// [`BenchConfig::emulated`] runs once and is recorded untimed (see the module docs).
 ///
 /// # Errors
-/// [`BenchError::Timer`] when the GPU timing machinery cannot be set up; errors of single cases
-/// are skipped records, never an error of the run.
+/// [`BenchError::Timer`] when the GPU timing machinery cannot be set up (on an emulated device:
+/// when its one exercise fails); errors of single cases are skipped records, never an error of the
+/// run.
 pub fn run(
     device: &Device,
     cases: &[Case],
@@ -418,11 +501,18 @@ pub fn run(
 enum Timer {
     Cpu,
     Gpu(Box<gpu::GpuTimer>),
+    /// An emulated device: nothing is timed; [`Timer::cold`] is the one call of a row.
+    Emulated(Device),
 }
 
 impl Timer {
     fn new(device: &Device) -> Result<Timer, Error> {
-        Ok(if device.is_cuda() {
+        Ok(if device.is_emulated() {
+            // The machinery a GPU run depends on is set up and exercised once, its reading
+            // discarded: the plumbing is checked, no figure is taken.
+            gpu::GpuTimer::new(device)?.exercise()?;
+            Timer::Emulated(device.clone())
+        } else if device.is_cuda() {
             Timer::Gpu(Box::new(gpu::GpuTimer::new(device)?))
         } else {
             Timer::Cpu
@@ -434,21 +524,34 @@ impl Timer {
         match self {
             Timer::Cpu => CPU_METHOD,
             Timer::Gpu(gpu) => gpu.method(),
+            Timer::Emulated(_) => EMULATED_METHOD,
         }
     }
 
     /// Starts a case: one call, untimed, completed (compiles and loads kernels, makes first
-    /// allocations; on a GPU, also finds out whether the op can be held).
+    /// allocations; on a GPU, also finds out whether the op can be held). On an emulated device,
+    /// the row's only call: completed and its outputs read back, so every kernel fault surfaces.
     fn cold(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<(), Error> {
         match self {
             Timer::Cpu => op.run(inputs).map(drop),
             Timer::Gpu(gpu) => gpu.cold(op, inputs),
+            Timer::Emulated(device) => {
+                let outputs = op.run(inputs)?;
+                device.synchronize()?;
+                for output in &outputs {
+                    output.to_bytes()?;
+                }
+                Ok(())
+            }
         }
     }
 
     /// One timed call, ms.
     fn sample(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<f64, Error> {
         match self {
+            Timer::Emulated(device) => Err(Error::NoDevice {
+                reason: format!("{device} is emulated: its calls are run, never timed"),
+            }),
             Timer::Cpu => {
                 let start = Instant::now();
                 let outputs = op.run(inputs)?;
@@ -513,10 +616,29 @@ fn bench_case(
     {
         return record.with_skip(reason);
     }
+    if let Timer::Emulated(_) = timer {
+        if let Some(reason) = config.emulated.skip_reason(&roofline) {
+            return record.with_skip(reason);
+        }
+        return match run_once(planned.as_ref(), config, timer) {
+            Ok(()) => record.with_emulated_run(),
+            Err(reason) => record.with_skip(reason),
+        };
+    }
     match time_op(planned.as_ref(), config, timer) {
         Ok(stats) => record.with_timing(timer.method(), stats),
         Err(reason) => record.with_skip(reason),
     }
+}
+
+/// The one call of a row on an emulated device, untimed; `Err` is the skip reason.
+fn run_once(op: &dyn BenchOp, config: &BenchConfig, timer: &mut Timer) -> Result<(), String> {
+    let inputs = op
+        .random_inputs(config.seed)
+        .map_err(|e| format!("making random inputs failed: {e}"))?;
+    timer
+        .cold(op, &inputs)
+        .map_err(|e| format!("running the op failed: {e}"))
 }
 
 /// Cold call, warm-up, then the timed samples; `Err` is the skip reason.
@@ -692,7 +814,8 @@ pub fn default_out_path(t: SystemTime) -> PathBuf {
 /// The console table of a run: op, workload, dtype, median / p10 / p90 (ms), noise, GB/s,
 /// TFLOP/s, and the efficiency against `profile` (blank without one, or for a row it cannot
 /// price), then the skip reason of a skipped row (its first clause, at most 100 characters; the
-/// records keep it whole).
+/// records keep it whole) or, for a row run on an emulated device, `emulated: ran once for
+/// correctness, not timed` (its numbers all blank).
 ///
 /// Efficiency comes from the roofline tool's own pricing ([`report::price`]), so the two agree.
 ///
@@ -754,6 +877,9 @@ pub fn table(records: &[Record], profile: Option<&Profile>) -> String {
                 r.skipped
                     .as_ref()
                     .map(|reason| {
+                        if r.is_emulated() {
+                            return EMULATED_TABLE_NOTE.to_owned();
+                        }
                         // The first clause: the rest (what to do about it) is in the records.
                         let clause = reason.split("; ").next().unwrap_or(reason);
                         shorten(&format!("skipped: {clause}"), NOTE_CHARS)
@@ -798,6 +924,9 @@ pub fn table(records: &[Record], profile: Option<&Profile>) -> String {
     }
     out
 }
+
+/// The note of a row that ran on an emulated device.
+const EMULATED_TABLE_NOTE: &str = "emulated: ran once for correctness, not timed";
 
 /// The longest note the console table shows.
 const NOTE_CHARS: usize = 100;
@@ -881,6 +1010,70 @@ mod tests {
         assert!(d.skip_reason(&softmax(1024, 32_768, 2)).is_some());
         // A decode GEMM is over the FLOP limit even where its bytes would pass.
         assert!(d.skip_reason(&r(2 * 16 * 1024 * 4096, 1 << 20)).is_some());
+    }
+
+    #[test]
+    fn emulated_budget_skips_with_its_own_reason_and_admits_a_row_of_every_op() {
+        let b = EmulatedBudget {
+            max_bytes: 1000,
+            max_flops: 5000,
+        };
+        let r = |flops, bytes| Roofline { flops, bytes };
+        assert_eq!(b.skip_reason(&r(5000, 1000)), None);
+        assert_eq!(
+            b.skip_reason(&r(1, 1001)).unwrap(),
+            "emulated device: 1001 B per call (0.0 MB), over the emulator budget of 1000 B; a \
+             GPU run times it (--emu-max-bytes raises the budget)"
+        );
+        assert!(
+            b.skip_reason(&r(5001, 10))
+                .unwrap()
+                .ends_with("(--emu-max-flops raises the budget)")
+        );
+        // The promise of the default: every registered op has a row the emulator runs.
+        let budget = EmulatedBudget::default();
+        let cpu = Device::cpu();
+        for op in registry::all() {
+            let admitted = op
+                .workloads
+                .iter()
+                .filter(|w| w.bench_skip_reason.is_none())
+                .flat_map(|w| w.cases())
+                .filter_map(|case| (op.build)(&cpu, &case).ok()?.roofline().ok())
+                .any(|roofline| budget.skip_reason(&roofline).is_none());
+            assert!(admitted, "{}: no workload within {budget:?}", op.name);
+        }
+    }
+
+    #[test]
+    fn emulated_rows_show_no_number_in_the_table() {
+        let emu = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)");
+        let ran = Record::new("softmax", "reduction", "decode", "float32", emu.clone())
+            .with_roofline(Some(5_000_000), Some(8_000_000))
+            .with_roof("cuda_core.fp32")
+            .with_emulated_run();
+        let over = Record::new("softmax", "reduction", "prefill", "float32", emu)
+            .with_roofline(Some(5_000_000), Some(8_000_000_000))
+            .with_skip("emulated device: 8000000000 B per call; a GPU run times it");
+        let h200 = Profile::builtin("h200").unwrap();
+        let text = table(&[ran, over], Some(&h200));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[2].ends_with("emulated: ran once for correctness, not timed"),
+            "{text}"
+        );
+        assert!(
+            lines[3].ends_with("skipped: emulated device: 8000000000 B per call"),
+            "{text}"
+        );
+        // softmax, decode, float32, then only blanks up to the note.
+        let cells: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(
+            &cells[..4],
+            ["softmax", "decode", "float32", "emulated:"],
+            "{text}"
+        );
+        assert!(!text.contains('%'), "{text}");
     }
 
     #[test]

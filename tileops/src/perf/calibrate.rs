@@ -16,6 +16,11 @@
 //!
 //! A rate above the theoretical peak is an error, never a calibration above 1.
 //!
+//! The host twins of the microbenchmark kernels ([`uniform_value`], [`fma_chain_value`],
+//! [`hbm_read_sum`]) give what one launch must produce: on an emulated device, where timings mean
+//! nothing, `calibrate` runs each kernel once on a tiny working set and checks it against them
+//! instead of writing a profile.
+//!
 //! ```
 //! use tileops::perf::calibrate::{HbmMix, Measured};
 //!
@@ -511,6 +516,88 @@ impl ProfileWriter {
     }
 }
 
+// Host twins of the microbenchmark kernels (`kernels/calibrate.cu`): what one launch must
+// produce, for the kernel check run instead of a calibration on an emulated device
+// (`calibrate_gpu::check_kernels`).
+
+/// The value `fill_uniform_*` writes at index `i` for `seed`, before rounding to the element type:
+/// splitmix64's finaliser over `(i, seed)`, its top 24 bits scaled to [-1, 1) (exact in f32).
+///
+/// ```
+/// use tileops::perf::calibrate::uniform_value;
+/// let v = uniform_value(7, 1);
+/// assert!((-1.0..1.0).contains(&v));
+/// assert_ne!(v, uniform_value(7, 2));
+/// ```
+pub fn uniform_value(i: u64, seed: u32) -> f32 {
+    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(u64::from(seed) + 1));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 40) as f32 * (2.0 / 16_777_216.0) - 1.0
+}
+
+/// What `fma_chain_ilp<ilp>` stores for thread `thread` of its block: `ilp` chains
+/// `x = fma(x, a, b)` of `iters` steps from `x_j = thread * 1e-3 + j`, summed in order.
+///
+/// ```
+/// use tileops::perf::calibrate::fma_chain_value;
+/// // With a = 1 and b = 1 each chain adds `iters`: (0 + 10) + (1 + 10).
+/// assert_eq!(fma_chain_value(0, 10, 2, 1.0, 1.0), 21.0);
+/// ```
+pub fn fma_chain_value(thread: u32, iters: u32, ilp: u32, a: f32, b: f32) -> f32 {
+    let mut sum = 0.0f32;
+    for j in 0..ilp {
+        let mut x = thread as f32 * 1.0e-3 + j as f32;
+        for _ in 0..iters {
+            x = x.mul_add(a, b);
+        }
+        sum += x;
+    }
+    sum
+}
+
+/// The accumulator of `hbm_read` for global thread `thread` of a grid of `stride` threads over
+/// `a` (float4 elements): four elements per step while they last, then one at a time, summed in the
+/// kernel's order.
+///
+/// ```
+/// use tileops::perf::calibrate::hbm_read_sum;
+/// let a: Vec<[f32; 4]> = (0..10).map(|i| [i as f32; 4]).collect();
+/// // Thread 1 of 2 reads elements 1, 3, 5, 7 (one step of four), then 9.
+/// assert_eq!(hbm_read_sum(&a, 1, 2), 4.0 * (1.0 + 3.0 + 5.0 + 7.0 + 9.0));
+/// ```
+pub fn hbm_read_sum(a: &[[f32; 4]], thread: u64, stride: u64) -> f32 {
+    let n = a.len() as u64;
+    let sum4 = |v: [f32; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+    let at = |i: u64| sum4(a[i as usize]);
+    let mut acc = 0.0f32;
+    let mut i = thread;
+    while i + 3 * stride < n {
+        acc += (at(i) + at(i + stride)) + (at(i + 2 * stride) + at(i + 3 * stride));
+        i += 4 * stride;
+    }
+    while i < n {
+        acc += at(i);
+        i += stride;
+    }
+    acc
+}
+
+/// Whether `got` is `want` within `rel` of `scale` (the magnitude the result was computed from),
+/// for results whose rounding may differ between a GPU and its host twin (a contracted FMA, a
+/// rounded operand).
+///
+/// ```
+/// use tileops::perf::calibrate::close_to;
+/// assert!(close_to(1.0 + 1e-7, 1.0, 1.0, 1e-6));
+/// assert!(!close_to(1.1, 1.0, 1.0, 1e-6));
+/// assert!(!close_to(f32::NAN, 1.0, 1.0, 1e-6));
+/// ```
+pub fn close_to(got: f32, want: f32, scale: f32, rel: f32) -> bool {
+    got.is_finite() && (got - want).abs() <= rel * scale.abs().max(f32::MIN_POSITIVE)
+}
+
 /// A YAML double-quoted string.
 fn yaml_str(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
@@ -527,6 +614,33 @@ mod tests {
             (HbmMix::Read, 0.938 * 4800e9),
             (HbmMix::Write, 0.8926 * 4800e9),
         ]
+    }
+
+    #[test]
+    fn kernel_twins_follow_the_kernels() {
+        // splitmix64's finaliser, computed independently (Python big integers).
+        assert_eq!(uniform_value(0, 1), 7_239_838.0 / 8_388_608.0 - 1.0);
+        assert_eq!(uniform_value(1, 1), 12_512_141.0 / 8_388_608.0 - 1.0);
+        assert_eq!(uniform_value(1000, 2), 12_975_722.0 / 8_388_608.0 - 1.0);
+        let values: Vec<f32> = (0..10_000).map(|i| uniform_value(i, 3)).collect();
+        assert!(values.iter().all(|v| (-1.0..1.0).contains(v)));
+        let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / 1e4;
+        assert!(mean.abs() < 0.05, "{mean}");
+        // Halving each step: x * 2^-iters, exactly.
+        let x = 5.0f32 * 1e-3 + 1.0;
+        assert_eq!(
+            fma_chain_value(5, 3, 2, 0.5, 0.0),
+            5.0 * 1e-3 / 8.0 + x / 8.0
+        );
+        assert_eq!(fma_chain_value(0, 0, 4, 0.5, 0.0), 6.0);
+        // A grid wider than the array: each thread reads its one element, or nothing.
+        let a = [[1.0, 2.0, 3.0, 4.0], [0.5; 4]];
+        assert_eq!(hbm_read_sum(&a, 0, 8), 10.0);
+        assert_eq!(hbm_read_sum(&a, 1, 8), 2.0);
+        assert_eq!(hbm_read_sum(&a, 2, 8), 0.0);
+        assert!(close_to(2.0, 2.0 + 1e-6, 2.0, 1e-6));
+        assert!(!close_to(2.0, 2.1, 2.0, 1e-6));
+        assert!(!close_to(f32::INFINITY, f32::INFINITY, 1.0, 1.0));
     }
 
     #[test]

@@ -18,6 +18,11 @@
 //!
 //! The theoretical peaks come from the base profile (the built-in one of the device by default):
 //! a calibration is a fraction of a spec-sheet figure, and the GPU cannot report its own.
+//!
+//! On an emulated device (cuda-emu, [`Device::is_emulated`]) [`calibrate`] refuses: a profile from
+//! an emulator's clock would be fake figures. [`check_kernels`] runs there instead (and anywhere):
+//! each microbenchmark kernel once on a tiny working set, its result checked against its host twin
+//! in [`super::calibrate`], and one tiny cuBLAS `GemmEx` per dtype; nothing is timed.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -26,12 +31,14 @@ use std::time::{Duration, Instant};
 use cudarc::cublas::{self, CudaBlas};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchArgs, LaunchConfig,
+    PushKernelArg,
 };
 
 use super::calibrate::{
     CalibrateError, GemmRates, HbmMix, Measured, ProfileWriter, Provenance, best_rate,
-    check_working_set, fma_flops, gemm_flops,
+    check_working_set, close_to, fma_chain_value, fma_flops, gemm_flops, hbm_read_sum,
+    uniform_value,
 };
 use super::profile::{DeviceMismatch, Profile};
 use crate::device::CudaDevice;
@@ -100,6 +107,20 @@ pub enum CalibrateGpuError {
     /// The device is not a GPU.
     #[error("calibration needs a CUDA GPU; {0} is not one")]
     NotAGpu(String),
+    /// The device is emulated: its timings say nothing about a GPU, so no profile is made.
+    #[error(
+        "calibration needs a real GPU; {0} is emulated, and a profile from its clock would be \
+         fake figures (check_kernels checks the kernels there instead)"
+    )]
+    Emulated(String),
+    /// A microbenchmark kernel's result is wrong ([`check_kernels`]).
+    #[error("kernel check `{entry}` failed: {problem}")]
+    Check {
+        /// The entry point (or `cublasGemmEx (<roof>)`).
+        entry: String,
+        /// What was wrong.
+        problem: String,
+    },
     /// The base profile describes another device: its theoretical peaks would be wrong here.
     #[error(
         "the base profile does not describe this GPU ({0}); pass --base with a profile whose \
@@ -118,8 +139,8 @@ pub enum CalibrateGpuError {
 /// the base profile's, the others are carried over. `log` receives one line per measurement.
 ///
 /// # Errors
-/// [`CalibrateGpuError`] when the device is not a GPU, the base describes another device, a CUDA
-/// call fails, or a measurement is impossible (above the theoretical peak).
+/// [`CalibrateGpuError`] when the device is not a GPU or is emulated, the base describes another
+/// device, a CUDA call fails, or a measurement is impossible (above the theoretical peak).
 pub fn calibrate(
     device: &Device,
     base: &Profile,
@@ -129,6 +150,9 @@ pub fn calibrate(
     let dev = device
         .cuda_device()
         .ok_or_else(|| CalibrateGpuError::NotAGpu(device.to_string()))?;
+    if device.is_emulated() {
+        return Err(CalibrateGpuError::Emulated(device.to_string()));
+    }
     let info = super::bench::device_info(device);
     base.describes(&info)
         .map_err(CalibrateGpuError::BaseMismatch)?;
@@ -443,14 +467,26 @@ impl<'a> Bench<'a> {
         elems: u64,
         seed: u32,
     ) -> Result<(), Error> {
-        let entry = dtype.fill_entry();
-        let function = self.function(entry)?;
-        let n = elems as i64;
         let cfg = LaunchConfig {
             grid_dim: (self.dev.sm_count * (THREADS_PER_SM / THREADS), 1, 1),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
+        self.fill_with(dtype, buffer, elems, seed, cfg)
+    }
+
+    /// [`Bench::fill`] with a launch configuration of its own.
+    fn fill_with(
+        &self,
+        dtype: GemmDtype,
+        buffer: &mut CudaSlice<u8>,
+        elems: u64,
+        seed: u32,
+        cfg: LaunchConfig,
+    ) -> Result<(), Error> {
+        let entry = dtype.fill_entry();
+        let function = self.function(entry)?;
+        let n = elems as i64;
         let mut call = self.stream.launch_builder(&function);
         call.arg(buffer).arg(&n).arg(&seed);
         // SAFETY: fill_uniform_*(T* p, long long n, unsigned seed); `buffer` holds n elements of T.
@@ -563,6 +599,354 @@ impl<'a> Bench<'a> {
     }
 }
 
+/// Float4 elements of each array of the kernel check: four unrolled steps of its grid and a tail,
+/// so both loops of every HBM kernel run.
+const CHECK_ELEMS: u64 = 4 * (CHECK_BLOCKS as u64 * CHECK_THREADS as u64) + 37;
+/// Blocks of every kernel-check launch.
+const CHECK_BLOCKS: u32 = 2;
+/// Threads per block of every kernel-check launch.
+const CHECK_THREADS: u32 = 128;
+/// Steps of each FMA chain in the kernel check.
+const CHECK_FMA_ITERS: u32 = 48;
+/// The kernel check's square GEMM size.
+const CHECK_GEMM: u64 = 16;
+
+/// Checks calibrate's kernels without timing anything: each microbenchmark kernel runs once on a
+/// tiny working set (a few KB, a 2 x 128 grid) and its result is compared with its host twin —
+/// `hbm_copy` copies its input exactly, `hbm_triad` gives `b + s * c`, `hbm_read` finds the sum its
+/// twin computes and writes nothing else, `hbm_write` fills, every `fma_chain_ilp*` gives the host
+/// chain, every `fill_uniform_*` the host hash in [-1, 1) — then, when cuBLAS is present, one
+/// 16 x 16 x 16 `GemmEx` per dtype (fp16, bf16, tf32) is compared with a host GEMM of its operands.
+///
+/// This is what `calibrate` runs on an emulated device, where a profile would be fake figures; it
+/// works on any GPU. Returns one line per check passed (also sent to `log`).
+///
+/// # Errors
+/// [`CalibrateGpuError::NotAGpu`] on the CPU, [`CalibrateGpuError::Cuda`] when a call fails,
+/// [`CalibrateGpuError::Check`] for the first wrong result.
+pub fn check_kernels(
+    device: &Device,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<String>, CalibrateGpuError> {
+    let dev = device
+        .cuda_device()
+        .ok_or_else(|| CalibrateGpuError::NotAGpu(device.to_string()))?;
+    dev.ctx
+        .bind_to_thread()
+        .map_err(|e| Error::driver("binding the context", e))?;
+    let bench = Bench::new(dev)?;
+    let mut passed = Vec::new();
+    let mut pass = |line: String| {
+        log(&line);
+        passed.push(line);
+    };
+    bench.check_hbm(&mut pass)?;
+    bench.check_fma(&mut pass)?;
+    bench.check_fills(&mut pass)?;
+    // SAFETY: probing the library never panics (notes/cuda.md).
+    if unsafe { cublas::sys::is_culib_present() } {
+        for dtype in GemmDtype::ALL {
+            bench.check_gemm(dtype, &mut pass)?;
+        }
+    } else {
+        pass("cuBLAS (libcublas.so) not found: GemmEx not checked".to_owned());
+    }
+    Ok(passed)
+}
+
+/// A kernel-check failure.
+fn wrong(entry: &str, problem: String) -> CalibrateGpuError {
+    CalibrateGpuError::Check {
+        entry: entry.to_owned(),
+        problem,
+    }
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Values of `dtype`'s elements as f32.
+fn elements(dtype: GemmDtype, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        GemmDtype::Tf32 => f32s(bytes),
+        GemmDtype::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        GemmDtype::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+    }
+}
+
+/// The first index where `ok` fails, as a problem sentence.
+fn first_bad(
+    got: &[f32],
+    want: impl Fn(usize) -> f32,
+    ok: impl Fn(f32, f32, usize) -> bool,
+) -> Option<String> {
+    got.iter().enumerate().find_map(|(i, &g)| {
+        let w = want(i);
+        (!ok(g, w, i)).then(|| format!("element {i} is {g}, expected {w}"))
+    })
+}
+
+impl Bench<'_> {
+    fn check_config(&self) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (CHECK_BLOCKS, 1, 1),
+            block_dim: (CHECK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Launches a kernel-check call on the check's grid and waits for it.
+    fn launch_check(&self, entry: &str, mut call: LaunchArgs<'_>) -> Result<(), Error> {
+        // SAFETY: every caller pushes the arguments of the entry's signature in calibrate.cu:
+        // hbm_* get arrays of CHECK_ELEMS float4 elements (hbm_read a sink of 1024 floats), the
+        // FMA chains one float per thread of the check's grid.
+        unsafe { call.launch(self.check_config()) }.map_err(|e| Error::launch(entry, e))?;
+        self.sync(entry)
+    }
+
+    fn upload(&self, bytes: &[u8], what: &str) -> Result<CudaSlice<u8>, Error> {
+        self.stream
+            .clone_htod(bytes)
+            .map_err(|e| Error::driver(format!("copying {what} to the device"), e))
+    }
+
+    fn download(&self, slice: &CudaSlice<u8>, what: &str) -> Result<Vec<u8>, Error> {
+        self.stream
+            .clone_dtoh(slice)
+            .map_err(|e| Error::driver(format!("copying {what} to the host"), e))
+    }
+
+    /// `hbm_copy`, `hbm_triad`, `hbm_read` and `hbm_write`, once each.
+    fn check_hbm(&self, pass: &mut dyn FnMut(String)) -> Result<(), CalibrateGpuError> {
+        let n = CHECK_ELEMS as usize;
+        let n_arg = CHECK_ELEMS as i64;
+        let stride = u64::from(CHECK_BLOCKS * CHECK_THREADS);
+        // Integers (exact sums for hbm_read) and uniform values (hbm_triad's second operand).
+        let ints: Vec<f32> = (0..4 * n).map(|k| (k / 4) as f32).collect();
+        let uniform: Vec<f32> = (0..4 * n as u64).map(|k| uniform_value(k, 7)).collect();
+        let a = self.upload(&f32_bytes(&ints), "hbm_copy's input")?;
+        let c_in = self.upload(&f32_bytes(&uniform), "hbm_triad's input")?;
+        let mut b = self.alloc(CHECK_ELEMS * 16, "hbm_copy's output")?;
+        let mut out = self.alloc(CHECK_ELEMS * 16, "hbm_triad's output")?;
+        let mut sink = self.alloc(4 * 1024, "hbm_read's sink")?;
+        let function = self.function("hbm_copy")?;
+        let mut call = self.stream.launch_builder(&function);
+        call.arg(&a).arg(&mut b).arg(&n_arg);
+        self.launch_check("hbm_copy", call)?;
+        let copied = f32s(&self.download(&b, "hbm_copy's output")?);
+        if let Some(problem) = first_bad(&copied, |i| ints[i], |g, w, _| g == w) {
+            return Err(wrong("hbm_copy", problem));
+        }
+        pass(format!("hbm_copy: {n} float4 copied exactly"));
+
+        let scale = 0.5f32;
+        let function = self.function("hbm_triad")?;
+        let mut call = self.stream.launch_builder(&function);
+        call.arg(&mut out)
+            .arg(&a)
+            .arg(&c_in)
+            .arg(&scale)
+            .arg(&n_arg);
+        self.launch_check("hbm_triad", call)?;
+        let triad = f32s(&self.download(&out, "hbm_triad's output")?);
+        let want = |i: usize| ints[i] + scale * uniform[i];
+        let ok = |g: f32, w: f32, i: usize| {
+            close_to(g, w, ints[i].abs() + (scale * uniform[i]).abs(), 1e-6)
+        };
+        if let Some(problem) = first_bad(&triad, want, ok) {
+            return Err(wrong("hbm_triad", problem));
+        }
+        pass(format!("hbm_triad: {n} float4 equal b + s * c"));
+
+        // The sum of global thread 0 is passed as `never`, so thread 0 (of block 0) stores it to
+        // sink[0]; the sums of the others differ, so nothing else is written.
+        let elements: Vec<[f32; 4]> = ints
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect();
+        let target = hbm_read_sum(&elements, 0, stride);
+        let function = self.function("hbm_read")?;
+        let mut call = self.stream.launch_builder(&function);
+        call.arg(&a).arg(&mut sink).arg(&target).arg(&n_arg);
+        self.launch_check("hbm_read", call)?;
+        let sunk = f32s(&self.download(&sink, "hbm_read's sink")?);
+        let want_sink = |i: usize| if i == 0 { target } else { 0.0 };
+        if let Some(problem) = first_bad(&sunk, want_sink, |g, w, _| g == w) {
+            return Err(wrong("hbm_read", format!("sink {problem}")));
+        }
+        pass(format!(
+            "hbm_read: thread 0 summed {target} as its host twin, nothing else written"
+        ));
+
+        let value = 1.5f32;
+        let function = self.function("hbm_write")?;
+        let mut call = self.stream.launch_builder(&function);
+        call.arg(&mut out).arg(&value).arg(&n_arg);
+        self.launch_check("hbm_write", call)?;
+        let written = f32s(&self.download(&out, "hbm_write's output")?);
+        if let Some(problem) = first_bad(&written, |_| value, |g, w, _| g == w) {
+            return Err(wrong("hbm_write", problem));
+        }
+        pass(format!("hbm_write: {n} float4 set to {value}"));
+        Ok(())
+    }
+
+    /// Every `fma_chain_ilp*`, once each.
+    fn check_fma(&self, pass: &mut dyn FnMut(String)) -> Result<(), CalibrateGpuError> {
+        let threads = u64::from(CHECK_BLOCKS * CHECK_THREADS);
+        let mut out = self.alloc(threads * 4, "the FMA chains' output")?;
+        let (a, b) = (0.999_999_9f32, 1.0e-7f32);
+        let iters = CHECK_FMA_ITERS as i32;
+        for (ilp, entry) in FMA_ENTRIES {
+            self.stream
+                .memset_zeros(&mut out)
+                .map_err(|e| Error::driver("clearing the FMA chains' output", e))?;
+            let function = self.function(entry)?;
+            let mut call = self.stream.launch_builder(&function);
+            call.arg(&mut out).arg(&iters).arg(&a).arg(&b);
+            self.launch_check(entry, call)?;
+            let got = f32s(&self.download(&out, "the FMA chains' output")?);
+            let want = |i: usize| {
+                let thread = i as u32 % CHECK_THREADS;
+                fma_chain_value(thread, CHECK_FMA_ITERS, ilp as u32, a, b)
+            };
+            if let Some(problem) = first_bad(&got, want, |g, w, _| close_to(g, w, w, 1e-5)) {
+                return Err(wrong(entry, problem));
+            }
+            pass(format!(
+                "{entry}: {threads} threads x {ilp} chains of {CHECK_FMA_ITERS} FMAs equal the \
+                 host's"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every `fill_uniform_*`, once each.
+    fn check_fills(&self, pass: &mut dyn FnMut(String)) -> Result<(), CalibrateGpuError> {
+        let n = CHECK_ELEMS;
+        let seed = 3;
+        for dtype in GemmDtype::ALL {
+            let entry = dtype.fill_entry();
+            let mut buffer = self.alloc(n * dtype.elem_bytes(), entry)?;
+            self.fill_with(dtype, &mut buffer, n, seed, self.check_config())?;
+            self.sync(entry)?;
+            let got = elements(dtype, &self.download(&buffer, entry)?);
+            // f32 is exact; a rounded element is within half an ulp of 1 of its f32 value (and
+            // may round up to 1.0 itself).
+            let (tolerance, top) = match dtype {
+                GemmDtype::Tf32 => (0.0, 1.0 - f32::EPSILON / 2.0),
+                GemmDtype::F16 => (1.0 / 2048.0, 1.0),
+                GemmDtype::Bf16 => (1.0 / 256.0, 1.0),
+            };
+            let ok = |g: f32, w: f32, _| (-1.0..=top).contains(&g) && (g - w).abs() <= tolerance;
+            if let Some(problem) = first_bad(&got, |i| uniform_value(i as u64, seed), ok) {
+                return Err(wrong(entry, problem));
+            }
+            pass(format!(
+                "{entry}: {n} values in [-1, 1) as the host hash gives them"
+            ));
+        }
+        Ok(())
+    }
+
+    /// One tiny `GemmEx` of `dtype` against a host GEMM of its operands.
+    fn check_gemm(
+        &self,
+        dtype: GemmDtype,
+        pass: &mut dyn FnMut(String),
+    ) -> Result<(), CalibrateGpuError> {
+        let what = format!("cublasGemmEx ({})", dtype.roof());
+        let blas = CudaBlas::new(self.stream.clone())
+            .map_err(|e| Error::driver("creating a cuBLAS handle", e))?;
+        let size = CHECK_GEMM;
+        let elems = size * size;
+        let bytes = elems * dtype.elem_bytes();
+        let mut a = self.alloc(bytes, "GEMM operand a")?;
+        let mut b = self.alloc(bytes, "GEMM operand b")?;
+        let c = self.alloc(bytes, "GEMM result c")?;
+        self.fill_with(dtype, &mut a, elems, 1, self.check_config())?;
+        self.fill_with(dtype, &mut b, elems, 2, self.check_config())?;
+        let dim = size as i32;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        {
+            let (pa, _ra) = a.device_ptr(&self.stream);
+            let (pb, _rb) = b.device_ptr(&self.stream);
+            let (pc, _rc) = c.device_ptr(&self.stream);
+            // SAFETY: square column-major size x size operands of `dtype`, each allocated with
+            // size * size elements; alpha and beta are f32 as the fp32 compute types require.
+            unsafe {
+                cublas::result::gemm_ex(
+                    *blas.handle(),
+                    cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                    cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                    dim,
+                    dim,
+                    dim,
+                    (&alpha as *const f32).cast::<c_void>(),
+                    pa as *const c_void,
+                    dtype.data_type(),
+                    dim,
+                    pb as *const c_void,
+                    dtype.data_type(),
+                    dim,
+                    (&beta as *const f32).cast::<c_void>(),
+                    pc as *mut c_void,
+                    dtype.data_type(),
+                    dim,
+                    dtype.compute_type(),
+                    cublas::sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            .map_err(|e| Error::launch(what.clone(), e))?;
+        }
+        self.sync("running the GEMM check")?;
+        let (ha, hb) = (
+            elements(dtype, &self.download(&a, "GEMM operand a")?),
+            elements(dtype, &self.download(&b, "GEMM operand b")?),
+        );
+        let hc = elements(dtype, &self.download(&c, "GEMM result c")?);
+        let n = size as usize;
+        // Column-major: c[i + j n] = sum_k a[i + k n] b[k + j n]. The operands are rounded (to
+        // the dtype, or to TF32) and so is the result: within 1% of the sum of |a b|.
+        let at = |i: usize, j: usize| {
+            (0..n).fold((0.0f64, 0.0f64), |(sum, mag), k| {
+                let p = f64::from(ha[i + k * n]) * f64::from(hb[k + j * n]);
+                (sum + p, mag + p.abs())
+            })
+        };
+        for (index, &got) in hc.iter().enumerate() {
+            let (want, magnitude) = at(index % n, index / n);
+            if !close_to(got, want as f32, magnitude as f32, 1e-2) {
+                return Err(wrong(
+                    &what,
+                    format!(
+                        "c[{index}] is {got}, the host GEMM gives {want:.6} (of magnitude \
+                         {magnitude:.3})"
+                    ),
+                ));
+            }
+        }
+        pass(format!(
+            "{what}: {size}x{size}x{size} equals the host GEMM of its operands"
+        ));
+        Ok(())
+    }
+}
+
 /// A timing event (`CU_EVENT_DEFAULT`: `new_event(None)` would disable timing).
 fn self_event(dev: &CudaDevice) -> Result<CudaEvent, Error> {
     dev.ctx
@@ -586,6 +970,30 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, CalibrateGpuError::NotAGpu(_)), "{err}");
         assert!(err.to_string().contains("needs a CUDA GPU"), "{err}");
+        let err = check_kernels(&Device::cpu(), &mut |_| {}).unwrap_err();
+        assert!(matches!(err, CalibrateGpuError::NotAGpu(_)), "{err}");
+        let emulated = CalibrateGpuError::Emulated("cuda:0 (cuda-emu)".into()).to_string();
+        assert!(emulated.contains("fake figures"), "{emulated}");
+    }
+
+    #[test]
+    fn the_kernel_check_covers_every_microbenchmark_entry() {
+        // Every entry of calibrate.cu is checked: the HBM mixes, the FMA chains, the fills.
+        let checked: Vec<&str> = ["hbm_copy", "hbm_triad", "hbm_read", "hbm_write"]
+            .into_iter()
+            .chain(FMA_ENTRIES.iter().map(|(_, entry)| *entry))
+            .chain(GemmDtype::ALL.iter().map(|d| d.fill_entry()))
+            .collect();
+        for entry in CALIBRATE.entries {
+            assert!(
+                checked.contains(&entry.name),
+                "{} is not checked",
+                entry.name
+            );
+        }
+        // Both loops of the HBM kernels run: more than four grid strides, not a multiple of one.
+        let stride = u64::from(CHECK_BLOCKS * CHECK_THREADS);
+        assert!(CHECK_ELEMS > 4 * stride && !CHECK_ELEMS.is_multiple_of(stride));
     }
 
     #[test]

@@ -47,6 +47,16 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// (`torch`, `torch-compile`).
 pub const TILEOPS_IMPL: &str = "tileops";
 
+/// The `timing` of a row that ran on an emulated device (cuda-emu: the kernels on the CPU behind a
+/// stand-in driver): it ran once, for correctness, and carries no timing at all, since an
+/// emulator's clock says nothing about a GPU. Such a row is an untimed one (`skipped` says so,
+/// `samples` is 0, the times are null), so every reader of the schema, old or new, leaves it blank.
+pub const EMULATED_TIMING: &str = "emulated";
+
+/// The `skipped` text of a row that ran once on an emulated device (see [`EMULATED_TIMING`]).
+pub const EMULATED_NOTE: &str = "emulated device: ran once for correctness, not timed; an \
+                                 emulator's timings say nothing about a GPU";
+
 /// A CUDA compute capability, `major.minor` (`"9.0"`).
 ///
 /// ```
@@ -265,7 +275,8 @@ pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
 /// `flops` and `bytes` are exactly what the op's `eval_roofline` returned (`None` when it could
 /// not be evaluated); the report leaves such a row blank with the reason. A row the harness chose
 /// not to time carries `skipped` with the reason and no timing statistics, so it still appears in
-/// every report.
+/// every report. A row that ran on an emulated device is one of those: `timing` is
+/// [`EMULATED_TIMING`], `skipped` says it ran once and was not timed ([`Record::with_emulated_run`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record {
@@ -292,7 +303,8 @@ pub struct Record {
     pub bytes: Option<u64>,
     /// The roof key the op declares (`"cuda_core.fp32"`, `"tensor_core.bf16"`).
     pub roof: Option<String>,
-    /// The timing method (`"cuda_events"`, `"cuda_graph"`, `"cpu_wall"`; `"none"` when skipped).
+    /// The timing method (`"cuda_events"`, `"cuda_graph"`, `"cpu_wall"`; `"none"` when skipped;
+    /// `"emulated"` for a row that ran once on an emulated device, untimed).
     pub timing: String,
     /// How many timed samples; 0 when skipped.
     pub samples: u32,
@@ -405,6 +417,28 @@ impl Record {
         self.p90_ms = None;
         self.skipped = Some(reason.into());
         self
+    }
+
+    /// Marks the record as run once on an emulated device, for correctness only: timing
+    /// [`EMULATED_TIMING`], no statistics, and `skipped` set to [`EMULATED_NOTE`] so that it reads
+    /// as untimed everywhere.
+    ///
+    /// ```
+    /// use tileops::perf::records::{DeviceInfo, Record, EMULATED_TIMING};
+    /// let device = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)");
+    /// let record = Record::new("softmax", "reduction", "w", "float32", device).with_emulated_run();
+    /// assert_eq!(record.timing, EMULATED_TIMING);
+    /// assert!(record.is_emulated() && record.stats().is_none() && record.samples == 0);
+    /// ```
+    pub fn with_emulated_run(self) -> Self {
+        let mut record = self.with_skip(EMULATED_NOTE);
+        record.timing = EMULATED_TIMING.to_owned();
+        record
+    }
+
+    /// Whether the row ran on an emulated device (`timing` is [`EMULATED_TIMING`]).
+    pub fn is_emulated(&self) -> bool {
+        self.timing == EMULATED_TIMING
     }
 
     /// The timing statistics, or `None` for a skipped row.
@@ -718,6 +752,15 @@ fn check_record(record: &Record) -> Result<(), (&'static str, String)> {
     if record.roof.as_deref().is_some_and(|r| r.trim().is_empty()) {
         return Err(("roof", "is empty; use null for an op without a roof".into()));
     }
+    // An emulator's clock says nothing about a GPU: a figure from it must never pass as a timing.
+    if record.is_emulated() && record.skipped.is_none() {
+        return Err((
+            "timing",
+            "is `emulated` on a timed row; a row run on an emulated device carries no timing \
+             (`skipped` says so, the times are null)"
+                .into(),
+        ));
+    }
     let stats = [
         ("median_ms", record.median_ms),
         ("p10_ms", record.p10_ms),
@@ -920,6 +963,80 @@ mod tests {
             Err(RecordsError::Io { .. })
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn emulated_rows_are_untimed_and_round_trip() {
+        let emu = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)");
+        let ran = Record::new("softmax", "reduction", "decode", "float32", emu.clone())
+            .with_roofline(Some(10), Some(20))
+            .with_roof("cuda_core.fp32")
+            .with_emulated_run();
+        assert_eq!(ran.timing, EMULATED_TIMING);
+        assert_eq!(ran.skipped.as_deref(), Some(EMULATED_NOTE));
+        assert_eq!(
+            (ran.samples, ran.median_ms, ran.p10_ms, ran.p90_ms),
+            (0, None, None, None)
+        );
+        assert!(ran.is_emulated() && ran.stats().is_none() && ran.noise().is_none());
+        // A later timing or skip replaces it: the method is the timing's.
+        assert!(!ran.clone().with_skip("over budget").is_emulated());
+        let run = Run::new(
+            RunMeta::new("abc", "2026-11-30T04:00:00Z", "0.1.0", emu),
+            vec![ran],
+        );
+        let text = run.to_json_pretty().unwrap();
+        assert!(text.contains("\"timing\": \"emulated\""), "{text}");
+        assert!(text.contains("\"median_ms\": null"), "{text}");
+        assert_eq!(load(&text).unwrap(), run);
+        // The shape of the file is the skipped rows' of schema 1: the fields are all there.
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let record = value["records"][0].as_object().unwrap();
+        for field in [
+            "timing",
+            "samples",
+            "median_ms",
+            "p10_ms",
+            "p90_ms",
+            "skipped",
+        ] {
+            assert!(record.contains_key(field), "{field}");
+        }
+    }
+
+    #[test]
+    fn an_emulated_row_with_a_figure_is_refused() {
+        let emu = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)");
+        // Timed, then relabelled emulated: a figure from an emulator must never pass.
+        let mut timed = Record::new("softmax", "reduction", "w", "float32", emu.clone())
+            .with_timing("cuda_events", TimingStats::new(10, 1.0, 0.9, 1.1));
+        timed.timing = EMULATED_TIMING.into();
+        let run = Run::new(
+            RunMeta::new("abc", "2026-11-30T04:00:00Z", "0.1.0", emu.clone()),
+            vec![timed],
+        );
+        let err = run.validate("r.json").unwrap_err();
+        assert!(
+            matches!(&err, RecordsError::Invalid { field, .. } if field == "timing"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("carries no timing"), "{err}");
+        // The same with the stats only: skipped cleared, no numbers.
+        let mut unmarked =
+            Record::new("softmax", "reduction", "w", "float32", emu.clone()).with_emulated_run();
+        unmarked.skipped = None;
+        let run = Run::new(
+            RunMeta::new("abc", "2026-11-30T04:00:00Z", "0.1.0", emu),
+            vec![unmarked],
+        );
+        assert!(run.validate("r.json").is_err());
+        // And in a file: stats on an emulated row.
+        let err = load(&edit(|v| {
+            v["records"][1]["timing"] = "emulated".into();
+            v["records"][1]["median_ms"] = 1.0.into();
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("`median_ms`"), "{err}");
     }
 
     #[test]

@@ -168,6 +168,8 @@ impl fmt::Display for Impossible {
 /// Why a row has no number.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlankReason {
+    /// The row ran on an emulated device (timing [`EMULATED_TIMING`](crate::perf::records::EMULATED_TIMING)): no timing to price.
+    Emulated,
     /// The bench skipped the row.
     NotTimed {
         /// The reason the bench gave.
@@ -212,6 +214,7 @@ impl BlankReason {
     /// A stable identifier for counting (`"no_profile"`).
     pub const fn kind(&self) -> &'static str {
         match self {
+            BlankReason::Emulated => "emulated",
             BlankReason::NotTimed { .. } => "not_timed",
             BlankReason::NoProfile { .. } => "no_profile",
             BlankReason::AmbiguousProfile { .. } => "ambiguous_profile",
@@ -228,6 +231,7 @@ impl BlankReason {
 impl fmt::Display for BlankReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            BlankReason::Emulated => f.write_str("emulated device: no timing"),
             BlankReason::NotTimed { reason } => write!(f, "not timed: {reason}"),
             BlankReason::NoProfile { device, searched } => write!(
                 f,
@@ -332,14 +336,13 @@ pub enum Outcome {
 
 /// Prices one record against one profile, or says why it cannot.
 ///
-/// The device check comes first: a timing from another device says nothing about this profile's
-/// ceilings, not even that a rate is impossible.
+/// A row that ran on an emulated device is blank first, whatever else it carries. The device
+/// check comes next: a timing from another device says nothing about this profile's ceilings, not
+/// even that a rate is impossible.
 pub fn price(record: &Record, profile: &Profile) -> Outcome {
     let blank = Outcome::Blank;
-    let Some(stats) = record.stats() else {
-        return blank(BlankReason::NotTimed {
-            reason: record.skipped.clone().unwrap_or_default(),
-        });
+    let Some(stats) = timing(record) else {
+        return blank(untimed(record));
     };
     if let Err(mismatch) = profile.describes(&record.device) {
         return blank(BlankReason::DeviceMismatch(mismatch));
@@ -386,17 +389,35 @@ pub fn price(record: &Record, profile: &Profile) -> Outcome {
     })
 }
 
+/// The timing a row can be priced on: `None` for an untimed row, and always for an emulated one.
+fn timing(record: &Record) -> Option<TimingStats> {
+    if record.is_emulated() {
+        return None;
+    }
+    record.stats()
+}
+
+/// Why a row without a [`timing`] is blank.
+fn untimed(record: &Record) -> BlankReason {
+    if record.is_emulated() {
+        BlankReason::Emulated
+    } else {
+        BlankReason::NotTimed {
+            reason: record.skipped.clone().unwrap_or_default(),
+        }
+    }
+}
+
 /// Why a record that no single candidate profile describes is blank. A row the bench did not time
-/// says so first: that is the reason it has no number, whatever the profiles.
+/// (or ran on an emulated device) says so first: that is the reason it has no number, whatever the
+/// profiles.
 fn unpriceable(
     record: &Record,
     candidates: &[Profile],
     ambiguous: Option<AmbiguousDevice>,
 ) -> BlankReason {
-    match (record.stats(), ambiguous) {
-        (None, _) => BlankReason::NotTimed {
-            reason: record.skipped.clone().unwrap_or_default(),
-        },
+    match (timing(record), ambiguous) {
+        (None, _) => untimed(record),
         (Some(_), Some(AmbiguousDevice { device, profiles })) => {
             BlankReason::AmbiguousProfile { device, profiles }
         }
@@ -680,7 +701,7 @@ impl Report {
                     profile: profile.map(|p| p.name.clone()),
                     flops: record.flops,
                     bytes: record.bytes,
-                    stats: record.stats(),
+                    stats: timing(record),
                     outcome,
                     baseline: strongest_baseline(record, &candidates),
                 }
@@ -772,6 +793,13 @@ impl Report {
         }
         for p in &self.profiles {
             let _ = writeln!(out, "Profile {p}.\n");
+        }
+        if let Some(n) = self.summary.blank.get(BlankReason::Emulated.kind()) {
+            let _ = writeln!(
+                out,
+                "{n} row(s) ran on an emulated device: run once for correctness, never timed, so \
+                 blank (an emulator's timings say nothing about a GPU).\n"
+            );
         }
         let baselines = self.has_baselines();
         if let Some(sentence) = self.baseline_summary() {
@@ -1054,7 +1082,7 @@ fn baseline_candidates<'a>(run: &'a Run, baselines: &'a [Run]) -> Candidates<'a>
         .flat_map(|r| &r.records)
         .filter(|r| r.implementation != TILEOPS_IMPL)
     {
-        if let Some(stats) = record.stats() {
+        if let Some(stats) = timing(record) {
             let key = (
                 record.op.as_str(),
                 record.workload.as_str(),
@@ -1203,9 +1231,10 @@ impl Side {
     fn of(record: Option<&Record>) -> Side {
         match record {
             None => Side::Absent,
-            Some(r) => match r.stats() {
-                Some(stats) => Side::Timed(stats),
-                None => Side::Skipped(r.skipped.clone().unwrap_or_default()),
+            Some(r) => match (timing(r), untimed(r)) {
+                (Some(stats), _) => Side::Timed(stats),
+                (None, BlankReason::NotTimed { reason }) => Side::Skipped(reason),
+                (None, other) => Side::Skipped(other.to_string()),
             },
         }
     }
@@ -1496,6 +1525,64 @@ mod tests {
         assert_eq!(p.bound(), Bound::Memory);
         assert!((p.efficiency() - p.memory_ms / 0.25).abs() < 1e-12);
         assert_eq!(p.verdict(), Verdict::AtCeiling);
+    }
+
+    #[test]
+    fn emulated_rows_are_blank_with_their_reason_whatever_the_profile() {
+        let emu = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)")
+            .with_compute_capability("9.0".parse().unwrap())
+            .with_l2_bytes(62_914_560);
+        let ran = Record::new("op", "fam", "ran", "float16", emu.clone())
+            .with_roofline(Some(1_000), Some(1_000_000))
+            .with_roof("cuda_core.fp32")
+            .with_emulated_run();
+        let over = Record::new("op", "fam", "big", "float16", emu.clone())
+            .with_roofline(Some(1_000), Some(1_000_000_000))
+            .with_roof("cuda_core.fp32")
+            .with_skip("emulated device: over the budget");
+        // Even a record on a device the profile describes: an emulated row is never priced.
+        let mut on_h200 = ran.clone();
+        on_h200.device = device();
+        on_h200.workload = "named-h200".into();
+        assert_eq!(
+            price(&on_h200, &h200()),
+            Outcome::Blank(BlankReason::Emulated)
+        );
+        let run = Run::new(RunMeta::new("a", "d", "v", emu), vec![ran, over, on_h200]);
+        let builtins = Profile::builtins().unwrap();
+        let fixed = h200();
+        for choice in [
+            ProfileChoice::Fixed(&fixed),
+            ProfileChoice::ByDevice(&builtins),
+        ] {
+            let report = Report::build(&run, choice);
+            let reasons: Vec<String> = report.rows.iter().map(|r| r.reason().unwrap()).collect();
+            assert_eq!(reasons[0], "emulated device: no timing");
+            assert_eq!(reasons[1], "not timed: emulated device: over the budget");
+            assert_eq!(reasons[2], "emulated device: no timing");
+            assert_eq!(report.rows[0].blank(), Some(&BlankReason::Emulated));
+            assert_eq!(report.summary.blank.get("emulated"), Some(&2));
+            assert_eq!(report.summary.blank.get("not_timed"), Some(&1));
+            assert!(report.rows.iter().all(|r| r.stats.is_none()));
+            assert!(!report.has_fail());
+            let md = report.to_markdown();
+            assert!(md.contains("| blank: emulated | 2 |"), "{md}");
+            let csv = report.to_csv();
+            assert!(
+                csv.contains(",emulated,emulated device: no timing"),
+                "{csv}"
+            );
+            let json = report.to_json();
+            assert_eq!(json["rows"][0]["blank"], "emulated");
+            assert_eq!(json["rows"][0]["reason"], "emulated device: no timing");
+            assert_eq!(json["rows"][0]["median_ms"], Value::Null);
+        }
+        // Compared with another run, an emulated side says why it has no time.
+        let cmp = Comparison::build(&run, &run);
+        assert_eq!(
+            cmp.rows[0].current,
+            Side::Skipped("emulated device: no timing".into())
+        );
     }
 
     #[test]

@@ -138,6 +138,29 @@ impl GpuTimer {
         Ok(())
     }
 
+    /// Exercises the machinery once without an op, its reading discarded: bind the context, flush
+    /// the L2, hold the stream with the spin kernel, record both events, read their interval and
+    /// wait for the stream. An emulated device is checked this way instead of timed: the flush
+    /// buffer, the spin kernel's compile and launch and the events are the plumbing of every GPU
+    /// sample.
+    pub(super) fn exercise(&mut self) -> Result<(), Error> {
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| Error::driver("binding the context", e))?;
+        let (ms, _) = self.call(&NoOp, &[], Some(MIN_HOLD_NS))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| Error::driver("waiting for the timer's exercise", e))?;
+        if !(ms.is_finite() && ms >= 0.0) {
+            return Err(Error::driver(
+                "reading the event times",
+                format!("the events gave {ms} ms for an empty interval"),
+            ));
+        }
+        Ok(())
+    }
+
     /// One timed call, ms.
     pub(super) fn sample(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<f64, Error> {
         if !self.held {
@@ -203,6 +226,33 @@ impl GpuTimer {
         // Freed after the end event: stream-ordered, outside the timed region.
         drop(outputs);
         Ok((f64::from(ms), enqueue_ns))
+    }
+}
+
+/// An op that launches nothing: the timer's exercise times an empty interval.
+struct NoOp;
+
+impl crate::registry::RooflineModel for NoOp {
+    fn op_name(&self) -> &'static str {
+        "no-op"
+    }
+
+    fn roofline(&self) -> Result<crate::Roofline, crate::RooflineError> {
+        Ok(crate::Roofline { flops: 0, bytes: 0 })
+    }
+}
+
+impl BenchOp for NoOp {
+    fn roof(&self) -> crate::registry::RoofKey {
+        crate::registry::RoofKey::CUDA_CORE_FP32
+    }
+
+    fn random_inputs(&self, _seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(Vec::new())
+    }
+
+    fn run(&self, _inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        Ok(Vec::new())
     }
 }
 
