@@ -13,7 +13,8 @@
 #      pass C  the ASan build, round-robin
 #    "compared": each launch runs under both schedules from the same device memory and fails on
 #    any differing byte (a race);
-# 4. rehearses the GPU check (scripts/gpu-rehearsal.sh: gpu-prepare.sh + gpu-check.sh against the
+# 4. runs tests/bench_all.rs's emulated-device test (bench_all, roofline, calibrate's kernel check);
+#    rehearses the GPU check (scripts/gpu-rehearsal.sh: gpu-prepare.sh + gpu-check.sh against the
 #    emulated device), when that script exists;
 # 5. prints the entry points launched across all of it.
 #
@@ -141,6 +142,12 @@ for pass in $passes; do
     *) echo "emu-check: unknown pass $pass"; exit 2 ;;
   esac
 done
+
+echo "== bench_all, the roofline report and calibrate on the emulated device (tests/bench_all.rs)"
+run "bench_all emulated" "$work/logs/bench-all.log" \
+  env TILEOPS_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
+  cargo test -p tileops-suite --profile emulated --locked --test bench_all \
+  bench_all_on_the_emulated_device
 
 if [[ "${EMU_CHECK_REHEARSAL:-1}" != 0 && -f scripts/gpu-rehearsal.sh ]]; then
   echo "== the GPU check, rehearsed on the emulated device"

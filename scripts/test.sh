@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Every test, on a fresh machine: installs what the tests need, then runs them.
 #
-# - the pinned NVRTC/ptxas wheels (notes/cuda.md) into .cuda-wheels/, so the kernel compile check
+# - the pinned NVRTC/ptxas wheels into .cuda-wheels/, so the kernel compile check
 #   really compiles every kernel for sm_90 and sm_80 even without a GPU;
 # - formatting and lints (cargo fmt, cargo clippy -D warnings);
 # - the whole workspace's tests: unit, integration (downstream crate, trybuild UI, TileOPs
-#   compatibility), doc tests. Here the GPU tests print SKIP (no GPU), and then:
-# - every GPU test again on the emulated CUDA device (scripts/emu-check.sh: two schedule pairs and
+#   compatibility), doc tests; all but the GPU tests, which then run:
+# - every GPU test on the emulated CUDA device (scripts/emu-check.sh: two schedule pairs and
 #   an AddressSanitizer build, TILEOPS_REQUIRE_GPU=1, every entry point launched), so in CI no
 #   GPU test skips.
 set -euo pipefail
@@ -28,8 +28,18 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
 python3 -m unittest discover -s scripts -p 'test_*.py'
 
-echo "== cargo test"
-cargo test --workspace --all-targets --locked
+echo "== cargo test (every target but the GPU tests, which emu-check.sh runs on the emulated device)"
+# The GPU test binaries (tileops/tests/gpu_*.rs) would only print SKIP here, with no GPU; they run
+# below instead, on the emulated device with TILEOPS_REQUIRE_GPU=1, so nothing skips in CI.
+mapfile -t cpu_tests < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+for package in json.load(sys.stdin)["packages"]:
+    for target in package["targets"]:
+        if "test" in target["kind"] and not target["name"].startswith("gpu_"):
+            print("--test=" + target["name"])')
+# bench_all's emulated-device test runs in emu-check.sh too (it needs the emulator's libraries).
+cargo test --workspace --lib --bins --examples --benches "${cpu_tests[@]}" --locked -- \
+    --skip bench_all_on_the_emulated_device
 cargo test --workspace --doc --locked
 
 echo "== emulated GPU tests"
