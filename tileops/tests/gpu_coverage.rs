@@ -29,16 +29,19 @@ mod common;
 
 use std::collections::HashSet;
 
+use common::{ACTIVATIONS, KeepWorst, Measures, POISON_CODE, activation_forward, download};
 use common::{DTYPES, POISON, Report, Special, bound, element_error, floor, gpu_or_skip};
-use common::{lined_up, make_input, softmax_lines, worst_by};
+use common::{code_distance, worst_scaled};
+use common::{gemm_bound, input_with, lined_up, make_input, reduction_sets, rope_table};
+use common::{row_specials, softmax_lines, worst_by, worst_codes, worst_error, worst_scale_error};
 use tileops::kernels::{self, KernelSource};
 use tileops::ops::reference_norm_act as norm_act;
 use tileops::ops::reference_reduction::{self, ReduceKind};
 use tileops::ops::reference_rope_fp8::{self as rope_fp8, fp8_e4m3_value};
 use tileops::ops::{
-    Amax, Fp8Quant, FusedAddRmsNorm, Gelu, GeluApproximate, Gemm, LayerNorm, LogSoftmax, Logsumexp,
-    Mean, QkNormRopeFp8, QkNormRopeFp8Output, ReduceDim, Relu, RmsNorm, Rope, Sigmoid, Silu,
-    SiluAndMul, Softmax, Sum, reference, reference_gemm,
+    Amax, Fp8Quant, FusedAddRmsNorm, Gemm, LayerNorm, LogSoftmax, Logsumexp, Mean, QkNormRopeFp8,
+    QkNormRopeFp8Output, ReduceDim, RmsNorm, Rope, SiluAndMul, Softmax, Sum, reference,
+    reference_gemm,
 };
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -55,36 +58,6 @@ fn per_vector(dtype: DType) -> usize {
 /// launched).
 fn sm_count(device: &Device) -> usize {
     device.sm_count().map_or(132, |n| n as usize)
-}
-
-/// The worst error of `got` against `want`, element `i` relative to
-/// `max(|want|, scale[i], floor)`; infinite when NaN, infinities or the poison do not line up.
-fn worst_error(got: &[f64], want: &[f64], scale: &[f64], dtype: DType) -> (f64, usize) {
-    assert_eq!(got.len(), want.len());
-    assert_eq!(scale.len(), want.len());
-    worst_by(got, want, |i, g, w| {
-        element_error(g, w, || w.abs().max(scale[i]).max(floor(dtype)))
-    })
-}
-
-fn download(device: &Device, tensor: &Tensor) -> Vec<f64> {
-    device.synchronize().expect("kernel ran");
-    tensor.to_vec_f64().expect("copy back")
-}
-
-/// Random (standard normal) values of `spec`, rounded to its dtype, with `specials` written at
-/// their flat indices (those past the end are dropped), on `device`.
-fn input_with(spec: &TensorSpec, seed: u64, specials: &[(usize, f64)], device: &Device) -> Tensor {
-    let mut values = Tensor::random(spec, seed, &Device::cpu())
-        .expect("random input")
-        .to_vec_f64()
-        .expect("float input");
-    for &(i, v) in specials {
-        if i < values.len() {
-            values[i] = v;
-        }
-    }
-    Tensor::from_f64_rounded(&values, spec, device).expect("input on the device")
 }
 
 fn special_label(special: bool) -> &'static str {
@@ -133,86 +106,6 @@ fn assert_launched(device: &Device, family: &str, entries: &[&'static str]) {
         "{family}: these entry points never launched (the shapes no longer reach them): {missing:?}"
     );
     println!("{family}: all {} entry points launched", entries.len());
-}
-
-/// Measures with a bound of their own (rope's error against the cancelling terms, fp8 codes and
-/// scales, gemm's error against `sum |a b|`): one row per case, the failures, the worst value per
-/// op, measure and dtype.
-struct Exact {
-    rows: Vec<String>,
-    failures: Vec<String>,
-    worst: Vec<(String, DType, f64, f64)>,
-}
-
-impl Exact {
-    fn new() -> Self {
-        Exact {
-            rows: Vec::new(),
-            failures: Vec::new(),
-            worst: Vec::new(),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &mut self,
-        op: &str,
-        case: &str,
-        dtype: DType,
-        what: &str,
-        err: (f64, usize),
-        bound: f64,
-        detail: String,
-    ) {
-        self.rows.push(format!(
-            "{op:<17} {dtype:<9} {case:<44} worst {what} {:.3e} at {}",
-            err.0, err.1
-        ));
-        if err.0.is_nan() || err.0 > bound {
-            self.failures.push(format!(
-                "{op} {dtype} {case}: {what} {:.3e} > {bound:.0e} at element {} ({detail})",
-                err.0, err.1
-            ));
-        }
-        // The worst case relative to its own bound (gemm's grows with K), with that bound.
-        let ratio = |err: f64, bound: f64| {
-            if err == 0.0 {
-                0.0
-            } else if bound > 0.0 {
-                err / bound
-            } else {
-                f64::INFINITY
-            }
-        };
-        let key = format!("{op} {what}");
-        match self
-            .worst
-            .iter_mut()
-            .find(|(k, d, _, _)| *k == key && *d == dtype)
-        {
-            Some(entry) if ratio(err.0, bound) > ratio(entry.2, entry.3) => {
-                (entry.2, entry.3) = (err.0, bound);
-            }
-            Some(_) => {}
-            None => self.worst.push((key, dtype, err.0, bound)),
-        }
-    }
-
-    fn finish(self) {
-        for row in &self.rows {
-            println!("{row}");
-        }
-        for (key, dtype, worst, bound) in &self.worst {
-            let (op, what) = key.split_once(' ').unwrap_or((key, ""));
-            println!("WORST {op} {dtype}: {what} {worst:.3e} (bound {bound:.1e})");
-        }
-        assert!(
-            self.failures.is_empty(),
-            "{} failures:\n{}",
-            self.failures.len(),
-            self.failures.join("\n")
-        );
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -353,24 +246,6 @@ fn norm_shapes(v: usize) -> Vec<(Vec<usize>, bool)> {
         (vec![4, 8193 * v + 5], true),
         (vec![2, 8193 * v], false),
     ]
-}
-
-/// Row 0 all -inf, a NaN in row 1, a +inf at the end of row 2, every third element of row 3 -inf.
-fn row_specials(rows: usize, n: usize) -> Vec<(usize, f64)> {
-    let mut out = Vec::new();
-    if rows > 0 {
-        out.extend((0..n).map(|i| (i, f64::NEG_INFINITY)));
-    }
-    if rows > 1 {
-        out.push((n + n / 2, f64::NAN));
-    }
-    if rows > 2 {
-        out.push((3 * n - 1, f64::INFINITY));
-    }
-    if rows > 3 {
-        out.extend((0..n).step_by(3).map(|i| (3 * n + i, f64::NEG_INFINITY)));
-    }
-    out
 }
 
 fn norm_cases(device: &Device) -> Report {
@@ -529,32 +404,6 @@ fn swiglu_specials(rows: usize, n: usize) -> Vec<(usize, f64)> {
     out
 }
 
-type Activation = (&'static str, fn(f64) -> f64);
-
-const ACTIVATIONS: [Activation; 5] = [
-    ("relu", norm_act::relu),
-    ("gelu", norm_act::gelu_erf),
-    ("gelu_tanh", norm_act::gelu_tanh),
-    ("silu", norm_act::silu),
-    ("sigmoid", norm_act::sigmoid),
-];
-
-fn activation_forward(name: &str, device: &Device, spec: &TensorSpec, x: &Tensor, y: &mut Tensor) {
-    let spec = spec.clone();
-    match name {
-        "relu" => Relu::new(device, spec).expect("plan").forward_into(x, y),
-        "gelu" => Gelu::new(device, spec, GeluApproximate::None)
-            .expect("plan")
-            .forward_into(x, y),
-        "gelu_tanh" => Gelu::new(device, spec, GeluApproximate::Tanh)
-            .expect("plan")
-            .forward_into(x, y),
-        "silu" => Silu::new(device, spec).expect("plan").forward_into(x, y),
-        _ => Sigmoid::new(device, spec).expect("plan").forward_into(x, y),
-    }
-    .expect("launch");
-}
-
 /// Elementwise shapes for vector width `v`: the scalar tail alone, one vector, vectors and a
 /// tail, one block's full unroll round, several blocks with a partial last round; `big` adds, for
 /// float32 relu only, more vectors than one wave of blocks x 4 unrolled loads covers, so the
@@ -576,6 +425,43 @@ fn activation_shapes(v: usize, sm: usize, big: bool) -> Vec<Vec<usize>> {
     shapes
 }
 
+/// One elementwise case (an activation or silu_and_mul) on the input `x` of `shape`, with the
+/// special values written in.
+struct ElementwiseCase<'a> {
+    op: &'a str,
+    shape: &'a [usize],
+    device: &'a Device,
+    x: &'a Tensor,
+    y_spec: &'a TensorSpec,
+}
+
+impl ElementwiseCase<'_> {
+    /// Runs `forward` into a poisoned output of `y_spec` and records its error against
+    /// `reference` of the input's values, relative to the value itself.
+    fn check(
+        &self,
+        report: &mut Report,
+        forward: impl FnOnce(&mut Tensor),
+        reference: impl FnOnce(Vec<f64>) -> Vec<f64>,
+    ) {
+        let dtype = self.x.dtype();
+        let mut y = Tensor::full(self.y_spec, POISON, self.device).expect("poisoned output");
+        forward(&mut y);
+        let got = download(self.device, &y);
+        let want = reference(self.x.to_vec_f64().expect("x"));
+        let err = worst_error(&got, &want, &vec![0.0; want.len()], dtype);
+        let shape = self.shape;
+        report.record(
+            self.op,
+            format!("{shape:?} +specials"),
+            dtype,
+            err,
+            &got,
+            &want,
+        );
+    }
+}
+
 fn activation_cases(device: &Device, big: bool) -> Report {
     let mut report = Report::new(12, 30);
     let mut seed = 30_000;
@@ -587,18 +473,17 @@ fn activation_cases(device: &Device, big: bool) -> Report {
                 seed += 1;
                 let spec = TensorSpec::new(shape.clone(), dtype);
                 let x = input_with(&spec, seed, &elementwise_specials(spec.numel()), device);
-                let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
-                activation_forward(name, device, &spec, &x, &mut y);
-                let got = download(device, &y);
-                let want: Vec<f64> = x.to_vec_f64().expect("x").into_iter().map(f).collect();
-                let err = worst_error(&got, &want, &vec![0.0; want.len()], dtype);
-                report.record(
-                    name,
-                    format!("{shape:?} +specials"),
-                    dtype,
-                    err,
-                    &got,
-                    &want,
+                let case = ElementwiseCase {
+                    op: name,
+                    shape: &shape,
+                    device,
+                    x: &x,
+                    y_spec: &spec,
+                };
+                case.check(
+                    &mut report,
+                    |y| activation_forward(name, device, &spec, &x, y),
+                    |xs| xs.into_iter().map(f).collect(),
                 );
             }
         }
@@ -644,18 +529,17 @@ fn silu_and_mul_cases(device: &Device) -> Report {
             let n = shape[shape.len() - 1] / 2;
             let rows = spec.numel() / (2 * n);
             let x = input_with(&spec, seed, &swiglu_specials(rows, n), device);
-            let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
-            op.forward_into(&x, &mut y).expect("launch");
-            let got = download(device, &y);
-            let want = norm_act::silu_and_mul(&x.to_vec_f64().expect("x"), n);
-            let err = worst_error(&got, &want, &vec![0.0; want.len()], dtype);
-            report.record(
-                "silu_and_mul",
-                format!("{shape:?} +specials"),
-                dtype,
-                err,
-                &got,
-                &want,
+            let case = ElementwiseCase {
+                op: "silu_and_mul",
+                shape: &shape,
+                device,
+                x: &x,
+                y_spec: op.y(),
+            };
+            case.check(
+                &mut report,
+                |y| op.forward_into(&x, y).expect("launch"),
+                |xs| norm_act::silu_and_mul(&xs, n),
             );
         }
     }
@@ -686,25 +570,6 @@ const KINDS: [ReduceKind; 4] = [
     ReduceKind::Amax,
     ReduceKind::Logsumexp,
 ];
-
-/// The flat indices of each reduction set of `shape` over `axes`, in output order.
-fn reduction_sets(shape: &[usize], axes: &[usize]) -> Vec<Vec<usize>> {
-    let numel: usize = shape.iter().product();
-    let n: usize = axes.iter().map(|&a| shape[a]).product();
-    let mut sets = vec![Vec::with_capacity(n); numel / n];
-    for flat in 0..numel {
-        let (mut rest, mut out, mut stride) = (flat, 0, 1);
-        for d in (0..shape.len()).rev() {
-            if !axes.contains(&d) {
-                out += (rest % shape[d]) * stride;
-                stride *= shape[d];
-            }
-            rest /= shape[d];
-        }
-        sets[out].push(flat);
-    }
-    sets
-}
 
 /// (shape, dims, keepdim, non-finite sets) for vector width `v` on `sm` SMs. `cols_tail` adds
 /// the grid-stride tails of the cols and cols_vec kernels (more tiles than 16 blocks per SM),
@@ -877,20 +742,6 @@ fn reductions_reach_every_kernel() {
 // rope (vec, scalar), fp8_quant (rows, loop), qk_norm_rope_fp8
 // ---------------------------------------------------------------------------------------------
 
-/// A cos/sin table of `rows` positions for rows of `width` (NeoX frequencies), as f32 values.
-fn rope_table(rows: usize, width: usize) -> Vec<f64> {
-    let half = width / 2;
-    let mut t = vec![0.0; rows * width];
-    for p in 0..rows {
-        for i in 0..half {
-            let angle = p as f64 * 10000f64.powf(-2.0 * i as f64 / width as f64);
-            t[p * width + i] = f64::from(angle.cos() as f32);
-            t[p * width + half + i] = f64::from(angle.sin() as f32);
-        }
-    }
-    t
-}
-
 /// Positions 0 and `max_pos - 1` first, then spread over the table; with `bad`, the last two are
 /// -1 and `max_pos` (outside the table: the GPU writes NaN rows; the CPU path refuses them).
 fn rope_positions(tokens: usize, max_pos: usize, seed: u64, bad: bool) -> Vec<i64> {
@@ -906,13 +757,6 @@ fn rope_positions(tokens: usize, max_pos: usize, seed: u64, bad: bool) -> Vec<i6
         p[tokens - 1] = max_pos as i64;
     }
     p
-}
-
-/// Worst of |got - want| / max(scale, floor); infinite when NaN, infinities or poison disagree.
-fn worst_scaled(got: &[f64], want: &[f64], scale: &[f64], floor: f64) -> (f64, usize) {
-    worst_by(got, want, |i, g, w| {
-        element_error(g, w, || scale[i].max(floor))
-    })
 }
 
 /// (tokens, heads, head_dim, non-finite x, positions outside the table) for vector width `v`.
@@ -934,8 +778,8 @@ fn rope_shapes(v: usize) -> Vec<(usize, usize, usize, bool, bool)> {
     ]
 }
 
-fn rope_cases(device: &Device) -> Exact {
-    let mut report = Exact::new();
+fn rope_cases(device: &Device) -> Measures {
+    let mut report = Measures::new(44, KeepWorst::RelativeToBound, 1);
     let mut seed = 50_000;
     let max_pos = 37;
     for dtype in DTYPES {
@@ -992,46 +836,6 @@ fn rope_reaches_every_kernel() {
     rope_cases(&gpu).finish();
     assert_launched(&gpu, "rope.cu", &entries_of(&kernels::ROPE, &DTYPES));
 }
-
-/// How many codes apart two e4m3 codes are (0 when both are NaN, 255 when only one is).
-fn code_distance(a: u8, b: u8) -> u32 {
-    let nan = |c: u8| c & 0x7f == 0x7f;
-    match (nan(a), nan(b)) {
-        (true, true) => return 0,
-        (true, false) | (false, true) => return 255,
-        _ => {}
-    }
-    let line = |c: u8| {
-        let m = i32::from(c & 0x7f);
-        if c & 0x80 != 0 { -m } else { m }
-    };
-    line(a).abs_diff(line(b))
-}
-
-fn worst_codes(got: &[u8], want: &[u8]) -> (f64, usize) {
-    assert_eq!(got.len(), want.len());
-    let (d, at) = got
-        .iter()
-        .zip(want)
-        .map(|(&g, &w)| code_distance(g, w))
-        .enumerate()
-        .fold(
-            (0, 0),
-            |best, (i, d)| if d > best.0 { (d, i) } else { best },
-        );
-    (f64::from(d), at)
-}
-
-fn worst_scale_error(got: &[f32], want: &[f32]) -> (f64, usize) {
-    let got: Vec<f64> = got.iter().map(|&v| f64::from(v)).collect();
-    let want: Vec<f64> = want.iter().map(|&v| f64::from(v)).collect();
-    let scale: Vec<f64> = want.iter().map(|w| w.abs()).collect();
-    worst_scaled(&got, &want, &scale, f64::from(f32::MIN_POSITIVE))
-}
-
-/// A code poisoned fp8 outputs start with (20.0: a valid value, so a skipped element is caught
-/// unless its expected code happens to be this one).
-const POISON_CODE: u8 = 0x5a;
 
 /// The largest finite value of `dtype`.
 fn max_finite(dtype: DType) -> f64 {
@@ -1117,8 +921,8 @@ fn quant_shapes(dtype: DType) -> Vec<(usize, usize, usize)> {
     cases
 }
 
-fn fp8_quant_cases(device: &Device) -> Exact {
-    let mut report = Exact::new();
+fn fp8_quant_cases(device: &Device) -> Measures {
+    let mut report = Measures::new(44, KeepWorst::RelativeToBound, 1);
     let mut seed = 60_000;
     for dtype in DTYPES {
         for (m, k, group_size) in quant_shapes(dtype) {
@@ -1151,7 +955,15 @@ fn fp8_quant_cases(device: &Device) -> Exact {
                 want_codes[c.1],
                 fp8_e4m3_value(want_codes[c.1])
             );
-            report.record("fp8_quant", &label, dtype, "codes", c, 0.0, detail);
+            report.record(
+                "fp8_quant",
+                &label,
+                dtype,
+                "codes",
+                (f64::from(c.0), c.1),
+                0.0,
+                detail,
+            );
             let e = worst_scale_error(&got_scales, &want_scales);
             let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
             report.record("fp8_quant", &label, dtype, "scale", e, 0.0, detail);
@@ -1185,8 +997,8 @@ const FUSED_CASES: &[(usize, usize, usize, bool, bool, f64)] = &[
     (4, 8, 1, true, false, 5000.0),
 ];
 
-fn fused_cases(device: &Device) -> Exact {
-    let mut report = Exact::new();
+fn fused_cases(device: &Device) -> Measures {
+    let mut report = Measures::new(44, KeepWorst::RelativeToBound, 1);
     let mut seed = 70_000;
     let max_pos = 41;
     let tv = rope_table(max_pos, 128);
@@ -1276,7 +1088,15 @@ fn fused_cases(device: &Device) -> Exact {
                 let detail = format!("got {:#04x}, want {:#04x}", got_codes[d.1], want_codes[d.1]);
                 // The norm sums in f32 on the GPU, f64 here: a value on a rounding midpoint may
                 // land one code away.
-                report.record("qk_norm_rope_fp8", &case, dtype, "codes", d, 1.0, detail);
+                report.record(
+                    "qk_norm_rope_fp8",
+                    &case,
+                    dtype,
+                    "codes",
+                    (f64::from(d.0), d.1),
+                    1.0,
+                    detail,
+                );
                 let e = worst_scale_error(&got_scales, &want_scales);
                 let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
                 report.record("qk_norm_rope_fp8", &case, dtype, "scale", e, 1e-5, detail);
@@ -1306,21 +1126,8 @@ fn qk_norm_rope_fp8_reaches_every_kernel() {
 // gemm: the four layouts x float32 (strict: cuBLAS Sgemm; TF32: cuBLASLt), float16, bfloat16
 // ---------------------------------------------------------------------------------------------
 
-/// Bound on `|got - want| / sum_k |a b|` (as `gpu_gemm.rs`): the output's rounding, f32
-/// accumulation over `k` (doubled), and for TF32 the inputs' 10-bit mantissas.
-fn gemm_bound(dtype: DType, tf32: bool, k: usize) -> f64 {
-    let u32 = 2f64.powi(-24);
-    let out = match dtype {
-        DType::Float16 => 2f64.powi(-11),
-        DType::BFloat16 => 2f64.powi(-8),
-        _ => u32,
-    };
-    let inputs = if tf32 { 2.0 * 2f64.powi(-10) } else { 0.0 };
-    out + inputs + 2.0 * k as f64 * u32
-}
-
-fn gemm_cases(device: &Device) -> Exact {
-    let mut report = Exact::new();
+fn gemm_cases(device: &Device) -> Measures {
+    let mut report = Measures::new(44, KeepWorst::RelativeToBound, 1);
     let mut seed = 80_000;
     let variants = [
         (DType::Float32, false),

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{element_error, floor, gpu_or_skip, lined_up, worst_by};
+use common::{element_error, floor, gemm_bound, gpu_or_skip, lined_up, worst_by};
 use tileops::ops::{Gemm, reference_gemm};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -29,22 +29,6 @@ fn label(dtype: DType, tf32: bool) -> String {
     } else {
         dtype.to_string()
     }
-}
-
-/// Bound on `|got - want| / sum_k |a b|` for a product over `k`:
-/// - the output's rounding, `u_out` relative to `|want| <= sum |a b|` (2^-24, 2^-11, 2^-8);
-/// - f32 accumulation, at most about `k * 2^-24` in the worst order (split-K included), doubled
-///   for safety (fp16 and bf16 products are exact in f32, so nothing else enters);
-/// - TF32 only: each input rounded or truncated to 10 mantissa bits, `2 * 2^-10` per product.
-fn bound(dtype: DType, tf32: bool, k: usize) -> f64 {
-    let u32 = 2f64.powi(-24);
-    let out = match dtype {
-        DType::Float16 => 2f64.powi(-11),
-        DType::BFloat16 => 2f64.powi(-8),
-        _ => u32,
-    };
-    let inputs = if tf32 { 2.0 * 2f64.powi(-10) } else { 0.0 };
-    out + inputs + 2.0 * k as f64 * u32
 }
 
 /// The worst normalized error of `got` against `want` (see the module doc); infinite when NaN,
@@ -273,7 +257,7 @@ fn gemm_cases(device: &Device, max_work: usize) -> Report {
                     ""
                 }
             );
-            let bound = bound(dtype, tf32, c.k);
+            let bound = gemm_bound(dtype, tf32, c.k);
             report.record(
                 label(dtype, tf32),
                 name,
@@ -331,11 +315,11 @@ fn harness_accepts_correctly_rounded_outputs_and_catches_poison() {
         .0
         .is_infinite()
     );
-    let b = bound(DType::BFloat16, false, 1);
+    let b = gemm_bound(DType::BFloat16, false, 1);
     let off = [2.0 + 4.0 * b * 1.01, f64::NAN, -1.0, f64::INFINITY];
     assert!(worst_error(&off, &want, &scale, DType::BFloat16).0 > b);
     // TF32 bounds are looser than strict float32's, which must catch TF32 rounding.
-    assert!(bound(DType::Float32, true, 64) > 10.0 * bound(DType::Float32, false, 64));
+    assert!(gemm_bound(DType::Float32, true, 64) > 10.0 * gemm_bound(DType::Float32, false, 64));
 }
 
 /// Strict float32 must not run as TF32: `(1 + 2^-20) * 1` survives f32, not TF32's 10 bits.

@@ -7,55 +7,17 @@
 
 mod common;
 
-use common::{DTYPES, POISON, Report, bound, element_error, floor, gpu_or_skip, worst_by};
-use tileops::ops::reference_norm_act as reference;
-use tileops::ops::{
-    FusedAddRmsNorm, Gelu, GeluApproximate, LayerNorm, Relu, Sigmoid, Silu, SiluAndMul,
+use common::{
+    ACTIVATIONS, DTYPES, POISON, Report, activation_forward, bound, download, gpu_or_skip,
 };
+use common::{input_with, row_specials, worst_error};
+use tileops::ops::reference_norm_act as reference;
+use tileops::ops::{FusedAddRmsNorm, LayerNorm, Relu, SiluAndMul};
 use tileops::{DType, Device, Tensor, TensorSpec};
-
-/// The worst error of `got` against `want`, element i measured relative to `scale[i]` (the
-/// magnitude of the terms that sum to it: `|want|` for a product, more where terms cancel);
-/// infinite when NaN, infinities or the poison value do not line up.
-fn worst_error(got: &[f64], want: &[f64], scale: &[f64], dtype: DType) -> (f64, usize) {
-    worst_by(got, want, |i, g, w| {
-        element_error(g, w, || scale[i].max(w.abs()).max(floor(dtype)))
-    })
-}
 
 /// Relative to the value itself: for outputs that are products, not sums.
 fn relative(want: &[f64]) -> Vec<f64> {
     want.iter().map(|v| v.abs()).collect()
-}
-
-/// Random input values (standard normal), with special values at the given flat indices.
-fn make_input(spec: &TensorSpec, seed: u64, specials: &[(usize, f64)], device: &Device) -> Tensor {
-    let random = Tensor::random(spec, seed, &Device::cpu()).expect("random input");
-    let mut values = random.to_vec_f64().expect("float input");
-    for &(i, v) in specials {
-        if i < values.len() {
-            values[i] = v;
-        }
-    }
-    Tensor::from_f64_rounded(&values, spec, device).expect("input on the device")
-}
-
-/// Row 0 all -inf, a NaN in row 1, a +inf at the end of row 2, every third element of row 3 -inf.
-fn row_specials(rows: usize, n: usize) -> Vec<(usize, f64)> {
-    let mut out = Vec::new();
-    if rows > 0 {
-        out.extend((0..n).map(|i| (i, f64::NEG_INFINITY)));
-    }
-    if rows > 1 {
-        out.push((n + n / 2, f64::NAN));
-    }
-    if rows > 2 {
-        out.push((3 * n - 1, f64::INFINITY));
-    }
-    if rows > 3 {
-        out.extend((0..n).step_by(3).map(|i| (3 * n + i, f64::NEG_INFINITY)));
-    }
-    out
 }
 
 /// Scattered special values for elementwise inputs: NaN, infinities, signed zeros, the far tails.
@@ -152,11 +114,6 @@ fn label(shape: &[usize], special: bool) -> String {
     format!("{shape:?}{}", if special { " +inf/nan" } else { "" })
 }
 
-fn download(device: &Device, tensor: &Tensor) -> Vec<f64> {
-    device.synchronize().expect("kernel ran");
-    tensor.to_vec_f64().expect("copy back")
-}
-
 /// Row shapes for the norms: length-1 rows, odd lengths, each row kernel (v4, v16, loop) in
 /// every dtype, rank 3; `true` adds the non-finite rows.
 const NORM_CASES: &[(&[usize], bool)] = &[
@@ -193,9 +150,9 @@ fn layer_norm_cases(device: &Device) -> Report {
             } else {
                 Vec::new()
             };
-            let x = make_input(&spec, seed, &specials, device);
-            let w = make_input(&p_spec, seed + 1, &[], device);
-            let b = make_input(&p_spec, seed + 2, &[], device);
+            let x = input_with(&spec, seed, &specials, device);
+            let w = input_with(&p_spec, seed + 1, &[], device);
+            let b = input_with(&p_spec, seed + 2, &[], device);
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             op.forward_into(&x, &w, &b, &mut y).expect("launch");
             let got = download(device, &y);
@@ -237,9 +194,9 @@ fn fused_add_rms_norm_cases(device: &Device) -> Report {
             } else {
                 Vec::new()
             };
-            let x = make_input(&spec, seed, &specials, device);
-            let r = make_input(&spec, seed + 1, &[], device);
-            let w = make_input(&w_spec, seed + 2, &[], device);
+            let x = input_with(&spec, seed, &specials, device);
+            let r = input_with(&spec, seed + 1, &[], device);
+            let w = input_with(&w_spec, seed + 2, &[], device);
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             let mut h = Tensor::full(&spec, POISON, device).expect("poisoned output");
             op.forward_into(&x, &r, &w, &mut y, &mut h).expect("launch");
@@ -301,32 +258,6 @@ const ACT_CASES: &[(&[usize], bool)] = &[
     (&[4099, 2300], true),
 ];
 
-type Activation = (&'static str, fn(f64) -> f64);
-
-const ACTIVATIONS: [Activation; 5] = [
-    ("relu", reference::relu),
-    ("gelu", reference::gelu_erf),
-    ("gelu_tanh", reference::gelu_tanh),
-    ("silu", reference::silu),
-    ("sigmoid", reference::sigmoid),
-];
-
-fn activation_forward(name: &str, device: &Device, spec: &TensorSpec, x: &Tensor, y: &mut Tensor) {
-    let spec = spec.clone();
-    match name {
-        "relu" => Relu::new(device, spec).expect("plan").forward_into(x, y),
-        "gelu" => Gelu::new(device, spec, GeluApproximate::None)
-            .expect("plan")
-            .forward_into(x, y),
-        "gelu_tanh" => Gelu::new(device, spec, GeluApproximate::Tanh)
-            .expect("plan")
-            .forward_into(x, y),
-        "silu" => Silu::new(device, spec).expect("plan").forward_into(x, y),
-        _ => Sigmoid::new(device, spec).expect("plan").forward_into(x, y),
-    }
-    .expect("launch");
-}
-
 fn activation_cases(device: &Device, with_big: bool) -> Report {
     let mut report = Report::new(22, 30);
     let mut seed = 3000;
@@ -341,7 +272,7 @@ fn activation_cases(device: &Device, with_big: bool) -> Report {
                 // The tail first: the scattered specials win where the two meet.
                 let mut specials = tail_specials(spec.numel(), name);
                 specials.extend(scattered_specials(spec.numel()));
-                let x = make_input(&spec, seed, &specials, device);
+                let x = input_with(&spec, seed, &specials, device);
                 if spec.numel() >= 4096 {
                     assert_holds_tail(&x, &tail_values(name));
                 }
@@ -383,7 +314,7 @@ fn silu_and_mul_cases(device: &Device) -> Report {
             // The tail in the gates first: the scattered specials win where the two meet.
             let mut specials = gate_tail_specials(rows, n);
             specials.extend(scattered_specials(spec.numel()));
-            let x = make_input(&spec, seed, &specials, device);
+            let x = input_with(&spec, seed, &specials, device);
             if spec.numel() >= 4096 {
                 assert_holds_tail(&x, &TAIL);
             }

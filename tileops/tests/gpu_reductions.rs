@@ -10,8 +10,8 @@
 
 mod common;
 
-use common::{DTYPES, POISON, Report, Special, bound, floor, gpu_or_skip, make_input};
-use common::{element_error, softmax_lines, worst_by};
+use common::{DTYPES, POISON, Report, Special, bound, gpu_or_skip, make_input};
+use common::{reduction_sets, softmax_lines, worst_error};
 use tileops::ops::reference_reduction::{self, ReduceKind};
 use tileops::ops::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Sum};
 use tileops::{DType, Device, Tensor, TensorSpec};
@@ -22,37 +22,6 @@ const KINDS: [ReduceKind; 4] = [
     ReduceKind::Amax,
     ReduceKind::Logsumexp,
 ];
-
-/// The worst error of `got` against `want`, relative to `max(|want|, scale[i])`: `scale` is the
-/// size of the terms that made each output (sum |x| for a sum, 1 for log-domain outputs), so
-/// that cancellation and outputs near 0 are measured against what the arithmetic could resolve.
-/// Infinite when NaN, infinities or the poison value do not line up.
-fn worst_error(got: &[f64], want: &[f64], scale: &[f64], dtype: DType) -> (f64, usize) {
-    assert_eq!(got.len(), want.len());
-    assert_eq!(scale.len(), want.len());
-    worst_by(got, want, |i, g, w| {
-        element_error(g, w, || w.abs().max(scale[i]).max(floor(dtype)))
-    })
-}
-
-/// The flat indices of each reduction set of `shape` over `axes` (output order), all of them.
-fn reduction_sets(shape: &[usize], axes: &[usize]) -> Vec<Vec<usize>> {
-    let numel: usize = shape.iter().product();
-    let n: usize = axes.iter().map(|&a| shape[a]).product();
-    let mut sets = vec![Vec::with_capacity(n); numel / n];
-    for flat in 0..numel {
-        let (mut rest, mut out, mut stride) = (flat, 0, 1);
-        for d in (0..shape.len()).rev() {
-            if !axes.contains(&d) {
-                out += (rest % shape[d]) * stride;
-                stride *= shape[d];
-            }
-            rest /= shape[d];
-        }
-        sets[out].push(flat);
-    }
-    sets
-}
 
 #[test]
 fn log_softmax_matches_the_reference() {

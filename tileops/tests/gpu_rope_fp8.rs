@@ -16,123 +16,13 @@
 
 mod common;
 
-use common::{DTYPES, POISON, element_error, floor, gpu_or_skip, worst_by};
+use common::{DTYPES, KeepWorst, Measures, POISON, POISON_CODE, code_distance, floor, gpu_or_skip};
+use common::{rope_table, worst_codes, worst_scale_error, worst_scaled};
 // The per-dtype bounds of `gpu_ops.rs`.
 use common::bound as rope_bound;
 use tileops::ops::reference_rope_fp8::{self as reference, fp8_e4m3_value};
 use tileops::ops::{Fp8Quant, QkNormRopeFp8, QkNormRopeFp8Output, Rope};
 use tileops::{DType, Device, Tensor, TensorSpec};
-
-/// A code poisoned outputs start with (20.0: a valid value, so a skipped element is caught
-/// unless its expected code happens to be this one).
-const POISON_CODE: u8 = 0x5a;
-
-/// Worst of |got - want| / max(scale, floor); infinite when NaN, infinities or poison disagree.
-fn worst_scaled(got: &[f64], want: &[f64], scale: &[f64], floor: f64) -> (f64, usize) {
-    worst_by(got, want, |i, g, w| {
-        element_error(g, w, || scale[i].max(floor))
-    })
-}
-
-/// How many codes apart two e4m3 codes are (0 when both are NaN, 255 when only one is).
-fn code_distance(a: u8, b: u8) -> u32 {
-    let nan = |c: u8| c & 0x7f == 0x7f;
-    match (nan(a), nan(b)) {
-        (true, true) => return 0,
-        (true, false) | (false, true) => return 255,
-        _ => {}
-    }
-    // Signed magnitudes on one line: -0 and +0 coincide.
-    let line = |c: u8| {
-        let m = i32::from(c & 0x7f);
-        if c & 0x80 != 0 { -m } else { m }
-    };
-    line(a).abs_diff(line(b))
-}
-
-fn worst_codes(got: &[u8], want: &[u8]) -> (u32, usize) {
-    assert_eq!(got.len(), want.len());
-    got.iter()
-        .zip(want)
-        .map(|(&g, &w)| code_distance(g, w))
-        .enumerate()
-        .fold(
-            (0, 0),
-            |best, (i, d)| if d > best.0 { (d, i) } else { best },
-        )
-}
-
-fn worst_scale_error(got: &[f32], want: &[f32]) -> (f64, usize) {
-    let got: Vec<f64> = got.iter().map(|&v| f64::from(v)).collect();
-    let want: Vec<f64> = want.iter().map(|&v| f64::from(v)).collect();
-    let scale: Vec<f64> = want.iter().map(|w| w.abs()).collect();
-    worst_scaled(&got, &want, &scale, f64::from(f32::MIN_POSITIVE))
-}
-
-struct Report {
-    rows: Vec<String>,
-    failures: Vec<String>,
-    worst: Vec<(String, DType, f64, f64)>,
-}
-
-impl Report {
-    fn new() -> Self {
-        Report {
-            rows: Vec::new(),
-            failures: Vec::new(),
-            worst: Vec::new(),
-        }
-    }
-
-    /// One case: `what` names the measure, `err` its worst value at an element, `bound` its limit.
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &mut self,
-        op: &str,
-        case: &str,
-        dtype: DType,
-        what: &str,
-        err: (f64, usize),
-        bound: f64,
-        detail: String,
-    ) {
-        self.rows.push(format!(
-            "{op:<17} {dtype:<9} {case:<40} worst {what} {:.3e} at {}",
-            err.0, err.1
-        ));
-        if err.0.is_nan() || err.0 > bound {
-            self.failures.push(format!(
-                "{op} {dtype} {case}: {what} {:.3e} > {bound:.0e} at element {} ({detail})",
-                err.0, err.1
-            ));
-        }
-        let key = format!("{op} {what}");
-        match self
-            .worst
-            .iter_mut()
-            .find(|(o, d, _, _)| *o == key && *d == dtype)
-        {
-            Some(entry) => entry.2 = entry.2.max(err.0),
-            None => self.worst.push((key, dtype, err.0, bound)),
-        }
-    }
-
-    fn finish(self) {
-        for row in &self.rows {
-            println!("{row}");
-        }
-        for (key, dtype, worst, bound) in &self.worst {
-            let (op, what) = key.split_once(' ').unwrap_or((key, ""));
-            println!("WORST {op} {dtype}: {what} {worst:.3e} (bound {bound:.0e})");
-        }
-        assert!(
-            self.failures.is_empty(),
-            "{} failures:\n{}",
-            self.failures.len(),
-            self.failures.join("\n")
-        );
-    }
-}
 
 /// Random values of `spec` as f64 (already rounded to its dtype), from `seed`.
 fn random_values(spec: &TensorSpec, seed: u64) -> Vec<f64> {
@@ -140,20 +30,6 @@ fn random_values(spec: &TensorSpec, seed: u64) -> Vec<f64> {
         .expect("random")
         .to_vec_f64()
         .expect("float")
-}
-
-/// A cos/sin table of `rows` positions for rows of `width` (NeoX frequencies).
-fn table(rows: usize, width: usize) -> Vec<f64> {
-    let half = width / 2;
-    let mut t = vec![0.0; rows * width];
-    for p in 0..rows {
-        for i in 0..half {
-            let angle = p as f64 * 10000f64.powf(-2.0 * i as f64 / width as f64);
-            t[p * width + i] = f64::from(angle.cos() as f32);
-            t[p * width + half + i] = f64::from(angle.sin() as f32);
-        }
-    }
-    t
 }
 
 /// Positions: distinct, spread over the table, with `bad` at the last token when asked (a
@@ -230,8 +106,8 @@ const ROPE_CASES: &[(usize, usize, usize, bool, bool)] = &[
     (3, 2, 10, false, false),
 ];
 
-fn rope_cases(device: &Device) -> Report {
-    let mut report = Report::new();
+fn rope_cases(device: &Device) -> Measures {
+    let mut report = Measures::new(40, KeepWorst::Largest, 0);
     let mut seed = 900;
     let max_pos = 97;
     for dtype in DTYPES {
@@ -254,7 +130,7 @@ fn rope_cases(device: &Device) -> Report {
                 xv[last] = f64::NEG_INFINITY;
             }
             let pv = positions(tokens, max_pos, seed, bad_pos && device.is_cuda());
-            let tv = table(max_pos, head_dim);
+            let tv = rope_table(max_pos, head_dim);
             let x = upload(&xv, &xs, device);
             let p = Tensor::from_slice(&pv, [tokens], device).expect("positions");
             let c = upload(&tv, &cs, device);
@@ -325,8 +201,8 @@ fn quant_edges(values: &mut [f64], k: usize) {
     }
 }
 
-fn fp8_quant_cases(device: &Device) -> Report {
-    let mut report = Report::new();
+fn fp8_quant_cases(device: &Device) -> Measures {
+    let mut report = Measures::new(40, KeepWorst::Largest, 0);
     let mut seed = 1300;
     for dtype in DTYPES {
         for &(shape, group_size, edges) in QUANT_CASES {
@@ -393,11 +269,11 @@ const FUSED_CASES: &[(usize, usize, usize, bool, bool)] = &[
     (257, 8, 1, false, false),
 ];
 
-fn fused_cases(device: &Device) -> Report {
-    let mut report = Report::new();
+fn fused_cases(device: &Device) -> Measures {
+    let mut report = Measures::new(40, KeepWorst::Largest, 0);
     let mut seed = 1700;
     let max_pos = 300;
-    let tv = table(max_pos, 128);
+    let tv = rope_table(max_pos, 128);
     for dtype in [DType::BFloat16, DType::Float16] {
         for &(tokens, qh, kh, special, bad_pos) in FUSED_CASES {
             seed += 4;

@@ -494,6 +494,47 @@ impl<'a> Bench<'a> {
         Ok(())
     }
 
+    /// `c = a b` with cublasGemmEx: square column-major `dim` x `dim` operands of `dtype`, f32
+    /// alpha = 1 and beta = 0 (as the fp32 compute types require). Enqueued, not synchronised.
+    fn square_gemm(
+        &self,
+        blas: &CudaBlas,
+        dtype: GemmDtype,
+        dim: i32,
+        a: &CudaSlice<u8>,
+        b: &CudaSlice<u8>,
+        c: &CudaSlice<u8>,
+    ) -> Result<(), cudarc::cublas::result::CublasError> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (pa, _ra) = a.device_ptr(&self.stream);
+        let (pb, _rb) = b.device_ptr(&self.stream);
+        let (pc, _rc) = c.device_ptr(&self.stream);
+        // SAFETY: the callers allocate each operand with dim * dim elements of `dtype`.
+        unsafe {
+            cublas::result::gemm_ex(
+                *blas.handle(),
+                cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                dim,
+                dim,
+                dim,
+                (&alpha as *const f32).cast::<c_void>(),
+                pa as *const c_void,
+                dtype.data_type(),
+                dim,
+                pb as *const c_void,
+                dtype.data_type(),
+                dim,
+                (&beta as *const f32).cast::<c_void>(),
+                pc as *mut c_void,
+                dtype.data_type(),
+                dim,
+                dtype.compute_type(),
+                cublas::sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+    }
+
     fn gemm(
         &self,
         dtype: GemmDtype,
@@ -514,37 +555,9 @@ impl<'a> Bench<'a> {
             self.fill(dtype, &mut b, elems, 2)?;
             let dim = i32::try_from(size)
                 .map_err(|_| Error::driver("sizing a GEMM", format!("{size} exceeds i32")))?;
-            let (alpha, beta) = (1.0f32, 0.0f32);
-            let call = || -> Result<(), Error> {
-                let (pa, _ra) = a.device_ptr(&self.stream);
-                let (pb, _rb) = b.device_ptr(&self.stream);
-                let (pc, _rc) = c.device_ptr(&self.stream);
-                // SAFETY: square column-major size x size operands of `dtype`, all allocated with
-                // size * size elements; alpha and beta are f32 as the fp32 compute types require.
-                unsafe {
-                    cublas::result::gemm_ex(
-                        *blas.handle(),
-                        cublas::sys::cublasOperation_t::CUBLAS_OP_N,
-                        cublas::sys::cublasOperation_t::CUBLAS_OP_N,
-                        dim,
-                        dim,
-                        dim,
-                        (&alpha as *const f32).cast::<c_void>(),
-                        pa as *const c_void,
-                        dtype.data_type(),
-                        dim,
-                        pb as *const c_void,
-                        dtype.data_type(),
-                        dim,
-                        (&beta as *const f32).cast::<c_void>(),
-                        pc as *mut c_void,
-                        dtype.data_type(),
-                        dim,
-                        dtype.compute_type(),
-                        cublas::sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                    )
-                }
-                .map_err(|e| Error::launch(format!("cublasGemmEx ({})", dtype.roof()), e))
+            let call = || {
+                self.square_gemm(&blas, dtype, dim, &a, &b, &c)
+                    .map_err(|e| Error::launch(format!("cublasGemmEx ({})", dtype.roof()), e))
             };
             // Warm-up, and an estimate of one call for sizing the loop.
             call()?;
@@ -881,38 +894,8 @@ impl Bench<'_> {
         self.fill_with(dtype, &mut a, elems, 1, self.check_config())?;
         self.fill_with(dtype, &mut b, elems, 2, self.check_config())?;
         let dim = size as i32;
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        {
-            let (pa, _ra) = a.device_ptr(&self.stream);
-            let (pb, _rb) = b.device_ptr(&self.stream);
-            let (pc, _rc) = c.device_ptr(&self.stream);
-            // SAFETY: square column-major size x size operands of `dtype`, each allocated with
-            // size * size elements; alpha and beta are f32 as the fp32 compute types require.
-            unsafe {
-                cublas::result::gemm_ex(
-                    *blas.handle(),
-                    cublas::sys::cublasOperation_t::CUBLAS_OP_N,
-                    cublas::sys::cublasOperation_t::CUBLAS_OP_N,
-                    dim,
-                    dim,
-                    dim,
-                    (&alpha as *const f32).cast::<c_void>(),
-                    pa as *const c_void,
-                    dtype.data_type(),
-                    dim,
-                    pb as *const c_void,
-                    dtype.data_type(),
-                    dim,
-                    (&beta as *const f32).cast::<c_void>(),
-                    pc as *mut c_void,
-                    dtype.data_type(),
-                    dim,
-                    dtype.compute_type(),
-                    cublas::sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
-            }
+        self.square_gemm(&blas, dtype, dim, &a, &b, &c)
             .map_err(|e| Error::launch(what.clone(), e))?;
-        }
         self.sync("running the GEMM check")?;
         let (ha, hb) = (
             elements(dtype, &self.download(&a, "GEMM operand a")?),
