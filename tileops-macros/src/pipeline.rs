@@ -299,11 +299,12 @@ mod tests {
     }
 
     fn expand_with(manifest_text: &str, args: TokenStream, item: TokenStream) -> String {
-        let dir = std::env::temp_dir().join(format!(
-            "tileops-pipeline-{}-{}",
-            std::process::id(),
-            args.to_string().len()
-        ));
+        // One directory per call: tests run on parallel threads, and two of them writing different
+        // manifests to one path would read each other's (or a half-written) file.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("tileops-pipeline-{}-{call}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("ops.yaml"), manifest_text).unwrap();
         // The pipeline resolves paths against the crate dir; give it an absolute base via the
