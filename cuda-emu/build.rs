@@ -181,14 +181,6 @@ fn main() {
     }
     println!("cargo:rustc-link-lib=stdc++");
     println!("cargo:rustc-link-lib=m");
-    println!(
-        "cargo:rustc-env=CUDA_EMU_NOT_COMPILED={}",
-        NOT_COMPILED
-            .iter()
-            .map(|(f, why)| format!("{f}: {why}"))
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
 }
 
 /// GCC ignores the section attribute of a function-local static with vague linkage (a
