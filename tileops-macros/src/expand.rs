@@ -4,16 +4,16 @@
 //! and then resolves `vars` in declaration order; Block 2 evaluates `flops` and `bytes`. Each formula
 //! is copied into plain Rust by the formula codegen; nothing parses a formula at run time.
 
-use crate::diagnostic::Diagnostic;
-use crate::formula;
-use crate::manifest::{Entry, TensorDecl};
-use crate::validate::{CheckedFormula, CheckedRoofline};
-use crate::yaml::{Kind, Node};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use syn::ItemStruct;
+use tileops_manifest::diagnostic::Diagnostic;
+use tileops_manifest::formula;
+use tileops_manifest::manifest::{Entry, TensorDecl};
+use tileops_manifest::validate::{CheckedFormula, CheckedRoofline};
+use tileops_manifest::yaml::{Kind, Node};
 
 /// Everything the expansion needs.
 pub struct Expansion<'a> {

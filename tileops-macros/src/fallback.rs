@@ -4,12 +4,12 @@
 //! compiling against them, so one manifest mistake gives one error rather than a cascade of
 //! "no method named `eval_roofline`".
 
-use crate::diagnostic::{Diagnostic, to_compile_errors};
 use crate::expand::{rebuild_tracking, roofline_model_impl};
 use proc_macro2::{Span, TokenStream};
-use quote::quote;
+use quote::{quote, quote_spanned};
 use std::path::PathBuf;
 use syn::ItemStruct;
+use tileops_manifest::diagnostic::Diagnostic;
 
 /// The compile errors, the unchanged struct, and a stub `eval_roofline` (never run: the crate
 /// does not compile).
@@ -42,4 +42,15 @@ pub fn fallback(
         #model
         #tracking
     }
+}
+
+/// One `compile_error!` per diagnostic, at `span`.
+pub fn to_compile_errors(diagnostics: &[Diagnostic], span: Span) -> TokenStream {
+    diagnostics
+        .iter()
+        .map(|d| {
+            let message = d.render();
+            quote_spanned! { span => ::core::compile_error! { #message } }
+        })
+        .collect()
 }

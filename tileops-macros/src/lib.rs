@@ -1,12 +1,10 @@
 //! `#[roofline_op]`: the compile-time half of tileops. Use it through `tileops::roofline_op`.
 //!
-//! The macro is a thin entry point over separate passes, each in its own module and unit-tested on
-//! strings:
+//! The macro is a thin entry point over the passes of the `tileops-manifest` library (loading,
+//! the YAML model, structural checks, the formula language, validation, diagnostics). What is
+//! particular to the attribute lives here, one module each:
 //! - [`args`]: the attribute's arguments;
-//! - [`load`]: finding and reading manifest files (cached per compilation);
-//! - [`yaml`] and [`manifest`]: the spanned YAML tree, then entries checked structurally;
-//! - [`formula`]: the formula language (parse, layer checks, codegen);
-//! - [`validate`]: an entry's formulas checked against its signature;
+//! - [`pipeline`]: the passes in order, every error collected;
 //! - [`expand`]: `eval_roofline` and the registration;
 //! - [`fallback`]: on any error, the errors plus a stub, so one mistake gives one error.
 //!
@@ -16,15 +14,9 @@
 use proc_macro::TokenStream;
 
 mod args;
-mod diagnostic;
 mod expand;
 mod fallback;
-mod formula;
-mod load;
-mod manifest;
 mod pipeline;
-mod validate;
-mod yaml;
 
 /// Reads the op's manifest entry at compile time and writes `eval_roofline` into the struct.
 ///

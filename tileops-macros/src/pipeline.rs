@@ -2,15 +2,15 @@
 //! → expand, or fall back with every error found.
 
 use crate::args::Args;
-use crate::diagnostic::{Diagnostic, Errors};
 use crate::expand::{Expansion, expand};
 use crate::fallback::fallback;
-use crate::load;
-use crate::manifest::{self, Entry, FamilyFile};
-use crate::validate;
 use proc_macro2::{Span, TokenStream};
 use std::path::PathBuf;
 use std::rc::Rc;
+use tileops_manifest::diagnostic::{Diagnostic, Errors};
+use tileops_manifest::load;
+use tileops_manifest::manifest::{self, Entry, FamilyFile};
+use tileops_manifest::validate;
 
 /// The attribute, on token streams (testable outside a macro context).
 pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -116,7 +116,7 @@ fn run(
 /// The entry named `op`, checked structurally; or why not (unknown name with suggestions, a name
 /// declared twice, structural errors).
 fn find_entry(files: &[Rc<FamilyFile>], op: &str) -> (Option<Entry>, Vec<Diagnostic>) {
-    let matches: Vec<(&Rc<FamilyFile>, usize, &crate::yaml::Node)> = files
+    let matches: Vec<(&Rc<FamilyFile>, usize, &tileops_manifest::yaml::Node)> = files
         .iter()
         .flat_map(|f| {
             f.entries
@@ -224,10 +224,10 @@ pub fn lint(files: &[Rc<FamilyFile>]) -> Vec<Diagnostic> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostic::SourceFile;
-    use crate::manifest::parse_family_file;
     use quote::quote;
     use std::path::Path;
+    use tileops_manifest::diagnostic::SourceFile;
+    use tileops_manifest::manifest::parse_family_file;
 
     fn family(path: &str, text: &str) -> Rc<FamilyFile> {
         Rc::new(parse_family_file(Rc::new(SourceFile {

@@ -4,8 +4,6 @@
 //! them so that one compilation reports every mistake of an entry at once, and turns them into
 //! `compile_error!` invocations at the attribute.
 
-use proc_macro2::{Span, TokenStream};
-use quote::quote_spanned;
 use std::rc::Rc;
 
 /// A manifest file as the macro read it: the path to show and the text.
@@ -172,17 +170,6 @@ impl Drop for Errors {
             self.list.len()
         );
     }
-}
-
-/// One `compile_error!` per diagnostic, at `span`.
-pub fn to_compile_errors(diagnostics: &[Diagnostic], span: Span) -> TokenStream {
-    diagnostics
-        .iter()
-        .map(|d| {
-            let message = d.render();
-            quote_spanned! { span => ::core::compile_error! { #message } }
-        })
-        .collect()
 }
 
 #[cfg(test)]
