@@ -1,0 +1,216 @@
+//! Whole-manifest checks: every entry of every file, spec-only entries included, as
+//! `tileops-manifest check` and the manifest lint run them.
+//!
+//! The macro checks one entry when an op names it; this module checks all of them, with the same
+//! passes and the same diagnostics, so a manifest can be validated before any op is written
+//! (TileOPs's `validate_manifest.py`, for Rust).
+//!
+//! ```
+//! use std::rc::Rc;
+//! use tileops_manifest::check::check_families;
+//! use tileops_manifest::diagnostic::SourceFile;
+//! use tileops_manifest::manifest::parse_family_file;
+//!
+//! let text = "\
+//! softmax:
+//!   family: reduction
+//!   status: spec-only
+//!   signature:
+//!     inputs: {x: {dtype: float16}}
+//!   roofline: {flops: \"4 * numel\", bytes: \"2 * numel * elem_bytes\"}
+//! ";
+//! let file = parse_family_file(Rc::new(SourceFile {
+//!     display_path: "reduction.yaml".into(),
+//!     text: text.into(),
+//! }));
+//! let problems = check_families(&[Rc::new(file)]);
+//! let rendered = problems[0].render();
+//! assert!(rendered.starts_with("reduction.yaml:6:"), "{rendered}");
+//! assert!(rendered.contains("`numel`"), "{rendered}");
+//! ```
+
+use crate::diagnostic::{Diagnostic, SourceFile};
+use crate::load;
+use crate::manifest::{self, FamilyFile, parse_family_file};
+use crate::validate;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Every structural and formula problem in a set of family files that form one manifest,
+/// spec-only entries included, and op names declared twice across the set.
+pub fn check_families(files: &[Rc<FamilyFile>]) -> Vec<Diagnostic> {
+    let mut problems = Vec::new();
+    let mut seen: Vec<(&str, &Rc<FamilyFile>, usize)> = Vec::new();
+    for file in files {
+        problems.extend(file.errors.iter().cloned());
+        for (name, offset, node) in &file.entries {
+            if let Some((_, first, first_offset)) = seen.iter().find(|(n, _, _)| n == name) {
+                let (line, _) = first.file.line_col(*first_offset);
+                problems.push(Diagnostic::at(
+                    &file.file,
+                    *offset,
+                    name.len(),
+                    format!(
+                        "op `{name}` is declared twice: first at {}:{line}",
+                        first.file.display_path
+                    ),
+                ));
+                continue;
+            }
+            seen.push((name, file, *offset));
+            let (entry, errors) = manifest::check_entry(&file.file, name, *offset, node);
+            problems.extend(errors);
+            if let Some(entry) = entry
+                && let Err(errors) = validate::check(&entry, false)
+            {
+                problems.extend(errors);
+            }
+        }
+    }
+    problems
+}
+
+/// What checking one manifest (a file, or a directory of family files) found.
+#[derive(Debug)]
+pub struct ManifestReport {
+    /// The path as given.
+    pub path: PathBuf,
+    /// Family files read.
+    pub files: usize,
+    /// Entries found in them.
+    pub entries: usize,
+    /// Every problem, in file order.
+    pub problems: Vec<Diagnostic>,
+}
+
+/// Check one manifest: `path` is a family file, or a directory whose `*.yaml` / `*.yml` files
+/// (not recursive, sorted by name) form one manifest, op names unique across them. Paths in
+/// messages are shown relative to `base`.
+///
+/// Files that cannot be read are problems of the report, not a failure of the call: every other
+/// file is still checked.
+pub fn check_manifest(base: &Path, path: &Path) -> ManifestReport {
+    let mut report = ManifestReport {
+        path: path.to_path_buf(),
+        files: 0,
+        entries: 0,
+        problems: Vec::new(),
+    };
+    // Relative paths are relative to `base`, so messages show them as the user typed them.
+    let path = &base.join(path);
+    let files = match family_files(base, path) {
+        Ok(files) => files,
+        Err(problem) => {
+            report.problems.push(problem);
+            return report;
+        }
+    };
+    let mut parsed = Vec::new();
+    for file in files {
+        match load::load(base, std::slice::from_ref(&file)) {
+            Ok(manifest) => parsed.extend(manifest.files),
+            Err(problem) => report.problems.push(problem),
+        }
+    }
+    report.files = parsed.len();
+    report.entries = parsed.iter().map(|f| f.entries.len()).sum();
+    report.problems.extend(check_families(&parsed));
+    report
+}
+
+/// The family files of a manifest path (see [`check_manifest`]).
+fn family_files(base: &Path, path: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
+    let shown = load::display_path(base, path);
+    let metadata = std::fs::metadata(path)
+        .map_err(|e| Diagnostic::unlocated(format!("cannot read manifest {shown}: {e}")))?;
+    if !metadata.is_dir() {
+        // A file; `load` says why when it is not a regular, readable one.
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| {
+        Diagnostic::unlocated(format!("cannot read manifest directory {shown}: {e}"))
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Diagnostic::unlocated(format!(
+            "manifest directory {shown} holds no *.yaml file"
+        )));
+    }
+    Ok(files)
+}
+
+/// Parse one family file from text (for tests and tools that hold the text already).
+pub fn family_from_text(display_path: &str, text: &str) -> Rc<FamilyFile> {
+    Rc::new(parse_family_file(Rc::new(SourceFile {
+        display_path: display_path.to_owned(),
+        text: text.to_owned(),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ENTRY: &str = "\
+softmax:
+  family: reduction
+  status: spec-only
+  signature:
+    inputs: {x: {dtype: float16, shape: \"[M, N]\"}}
+  roofline: {flops: \"4 * M * N\", bytes: \"2 * M * N * elem_bytes\"}
+";
+
+    #[test]
+    fn a_clean_manifest_has_no_problems() {
+        assert!(check_families(&[family_from_text("a.yaml", ENTRY)]).is_empty());
+    }
+
+    #[test]
+    fn names_declared_twice_across_files_are_reported_at_the_second() {
+        let problems = check_families(&[
+            family_from_text("a.yaml", ENTRY),
+            family_from_text("b.yaml", ENTRY),
+        ]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let text = problems[0].render();
+        assert!(
+            text.starts_with("b.yaml:1:1: op `softmax` is declared twice: first at a.yaml:1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn spec_only_formulas_are_checked() {
+        let bad = ENTRY.replace("4 * M * N", "4 * M * Q");
+        let problems = check_families(&[family_from_text("a.yaml", &bad)]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].render().contains("`Q`"),
+            "{}",
+            problems[0].render()
+        );
+    }
+
+    #[test]
+    fn every_file_of_a_directory_is_checked_and_unreadable_ones_are_problems() {
+        let dir =
+            std::env::temp_dir().join(format!("tileops-manifest-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.yaml"), ENTRY).unwrap();
+        std::fs::write(dir.join("b.yaml"), ENTRY.replace("softmax", "log_softmax")).unwrap();
+        std::fs::write(dir.join("notes.txt"), "not a manifest").unwrap();
+        let report = check_manifest(&dir, &dir);
+        assert_eq!((report.files, report.entries), (2, 2));
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+        let missing = check_manifest(&dir, &dir.join("absent.yaml"));
+        assert_eq!(missing.files, 0);
+        assert!(missing.problems[0].render().contains("absent.yaml"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
