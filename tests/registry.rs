@@ -3,31 +3,28 @@
 //! family and workloads.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use tileops_manifest::manifest::Status;
 
-/// `status` and `family` of every entry in `manifest/`, by op name.
+/// `status`, `family` and workload count of every entry in `manifest/`, by op name, read with
+/// the manifest library (the macro's own reader).
 fn manifest_entries() -> BTreeMap<String, (String, String, usize)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/manifest");
-    let mut entries = BTreeMap::new();
-    for file in std::fs::read_dir(dir).expect("manifest/ exists") {
-        let path = file.expect("readable directory entry").path();
-        if path.extension().is_none_or(|x| x != "yaml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("readable manifest file");
-        let options = serde_saphyr::options! {
-            strict_booleans: true,
-            non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
-        };
-        let doc: serde_json::Value =
-            serde_saphyr::from_str_with_options(&text, options).expect("valid YAML");
-        for (name, entry) in doc.as_object().expect("a family file is a mapping") {
-            let status = entry["status"].as_str().unwrap_or_default().to_owned();
-            let family = entry["family"].as_str().unwrap_or_default().to_owned();
-            let workloads = entry["workloads"].as_array().map_or(0, Vec::len);
-            entries.insert(name.clone(), (status, family, workloads));
-        }
-    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let entries =
+        tileops_manifest::check::entries(repo, Path::new("manifest")).unwrap_or_else(|problems| {
+            let rendered: Vec<String> = problems.iter().map(|p| p.render()).collect();
+            panic!("manifest/ has problems:\n{}", rendered.join("\n"))
+        });
     entries
+        .into_iter()
+        .map(|e| {
+            let status = match e.status {
+                Status::Implemented => "implemented",
+                Status::SpecOnly => "spec-only",
+            };
+            (e.name, (status.to_owned(), e.family, e.workloads.len()))
+        })
+        .collect()
 }
 
 #[test]

@@ -31,7 +31,7 @@
 
 use crate::diagnostic::{Diagnostic, SourceFile};
 use crate::load;
-use crate::manifest::{self, FamilyFile, parse_family_file};
+use crate::manifest::{self, Entry, FamilyFile, parse_family_file};
 use crate::validate;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -90,32 +90,67 @@ pub struct ManifestReport {
 /// Files that cannot be read are problems of the report, not a failure of the call: every other
 /// file is still checked.
 pub fn check_manifest(base: &Path, path: &Path) -> ManifestReport {
-    let mut report = ManifestReport {
+    let (files, mut problems) = read_manifest(base, path);
+    problems.extend(check_families(&files));
+    ManifestReport {
         path: path.to_path_buf(),
-        files: 0,
-        entries: 0,
-        problems: Vec::new(),
-    };
-    // Relative paths are relative to `base`, so messages show them as the user typed them.
-    let path = &base.join(path);
-    let files = match family_files(base, path) {
-        Ok(files) => files,
-        Err(problem) => {
-            report.problems.push(problem);
-            return report;
-        }
-    };
-    let mut parsed = Vec::new();
-    for file in files {
-        match load::load(base, std::slice::from_ref(&file)) {
-            Ok(manifest) => parsed.extend(manifest.files),
-            Err(problem) => report.problems.push(problem),
+        files: files.len(),
+        entries: files.iter().map(|f| f.entries.len()).sum(),
+        problems,
+    }
+}
+
+/// Every entry of a manifest (a family file or a directory, as for [`check_manifest`]), checked
+/// structurally, for tools and tests that read manifests: or every problem found, when there is
+/// any (formulas are not checked here; [`check_manifest`] checks them).
+///
+/// ```
+/// use std::path::Path;
+/// use tileops_manifest::check::entries;
+/// use tileops_manifest::manifest::Status;
+///
+/// let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+/// let all = entries(&repo, Path::new("manifest")).expect("the repository manifest is clean");
+/// let softmax = all.iter().find(|e| e.name == "softmax").unwrap();
+/// assert_eq!((softmax.family.as_str(), softmax.status), ("reduction", Status::Implemented));
+/// ```
+pub fn entries(base: &Path, path: &Path) -> Result<Vec<Entry>, Vec<Diagnostic>> {
+    let (files, mut problems) = read_manifest(base, path);
+    let mut entries = Vec::new();
+    for file in &files {
+        problems.extend(file.errors.iter().cloned());
+        for (name, offset, node) in &file.entries {
+            let (entry, errors) = manifest::check_entry(&file.file, name, *offset, node);
+            problems.extend(errors);
+            entries.extend(entry);
         }
     }
-    report.files = parsed.len();
-    report.entries = parsed.iter().map(|f| f.entries.len()).sum();
-    report.problems.extend(check_families(&parsed));
-    report
+    if problems.is_empty() {
+        Ok(entries)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Read and parse a manifest's family files; files that cannot be read are problems, and every
+/// other file is still read.
+fn read_manifest(base: &Path, path: &Path) -> (Vec<Rc<FamilyFile>>, Vec<Diagnostic>) {
+    // Relative paths are relative to `base`, so messages show them as the user typed them.
+    let path = &base.join(path);
+    let mut problems = Vec::new();
+    let mut parsed = Vec::new();
+    match family_files(base, path) {
+        Ok(files) => {
+            for file in files {
+                match load::load(base, std::slice::from_ref(&file)) {
+                    Ok(manifest) => parsed.extend(manifest.files),
+                    Err(problem) => problems.push(problem),
+                }
+            }
+        }
+        Err(problem) => problems.push(problem),
+    }
+    (parsed, problems)
 }
 
 /// The family files of a manifest path (see [`check_manifest`]).

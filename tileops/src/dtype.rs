@@ -142,6 +142,28 @@ mod tests {
         assert!(err.to_string().contains("float8_e4m3fn"), "{err}");
     }
 
+    /// The manifest's dtype table is the one list: every runtime dtype is in it under its name,
+    /// variant and size, and every table entry with a runtime variant parses to that variant.
+    #[test]
+    fn dtypes_agree_with_the_manifest_table() {
+        use tileops_manifest::dtypes::{DTYPES, lookup};
+        for dtype in DType::ALL {
+            let info = lookup(dtype.name())
+                .unwrap_or_else(|| panic!("{dtype} is missing from the manifest's dtype table"));
+            assert_eq!(info.runtime_variant, Some(format!("{dtype:?}").as_str()));
+            assert_eq!(usize::from(info.itemsize), dtype.size_in_bytes(), "{dtype}");
+        }
+        for info in DTYPES {
+            match info.runtime_variant {
+                Some(variant) => {
+                    let dtype: DType = info.name.parse().expect("a runtime dtype parses");
+                    assert_eq!(format!("{dtype:?}"), variant);
+                }
+                None => assert!(info.name.parse::<DType>().is_err(), "{}", info.name),
+            }
+        }
+    }
+
     #[test]
     fn sizes_match_pytorch_itemsize() {
         assert_eq!(DType::Float8E4M3Fn.size_in_bytes(), 1);
