@@ -205,6 +205,11 @@ impl Diagnostic {
             line.to_string().len()
         });
         let pad = " ".repeat(gutter);
+        let pad = if self.location.is_some() {
+            pad
+        } else {
+            " ".to_owned()
+        };
         for (i, note) in self.notes.iter().enumerate() {
             if i == 0 && self.location.is_some() {
                 out.push_str(&format!("\n{pad} |"));
@@ -363,5 +368,94 @@ mod tests {
         let mut errors = Errors::new();
         errors.push(d);
         assert_eq!(errors.finish().len(), 1);
+    }
+
+    #[test]
+    fn faults_inside_a_multibyte_character_do_not_panic() {
+        // The renderer used to slice at the raw offset while counting the carets.
+        let f = file("a: \"漢字 + Q\" # 😀é");
+        for offset in 0..=f.text.len() + 2 {
+            let text = Diagnostic::at(&f, offset, 3, "m").render();
+            assert!(text.starts_with("manifest/x.yaml:1:"), "{text}");
+        }
+        let inside = f.text.find('字').unwrap() + 1;
+        let text = Diagnostic::at(&f, inside, 1, "m").render();
+        assert!(text.starts_with("manifest/x.yaml:1:6: m"), "{text}");
+    }
+
+    #[test]
+    fn cr_only_and_crlf_lines_count_as_lines() {
+        for eol in ["\r", "\r\n", "\n"] {
+            let f = file(&format!("a: 1{eol}b: \"x\"{eol}c: Q{eol}"));
+            let offset = f.text.find('Q').unwrap();
+            let text = Diagnostic::at(&f, offset, 1, "m").render();
+            assert_eq!(
+                text, "manifest/x.yaml:3:4: m\n  |\n3 | c: Q\n  |    ^",
+                "{eol:?}"
+            );
+        }
+        // Between the halves of a CRLF is still the end of the line.
+        let f = file("ab\r\nc");
+        assert_eq!(f.line_col(3), (1, 4));
+        assert_eq!(f.line_col(4), (2, 1));
+    }
+
+    #[test]
+    fn the_caret_line_keeps_tabs_so_it_aligns_with_the_source() {
+        let f = file("\tflops:\t\"Q\"\n");
+        let offset = f.text.find('Q').unwrap();
+        let text = Diagnostic::at(&f, offset, 1, "m").render();
+        assert!(text.ends_with("\n  | \t      \t ^"), "{text:?}");
+    }
+
+    #[test]
+    fn notes_follow_the_snippet_in_order() {
+        let f = file("a: 1\n");
+        let d = Diagnostic::at(&f, 3, 1, "m")
+            .with_note("one")
+            .with_note("two");
+        assert_eq!(
+            d.render(),
+            "manifest/x.yaml:1:4: m\n  |\n1 | a: 1\n  |    ^\n  |\n  = note: one\n  = note: two"
+        );
+        let d = Diagnostic::unlocated("m").with_note("one");
+        assert_eq!(d.render(), "m\n  = note: one");
+    }
+
+    #[test]
+    fn errors_in_an_aliased_formula_point_at_the_anchor_and_note_the_alias() {
+        let f = file("x: &f \"N + 漢 + Q\"\nop:\n  flops: *f # 字\n");
+        let root = crate::yaml::parse(&f.text).unwrap();
+        let flops = root.get("op").unwrap().get("flops").unwrap();
+        let value = flops.as_str().unwrap();
+        let at = value.find('Q').unwrap();
+        let d = Diagnostic::in_scalar(&f, flops.origin(), value, at..at + 1, "unknown `Q`");
+        assert_eq!(
+            d.render(),
+            "manifest/x.yaml:1:16: unknown `Q`\n  |\n1 | x: &f \"N + 漢 + Q\"\n  |                ^\n  |\n  = note: used through the alias `*f` at manifest/x.yaml:3:10"
+        );
+        let d = Diagnostic::at_node(&f, flops, "whole");
+        assert!(
+            d.render().starts_with("manifest/x.yaml:1:7: whole"),
+            "{}",
+            d.render()
+        );
+        assert_eq!(d.notes.len(), 1);
+    }
+
+    #[test]
+    fn yaml_limits_are_not_called_syntax_errors() {
+        let text = format!("a: {}\n", "[".repeat(100));
+        let f = file(&text);
+        let err = crate::yaml::parse(&f.text).unwrap_err();
+        let rendered = Diagnostic::yaml(&f, &err).render();
+        assert!(
+            rendered.contains(": the manifest is nested too deeply"),
+            "{rendered}"
+        );
+        let f = file("a: [1,\rb: 2\r");
+        let err = crate::yaml::parse(&f.text).unwrap_err();
+        let rendered = Diagnostic::yaml(&f, &err).render();
+        assert!(rendered.contains("YAML syntax error"), "{rendered}");
     }
 }

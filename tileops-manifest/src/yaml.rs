@@ -142,10 +142,24 @@ impl fmt::Display for SyntaxError {
     }
 }
 
-/// The YAML reader's options: YAML 1.2 booleans, `.inf` floats, and serde-saphyr's default
-/// resource budget (which [`limit_message`] names when a document exceeds it).
+/// How deeply a manifest may nest mappings and sequences (flow `[`/`{` or block). TileOPs's files
+/// nest 6 deep; serde-saphyr's own default, 64, lets its recursive deserialiser overflow a 2 MiB
+/// thread stack in a debug build (rustc runs proc macros on its own thread; tests use 2 MiB).
+pub const MAX_DEPTH: usize = 32;
+
+/// The YAML reader's resource budget: serde-saphyr's defaults, with [`MAX_DEPTH`].
+fn budget() -> serde_saphyr::Budget {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = MAX_DEPTH;
+    budget.flow_nesting_limit = MAX_DEPTH;
+    budget
+}
+
+/// The YAML reader's options: YAML 1.2 booleans, `.inf` floats, and [`budget`] (which
+/// [`limit_message`] names when a document exceeds it).
 fn options() -> serde_saphyr::Options {
     serde_saphyr::options! {
+        budget: Some(budget()),
         strict_booleans: true,
         // `default: .inf` is a float param default in TileOPs files.
         non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
@@ -214,7 +228,7 @@ fn syntax_error(text: &str, err: &serde_saphyr::Error) -> SyntaxError {
 fn limit_message(err: &serde_saphyr::Error) -> Option<(ErrorKind, String)> {
     use serde_saphyr::Error as E;
     use serde_saphyr::budget::BudgetBreach as B;
-    let budget = serde_saphyr::Budget::default();
+    let budget = budget();
     let too_large = |what: String| {
         Some((
             ErrorKind::TooLarge,
@@ -940,5 +954,190 @@ mod tests {
     fn duplicate_keys_are_syntax_errors() {
         let err = parse("a: 1\na: 2\n").unwrap_err();
         assert!(err.message.contains("duplicate"), "{}", err.message);
+    }
+
+    /// The file text that `locate` gives for the first occurrence of `needle` in the value of the
+    /// top-level key `key`.
+    fn located<'t>(text: &'t str, key: &str, needle: &str) -> &'t str {
+        let node = parse(text).unwrap().get(key).unwrap().clone();
+        let value = node.as_str().unwrap();
+        let at = value.find(needle).unwrap();
+        &text[node.origin().locate(text, value, at..at + needle.len())]
+    }
+
+    #[test]
+    fn escapes_in_double_quotes_map_to_their_spelling() {
+        let text = "f: \"\\t\\u00e9\\\\\\\"\\x41\\U0001F600\\ud83d\\ude00\\L\\/Q + 漢\"\n";
+        assert_eq!(located(text, "f", "\t"), "\\t");
+        assert_eq!(located(text, "f", "é"), "\\u00e9");
+        assert_eq!(located(text, "f", "\\"), "\\\\");
+        assert_eq!(located(text, "f", "\""), "\\\"");
+        assert_eq!(located(text, "f", "A"), "\\x41");
+        assert_eq!(located(text, "f", "😀"), "\\U0001F600");
+        assert_eq!(located(text, "f", "😀😀"), "\\U0001F600\\ud83d\\ude00");
+        assert_eq!(located(text, "f", "\u{2028}"), "\\L");
+        assert_eq!(located(text, "f", "Q"), "Q");
+        assert_eq!(located(text, "f", "+ 漢"), "+ 漢");
+    }
+
+    #[test]
+    fn doubled_quotes_in_single_quotes_map_to_both() {
+        let text = "f: 'it''s ''Q'' 漢'\n";
+        assert_eq!(located(text, "f", "'"), "''");
+        assert_eq!(located(text, "f", "Q"), "Q");
+        assert_eq!(located(text, "f", "'Q'"), "''Q''");
+        assert_eq!(located(text, "f", "漢"), "漢");
+    }
+
+    #[test]
+    fn folded_lines_map_to_the_continuation_lines() {
+        // A break is a space; an empty line is a `\n`; blanks around breaks disappear.
+        let text = "a: \"N +   \n    Q\"\nb: 'x\n\n   Q'\nc: N *\n  Q\nd: \"x\\\n   Q\"\n";
+        for key in ["a", "b", "c", "d"] {
+            let node = parse(text).unwrap().get(key).unwrap().clone();
+            let value = node.as_str().unwrap();
+            let at = value.find('Q').unwrap();
+            let range = node.origin().locate(text, value, at..at + 1);
+            assert_eq!(&text[range.clone()], "Q", "{key}: {value:?}");
+            assert_eq!(&text[range.start - 1..range.start], " ", "{key}");
+        }
+        // The folded space itself is the line break.
+        assert_eq!(located(text, "a", " Q"), "\n    Q");
+        assert_eq!(located(text, "b", "\n"), "\n");
+    }
+
+    #[test]
+    fn block_scalars_map_past_their_indentation() {
+        let text = "a: |\n  N +\n    Q\nb: >-\n\n  x\n  Q\nc: >\n  p\n\n  Q\n";
+        assert_eq!(located(text, "a", "Q"), "Q");
+        assert_eq!(located(text, "a", "  Q"), "  Q");
+        assert_eq!(located(text, "b", "Q"), "Q");
+        assert_eq!(located(text, "b", "x Q"), "x\n  Q");
+        assert_eq!(located(text, "c", "Q"), "Q");
+    }
+
+    #[test]
+    fn cr_and_crlf_line_breaks_fold_like_lf() {
+        for eol in ["\r", "\r\n", "\n"] {
+            let text = format!("a: \"N +{eol}  Q\"{eol}b: |{eol}  x{eol}  Q{eol}c: 1{eol}");
+            assert_eq!(located(&text, "a", "Q"), "Q", "{eol:?}");
+            assert_eq!(located(&text, "b", "Q"), "Q", "{eol:?}");
+            let c = parse(&text).unwrap().get("c").unwrap().offset;
+            assert_eq!(&text[c..c + 1], "1", "{eol:?}");
+        }
+    }
+
+    #[test]
+    fn a_value_this_reader_cannot_reproduce_falls_back_to_the_whole_scalar() {
+        let text = "f: \"abc\"\n";
+        let node = parse(text).unwrap().get("f").unwrap().clone();
+        // Not the node's value: the map refuses it rather than guessing.
+        let range = node.origin().locate(text, "xyz", 1..2);
+        assert_eq!(&text[range], "\"abc\"");
+    }
+
+    #[test]
+    fn aliased_nodes_have_the_anchored_offset_and_note_the_alias() {
+        let text = "a: &x {b: &y \"N + Q\", d: {e: f}}\ng: *x\nh: *y\nm:\n  <<: *x\n";
+        let root = parse(text).unwrap();
+        let alias_g = text.find("*x").unwrap();
+        let g = root.get("g").unwrap();
+        assert_eq!(g.alias, Some(alias_g));
+        assert_eq!(&text[g.offset..g.offset + 1], "{");
+        let b = g.get("b").unwrap();
+        assert_eq!(b.alias, Some(alias_g));
+        assert_eq!(located(text, "h", "Q"), "Q");
+        assert_eq!(text.find("Q").unwrap(), {
+            let h = root.get("h").unwrap();
+            let value = h.as_str().unwrap();
+            h.origin().locate(text, value, 4..5).start
+        });
+        let e = g.get("d").unwrap().get("e").unwrap();
+        assert_eq!(&text[e.offset..e.offset + 1], "f");
+        // Merged keys come from the anchored mapping too, through the `*x` after `<<`.
+        let merged = root.get("m").unwrap().get("b").unwrap();
+        assert_eq!(merged.alias, Some(text.rfind("*x").unwrap()));
+        assert_eq!(&text[merged.offset..merged.offset + 1], "\"");
+        // Nodes not reached through an alias have none.
+        assert_eq!(root.get("a").unwrap().get("b").unwrap().alias, None);
+    }
+
+    fn flow_nested(depth: usize) -> String {
+        format!("a: {}1{}\n", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    fn block_nested(depth: usize) -> String {
+        (0..depth)
+            .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+            .collect::<String>()
+            + &"  ".repeat(depth)
+            + "v: 1\n"
+    }
+
+    #[test]
+    fn the_deepest_accepted_documents_parse_on_a_small_stack() {
+        // Rust's default for spawned threads; the top-level mapping is one level.
+        let parsed = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                (
+                    parse(&flow_nested(MAX_DEPTH - 1)).is_ok(),
+                    parse(&block_nested(MAX_DEPTH - 1)).is_ok(),
+                )
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(parsed, (true, true));
+    }
+
+    #[test]
+    fn nesting_beyond_the_readers_limits_is_too_deep_not_a_syntax_error() {
+        for text in [
+            flow_nested(MAX_DEPTH + 1),
+            block_nested(MAX_DEPTH + 1),
+            flow_nested(10_000),
+            block_nested(2_000),
+        ] {
+            let err = parse(&text).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::TooDeep, "{err:?}");
+            let shown = err.to_string();
+            assert!(shown.contains("nested too deeply"), "{shown}");
+            assert!(shown.contains("`max_depth`"), "{shown}");
+            assert!(!shown.contains("syntax"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn documents_beyond_the_readers_size_limits_are_too_large() {
+        let budget = budget();
+        let nodes = format!("a: [{}]\n", "1,".repeat(budget.max_nodes + 1));
+        let aliases = format!(
+            "a: &x 1\nb: [{}]\n",
+            "*x,".repeat(budget.alias_anchor_min_aliases + 1)
+        );
+        for (text, limit) in [
+            (nodes, "`max_nodes`"),
+            (aliases, "`alias_anchor_ratio_multiplier`"),
+        ] {
+            let err = parse(&text).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::TooLarge, "{err:?}");
+            let shown = err.to_string();
+            assert!(shown.starts_with("the manifest is too large"), "{shown}");
+            assert!(shown.contains(limit), "{shown}");
+        }
+    }
+
+    #[test]
+    fn syntax_error_offsets_count_cr_only_lines() {
+        let text = "a: 1\rb: [1, 2\rc: 3\r";
+        let err = parse(text).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Syntax);
+        assert!(err.line >= 2, "{err:?}");
+        assert_eq!(err.offset, offset_of_line_col(text, err.line, err.column));
+        assert_eq!(offset_of_line_col("a\rbc\r\nd", 2, 2), 3);
+        assert_eq!(offset_of_line_col("a\rbc\r\nd", 3, 1), 6);
+        assert_eq!(offset_of_line_col("a", 9, 1), 1);
+        assert_eq!(offset_of_line_col("é漢x", 1, 3), 5);
     }
 }
