@@ -74,9 +74,14 @@ fn line_start(text: &str, offset: usize) -> (usize, usize) {
 
 /// The largest char boundary at or below `offset` (clamped to the text): offsets from outside
 /// the renderer are never trusted to be boundaries.
+///
+/// The `\n` of a `\r\n` counts as its `\r`: both halves are the one end of the line.
 fn floor_char_boundary(text: &str, offset: usize) -> usize {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    if offset > 0 && text.as_bytes()[offset - 1..].starts_with(b"\r\n") {
         offset -= 1;
     }
     offset
@@ -396,7 +401,7 @@ mod tests {
         }
         // Between the halves of a CRLF is still the end of the line.
         let f = file("ab\r\nc");
-        assert_eq!(f.line_col(3), (1, 4));
+        assert_eq!(f.line_col(3), (1, 3));
         assert_eq!(f.line_col(4), (2, 1));
     }
 

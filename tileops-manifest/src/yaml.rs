@@ -554,7 +554,7 @@ impl ScalarMap {
                 Style::Literal => out.block(offset, false),
                 Style::Folded => out.block(offset, true),
             };
-            (ok && out.complete()).then(|| ScalarMap {
+            (ok && out.complete()).then_some(ScalarMap {
                 total: value.len(),
                 chars: out.chars,
                 end: out.end,
@@ -572,9 +572,10 @@ impl ScalarMap {
                 .checked_sub(1)?;
             Some(self.chars[i].1.clone())
         };
-        let start = match range.start < self.total {
-            true => source(range.start).map_or(self.end, |r| r.start),
-            false => self.end,
+        let start = if range.start < self.total {
+            source(range.start).map_or(self.end, |r| r.start)
+        } else {
+            self.end
         };
         let end = if range.end <= range.start {
             start
