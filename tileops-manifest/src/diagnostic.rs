@@ -4,6 +4,8 @@
 //! them so that one compilation reports every mistake of an entry at once, and turns them into
 //! `compile_error!` invocations at the attribute.
 
+use crate::yaml::{Node, Origin, SyntaxError};
+use std::ops::Range;
 use std::rc::Rc;
 
 /// A manifest file as the macro read it: the path to show and the text.
@@ -17,28 +19,69 @@ pub struct SourceFile {
 
 impl SourceFile {
     /// 1-based line and column (in characters) of a byte offset.
+    ///
+    /// Lines end at `\n`, `\r\n` or a lone `\r`, as in YAML. An offset inside a character counts
+    /// as that character; one past the end is the end of the text.
+    ///
+    /// ```
+    /// use tileops_manifest::diagnostic::SourceFile;
+    ///
+    /// let file = SourceFile { display_path: "m.yaml".into(), text: "a: 1\rb: é2\r\n".into() };
+    /// assert_eq!(file.line_col(file.text.find('2').unwrap()), (2, 5));
+    /// ```
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
-        let offset = floor_char_boundary(&self.text, offset.min(self.text.len()));
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let col = self.text[line_start..offset].chars().count() + 1;
-        (line, col)
+        let offset = floor_char_boundary(&self.text, offset);
+        let (line, start) = line_start(&self.text, offset);
+        (line, self.text[start..offset].chars().count() + 1)
     }
 
-    /// The text of the line holding `offset`, without its newline.
+    /// The text of the line holding `offset`, without its line break.
     fn line_text(&self, offset: usize) -> &str {
-        let offset = floor_char_boundary(&self.text, offset.min(self.text.len()));
-        let start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
-        let end = self.text[offset..]
-            .find('\n')
-            .map_or(self.text.len(), |i| offset + i);
-        self.text[start..end].trim_end_matches('\r')
+        let offset = floor_char_boundary(&self.text, offset);
+        let (_, start) = line_start(&self.text, offset);
+        let end = self.text[start..]
+            .find(['\n', '\r'])
+            .map_or(self.text.len(), |i| start + i);
+        &self.text[start..end]
+    }
+
+    /// `path:line:col` of a byte offset.
+    pub fn position(&self, offset: usize) -> String {
+        let (line, col) = self.line_col(offset);
+        format!("{}:{line}:{col}", self.display_path)
     }
 }
 
-fn floor_char_boundary(text: &str, mut offset: usize) -> usize {
-    while offset > 0 && !text.is_char_boundary(offset) {
+/// 1-based line number of `offset` and the byte offset where that line starts. A `\r` directly
+/// followed by `\n` is half of one break, so an offset between them is still on the line.
+fn line_start(text: &str, offset: usize) -> (usize, usize) {
+    let bytes = &text.as_bytes()[..offset];
+    let mut line = 1;
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let ends_line = match b {
+            b'\n' => true,
+            b'\r' => text.as_bytes().get(i + 1) != Some(&b'\n'),
+            _ => false,
+        };
+        if ends_line {
+            line += 1;
+            start = i + 1;
+        }
+    }
+    (line, start)
+}
+
+/// The largest char boundary at or below `offset` (clamped to the text): offsets from outside
+/// the renderer are never trusted to be boundaries.
+///
+/// The `\n` of a `\r\n` counts as its `\r`: both halves are the one end of the line.
+fn floor_char_boundary(text: &str, offset: usize) -> usize {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    if offset > 0 && text.as_bytes()[offset - 1..].starts_with(b"\r\n") {
         offset -= 1;
     }
     offset
@@ -62,6 +105,9 @@ pub struct Diagnostic {
     pub location: Option<Location>,
     /// What is wrong, and what to do.
     pub message: String,
+    /// Context shown after the snippet, in order (`= note: …`): for example the alias through
+    /// which the faulty text is used.
+    pub notes: Vec<String>,
 }
 
 impl Diagnostic {
@@ -79,7 +125,49 @@ impl Diagnostic {
                 len,
             }),
             message: message.into(),
+            notes: Vec::new(),
         }
+    }
+
+    /// An error about a whole YAML node; a node reached through an alias notes the alias.
+    pub fn at_node(file: &Rc<SourceFile>, node: &Node, message: impl Into<String>) -> Self {
+        Diagnostic::at(file, node.offset, node.len, message).with_alias(file, node.alias)
+    }
+
+    /// An error at the bytes `range` of a string scalar's decoded `value`, located in the file
+    /// through its [`Origin`] (escapes, `''`, folding and block indentation undone; an alias
+    /// noted).
+    ///
+    /// ```
+    /// use std::rc::Rc;
+    /// use tileops_manifest::{diagnostic::{Diagnostic, SourceFile}, yaml};
+    ///
+    /// let text = "x: &f \"\\tN + Q\"\nflops: *f\n";
+    /// let file = Rc::new(SourceFile { display_path: "m.yaml".into(), text: text.into() });
+    /// let flops = yaml::parse(text).unwrap().get("flops").unwrap().clone();
+    /// let value = flops.as_str().unwrap();
+    /// let at = value.find('Q').unwrap();
+    /// let d = Diagnostic::in_scalar(&file, flops.origin(), value, at..at + 1, "unknown name `Q`");
+    /// assert_eq!(
+    ///     d.render(),
+    ///     "m.yaml:1:14: unknown name `Q`\n  |\n1 | x: &f \"\\tN + Q\"\n  |              ^\n  |\n  = note: used through the alias `*f` at m.yaml:2:8"
+    /// );
+    /// ```
+    pub fn in_scalar(
+        file: &Rc<SourceFile>,
+        origin: Origin,
+        value: &str,
+        range: Range<usize>,
+        message: impl Into<String>,
+    ) -> Self {
+        let at = origin.locate(&file.text, value, range);
+        Diagnostic::at(file, at.start, at.len(), message).with_alias(file, origin.alias)
+    }
+
+    /// The error for a document that could not be read: a syntax error, or a YAML size or depth
+    /// limit (named as such, not as a syntax error).
+    pub fn yaml(file: &Rc<SourceFile>, err: &SyntaxError) -> Self {
+        Diagnostic::at(file, err.offset, 1, err.to_string())
     }
 
     /// An error with no place in the YAML (a missing file, a bad attribute).
@@ -87,40 +175,99 @@ impl Diagnostic {
         Diagnostic {
             location: None,
             message: message.into(),
+            notes: Vec::new(),
         }
     }
 
-    /// `path:line:col: message`, then the YAML line with carets under the fault.
-    pub fn render(&self) -> String {
-        let Some(loc) = &self.location else {
-            return self.message.clone();
-        };
-        let (line, col) = loc.file.line_col(loc.offset);
-        let text = loc.file.line_text(loc.offset);
-        let gutter = line.to_string().len();
-        let pad = " ".repeat(gutter);
-        // Carets stay on the fault's own line even when the fault spans lines.
-        let line_chars = text.chars().count();
-        let fault_chars = loc.file.text[loc.offset.min(loc.file.text.len())..]
-            .chars()
-            .take_while(|c| *c != '\n')
-            .scan(0usize, |bytes, c| {
-                *bytes += c.len_utf8();
-                Some(*bytes)
-            })
-            .take_while(|bytes| *bytes <= loc.len)
-            .count();
-        let width = fault_chars
-            .max(1)
-            .min(line_chars.saturating_sub(col - 1).max(1));
-        format!(
-            "{path}:{line}:{col}: {message}\n{pad} |\n{line} | {text}\n{pad} | {space}{carets}",
-            path = loc.file.display_path,
-            message = self.message,
-            space = " ".repeat(col - 1),
-            carets = "^".repeat(width),
-        )
+    /// The same diagnostic with one more note.
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
     }
+
+    fn with_alias(self, file: &SourceFile, alias: Option<usize>) -> Self {
+        match alias {
+            Some(at) => {
+                let name = alias_name(&file.text, at);
+                let note = format!("used through the alias `{name}` at {}", file.position(at));
+                self.with_note(note)
+            }
+            None => self,
+        }
+    }
+
+    /// `path:line:col: message`, then the YAML line with carets under the fault, then the notes.
+    ///
+    /// Deterministic: the same diagnostic renders to the same text. Offsets that are not on a
+    /// character boundary, or past the end, are rounded down to one that is.
+    pub fn render(&self) -> String {
+        let mut out = match &self.location {
+            None => self.message.clone(),
+            Some(loc) => snippet(loc, &self.message),
+        };
+        let gutter = self.location.as_ref().map_or(0, |loc| {
+            let (line, _) = loc.file.line_col(loc.offset);
+            line.to_string().len()
+        });
+        let pad = " ".repeat(gutter);
+        let pad = if self.location.is_some() {
+            pad
+        } else {
+            " ".to_owned()
+        };
+        for (i, note) in self.notes.iter().enumerate() {
+            if i == 0 && self.location.is_some() {
+                out.push_str(&format!("\n{pad} |"));
+            }
+            out.push_str(&format!("\n{pad} = note: {note}"));
+        }
+        out
+    }
+}
+
+/// The alias token at `at` (`*name`), as written.
+fn alias_name(text: &str, at: usize) -> &str {
+    let at = floor_char_boundary(text, at);
+    let rest = &text[at..];
+    let end = rest
+        .char_indices()
+        .skip(1)
+        .find(|(_, c)| c.is_whitespace() || matches!(c, ',' | '[' | ']' | '{' | '}'))
+        .map_or(rest.len(), |(i, _)| i);
+    &rest[..end]
+}
+
+fn snippet(loc: &Location, message: &str) -> String {
+    let file = &loc.file;
+    let offset = floor_char_boundary(&file.text, loc.offset);
+    let (line, col) = file.line_col(offset);
+    let text = file.line_text(offset);
+    let pad = " ".repeat(line.to_string().len());
+    // Carets stay on the fault's own line even when the fault spans lines.
+    let line_chars = text.chars().count();
+    let fault_chars = file.text[offset..]
+        .chars()
+        .take_while(|c| !matches!(c, '\n' | '\r'))
+        .scan(0usize, |bytes, c| {
+            *bytes += c.len_utf8();
+            Some(*bytes)
+        })
+        .take_while(|bytes| *bytes <= loc.len)
+        .count();
+    let width = fault_chars
+        .max(1)
+        .min(line_chars.saturating_sub(col - 1).max(1));
+    // The caret line repeats the line's tabs, so that a terminal aligns both lines alike.
+    let space: String = text
+        .chars()
+        .take(col - 1)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    format!(
+        "{path}:{line}:{col}: {message}\n{pad} |\n{line} | {text}\n{pad} | {space}{carets}",
+        path = file.display_path,
+        carets = "^".repeat(width),
+    )
 }
 
 /// Collects every diagnostic of one expansion. Like serde_derive's `Ctxt`, dropping it with
@@ -226,5 +373,94 @@ mod tests {
         let mut errors = Errors::new();
         errors.push(d);
         assert_eq!(errors.finish().len(), 1);
+    }
+
+    #[test]
+    fn faults_inside_a_multibyte_character_do_not_panic() {
+        // The renderer used to slice at the raw offset while counting the carets.
+        let f = file("a: \"漢字 + Q\" # 😀é");
+        for offset in 0..=f.text.len() + 2 {
+            let text = Diagnostic::at(&f, offset, 3, "m").render();
+            assert!(text.starts_with("manifest/x.yaml:1:"), "{text}");
+        }
+        let inside = f.text.find('字').unwrap() + 1;
+        let text = Diagnostic::at(&f, inside, 1, "m").render();
+        assert!(text.starts_with("manifest/x.yaml:1:6: m"), "{text}");
+    }
+
+    #[test]
+    fn cr_only_and_crlf_lines_count_as_lines() {
+        for eol in ["\r", "\r\n", "\n"] {
+            let f = file(&format!("a: 1{eol}b: \"x\"{eol}c: Q{eol}"));
+            let offset = f.text.find('Q').unwrap();
+            let text = Diagnostic::at(&f, offset, 1, "m").render();
+            assert_eq!(
+                text, "manifest/x.yaml:3:4: m\n  |\n3 | c: Q\n  |    ^",
+                "{eol:?}"
+            );
+        }
+        // Between the halves of a CRLF is still the end of the line.
+        let f = file("ab\r\nc");
+        assert_eq!(f.line_col(3), (1, 3));
+        assert_eq!(f.line_col(4), (2, 1));
+    }
+
+    #[test]
+    fn the_caret_line_keeps_tabs_so_it_aligns_with_the_source() {
+        let f = file("\tflops:\t\"Q\"\n");
+        let offset = f.text.find('Q').unwrap();
+        let text = Diagnostic::at(&f, offset, 1, "m").render();
+        assert!(text.ends_with("\n  | \t      \t ^"), "{text:?}");
+    }
+
+    #[test]
+    fn notes_follow_the_snippet_in_order() {
+        let f = file("a: 1\n");
+        let d = Diagnostic::at(&f, 3, 1, "m")
+            .with_note("one")
+            .with_note("two");
+        assert_eq!(
+            d.render(),
+            "manifest/x.yaml:1:4: m\n  |\n1 | a: 1\n  |    ^\n  |\n  = note: one\n  = note: two"
+        );
+        let d = Diagnostic::unlocated("m").with_note("one");
+        assert_eq!(d.render(), "m\n  = note: one");
+    }
+
+    #[test]
+    fn errors_in_an_aliased_formula_point_at_the_anchor_and_note_the_alias() {
+        let f = file("x: &f \"N + 漢 + Q\"\nop:\n  flops: *f # 字\n");
+        let root = crate::yaml::parse(&f.text).unwrap();
+        let flops = root.get("op").unwrap().get("flops").unwrap();
+        let value = flops.as_str().unwrap();
+        let at = value.find('Q').unwrap();
+        let d = Diagnostic::in_scalar(&f, flops.origin(), value, at..at + 1, "unknown `Q`");
+        assert_eq!(
+            d.render(),
+            "manifest/x.yaml:1:16: unknown `Q`\n  |\n1 | x: &f \"N + 漢 + Q\"\n  |                ^\n  |\n  = note: used through the alias `*f` at manifest/x.yaml:3:10"
+        );
+        let d = Diagnostic::at_node(&f, flops, "whole");
+        assert!(
+            d.render().starts_with("manifest/x.yaml:1:7: whole"),
+            "{}",
+            d.render()
+        );
+        assert_eq!(d.notes.len(), 1);
+    }
+
+    #[test]
+    fn yaml_limits_are_not_called_syntax_errors() {
+        let text = format!("a: {}\n", "[".repeat(100));
+        let f = file(&text);
+        let err = crate::yaml::parse(&f.text).unwrap_err();
+        let rendered = Diagnostic::yaml(&f, &err).render();
+        assert!(
+            rendered.contains(": the manifest is nested too deeply"),
+            "{rendered}"
+        );
+        let f = file("a: [1,\rb: 2\r");
+        let err = crate::yaml::parse(&f.text).unwrap_err();
+        let rendered = Diagnostic::yaml(&f, &err).render();
+        assert!(rendered.contains("YAML syntax error"), "{rendered}");
     }
 }

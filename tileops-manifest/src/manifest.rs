@@ -86,6 +86,8 @@ pub struct FormulaSource {
     pub text: String,
     /// Byte offset of the first character of `text` in the file.
     pub offset: usize,
+    /// Where the text is, for locating an offset in it: escapes, folding, aliases.
+    pub origin: yaml::Origin,
 }
 
 /// One `vars` entry: the variable's name and its formula.
@@ -194,15 +196,7 @@ pub fn parse_family_file(file: Rc<SourceFile>) -> FamilyFile {
     let mut errors = Vec::new();
     let mut entries = Vec::new();
     match yaml::parse(&file.text) {
-        Err(err) => {
-            let offset = offset_of_line_col(&file.text, err.line, err.column);
-            errors.push(Diagnostic::at(
-                &file,
-                offset,
-                1,
-                format!("YAML syntax error: {}", err.message),
-            ));
-        }
+        Err(err) => errors.push(Diagnostic::yaml(&file, &err)),
         Ok(root) => match &root.kind {
             Kind::Map(map) => {
                 for (key, value) in map {
@@ -236,22 +230,6 @@ pub fn parse_family_file(file: Rc<SourceFile>) -> FamilyFile {
     }
 }
 
-fn offset_of_line_col(text: &str, line: usize, column: usize) -> usize {
-    let mut offset = 0;
-    for (index, l) in text.split_inclusive('\n').enumerate() {
-        if index + 1 == line {
-            let col_bytes: usize = l
-                .chars()
-                .take(column.saturating_sub(1))
-                .map(char::len_utf8)
-                .sum();
-            return offset + col_bytes;
-        }
-        offset += l.len();
-    }
-    text.len()
-}
-
 /// Checks one entry's structure; every problem found is pushed to `errors`.
 struct EntryChecker<'a> {
     file: &'a Rc<SourceFile>,
@@ -261,10 +239,9 @@ struct EntryChecker<'a> {
 
 impl EntryChecker<'_> {
     fn error(&mut self, node: &Node, message: String) {
-        self.errors.push(Diagnostic::at(
+        self.errors.push(Diagnostic::at_node(
             self.file,
-            node.offset,
-            node.len,
+            node,
             format!("{}: {message}", self.op),
         ));
     }
@@ -360,6 +337,7 @@ impl EntryChecker<'_> {
             field,
             text,
             offset: node.content_offset(&self.file.text),
+            origin: node.origin(),
         })
     }
 
@@ -752,6 +730,7 @@ pub fn check_entry(
         kind: Kind::Null,
         offset,
         len: name.len(),
+        alias: None,
     };
     for required in ["family", "status", "signature", "roofline"] {
         if get(required).is_none() {

@@ -159,10 +159,11 @@ fn check_one(
     errors: &mut Vec<Diagnostic>,
 ) -> Option<CheckedFormula> {
     let locate = |e: formula::FormulaError| {
-        Diagnostic::at(
+        Diagnostic::in_scalar(
             &entry.file,
-            source.offset + e.span.start,
-            e.span.end.saturating_sub(e.span.start),
+            source.origin,
+            &source.text,
+            e.span,
             format!("{}: `{}`: {}", entry.name, source.field, e.message),
         )
     };
