@@ -268,11 +268,14 @@ fn normalize(path: &Path) -> PathBuf {
     for part in path.components() {
         match part {
             Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
+            // `..` cancels a named directory, never another `..` (`../../x` stays as it is).
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
                 }
-            }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
             other => out.push(other),
         }
     }
@@ -315,6 +318,20 @@ pub fn load(base: &Path, paths: &[PathBuf]) -> Result<Manifest, Diagnostic> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_paths_keep_leading_parent_directories() {
+        assert_eq!(
+            normalize(Path::new("../../shared/x.yaml")),
+            Path::new("../../shared/x.yaml")
+        );
+        assert_eq!(normalize(Path::new("a/../b/./c/..")), Path::new("b"));
+        assert_eq!(normalize(Path::new("/../a")), Path::new("/a"));
+        assert_eq!(
+            display_path(Path::new("/w/main"), Path::new("/w/main/../shared/x.yaml")),
+            "../shared/x.yaml"
+        );
+    }
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("tileops-load-{name}-{}", std::process::id()));
