@@ -35,6 +35,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::files;
 use crate::DType;
 
 /// The version of the records schema this module reads and writes.
@@ -42,6 +43,10 @@ use crate::DType;
 /// Bump it when a field changes meaning; a file of another version is refused with a clear error
 /// rather than misread.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The largest records file [`Run::load`] reads: 1 GiB, about 1.7 million records as bench_all
+/// writes them (a bound, so a wrong path such as a device cannot make it read without end).
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
 /// The implementation name of a tileops row (`impl` in the file). Baseline rows name theirs
 /// (`torch`, `torch-compile`).
@@ -180,6 +185,38 @@ pub struct RunMeta {
     pub tool_version: String,
     /// The device the run was taken on.
     pub device: DeviceInfo,
+    /// Set when the run stopped before its last row (interrupted): why, and how many rows it
+    /// meant to run. Absent from a complete run's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
+}
+
+/// What `meta.partial` says of a run that stopped before its last row: the records are the rows
+/// finished before it stopped, every one of them whole.
+///
+/// ```
+/// use tileops::perf::records::{DeviceInfo, Partial, RunMeta};
+/// let meta = RunMeta::new("abc", "2026-11-30T04:00:00Z", "0.1.0", DeviceInfo::new("cpu: test"))
+///     .with_partial(Partial::new("interrupted by SIGINT", 132));
+/// assert_eq!(meta.partial.unwrap().planned_rows, 132);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Partial {
+    /// Why the run stopped (`"interrupted by SIGINT"`).
+    pub reason: String,
+    /// How many rows the run was to have: the records file holds fewer.
+    pub planned_rows: usize,
+}
+
+impl Partial {
+    /// A partial run's note.
+    pub fn new(reason: impl Into<String>, planned_rows: usize) -> Self {
+        Partial {
+            reason: reason.into(),
+            planned_rows,
+        }
+    }
 }
 
 impl RunMeta {
@@ -195,7 +232,14 @@ impl RunMeta {
             date: date.into(),
             tool_version: tool_version.into(),
             device,
+            partial: None,
         }
+    }
+
+    /// Marks the run partial.
+    pub fn with_partial(mut self, partial: Partial) -> Self {
+        self.partial = Some(partial);
+        self
     }
 }
 
@@ -589,11 +633,24 @@ impl Run {
     /// is truncated or malformed, is of another schema version, or fails [`Run::validate`].
     pub fn load(path: impl AsRef<Path>) -> Result<Run, RecordsError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| RecordsError::Io {
-            path: path.display().to_string(),
+        let shown = path.display().to_string();
+        let io = |source| RecordsError::Io {
+            path: shown.clone(),
             source,
+        };
+        let bytes = files::read_regular(path, MAX_FILE_BYTES).map_err(io)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column = upto.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+            RecordsError::Malformed {
+                file: shown.clone(),
+                line,
+                column,
+                message: "the file is not UTF-8 text".into(),
+            }
         })?;
-        Run::from_json_str(&text, &path.display().to_string())
+        Run::from_json_str(&text, &shown)
     }
 
     /// Parses and validates records JSON; `origin` names it in errors.
@@ -602,6 +659,9 @@ impl Run {
     /// As [`Run::load`], less the I/O.
     pub fn from_json_str(text: &str, origin: &str) -> Result<Run, RecordsError> {
         let file = origin.to_owned();
+        // A byte order mark, which some Windows editors write, is not JSON; RFC 8259 lets a
+        // parser ignore it, and positions after it are the same in any editor.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         // The version is read first, so a file of another schema gets that error rather than a
         // confusing complaint about some field that changed.
         #[derive(Deserialize)]
@@ -664,6 +724,26 @@ impl Run {
             });
         }
         let meta = &self.meta;
+        if let Some(partial) = &meta.partial {
+            if partial.reason.trim().is_empty() {
+                return Err(invalid(
+                    "meta".into(),
+                    "partial.reason",
+                    "is empty; say why the run stopped".into(),
+                ));
+            }
+            if partial.planned_rows < self.records.len() {
+                return Err(invalid(
+                    "meta".into(),
+                    "partial.planned_rows",
+                    format!(
+                        "is {}, fewer than the {} records of the file",
+                        partial.planned_rows,
+                        self.records.len()
+                    ),
+                ));
+            }
+        }
         for (field, value) in [
             ("git_revision", &meta.git_revision),
             ("date", &meta.date),
@@ -705,7 +785,9 @@ impl Run {
         serde_json::to_string_pretty(self).map_err(RecordsError::Serialize)
     }
 
-    /// Validates the run and writes it to `path`, creating parent directories.
+    /// Validates the run and writes it to `path` atomically ([`files::write_atomic`]: a temporary
+    /// file in the same directory, flushed, renamed over `path`), creating parent directories. On
+    /// any failure the file at `path` is as it was.
     ///
     /// # Errors
     /// [`RecordsError`] when the run does not validate or the file cannot be written.
@@ -713,15 +795,11 @@ impl Run {
         let path = path.as_ref();
         let shown = path.display().to_string();
         self.validate(&shown)?;
-        let text = self.to_json_pretty()?;
-        let io = |source| RecordsError::Io {
+        let text = self.to_json_pretty()? + "\n";
+        files::write_atomic(path, text.as_bytes()).map_err(|source| RecordsError::Io {
             path: shown.clone(),
             source,
-        };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        std::fs::write(path, text + "\n").map_err(io)
+        })
     }
 }
 
