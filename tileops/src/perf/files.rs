@@ -142,6 +142,10 @@ fn check_target(path: &Path) -> io::Result<()> {
         Ok(meta) if meta.is_file() => Ok(()),
         Ok(meta) => Err(not_regular(meta.file_type(), "write")),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotADirectory => Err(io::Error::new(
+            e.kind(),
+            "a part of the path before the file name is a file, not a directory",
+        )),
         Err(e) => Err(e),
     }
 }
@@ -321,7 +325,9 @@ mod tests {
         // A file in the way of the directory.
         fs::write(dir.join("file"), b"").unwrap();
         let err = check_writable(&dir.join("file/run.json")).unwrap_err();
-        assert!(err.to_string().starts_with("creating the directory "), "{err}");
+        assert!(err.to_string().ends_with("is a file, not a directory"), "{err}");
+        let err = check_writable(&dir.join("file/sub/run.json")).unwrap_err();
+        assert!(err.to_string().ends_with("is a file, not a directory"), "{err}");
         fs::remove_dir_all(&dir).unwrap();
     }
 }
