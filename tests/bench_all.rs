@@ -398,19 +398,20 @@ fn sigterm_in_mid_run_writes_the_finished_rows_marked_partial() {
 fn a_closed_stdout_ends_quietly_and_the_records_are_still_written() {
     let dir = common::scratch("bench-closed-stdout");
     for args in [&["--help"][..], &["--list"]] {
-        let done = common::run_within(
-            bench_all().args(args).stdout(common::closed_pipe()),
+        let done = common::run_with_stdout(
+            bench_all().args(args),
+            common::closed_pipe(),
             Duration::from_secs(60),
         );
         assert_eq!(done.code(), 0, "{args:?}: {done:?}");
         assert!(done.stderr.is_empty(), "{args:?}: {}", done.stderr);
     }
     let path = dir.join("records.json");
-    let done = common::run_within(
+    let done = common::run_with_stdout(
         bench_all()
             .args(["--op", "rms_norm", "--cpu-max-bytes", "0", "--out"])
-            .arg(&path)
-            .stdout(common::closed_pipe()),
+            .arg(&path),
+        common::closed_pipe(),
         Duration::from_secs(120),
     );
     assert_eq!(done.code(), 0, "{done:?}");

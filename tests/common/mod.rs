@@ -90,9 +90,19 @@ impl Finished {
 /// Runs `command` with stdout and stderr captured, killing it (and failing the test) if it is not
 /// done within `limit`: a tool that hangs must fail the test, not hang it.
 pub fn run_within(command: &mut Command, limit: Duration) -> Finished {
+    run_with_stdout(command, Stdio::piped(), limit)
+}
+
+/// [`run_within`] with stdout sent to `stdout` (a closed pipe, `/dev/full`): its text is then
+/// empty.
+pub fn run_with_stdout(
+    command: &mut Command,
+    stdout: impl Into<Stdio>,
+    limit: Duration,
+) -> Finished {
     let started = Instant::now();
     let mut child = command
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("starting {:?}: {e}", command.get_program()));
