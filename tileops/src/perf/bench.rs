@@ -1190,6 +1190,64 @@ mod tests {
         assert_eq!(note.chars().count(), NOTE_CHARS, "{cut}");
     }
 
+    /// Stops the run once `after` cases have finished.
+    struct StopAfter {
+        after: usize,
+        finished: usize,
+    }
+
+    impl Observer for StopAfter {
+        fn case_finished(&mut self, _index: usize, _record: &Record) {
+            self.finished += 1;
+        }
+        fn stop_requested(&mut self) -> Option<String> {
+            (self.finished >= self.after).then(|| "interrupted by a test".to_owned())
+        }
+    }
+
+    #[test]
+    fn a_stop_between_rows_keeps_the_finished_rows_and_marks_the_run_partial() {
+        let cases = select(&Selection {
+            ops: vec!["rms_norm".into()],
+            families: vec![],
+        })
+        .unwrap();
+        assert!(cases.len() > 2);
+        // Over the budget, every row is a quick skip.
+        let config = BenchConfig {
+            cpu: CpuBudget {
+                max_bytes: 0,
+                max_flops: 0,
+            },
+            ..BenchConfig::default()
+        };
+        let mut stop = StopAfter {
+            after: 2,
+            finished: 0,
+        };
+        let run = run(&Device::cpu(), &cases, &config, &mut stop).unwrap();
+        assert_eq!(run.records.len(), 2);
+        let partial = run.meta.partial.as_ref().unwrap();
+        assert_eq!(
+            partial.reason,
+            format!("interrupted by a test after 2 of {} rows", cases.len())
+        );
+        assert_eq!(partial.planned_rows, cases.len());
+        run.validate("in memory").unwrap();
+        // Stopped before the first row: an empty, valid, partial run.
+        let mut at_once = StopAfter {
+            after: 0,
+            finished: 0,
+        };
+        let empty = super::run(&Device::cpu(), &cases, &config, &mut at_once).unwrap();
+        assert!(empty.records.is_empty() && empty.meta.partial.is_some());
+        empty.validate("in memory").unwrap();
+        // Never asked to stop: complete.
+        let whole = super::run(&Device::cpu(), &cases, &config, &mut Quiet).unwrap();
+        assert_eq!(whole.records.len(), cases.len());
+        assert!(whole.meta.partial.is_none());
+    }
+
     #[test]
     fn selection_checks_names() {
         let all = select(&Selection::default()).unwrap();

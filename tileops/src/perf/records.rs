@@ -1118,6 +1118,65 @@ mod tests {
     }
 
     #[test]
+    fn partial_runs_round_trip_and_are_checked() {
+        let mut r = run();
+        r.meta = r.meta.with_partial(Partial::new("interrupted by SIGINT after 2 of 5 rows", 5));
+        let text = r.to_json_pretty().unwrap();
+        assert!(text.contains("\"partial\": {"), "{text}");
+        assert_eq!(load(&text).unwrap(), r);
+        // A complete run's file has no `partial` key at all: older readers still read it.
+        assert!(!run().to_json_pretty().unwrap().contains("partial"));
+        let err = load(&edit(|v| {
+            v["meta"]["partial"] = serde_json::json!({"reason": "stopped", "planned_rows": 1})
+        }))
+        .unwrap_err();
+        assert!(
+            matches!(&err, RecordsError::Invalid { field, .. } if field == "partial.planned_rows"),
+            "{err}"
+        );
+        let err = load(&edit(|v| {
+            v["meta"]["partial"] = serde_json::json!({"reason": " ", "planned_rows": 9})
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("`partial.reason` is empty"), "{err}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_ignored_and_other_bytes_are_named() {
+        let text = run().to_json_pretty().unwrap();
+        assert_eq!(load(&format!("\u{feff}{text}")).unwrap(), run());
+        let dir = std::env::temp_dir().join(format!("tileops-records-bom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("latin1.json");
+        let mut bytes = text.into_bytes();
+        bytes.splice(0..0, *b"\n\n  \xe9");
+        std::fs::write(&path, bytes).unwrap();
+        let err = Run::load(&path).unwrap_err();
+        assert!(
+            matches!(err, RecordsError::Malformed { line: 3, column: 3, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("not UTF-8"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_save_leaves_the_previous_file() {
+        let dir = std::env::temp_dir().join(format!("tileops-records-keep-{}", std::process::id()));
+        let path = dir.join("run.json");
+        run().save(&path).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let mut bad = run();
+        bad.records[0].p10_ms = Some(1.0);
+        assert!(bad.save(&path).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        // A directory at the path is not replaced.
+        let err = run().save(&dir).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn percentiles_interpolate() {
         assert_eq!(percentile(&[], 0.5), None);
         assert_eq!(percentile(&[3.0], 0.9), Some(3.0));

@@ -1702,6 +1702,78 @@ mod tests {
     }
 
     #[test]
+    fn the_streamed_json_is_the_json_value_text() {
+        let meta = RunMeta::new("abc", "2026-11-30T04:00:00Z", "0.1.0", device());
+        let fast = Record {
+            workload: "fast".into(),
+            ..record(1_000, 2_000_000_000, 0.25)
+        };
+        let torch = Record {
+            workload: "fast".into(),
+            ..record(1_000, 2_000_000_000, 0.5).with_impl("torch")
+        };
+        let skipped = record(1_000, 1_000, 1.0).with_skip("over the budget");
+        let run = Run::new(meta.clone(), vec![fast, torch, skipped]);
+        let mut other = run.clone();
+        other.records[0].median_ms = Some(0.3);
+        other.records[0].p90_ms = Some(0.31);
+        other.records.pop();
+        let report = Report::build(&run, ProfileChoice::Fixed(&h200()));
+        assert!(report.has_baselines() && report.has_fail());
+        let comparison = Comparison::build(&run, &other);
+        for with in [None, Some(&comparison)] {
+            let mut streamed = Vec::new();
+            report.write_json(&mut streamed, with).unwrap();
+            let mut value = report.to_json();
+            if let Some(c) = with {
+                value["comparison"] = c.to_json();
+            }
+            assert_eq!(String::from_utf8(streamed).unwrap(), format!("{value:#}\n"));
+        }
+        // Every field of a row, and of its baseline, is there.
+        let json = report.to_json();
+        let row = json["rows"][0].as_object().unwrap();
+        let keys: Vec<&str> = row.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "baseline",
+                "blank",
+                "bound",
+                "bytes",
+                "compute_ms",
+                "dtype",
+                "efficiency",
+                "family",
+                "flops",
+                "impl",
+                "median_ms",
+                "memory_ms",
+                "op",
+                "p10_ms",
+                "p90_ms",
+                "profile",
+                "reason",
+                "roof",
+                "sol_ms",
+                "verdict",
+                "workload"
+            ]
+        );
+        assert_eq!(json["rows"][0]["verdict"], "fail");
+        assert_eq!(json["rows"][0]["baseline"]["impl"], "torch");
+        assert_eq!(json["rows"][0]["baseline"]["candidates"], 1);
+        assert_eq!(json["rows"][0]["baseline"]["time_ratio"], 0.5);
+        assert_eq!(json["rows"][2]["blank"], "not_timed");
+        assert_eq!(json["summary"]["verdicts"]["fail"], 1);
+        assert_eq!(json["meta"]["git_revision"], "abc");
+        let c = comparison.to_json();
+        assert_eq!(c["rows"].as_array().unwrap().len(), 3);
+        assert_eq!(c["rows"][0]["other_median_ms"], 0.3);
+        assert_eq!(c["current"]["date"], "2026-11-30T04:00:00Z");
+    }
+
+    #[test]
     fn arithmetic_follows_the_definition() {
         // 1 GB at 4502.4 GB/s effective = 0.2221 ms; flops negligible.
         let r = record(1_000, 1_000_000_000, 0.25);
