@@ -165,11 +165,11 @@ fn main() -> ExitCode {
     };
     note!(
         "calibrate: {device}, theoretical peaks from {} ({})",
-        base.name, base.origin
+        base.name,
+        base.origin
     );
     let writer =
-        match calibrate_gpu::calibrate(&device, &base, &options, &mut |line| note!("  {line}"))
-        {
+        match calibrate_gpu::calibrate(&device, &base, &options, &mut |line| note!("  {line}")) {
             Ok(writer) => writer,
             Err(e) => return fail(1, e),
         };

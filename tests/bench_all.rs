@@ -244,8 +244,14 @@ fn an_unwritable_out_path_fails_at_once_and_runs_no_row() {
     std::fs::write(dir.join("file"), "in the way").unwrap();
     let cases: [(PathBuf, &str); 4] = [
         (dir.clone(), "is a directory, not a regular file"),
-        (PathBuf::from("/proc/x.json"), "cannot create a file in /proc"),
-        (PathBuf::from("/dev/full"), "is a character device, not a regular file"),
+        (
+            PathBuf::from("/proc/x.json"),
+            "cannot create a file in /proc",
+        ),
+        (
+            PathBuf::from("/dev/full"),
+            "is a character device, not a regular file",
+        ),
         (dir.join("file/records.json"), "is a file, not a directory"),
     ];
     for (path, why) in cases {
@@ -265,7 +271,11 @@ fn an_unwritable_out_path_fails_at_once_and_runs_no_row() {
         assert!(done.stderr.contains(why), "{shown}: {}", done.stderr);
         assert!(done.stderr.contains("nothing was run"), "{}", done.stderr);
         // Failing fast means running nothing: no row line, no table.
-        assert!(!has_row_line(&done.stderr), "{shown}: rows ran:\n{}", done.stderr);
+        assert!(
+            !has_row_line(&done.stderr),
+            "{shown}: rows ran:\n{}",
+            done.stderr
+        );
         assert!(done.stdout.is_empty(), "{shown}: a table:\n{}", done.stdout);
         println!(
             "bench_all --out {shown}: error after {:.1} ms",
@@ -274,7 +284,9 @@ fn an_unwritable_out_path_fails_at_once_and_runs_no_row() {
     }
     // Neither the device nor the directory was replaced.
     let full = std::fs::metadata("/dev/full").unwrap();
-    assert!(std::os::unix::fs::FileTypeExt::is_char_device(&full.file_type()));
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+        &full.file_type()
+    ));
     assert_eq!(common::names(&dir), ["file"]);
 }
 
@@ -296,10 +308,15 @@ fn previous_records(dir: &Path) -> (PathBuf, Vec<u8>) {
 fn a_full_disk_leaves_the_previous_records_byte_identical() {
     let dir = common::scratch("bench-full-disk");
     let (path, before) = previous_records(&dir);
-    assert!(before.len() > 4096, "{} B: too small to hit the limit", before.len());
+    assert!(
+        before.len() > 4096,
+        "{} B: too small to hit the limit",
+        before.len()
+    );
     // 4 blocks (2 or 4 KiB, by the shell's unit): the probe fits, the records do not.
     let mut run = bench_all();
-    run.args(["--op", "softmax", "--cpu-max-bytes", "0", "--out"]).arg(&path);
+    run.args(["--op", "softmax", "--cpu-max-bytes", "0", "--out"])
+        .arg(&path);
     let done = common::run_within(
         &mut common::with_file_size_limit(4, &run),
         Duration::from_secs(120),
@@ -307,8 +324,16 @@ fn a_full_disk_leaves_the_previous_records_byte_identical() {
     assert_eq!(done.code(), 1, "{done:?}");
     assert!(done.stderr.contains("File too large"), "{}", done.stderr);
     assert!(has_row_line(&done.stderr), "the rows ran: {}", done.stderr);
-    assert_eq!(std::fs::read(&path).unwrap(), before, "the previous file changed");
-    assert_eq!(common::names(&dir), ["records.json"], "a temporary file was left");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the previous file changed"
+    );
+    assert_eq!(
+        common::names(&dir),
+        ["records.json"],
+        "a temporary file was left"
+    );
     Run::load(&path).unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -345,7 +370,11 @@ fn interrupted_by(signal: i32, name: &str) {
     // SAFETY: `kill` sends a signal to the child started above, which has not been waited for,
     // so the pid is still its own.
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {name}");
-    let status = common::wait_within(&mut child, Duration::from_secs(300), &Command::new("bench_all"));
+    let status = common::wait_within(
+        &mut child,
+        Duration::from_secs(300),
+        &Command::new("bench_all"),
+    );
     let log = reader.join().unwrap();
     assert_eq!(status.code(), Some(128 + signal), "{log}");
     assert!(
@@ -356,8 +385,16 @@ fn interrupted_by(signal: i32, name: &str) {
 
     let run = Run::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let partial = run.meta.partial.clone().expect("meta.partial");
-    assert!(partial.reason.starts_with(&format!("interrupted by {name} after ")), "{partial:?}");
-    assert_eq!(partial.planned_rows, bench::select(&Selection::default()).unwrap().len());
+    assert!(
+        partial
+            .reason
+            .starts_with(&format!("interrupted by {name} after ")),
+        "{partial:?}"
+    );
+    assert_eq!(
+        partial.planned_rows,
+        bench::select(&Selection::default()).unwrap().len()
+    );
     assert!(
         (1..partial.planned_rows).contains(&run.records.len()),
         "{} rows of {}",
@@ -374,13 +411,18 @@ fn interrupted_by(signal: i32, name: &str) {
     );
     assert_eq!(report.code(), 0, "{report:?}");
     assert!(
-        report
-            .stderr
-            .contains(&format!("{} is a partial run: interrupted by {name}", path.display())),
+        report.stderr.contains(&format!(
+            "{} is a partial run: interrupted by {name}",
+            path.display()
+        )),
         "{}",
         report.stderr
     );
-    assert!(report.stdout.contains("**Partial run: interrupted by "), "{}", report.stdout);
+    assert!(
+        report.stdout.contains("**Partial run: interrupted by "),
+        "{}",
+        report.stdout
+    );
     assert_eq!(common::names(&dir), ["records.json"]);
 }
 

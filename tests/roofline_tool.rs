@@ -829,7 +829,10 @@ fn inputs_that_are_not_regular_files_are_refused_without_waiting() {
     let zero = std::path::Path::new("/dev/zero");
     let cases: [(Vec<&std::ffi::OsStr>, &str); 6] = [
         // A FIFO with no writer: opening it for reading used to wait forever.
-        (vec![arg(&fifo)], "is a FIFO (named pipe), not a regular file"),
+        (
+            vec![arg(&fifo)],
+            "is a FIFO (named pipe), not a regular file",
+        ),
         (vec![arg(zero)], "is a character device, not a regular file"),
         (vec![arg(&dir)], "is a directory, not a regular file"),
         (
@@ -858,15 +861,16 @@ fn inputs_that_are_not_regular_files_are_refused_without_waiting() {
 fn a_records_file_over_the_bound_is_refused_with_the_bound() {
     let dir = common::scratch("roofline-huge");
     let huge = dir.join("huge.json");
-    // Sparse: 1 GiB + 1 byte of holes costs no disk and no time to make.
+    // Sparse: 2 GiB + 1 byte of holes costs no disk and no time to make.
+    let bound = tileops::perf::records::MAX_FILE_BYTES;
+    assert_eq!(bound, 2 << 30);
     let file = std::fs::File::create(&huge).unwrap();
-    file.set_len(tileops::perf::records::MAX_FILE_BYTES + 1)
-        .unwrap();
+    file.set_len(bound + 1).unwrap();
     let done = roofline(&[arg(&huge)], 60);
     assert_eq!(done.code(), 2, "{done:?}");
     assert!(
         done.stderr
-            .contains("is 1073741825 B (1.0 GiB), over the 1073741824 B (1.0 GiB) this tool reads"),
+            .contains("is 2147483649 B (2.0 GiB), over the 2147483648 B (2.0 GiB) this tool reads"),
         "{}",
         done.stderr
     );
@@ -888,7 +892,11 @@ fn a_byte_order_mark_is_accepted() {
     let mut bytes = b"\xef\xbb\xbf".to_vec();
     bytes.extend(std::fs::read(h200_file()).unwrap());
     std::fs::write(&profile, bytes).unwrap();
-    let c = cli(&[plain.to_str().unwrap(), "--profile", profile.to_str().unwrap()]);
+    let c = cli(&[
+        plain.to_str().unwrap(),
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
     assert_eq!(c.code.as_ref().ok(), Some(&1), "{}", c.err);
 }
 
@@ -918,8 +926,17 @@ fn a_fail_verdict_is_never_hidden_by_an_output_error() {
         let done = with(records, &extra);
         assert_eq!(done.code(), code, "{extra:?}: {done:?}");
         // Whatever else failed, the report is out and each problem is said.
-        assert!(done.stdout.starts_with("# Roofline report"), "{}", done.stdout);
-        assert_eq!(done.stderr.contains("record(s) fail"), code & 1 == 1, "{}", done.stderr);
+        assert!(
+            done.stdout.starts_with("# Roofline report"),
+            "{}",
+            done.stdout
+        );
+        assert_eq!(
+            done.stderr.contains("record(s) fail"),
+            code & 1 == 1,
+            "{}",
+            done.stderr
+        );
         assert_eq!(
             done.stderr.contains("is a directory, not a regular file"),
             code & 2 == 2,
@@ -930,10 +947,17 @@ fn a_fail_verdict_is_never_hidden_by_an_output_error() {
     // stdout unwritable (a full device): the same rule.
     let mut command = common::tool("roofline");
     command.arg(&fail).args(profile);
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
     let done = common::run_with_stdout(&mut command, full, std::time::Duration::from_secs(60));
     assert_eq!(done.code(), 3, "{done:?}");
-    assert!(done.stderr.contains("stdout: No space left on device"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("stdout: No space left on device"),
+        "{}",
+        done.stderr
+    );
 }
 
 #[test]
@@ -959,7 +983,12 @@ fn a_closed_stdout_ends_the_tool_quietly() {
         assert_eq!(done.code(), code, "{args:?}: {done:?}");
         assert!(!done.stderr.contains("panicked"), "{}", done.stderr);
         assert!(!done.stderr.contains("Broken pipe"), "{}", done.stderr);
-        assert_eq!(done.stderr.is_empty(), code == 0, "{args:?}: {}", done.stderr);
+        assert_eq!(
+            done.stderr.is_empty(),
+            code == 0,
+            "{args:?}: {}",
+            done.stderr
+        );
     }
     // calibrate's usage too (the rest of it needs a GPU).
     let mut command = common::tool("calibrate");
@@ -981,7 +1010,10 @@ fn a_failed_chart_write_leaves_the_previous_chart_byte_identical() {
     let previous = b"<svg>the previous chart</svg>\n";
     std::fs::write(&svg, previous).unwrap();
     let mut command = common::tool("roofline");
-    command.arg(&records).args(["--profile", "h200", "--svg"]).arg(&svg);
+    command
+        .arg(&records)
+        .args(["--profile", "h200", "--svg"])
+        .arg(&svg);
     // 1 block (512 B or 1 KiB): a chart is tens of kilobytes.
     let done = common::run_within(
         &mut common::with_file_size_limit(1, &command),
@@ -990,7 +1022,11 @@ fn a_failed_chart_write_leaves_the_previous_chart_byte_identical() {
     assert_eq!(done.code(), 3, "{done:?}");
     assert!(done.stderr.contains("File too large"), "{}", done.stderr);
     assert_eq!(std::fs::read(&svg).unwrap(), previous);
-    assert_eq!(common::names(&dir), ["chart.svg"], "a temporary file was left");
+    assert_eq!(
+        common::names(&dir),
+        ["chart.svg"],
+        "a temporary file was left"
+    );
 }
 
 #[test]
@@ -1021,7 +1057,11 @@ fn a_partial_run_is_reported_as_partial() {
     // A complete run says nothing of the kind.
     let complete = write_run("complete.json", &run_of(verdict_records()[..2].to_vec()));
     let c = cli(&[complete.to_str().unwrap()]);
-    assert!(!c.err.contains("partial") && !c.out.contains("Partial"), "{}", c.err);
+    assert!(
+        !c.err.contains("partial") && !c.out.contains("Partial"),
+        "{}",
+        c.err
+    );
 }
 
 #[test]
@@ -1036,7 +1076,13 @@ fn the_json_report_of_many_rows_is_complete_and_valid() {
         })
         .collect();
     let path = write_run("many.json", &run_of(records));
-    let json = cli(&[path.to_str().unwrap(), "--format", "json", "--compare", path.to_str().unwrap()]);
+    let json = cli(&[
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--compare",
+        path.to_str().unwrap(),
+    ]);
     assert_eq!(json.code.as_ref().ok(), Some(&1), "{}", json.err);
     let value: serde_json::Value = serde_json::from_str(&json.out).unwrap();
     let rows = value["rows"].as_array().unwrap();

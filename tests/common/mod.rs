@@ -41,7 +41,14 @@ fn build() -> Result<PathBuf, String> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let output = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "--locked", "--profile", profile])
-        .args(["--example", "bench_all", "--example", "roofline", "--example", "calibrate"])
+        .args([
+            "--example",
+            "bench_all",
+            "--example",
+            "roofline",
+            "--example",
+            "calibrate",
+        ])
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--target-dir")

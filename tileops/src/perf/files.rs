@@ -85,6 +85,34 @@ fn show_bytes(bytes: u64) -> String {
 /// a directory and [`ErrorKind::InvalidInput`] for another file that is not regular;
 /// [`ErrorKind::FileTooLarge`] over the bound; a read error.
 pub fn read_regular(path: &Path, bound: u64) -> io::Result<Vec<u8>> {
+    let mut file = open_regular(path, bound)?;
+    let size = file.get_ref().metadata()?.len();
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > bound {
+        return Err(too_large("growing while it is read", bound));
+    }
+    Ok(bytes)
+}
+
+/// The error of a file over `bound`.
+fn too_large(size: &str, bound: u64) -> io::Error {
+    io::Error::new(
+        ErrorKind::FileTooLarge,
+        format!(
+            "is {size}, over the {} this tool reads from one file",
+            show_bytes(bound)
+        ),
+    )
+}
+
+/// Opens the regular file `path` for reading, checked as [`read_regular`] checks it, for a reader
+/// that parses as it reads (no copy of the whole file in memory). The reader yields at most
+/// `bound + 1` bytes: a reader that gets `bound + 1` has a file that grew past the bound.
+///
+/// # Errors
+/// As [`read_regular`], less the read.
+pub fn open_regular(path: &Path, bound: u64) -> io::Result<io::Take<File>> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -93,25 +121,10 @@ pub fn read_regular(path: &Path, bound: u64) -> io::Result<Vec<u8>> {
     if !meta.is_file() {
         return Err(not_regular(meta.file_type(), "read"));
     }
-    let too_large = |size: String| {
-        io::Error::new(
-            ErrorKind::FileTooLarge,
-            format!(
-                "is {size}, over the {} this tool reads from one file",
-                show_bytes(bound)
-            ),
-        )
-    };
     if meta.len() > bound {
-        return Err(too_large(show_bytes(meta.len())));
+        return Err(too_large(&show_bytes(meta.len()), bound));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(bound.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > bound {
-        return Err(too_large("growing while it is read".to_owned()));
-    }
-    Ok(bytes)
+    Ok(file.take(bound.saturating_add(1)))
 }
 
 /// The file a write to `path` replaces: `path`, or the file a symbolic link at `path` points to
@@ -153,10 +166,17 @@ fn check_target(path: &Path) -> io::Result<()> {
 /// A temporary file beside `target`, named after it (`.run.json.XXXXXX.tmp`), with the
 /// permissions of the file it replaces, or the usual ones for a new file (0666 less the umask;
 /// a temporary file is otherwise created 0600).
-fn temporary_beside(target: &Path, permissions: Option<Permissions>) -> io::Result<tempfile::NamedTempFile> {
+fn temporary_beside(
+    target: &Path,
+    permissions: Option<Permissions>,
+) -> io::Result<tempfile::NamedTempFile> {
     let dir = directory_of(target);
-    fs::create_dir_all(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("creating the directory {}: {e}", dir.display())))?;
+    fs::create_dir_all(dir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("creating the directory {}: {e}", dir.display()),
+        )
+    })?;
     let name = target
         .file_name()
         .map_or_else(|| "tileops".into(), |n| n.to_string_lossy().into_owned());
@@ -280,7 +300,10 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::IsADirectory);
         let err = read_regular(Path::new("/dev/zero"), 10).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
-        assert!(err.to_string().starts_with("is a character device, not a regular file"));
+        assert!(
+            err.to_string()
+                .starts_with("is a character device, not a regular file")
+        );
         assert_eq!(
             read_regular(&dir.join("missing"), 10).unwrap_err().kind(),
             ErrorKind::NotFound
@@ -299,14 +322,22 @@ mod tests {
         fs::set_permissions(&path, Permissions::from_mode(0o640)).unwrap();
         write_atomic(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
         assert_eq!(names(&dir.join("sub")), ["run.json"]);
 
         // Through a link: the file it points to is replaced, the link stays a link.
         let link = dir.join("link.json");
         symlink(&path, &link).unwrap();
         write_atomic(&link, b"three").unwrap();
-        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         assert_eq!(fs::read(&path).unwrap(), b"three");
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -314,20 +345,38 @@ mod tests {
     #[test]
     fn directories_and_devices_are_never_replaced() {
         let dir = scratch("refuse");
-        for path in [dir.as_path(), Path::new("/dev/full"), Path::new("/dev/null")] {
+        for path in [
+            dir.as_path(),
+            Path::new("/dev/full"),
+            Path::new("/dev/null"),
+        ] {
             let err = check_writable(path).unwrap_err();
             assert!(err.to_string().contains(", not a regular file"), "{err}");
             assert!(write_atomic(path, b"x").is_err());
         }
-        assert!(fs::metadata("/dev/full").unwrap().file_type().is_char_device());
+        assert!(
+            fs::metadata("/dev/full")
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
         let err = check_writable(Path::new("/proc/x.json")).unwrap_err();
-        assert!(err.to_string().starts_with("cannot create a file in /proc"), "{err}");
+        assert!(
+            err.to_string().starts_with("cannot create a file in /proc"),
+            "{err}"
+        );
         // A file in the way of the directory.
         fs::write(dir.join("file"), b"").unwrap();
         let err = check_writable(&dir.join("file/run.json")).unwrap_err();
-        assert!(err.to_string().ends_with("is a file, not a directory"), "{err}");
+        assert!(
+            err.to_string().ends_with("is a file, not a directory"),
+            "{err}"
+        );
         let err = check_writable(&dir.join("file/sub/run.json")).unwrap_err();
-        assert!(err.to_string().ends_with("is a file, not a directory"), "{err}");
+        assert!(
+            err.to_string().ends_with("is a file, not a directory"),
+            "{err}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -30,6 +30,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::io::BufRead;
 use std::path::Path;
 use std::str::FromStr;
 
@@ -44,9 +45,13 @@ use crate::DType;
 /// rather than misread.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The largest records file [`Run::load`] reads: 1 GiB, about 1.7 million records as bench_all
-/// writes them (a bound, so a wrong path such as a device cannot make it read without end).
-pub const MAX_FILE_BYTES: u64 = 1 << 30;
+/// The largest records file [`Run::load`] reads: 2 GiB. A record as bench_all writes it takes
+/// 780 to 1000 bytes, so a million rows fit with room to spare; the bound is there so that a
+/// wrong path, a device, cannot make the loader read without end.
+pub const MAX_FILE_BYTES: u64 = 2 << 30;
+
+/// The UTF-8 byte order mark, which a records file may start with (some editors write one).
+const BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// The implementation name of a tileops row (`impl` in the file). Baseline rows name theirs
 /// (`torch`, `torch-compile`).
@@ -626,11 +631,14 @@ impl Run {
         }
     }
 
-    /// Reads and validates a records file.
+    /// Reads and validates a records file: a regular file of at most [`MAX_FILE_BYTES`] (a FIFO,
+    /// a device or a directory is refused at once, never waited on or read without end; see
+    /// [`files::read_regular`]), optionally starting with a UTF-8 byte order mark.
     ///
     /// # Errors
     /// [`RecordsError`] naming the file (and line, record and field) when the file cannot be read,
-    /// is truncated or malformed, is of another schema version, or fails [`Run::validate`].
+    /// is not a regular file or is over the bound ([`RecordsError::Io`]), is truncated or
+    /// malformed, is of another schema version, or fails [`Run::validate`].
     pub fn load(path: impl AsRef<Path>) -> Result<Run, RecordsError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
@@ -638,19 +646,39 @@ impl Run {
             path: shown.clone(),
             source,
         };
-        let bytes = files::read_regular(path, MAX_FILE_BYTES).map_err(io)?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-            let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
-            let column = upto.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-            RecordsError::Malformed {
-                file: shown.clone(),
-                line,
-                column,
-                message: "the file is not UTF-8 text".into(),
+        // Parsed straight from the file: holding its text as well as the run it becomes would
+        // cost a third more memory on a large file.
+        let file = files::open_regular(path, MAX_FILE_BYTES).map_err(io)?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let start = reader.fill_buf().map_err(io)?;
+        if start.starts_with(BOM) {
+            reader.consume(BOM.len());
+        }
+        match serde_json::from_reader::<_, Run>(&mut reader) {
+            Ok(run) => {
+                run.validate(&shown)?;
+                Ok(run)
             }
-        })?;
-        Run::from_json_str(&text, &shown)
+            Err(e) if e.is_io() => Err(io(e.into())),
+            // A file that does not parse is read again as text, for the errors of
+            // [`Run::from_json_str`]: the schema version first, an empty or truncated file, the
+            // line and column, bytes that are not UTF-8.
+            Err(_) => {
+                let bytes = files::read_regular(path, MAX_FILE_BYTES).map_err(io)?;
+                let text = String::from_utf8(bytes).map_err(|e| {
+                    let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+                    let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
+                    let column = upto.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                    RecordsError::Malformed {
+                        file: shown.clone(),
+                        line,
+                        column,
+                        message: "the file is not UTF-8 text".into(),
+                    }
+                })?;
+                Run::from_json_str(&text, &shown)
+            }
+        }
     }
 
     /// Parses and validates records JSON; `origin` names it in errors.
@@ -662,6 +690,7 @@ impl Run {
         // A byte order mark, which some Windows editors write, is not JSON; RFC 8259 lets a
         // parser ignore it, and positions after it are the same in any editor.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        debug_assert_eq!('\u{feff}'.len_utf8(), BOM.len());
         // The version is read first, so a file of another schema gets that error rather than a
         // confusing complaint about some field that changed.
         #[derive(Deserialize)]
@@ -758,14 +787,21 @@ impl Run {
                 ));
             }
         }
-        let mut seen: HashMap<RecordKey, usize> = HashMap::new();
+        // Borrowed keys: a million-row file must not cost a second copy of every name.
+        let mut seen: HashMap<(&str, &str, &str, &str), usize> =
+            HashMap::with_capacity(self.records.len());
         for (index, record) in self.records.iter().enumerate() {
-            let location = format!("record {index} ({})", record.key());
-            check_record(record)
-                .map_err(|(field, problem)| invalid(location.clone(), field, problem))?;
-            if let Some(first) = seen.insert(record.key(), index) {
+            let location = || format!("record {index} ({})", record.key());
+            check_record(record).map_err(|(field, problem)| invalid(location(), field, problem))?;
+            let key = (
+                record.op.as_str(),
+                record.workload.as_str(),
+                record.dtype.as_str(),
+                record.implementation.as_str(),
+            );
+            if let Some(first) = seen.insert(key, index) {
                 return Err(invalid(
-                    location,
+                    location(),
                     "op/workload/dtype/impl",
                     format!(
                         "repeats record {first}: one row per (op, workload, dtype, impl); \
@@ -1120,7 +1156,9 @@ mod tests {
     #[test]
     fn partial_runs_round_trip_and_are_checked() {
         let mut r = run();
-        r.meta = r.meta.with_partial(Partial::new("interrupted by SIGINT after 2 of 5 rows", 5));
+        r.meta = r
+            .meta
+            .with_partial(Partial::new("interrupted by SIGINT after 2 of 5 rows", 5));
         let text = r.to_json_pretty().unwrap();
         assert!(text.contains("\"partial\": {"), "{text}");
         assert_eq!(load(&text).unwrap(), r);
@@ -1138,7 +1176,10 @@ mod tests {
             v["meta"]["partial"] = serde_json::json!({"reason": " ", "planned_rows": 9})
         }))
         .unwrap_err();
-        assert!(err.to_string().contains("`partial.reason` is empty"), "{err}");
+        assert!(
+            err.to_string().contains("`partial.reason` is empty"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1153,7 +1194,14 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let err = Run::load(&path).unwrap_err();
         assert!(
-            matches!(err, RecordsError::Malformed { line: 3, column: 3, .. }),
+            matches!(
+                err,
+                RecordsError::Malformed {
+                    line: 3,
+                    column: 3,
+                    ..
+                }
+            ),
             "{err}"
         );
         assert!(err.to_string().contains("not UTF-8"), "{err}");

@@ -1108,7 +1108,10 @@ mod json_view {
     }
 
     impl<'a> Report<'a> {
-        pub(super) fn of(report: &'a super::Report, comparison: Option<&'a super::Comparison>) -> Self {
+        pub(super) fn of(
+            report: &'a super::Report,
+            comparison: Option<&'a super::Comparison>,
+        ) -> Self {
             let s = &report.summary;
             Report {
                 baseline_summary: report.baseline_summary(),
