@@ -12,12 +12,25 @@
 //! for correctness, and is recorded with timing `emulated` and no figure. Prints a table
 //! (with efficiency when a built-in profile describes the device) and writes the records JSON, by
 //! default to `target/bench/<timestamp>.json`, for `cargo run --example roofline -- FILE`. The
-//! harness itself is `tileops::perf::bench`. Exit status: 0; 1 when the run could not start or the
-//! file could not be written; 2 for bad arguments.
+//! harness itself is `tileops::perf::bench`.
+//!
+//! No record is lost: the records path is checked before the first row runs (a directory, a
+//! device or a directory it cannot create a file in is an error at once); the file is written
+//! atomically (a temporary file beside it, flushed, renamed over it), so a failed write leaves the
+//! previous file as it was; on SIGINT or SIGTERM the run stops after the row in progress and the
+//! finished rows are written, marked partial in `meta.partial` (a second signal quits at once,
+//! writing nothing). A closed stdout (`| head`) ends the table quietly; the records are still
+//! written.
+//!
+//! Exit status: 0; 1 when the run could not start (the records path among it) or the records could
+//! not be written; 2 for bad arguments; 130 (SIGINT) or 143 (SIGTERM) when interrupted, the
+//! finished rows written.
 
-use std::io::{IsTerminal, Write};
+use std::io::{ErrorKind, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -25,6 +38,7 @@ use tileops::Device;
 use tileops::perf::bench::{
     self, BenchConfig, BenchError, Case, CpuBudget, EmulatedBudget, Observer, Selection,
 };
+use tileops::perf::files;
 use tileops::perf::profile::Profile;
 use tileops::perf::records::{Record, RecordsError};
 
@@ -46,8 +60,13 @@ usage: bench_all [--op NAME]... [--family NAME]... [--list] [--out PATH] [--seed
 On an emulated device (cuda-emu) nothing is timed: each row runs once for correctness and its
 record has timing `emulated` and no time.
 
-exit status: 0; 1 when the run could not start or the records could not be written; 2 for bad
-arguments";
+The records path is checked before the first row runs. The file is replaced atomically: a failed
+write leaves the previous file as it was. On SIGINT or SIGTERM the row in progress finishes and
+the rows done so far are written, marked partial in `meta.partial`; a second signal quits at once.
+
+exit status: 0; 1 when the run could not start (an unwritable records path among it) or the
+records could not be written; 2 for bad arguments; 130 (SIGINT) or 143 (SIGTERM) when
+interrupted, the finished rows written";
 
 /// Parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +96,13 @@ pub enum CliError {
     Usage(String),
     /// The selection or the timing setup failed.
     Bench(BenchError),
+    /// The records path cannot be written: found before the first row runs.
+    Output {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The records could not be written.
     Records(RecordsError),
     /// stdout could not be written.
@@ -89,6 +115,11 @@ impl std::fmt::Display for CliError {
             CliError::Help => f.write_str(USAGE),
             CliError::Usage(message) => write!(f, "{message}\n\n{USAGE}"),
             CliError::Bench(e) => write!(f, "{e}"),
+            CliError::Output { path, source } => write!(
+                f,
+                "cannot write the records to {}: {source}; nothing was run (check --out)",
+                path.display()
+            ),
             CliError::Records(e) => write!(f, "{e}"),
             CliError::Io(e) => write!(f, "writing the table: {e}"),
         }
@@ -172,11 +203,68 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
     Ok(parsed)
 }
 
+/// The signals that stop a run between rows: SIGINT (Ctrl-C) and SIGTERM.
+const STOP_SIGNALS: [(i32, &str); 2] = [
+    (signal_hook::consts::SIGINT, "SIGINT"),
+    (signal_hook::consts::SIGTERM, "SIGTERM"),
+];
+
+/// Which stop signal arrived, if any: set from the signal handlers, read between rows.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupts {
+    /// The last stop signal's number, 0 before any.
+    signal: Arc<AtomicUsize>,
+}
+
+impl Interrupts {
+    /// Nothing ever stops the run (the tests' in-process runs).
+    pub fn none() -> Self {
+        Interrupts::default()
+    }
+
+    /// Registers handlers for SIGINT and SIGTERM: the first records the signal (the run stops
+    /// before its next row and saves what it has), a second one exits at once with status
+    /// 128 + the signal, writing nothing (the way out of a row that will not end).
+    ///
+    /// # Errors
+    /// The registration's OS error.
+    pub fn install() -> std::io::Result<Self> {
+        let interrupts = Interrupts::default();
+        let armed = Arc::new(AtomicBool::new(false));
+        for (signal, _) in STOP_SIGNALS {
+            // The shutdown goes first: on the first signal `armed` is still false, then the flag
+            // below arms it for the second.
+            signal_hook::flag::register_conditional_shutdown(signal, 128 + signal, armed.clone())?;
+            signal_hook::flag::register(signal, armed.clone())?;
+            signal_hook::flag::register_usize(signal, interrupts.signal.clone(), signal as usize)?;
+        }
+        Ok(interrupts)
+    }
+
+    /// The stop signal that arrived: its number and name.
+    pub fn received(&self) -> Option<(i32, &'static str)> {
+        let number = self.signal.load(Ordering::SeqCst);
+        STOP_SIGNALS
+            .into_iter()
+            .find(|(signal, _)| *signal as usize == number)
+    }
+}
+
+/// `Ok` for a write that failed only because the reader closed the pipe (`| head`): the reader
+/// wanted no more, which is not the tool's failure.
+fn ignore_closed_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// The progress bar on stderr; when stderr is not a terminal (a log file), one line per case.
 struct Progress<'a> {
     bar: ProgressBar,
     log: &'a mut dyn Write,
     total: usize,
+    interrupts: &'a Interrupts,
 }
 
 impl Observer for Progress<'_> {
@@ -211,20 +299,51 @@ impl Observer for Progress<'_> {
             );
         }
     }
+
+    fn stop_requested(&mut self) -> Option<String> {
+        self.interrupts
+            .received()
+            .map(|(_, name)| format!("interrupted by {name}"))
+    }
 }
 
-/// Runs the tool: the table (or the listing) goes to `out`, progress and notes to `err`.
+/// Runs the tool with nothing to interrupt it: see [`run_until`].
 ///
 /// # Errors
 /// [`CliError`]; see [`CliError::exit_code`].
-pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
+pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<u8, CliError> {
+    run_until(args, out, err, &Interrupts::none())
+}
+
+/// Runs the tool: the table (or the listing) goes to `out`, progress and notes to `err`; a signal
+/// in `interrupts` stops the run between rows. Returns the exit status: 0, or 128 + the signal
+/// when interrupted (the finished rows written, marked partial).
+///
+/// # Errors
+/// [`CliError`]; see [`CliError::exit_code`].
+pub fn run_until(
+    args: &[String],
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    interrupts: &Interrupts,
+) -> Result<u8, CliError> {
+    let started = (Instant::now(), SystemTime::now());
     let args = parse_args(args)?;
     let cases = bench::select(&args.selection).map_err(CliError::Bench)?;
     if args.list {
-        return out
-            .write_all(bench::list(&cases).as_bytes())
-            .map_err(CliError::Io);
+        ignore_closed_pipe(out.write_all(bench::list(&cases).as_bytes())).map_err(CliError::Io)?;
+        return Ok(0);
     }
+    // Before any row runs (and before a GPU is even looked for): a run whose records cannot be
+    // written must not take its minutes first.
+    let path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| bench::default_out_path(started.1));
+    files::check_writable(&path).map_err(|source| CliError::Output {
+        path: path.clone(),
+        source,
+    })?;
     let device = if args.cpu {
         Device::cpu()
     } else {
@@ -246,7 +365,6 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
             budget.max_bytes, budget.max_flops
         );
     }
-    let started = (Instant::now(), SystemTime::now());
     let draw = if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()
     } else {
@@ -262,6 +380,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         bar,
         log: err,
         total: cases.len(),
+        interrupts,
     };
     let result = bench::run(&device, &cases, &config, &mut progress);
     progress.bar.finish_and_clear();
@@ -270,7 +389,8 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
 
     let profile = Profile::for_device(&run.meta.device.name).ok().flatten();
     let table = bench::table(&run.records, profile.as_ref());
-    out.write_all(table.as_bytes()).map_err(CliError::Io)?;
+    // The records are written whatever became of the table: its error waits until they are.
+    let printed = ignore_closed_pipe(out.write_all(table.as_bytes()).and_then(|()| out.flush()));
     match &profile {
         _ if device.is_emulated() => {
             let _ = writeln!(err, "efficiency blank: emulated device, no timing");
@@ -286,9 +406,6 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
             );
         }
     }
-    let path = args
-        .out
-        .unwrap_or_else(|| bench::default_out_path(started.1));
     run.save(&path).map_err(CliError::Records)?;
     let timed = run.records.iter().filter(|r| r.skipped.is_none()).count();
     let emulated = run.records.iter().filter(|r| r.is_emulated()).count();
@@ -313,12 +430,25 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         started.0.elapsed().as_secs_f64(),
         path.display()
     );
+    let status = match (&run.meta.partial, interrupts.received()) {
+        (Some(partial), Some((signal, _))) => {
+            let _ = writeln!(
+                err,
+                "bench_all: {}: the {} finished rows are written, marked partial in meta",
+                partial.reason,
+                run.records.len()
+            );
+            128 + signal as u8
+        }
+        _ => 0,
+    };
     let _ = writeln!(
         err,
         "next: cargo run --example roofline -- {}",
         path.display()
     );
-    Ok(())
+    printed.map_err(CliError::Io)?;
+    Ok(status)
 }
 
 /// Whether a skip reason says the row's op failed (its inputs or its call), rather than that the
@@ -328,15 +458,30 @@ pub fn failed_to_run(reason: &str) -> bool {
 }
 
 fn main() -> ExitCode {
+    // A write over `ulimit -f` then fails with an error the tool reports, rather than a SIGXFSZ
+    // that kills it.
+    files::file_size_limit_as_error();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args, &mut std::io::stdout().lock(), &mut std::io::stderr()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Help) => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
+    let mut stderr = std::io::stderr();
+    let interrupts = match Interrupts::install() {
+        Ok(interrupts) => interrupts,
         Err(e) => {
-            eprintln!("bench_all: {e}");
+            let _ = writeln!(stderr, "bench_all: cannot handle SIGINT and SIGTERM: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    match run_until(&args, &mut stdout, &mut stderr, &interrupts) {
+        Ok(status) => ExitCode::from(status),
+        Err(CliError::Help) => match ignore_closed_pipe(writeln!(stdout, "{USAGE}")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                let _ = writeln!(stderr, "bench_all: writing the usage: {e}");
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            let _ = writeln!(stderr, "bench_all: {e}");
             ExitCode::from(e.exit_code())
         }
     }

@@ -9,14 +9,17 @@
 //! fp16, bf16 and tf32 GEMMs at 4096³ and 8192³, burst and sustained); see
 //! `tileops::perf::calibrate_gpu`. The theoretical peaks come from the base profile (default: the
 //! built-in profile of this GPU); roofs not measured are carried over from it. The file records the
-//! device, driver and date, and is checked by loading it back. Without a GPU it says so and exits
-//! with status 2.
+//! device, driver and date, and is checked by loading it back. It is written atomically (a
+//! temporary file beside it, flushed, renamed over it), so a failed write leaves the previous
+//! profile at that path as it was. Without a GPU it says so and exits with status 2. A closed
+//! stdout or stderr ends its output quietly.
 //!
 //! On an emulated device (cuda-emu) it says "emulated", measures nothing and writes no profile (an
 //! emulator's timings would be fake figures): it runs each microbenchmark kernel once on a tiny
 //! working set and checks its result, plus one tiny cuBLAS GemmEx per dtype
 //! (`calibrate_gpu::check_kernels`), and exits 0 when every check passes, 1 otherwise.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -24,6 +27,7 @@ use std::time::SystemTime;
 use tileops::Device;
 use tileops::perf::bench;
 use tileops::perf::calibrate_gpu::{self, CalibrateOptions};
+use tileops::perf::files;
 use tileops::perf::profile::Profile;
 
 const USAGE: &str = "\
@@ -66,22 +70,37 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
     Ok(Some(parsed))
 }
 
+/// A line on stdout. A closed or failing stdout is not worth a panic (`println!` would give one):
+/// the profile file, the result that matters, is written before anything is printed.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// A line on stderr; its failure is ignored for the same reason.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("calibrate: {message}");
+    note!("calibrate: {message}");
     ExitCode::from(code)
 }
 
 /// On an emulated device: the kernel check, and no profile.
 fn check_emulated(device: &Device, out: Option<&std::path::Path>) -> ExitCode {
-    eprintln!(
+    note!(
         "calibrate: {device} is emulated: no timing, no profile; checking each microbenchmark \
          kernel once on a tiny working set"
     );
-    match calibrate_gpu::check_kernels(device, &mut |line| eprintln!("  ok: {line}")) {
+    match calibrate_gpu::check_kernels(device, &mut |line| note!("  ok: {line}")) {
         Ok(passed) => {
             let not_written =
                 out.map_or_else(String::new, |p| format!(" ({} not written)", p.display()));
-            println!(
+            say!(
                 "calibrate: emulated device: {} kernel checks passed; no profile written{not_written}: \
                  an emulator's timings say nothing about a GPU",
                 passed.len()
@@ -93,11 +112,14 @@ fn check_emulated(device: &Device, out: Option<&std::path::Path>) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // A write over `ulimit -f` then fails with an error the tool reports, rather than a SIGXFSZ
+    // that kills it.
+    files::file_size_limit_as_error();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args = match parse_args(&args) {
         Ok(Some(args)) => args,
         Ok(None) => {
-            println!("{USAGE}");
+            say!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         Err(message) => return fail(2, format!("{message}\n\n{USAGE}")),
@@ -141,13 +163,13 @@ fn main() -> ExitCode {
     } else {
         CalibrateOptions::default()
     };
-    eprintln!(
+    note!(
         "calibrate: {device}, theoretical peaks from {} ({})",
-        base.name, base.origin
+        base.name,
+        base.origin
     );
     let writer =
-        match calibrate_gpu::calibrate(&device, &base, &options, &mut |line| eprintln!("  {line}"))
-        {
+        match calibrate_gpu::calibrate(&device, &base, &options, &mut |line| note!("  {line}")) {
             Ok(writer) => writer,
             Err(e) => return fail(1, e),
         };
@@ -162,12 +184,9 @@ fn main() -> ExitCode {
             .map_or_else(|| "now".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("target/calibrate").join(format!("{}-{stem}.yaml", base.name))
     });
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
-        && let Err(e) = std::fs::create_dir_all(parent)
-    {
-        return fail(1, format!("{}: {e}", parent.display()));
-    }
-    if let Err(e) = std::fs::write(&path, &yaml) {
+    // Atomically (a temporary file, flushed, renamed over the path; directories created): a
+    // failed write leaves the previous profile at that path as it was.
+    if let Err(e) = files::write_atomic(&path, yaml.as_bytes()) {
         return fail(1, format!("{}: {e}", path.display()));
     }
     // The file must load like any profile: the same checks (calibration <= 1, ...) apply.
@@ -175,10 +194,10 @@ fn main() -> ExitCode {
         Ok(profile) => profile,
         Err(e) => return fail(1, format!("the written profile does not load back: {e}")),
     };
-    println!("roof               theoretical   calibration   effective");
+    say!("roof               theoretical   calibration   effective");
     for (key, roof) in &profile.roofs {
         let unit = if key == "hbm" { 1e9 } else { 1e12 };
-        println!(
+        say!(
             "{key:<18} {:>11.1}   {:>11.4}   {:>9.1} {}",
             roof.theoretical / unit,
             roof.calibration,
@@ -186,6 +205,6 @@ fn main() -> ExitCode {
             if key == "hbm" { "GB/s" } else { "TFLOP/s" }
         );
     }
-    eprintln!("calibrate: wrote {}", path.display());
+    note!("calibrate: wrote {}", path.display());
     ExitCode::SUCCESS
 }

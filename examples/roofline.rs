@@ -12,13 +12,22 @@
 //! describes (the CPU backend) comes out blank with that reason. When the records file or a
 //! `--baseline` file holds baseline rows (`impl: torch`, `torch-compile`, written by
 //! `scripts/torch_baseline.py`), each tileops row shows its strongest baseline and the time ratio.
-//! Exit status: 0, or 1 when any record
-//! is `fail` (an implied rate above a theoretical peak: a formula error), or 2 for bad input.
+//!
+//! A records file that stopped before its last row (`meta.partial`: bench_all interrupted) is
+//! reported as what it is: a line on stderr and one at the top of the markdown report (the JSON
+//! report carries `meta.partial`). Inputs are regular files of bounded size (2 GiB of records,
+//! 16 MiB of profile); a FIFO, a device or a directory is refused at once, never waited on. The
+//! chart is written atomically. A closed stdout (`| head`) ends the report quietly.
+//!
+//! Exit status: 0; 1 when any record is `fail` (an implied rate above a theoretical peak: a formula
+//! error); 2 for bad input, or when an output (stdout, the chart) could not be written; 3 when both
+//! a record is `fail` and an output could not be written, so that neither hides the other.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{BufWriter, ErrorKind, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use tileops::perf::files;
 use tileops::perf::profile::{Profile, ProfileError};
 use tileops::perf::records::{RecordsError, Run};
 use tileops::perf::report::{Comparison, ProfileChoice, Report, Verdict};
@@ -40,7 +49,12 @@ usage: roofline RECORDS.json [--profile NAME|PATH] [--format md|csv|json] [--svg
   --baseline FILE      baseline rows (torch_baseline.py's output; repeatable): each tileops row
                        shows its fastest baseline on the same device and the time ratio
 
-exit status: 0; 1 when any record is `fail`; 2 for bad input";
+A records file that is partial (bench_all was interrupted: `meta.partial`) is reported as such,
+on stderr and at the top of the report. Inputs must be regular files (records at most 2 GiB,
+profiles at most 16 MiB). The chart is replaced atomically: a failed write leaves the old one.
+
+exit status: 0; 1 when any record is `fail`; 2 for bad input or an output that could not be
+written; 3 when a record is `fail` and an output could not be written";
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,14 +178,69 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
     })
 }
 
-/// Runs the tool: the report goes to `out`, notes to `err`. Returns the exit status: 0, or 1 when
-/// a record is `fail`.
+/// The exit status of a finished report: 1 for a `fail` verdict, 2 for an output that could not be
+/// written, 3 for both; 0 otherwise.
+pub fn exit_status(failed: bool, output_error: bool) -> u8 {
+    u8::from(failed) | (u8::from(output_error) << 1)
+}
+
+/// Says on `err` that a records file is partial, when it is.
+fn note_partial(err: &mut dyn Write, path: &Path, run: &Run) {
+    if let Some(partial) = &run.meta.partial {
+        let _ = writeln!(
+            err,
+            "roofline: {} is a partial run: {}; {} of the {} planned rows are in the file",
+            path.display(),
+            partial.reason,
+            run.records.len(),
+            partial.planned_rows
+        );
+    }
+}
+
+/// Writes the report (and the comparison) to `out` in `format`, buffered; the JSON is streamed
+/// row by row.
+fn write_report(
+    out: &mut dyn Write,
+    format: Format,
+    report: &Report,
+    comparison: Option<&Comparison>,
+) -> std::io::Result<()> {
+    let mut out = BufWriter::with_capacity(1 << 16, out);
+    match format {
+        Format::Markdown => {
+            out.write_all(report.to_markdown().as_bytes())?;
+            if let Some(c) = comparison {
+                out.write_all(b"\n")?;
+                out.write_all(c.to_markdown().as_bytes())?;
+            }
+        }
+        Format::Csv => {
+            let text = comparison.map_or_else(|| report.to_csv(), Comparison::to_csv);
+            out.write_all(text.as_bytes())?;
+        }
+        Format::Json => report.write_json(&mut out, comparison)?,
+    }
+    out.flush()
+}
+
+/// Runs the tool: the report goes to `out`, notes to `err`. Returns the exit status (see
+/// [`exit_status`]): an output that cannot be written is said on `err` and counted in the status,
+/// after every other output has been tried and the verdicts counted. A reader that closes `out`
+/// early (`| head`) ends the report quietly: no error.
 ///
 /// # Errors
-/// [`CliError`] for bad arguments, records, profiles or an unwritable output (exit status 2).
+/// [`CliError`] for bad arguments, records or profiles (exit status 2), before any output.
 pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<u8, CliError> {
     let args = parse_args(args)?;
-    let run = Run::load(&args.records).map_err(CliError::Records)?;
+    let mut run = Run::load(&args.records).map_err(CliError::Records)?;
+    // The report reads neither the inputs nor the params of a record; on a large run they are
+    // about a third of its memory, which the report's rows can then reuse.
+    for record in &mut run.records {
+        record.params.clear();
+        record.inputs = Vec::new();
+    }
+    note_partial(err, &args.records, &run);
     let fixed = args
         .profile
         .as_deref()
@@ -192,56 +261,49 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         Some(p) => ProfileChoice::Fixed(p),
         None => ProfileChoice::ByDevice(&builtins),
     };
-    let report = Report::build_with_baselines(&run, choice, &baselines);
     let comparison = match &args.compare {
-        Some(path) => Some(Comparison::build(
-            &run,
-            &Run::load(path).map_err(CliError::Records)?,
-        )),
+        Some(path) => {
+            let other = Run::load(path).map_err(CliError::Records)?;
+            note_partial(err, path, &other);
+            Some(Comparison::build(&run, &other))
+        }
         None => None,
     };
+    let report = Report::build_with_baselines(&run, choice, &baselines);
+    // The run's records are not needed past here; a large run's memory goes back before the
+    // report is written.
+    drop(run);
 
-    let text = match args.format {
-        Format::Markdown => {
-            let mut text = report.to_markdown();
-            if let Some(c) = &comparison {
-                text.push('\n');
-                text.push_str(&c.to_markdown());
-            }
-            text
-        }
-        Format::Csv => comparison
-            .as_ref()
-            .map_or_else(|| report.to_csv(), |c| c.to_csv()),
-        Format::Json => {
-            let mut value = report.to_json();
-            if let (Some(c), Some(object)) = (&comparison, value.as_object_mut()) {
-                object.insert("comparison".into(), c.to_json());
-            }
-            format!("{value:#}\n")
-        }
-    };
-    out.write_all(text.as_bytes())
-        .map_err(|e| CliError::Io("stdout".into(), e))?;
+    let mut output_errors = Vec::new();
+    match write_report(out, args.format, &report, comparison.as_ref()) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
+        Err(e) => output_errors.push(CliError::Io("stdout".into(), e)),
+        Ok(()) => {}
+    }
 
     if let Some(path) = &args.svg {
         // The chart shows one profile's roofs: the chosen one, or the one describing the run's device.
         let profile = match &fixed {
             Some(p) => Some(p),
-            None => Profile::select(&run.meta.device.name, &builtins)
+            None => Profile::select(&report.meta.device.name, &builtins)
                 .ok()
                 .flatten(),
         };
-        let chart = svg::render(&report, profile).map_err(CliError::Svg)?;
-        std::fs::write(path, &chart.svg)
-            .map_err(|e| CliError::Io(path.display().to_string(), e))?;
-        let _ = writeln!(
-            err,
-            "roofline: wrote {} ({} of {} records plotted)",
-            path.display(),
-            chart.plotted,
-            report.rows.len()
-        );
+        match svg::render(&report, profile) {
+            Err(e) => output_errors.push(CliError::Svg(e)),
+            Ok(chart) => match chart.save(path) {
+                Err(e) => output_errors.push(CliError::Io(path.display().to_string(), e)),
+                Ok(()) => {
+                    let _ = writeln!(
+                        err,
+                        "roofline: wrote {} ({} of {} records plotted)",
+                        path.display(),
+                        chart.plotted,
+                        report.rows.len()
+                    );
+                }
+            },
+        }
     }
 
     if let Some(n) = report.summary.blank.get("emulated") {
@@ -258,25 +320,31 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
              impossible; \
              fix the formulas (see the reason column)"
         );
-        return Ok(1);
     }
-    Ok(0)
+    for e in &output_errors {
+        let _ = writeln!(err, "roofline: {e}");
+    }
+    Ok(exit_status(failed > 0, !output_errors.is_empty()))
 }
 
 fn main() -> ExitCode {
+    // A write over `ulimit -f` then fails with an error the tool reports, rather than a SIGXFSZ
+    // that kills it.
+    files::file_size_limit_as_error();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(
-        &args,
-        &mut std::io::stdout().lock(),
-        &mut std::io::stderr().lock(),
-    ) {
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    match run(&args, &mut stdout, &mut stderr) {
         Ok(code) => ExitCode::from(code),
-        Err(CliError::Help) => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
+        Err(CliError::Help) => match writeln!(stdout, "{USAGE}") {
+            Err(e) if e.kind() != ErrorKind::BrokenPipe => {
+                let _ = writeln!(stderr, "roofline: writing the usage: {e}");
+                ExitCode::from(2)
+            }
+            _ => ExitCode::SUCCESS,
+        },
         Err(e) => {
-            eprintln!("roofline: {e}");
+            let _ = writeln!(stderr, "roofline: {e}");
             ExitCode::from(2)
         }
     }

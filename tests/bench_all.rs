@@ -3,13 +3,23 @@
 //! are exactly what `eval_roofline` of the same planned op returns. With `TILEOPS_EMU_LIB` naming
 //! cuda-emu's library directory, also on the emulated device: rows run once, no figure recorded,
 //! the roofline report blank, calibrate's kernels checked instead of timed.
+//!
+//! From the outside, the built tool in its own process: an unwritable `--out` fails before any
+//! row runs; a full disk (`ulimit -f`) leaves the previous records byte for byte; SIGINT and
+//! SIGTERM in mid-run write the finished rows, marked partial, which the roofline tool reports; a
+//! closed stdout ends the tool quietly and the records are still written.
+
+mod common;
 
 // The CLI itself, so that its arguments, table and file are tested too.
 #[allow(dead_code)]
 #[path = "../examples/bench_all.rs"]
 mod bench_all_cli;
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use bench_all_cli::CliError;
 use tileops::Device;
@@ -23,7 +33,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn cli(args: &[&str]) -> (Result<(), CliError>, String, String) {
+fn cli(args: &[&str]) -> (Result<u8, CliError>, String, String) {
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let result = bench_all_cli::run(&args, &mut out, &mut err);
@@ -49,8 +59,9 @@ fn softmax_on_the_cpu_gives_one_loadable_record_per_case_priced_by_eval_roofline
         "--out",
         out.to_str().unwrap(),
     ]);
-    result.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert_eq!(result.unwrap_or_else(|e| panic!("{e}\n{log}")), 0);
     let run = Run::load(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert!(run.meta.partial.is_none(), "a complete run is not partial");
 
     let op = registry::find("softmax").expect("softmax is registered");
     let cases: Vec<WorkloadCase> = op.workloads.iter().flat_map(|w| w.cases()).collect();
@@ -168,7 +179,7 @@ fn no_case_is_dropped_when_everything_is_over_the_budget() {
 #[test]
 fn list_and_bad_arguments() {
     let (result, listing, _) = cli(&["--list", "--family", "reduction"]);
-    result.unwrap();
+    assert_eq!(result.unwrap(), 0);
     assert!(listing.contains("softmax (reduction, "), "{listing}");
     assert!(listing.contains("decode-attn-4k"), "{listing}");
     assert!(!listing.contains("rms_norm"), "{listing}");
@@ -192,12 +203,12 @@ fn list_and_bad_arguments() {
 }
 
 #[test]
-fn an_unwritable_output_is_an_error_after_the_run() {
+fn an_unwritable_output_is_an_error_before_the_run() {
     let dir = scratch("unwritable");
     std::fs::create_dir_all(&dir).unwrap();
     let blocker = dir.join("file");
     std::fs::write(&blocker, "not a directory").unwrap();
-    let (result, _, _) = cli(&[
+    let (result, table, log) = cli(&[
         "--op",
         "rms_norm",
         "--cpu",
@@ -207,9 +218,249 @@ fn an_unwritable_output_is_an_error_after_the_run() {
         blocker.join("records.json").to_str().unwrap(),
     ]);
     let err = result.unwrap_err();
-    assert!(matches!(err, CliError::Records(_)), "{err}");
+    assert!(matches!(err, CliError::Output { .. }), "{err}");
     assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains("nothing was run"), "{err}");
+    assert!(table.is_empty() && log.is_empty(), "{table}{log}");
+    assert_eq!(std::fs::read(&blocker).unwrap(), b"not a directory");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// bench_all in its own process on the CPU backend.
+fn bench_all() -> Command {
+    let mut command = common::tool("bench_all");
+    command.arg("--cpu");
+    command
+}
+
+/// A row line of the log (`[1/132] softmax/...`), the sign that a row ran.
+fn has_row_line(log: &str) -> bool {
+    log.lines().any(|l| l.starts_with('[') && l.contains("] "))
+}
+
+#[test]
+fn an_unwritable_out_path_fails_at_once_and_runs_no_row() {
+    let dir = common::scratch("bench-unwritable");
+    std::fs::write(dir.join("file"), "in the way").unwrap();
+    let cases: [(PathBuf, &str); 4] = [
+        (dir.clone(), "is a directory, not a regular file"),
+        (
+            PathBuf::from("/proc/x.json"),
+            "cannot create a file in /proc",
+        ),
+        (
+            PathBuf::from("/dev/full"),
+            "is a character device, not a regular file",
+        ),
+        (dir.join("file/records.json"), "is a file, not a directory"),
+    ];
+    for (path, why) in cases {
+        // The whole manifest: minutes of rows, were the path checked only at the end.
+        let done = common::run_within(
+            bench_all().arg("--out").arg(&path),
+            Duration::from_secs(120),
+        );
+        let shown = path.display().to_string();
+        assert_eq!(done.code(), 1, "{shown}: {done:?}");
+        assert!(
+            done.stderr
+                .starts_with(&format!("bench_all: cannot write the records to {shown}: ")),
+            "{shown}: {}",
+            done.stderr
+        );
+        assert!(done.stderr.contains(why), "{shown}: {}", done.stderr);
+        assert!(done.stderr.contains("nothing was run"), "{}", done.stderr);
+        // Failing fast means running nothing: no row line, no table.
+        assert!(
+            !has_row_line(&done.stderr),
+            "{shown}: rows ran:\n{}",
+            done.stderr
+        );
+        assert!(done.stdout.is_empty(), "{shown}: a table:\n{}", done.stdout);
+        println!(
+            "bench_all --out {shown}: error after {:.1} ms",
+            done.elapsed.as_secs_f64() * 1e3
+        );
+    }
+    // Neither the device nor the directory was replaced.
+    let full = std::fs::metadata("/dev/full").unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+        &full.file_type()
+    ));
+    assert_eq!(common::names(&dir), ["file"]);
+}
+
+/// A valid records file written by bench_all itself, and its bytes.
+fn previous_records(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let path = dir.join("records.json");
+    let done = common::run_within(
+        bench_all()
+            .args(["--op", "rms_norm", "--cpu-max-bytes", "0", "--out"])
+            .arg(&path),
+        Duration::from_secs(120),
+    );
+    assert_eq!(done.code(), 0, "{done:?}");
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+#[test]
+fn a_full_disk_leaves_the_previous_records_byte_identical() {
+    let dir = common::scratch("bench-full-disk");
+    let (path, before) = previous_records(&dir);
+    assert!(
+        before.len() > 4096,
+        "{} B: too small to hit the limit",
+        before.len()
+    );
+    // 4 blocks (2 or 4 KiB, by the shell's unit): the probe fits, the records do not.
+    let mut run = bench_all();
+    run.args(["--op", "softmax", "--cpu-max-bytes", "0", "--out"])
+        .arg(&path);
+    let done = common::run_within(
+        &mut common::with_file_size_limit(4, &run),
+        Duration::from_secs(120),
+    );
+    assert_eq!(done.code(), 1, "{done:?}");
+    assert!(done.stderr.contains("File too large"), "{}", done.stderr);
+    assert!(has_row_line(&done.stderr), "the rows ran: {}", done.stderr);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the previous file changed"
+    );
+    assert_eq!(
+        common::names(&dir),
+        ["records.json"],
+        "a temporary file was left"
+    );
+    Run::load(&path).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Starts the whole manifest on the CPU, sends `signal` once the first row is done, and checks
+/// what it leaves: status 128 + signal, the finished rows written, marked partial, and the
+/// roofline tool saying so.
+fn interrupted_by(signal: i32, name: &str) {
+    let dir = common::scratch(&format!("bench-{name}"));
+    let path = dir.join("records.json");
+    let mut child = bench_all()
+        .arg("--out")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = i32::try_from(child.id()).unwrap();
+    let (lines, log) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    // The first row line; the manifest has 132 rows, minutes of them in a debug build.
+    let first = log
+        .recv_timeout(Duration::from_secs(300))
+        .unwrap_or_else(|e| panic!("no row line from bench_all: {e}"));
+    assert!(first.starts_with("[1/"), "{first}");
+    // SAFETY: `kill` sends a signal to the child started above, which has not been waited for,
+    // so the pid is still its own.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {name}");
+    let status = common::wait_within(
+        &mut child,
+        Duration::from_secs(300),
+        &Command::new("bench_all"),
+    );
+    let log = reader.join().unwrap();
+    assert_eq!(status.code(), Some(128 + signal), "{log}");
+    assert!(
+        log.contains(&format!("interrupted by {name} after ")),
+        "{log}"
+    );
+    assert!(log.contains("marked partial in meta"), "{log}");
+
+    let run = Run::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let partial = run.meta.partial.clone().expect("meta.partial");
+    assert!(
+        partial
+            .reason
+            .starts_with(&format!("interrupted by {name} after ")),
+        "{partial:?}"
+    );
+    assert_eq!(
+        partial.planned_rows,
+        bench::select(&Selection::default()).unwrap().len()
+    );
+    assert!(
+        (1..partial.planned_rows).contains(&run.records.len()),
+        "{} rows of {}",
+        run.records.len(),
+        partial.planned_rows
+    );
+    // Every row that is there is whole: it validated on load, and it is one the log reported.
+    let reported = log.lines().filter(|l| l.starts_with('[')).count();
+    assert_eq!(run.records.len(), reported, "{log}");
+
+    let report = common::run_within(
+        common::tool("roofline").arg(&path),
+        Duration::from_secs(120),
+    );
+    assert_eq!(report.code(), 0, "{report:?}");
+    assert!(
+        report.stderr.contains(&format!(
+            "{} is a partial run: interrupted by {name}",
+            path.display()
+        )),
+        "{}",
+        report.stderr
+    );
+    assert!(
+        report.stdout.contains("**Partial run: interrupted by "),
+        "{}",
+        report.stdout
+    );
+    assert_eq!(common::names(&dir), ["records.json"]);
+}
+
+#[test]
+fn sigint_in_mid_run_writes_the_finished_rows_marked_partial() {
+    interrupted_by(libc::SIGINT, "SIGINT");
+}
+
+#[test]
+fn sigterm_in_mid_run_writes_the_finished_rows_marked_partial() {
+    interrupted_by(libc::SIGTERM, "SIGTERM");
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_and_the_records_are_still_written() {
+    let dir = common::scratch("bench-closed-stdout");
+    for args in [&["--help"][..], &["--list"]] {
+        let done = common::run_with_stdout(
+            bench_all().args(args),
+            common::closed_pipe(),
+            Duration::from_secs(60),
+        );
+        assert_eq!(done.code(), 0, "{args:?}: {done:?}");
+        assert!(done.stderr.is_empty(), "{args:?}: {}", done.stderr);
+    }
+    let path = dir.join("records.json");
+    let done = common::run_with_stdout(
+        bench_all()
+            .args(["--op", "rms_norm", "--cpu-max-bytes", "0", "--out"])
+            .arg(&path),
+        common::closed_pipe(),
+        Duration::from_secs(120),
+    );
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert!(!done.stderr.contains("panicked"), "{}", done.stderr);
+    assert!(done.stderr.contains("wrote "), "{}", done.stderr);
+    let run = Run::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!run.records.is_empty() && run.meta.partial.is_none());
 }
 
 /// The variable naming the emulator's library directory (`target/emu/lib`, with libcuda.so.1).

@@ -1,5 +1,13 @@
 //! The roofline tool, as a downstream user runs it: every verdict and every blank reason on fixed
 //! records against `profiles/h200.yaml`, bad input, the outputs, the chart and the comparison.
+//!
+//! From the outside, the built tool in its own process: inputs that are not regular files (a FIFO
+//! with no writer, `/dev/zero`, a directory as `--profile`) are refused at once; a file over the
+//! bound is refused naming it; a BOM is accepted; a `fail` verdict and an output error combine
+//! into exit status 3; a closed stdout ends the tool quietly; a failed chart write (`ulimit -f`)
+//! leaves the previous chart byte for byte; a partial run is reported as partial.
+
+mod common;
 
 // The CLI itself, so that its argument handling, exit status and files are tested too.
 #[allow(dead_code)]
@@ -10,7 +18,9 @@ use std::path::PathBuf;
 
 use roofline_cli::CliError;
 use tileops::perf::profile::{DeviceMismatch, Profile};
-use tileops::perf::records::{DeviceInfo, Record, RecordsError, Run, RunMeta, TimingStats};
+use tileops::perf::records::{
+    DeviceInfo, Partial, Record, RecordsError, Run, RunMeta, TimingStats,
+};
 use tileops::perf::report::{
     BlankReason, Bound, Comparison, Outcome, ProfileChoice, Report, Verdict,
 };
@@ -791,4 +801,296 @@ fn compare_two_runs_from_their_spreads() {
         "{}",
         csv.out
     );
+}
+
+// ---- from the outside: the built tool in its own process ----
+
+/// roofline in its own process, within `limit` (a hang fails the test).
+fn roofline(args: &[&std::ffi::OsStr], limit_s: u64) -> common::Finished {
+    common::run_within(
+        common::tool("roofline").args(args),
+        std::time::Duration::from_secs(limit_s),
+    )
+}
+
+/// `path` as an argument.
+fn arg(path: &std::path::Path) -> &std::ffi::OsStr {
+    path.as_os_str()
+}
+
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_without_waiting() {
+    let dir = common::scratch("roofline-not-regular");
+    let fifo = dir.join("records.fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0, "mkfifo");
+    let good = write_run("not-regular-good.json", &run_of(verdict_records()));
+    let zero = std::path::Path::new("/dev/zero");
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 6] = [
+        // A FIFO with no writer: opening it for reading used to wait forever.
+        (
+            vec![arg(&fifo)],
+            "is a FIFO (named pipe), not a regular file",
+        ),
+        (vec![arg(zero)], "is a character device, not a regular file"),
+        (vec![arg(&dir)], "is a directory, not a regular file"),
+        (
+            vec![arg(&good), "--profile".as_ref(), arg(&dir)],
+            "is a directory, not a regular file",
+        ),
+        (
+            vec![arg(&good), "--profile".as_ref(), arg(&fifo)],
+            "is a FIFO (named pipe), not a regular file",
+        ),
+        (
+            vec![arg(&good), "--baseline".as_ref(), arg(zero)],
+            "is a character device, not a regular file",
+        ),
+    ];
+    for (args, why) in cases {
+        let done = roofline(&args, 60);
+        assert_eq!(done.code(), 2, "{args:?}: {done:?}");
+        assert!(done.stderr.contains(why), "{args:?}: {}", done.stderr);
+        assert!(!done.stderr.contains("no such file"), "{}", done.stderr);
+        assert!(done.stdout.is_empty(), "{args:?}: {}", done.stdout);
+    }
+}
+
+#[test]
+fn a_records_file_over_the_bound_is_refused_with_the_bound() {
+    let dir = common::scratch("roofline-huge");
+    let huge = dir.join("huge.json");
+    // Sparse: 2 GiB + 1 byte of holes costs no disk and no time to make.
+    let bound = tileops::perf::records::MAX_FILE_BYTES;
+    assert_eq!(bound, 2 << 30);
+    let file = std::fs::File::create(&huge).unwrap();
+    file.set_len(bound + 1).unwrap();
+    let done = roofline(&[arg(&huge)], 60);
+    assert_eq!(done.code(), 2, "{done:?}");
+    assert!(
+        done.stderr
+            .contains("is 2147483649 B (2.0 GiB), over the 2147483648 B (2.0 GiB) this tool reads"),
+        "{}",
+        done.stderr
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_accepted() {
+    let plain = write_run("bom-plain.json", &run_of(verdict_records()));
+    let bom = tmp("bom.json");
+    let mut bytes = b"\xef\xbb\xbf".to_vec();
+    bytes.extend(std::fs::read(&plain).unwrap());
+    std::fs::write(&bom, bytes).unwrap();
+    let with = cli(&[bom.to_str().unwrap(), "--profile", "h200"]);
+    let without = cli(&[plain.to_str().unwrap(), "--profile", "h200"]);
+    assert_eq!(with.code.as_ref().ok(), Some(&1), "{}", with.err);
+    assert_eq!(with.out, without.out);
+    // A profile with one loads too.
+    let profile = tmp("bom-profile.yaml");
+    let mut bytes = b"\xef\xbb\xbf".to_vec();
+    bytes.extend(std::fs::read(h200_file()).unwrap());
+    std::fs::write(&profile, bytes).unwrap();
+    let c = cli(&[
+        plain.to_str().unwrap(),
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(c.code.as_ref().ok(), Some(&1), "{}", c.err);
+}
+
+#[test]
+fn a_fail_verdict_is_never_hidden_by_an_output_error() {
+    let dir = common::scratch("roofline-exit-codes");
+    let fail = write_run("exit-fail.json", &run_of(verdict_records()));
+    let pass = write_run("exit-pass.json", &run_of(verdict_records()[..2].to_vec()));
+    // A directory where the chart should go: the chart cannot be written.
+    let unwritable = dir.clone();
+    let svg = dir.join("chart.svg");
+    let h200 = h200_file();
+    let profile = ["--profile".as_ref(), arg(&h200)];
+    let with = |records: &PathBuf, extra: &[&std::ffi::OsStr]| {
+        let mut args = vec![arg(records)];
+        args.extend(profile);
+        args.extend(extra);
+        roofline(&args, 60)
+    };
+    let cases: [(&PathBuf, Vec<&std::ffi::OsStr>, i32); 4] = [
+        (&pass, vec!["--svg".as_ref(), arg(&svg)], 0),
+        (&fail, vec!["--svg".as_ref(), arg(&svg)], 1),
+        (&pass, vec!["--svg".as_ref(), arg(&unwritable)], 2),
+        (&fail, vec!["--svg".as_ref(), arg(&unwritable)], 3),
+    ];
+    for (records, extra, code) in cases {
+        let done = with(records, &extra);
+        assert_eq!(done.code(), code, "{extra:?}: {done:?}");
+        // Whatever else failed, the report is out and each problem is said.
+        assert!(
+            done.stdout.starts_with("# Roofline report"),
+            "{}",
+            done.stdout
+        );
+        assert_eq!(
+            done.stderr.contains("record(s) fail"),
+            code & 1 == 1,
+            "{}",
+            done.stderr
+        );
+        assert_eq!(
+            done.stderr.contains("is a directory, not a regular file"),
+            code & 2 == 2,
+            "{}",
+            done.stderr
+        );
+    }
+    // stdout unwritable (a full device): the same rule.
+    let mut command = common::tool("roofline");
+    command.arg(&fail).args(profile);
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let done = common::run_with_stdout(&mut command, full, std::time::Duration::from_secs(60));
+    assert_eq!(done.code(), 3, "{done:?}");
+    assert!(
+        done.stderr.contains("stdout: No space left on device"),
+        "{}",
+        done.stderr
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_the_tool_quietly() {
+    let fail = write_run("pipe-fail.json", &run_of(verdict_records()));
+    let pass = write_run("pipe-pass.json", &run_of(verdict_records()[..2].to_vec()));
+    let cases: [(&[&std::ffi::OsStr], i32); 5] = [
+        (&["--help".as_ref()], 0),
+        (&[arg(&pass)], 0),
+        (&[arg(&pass), "--format".as_ref(), "json".as_ref()], 0),
+        (&[arg(&pass), "--format".as_ref(), "csv".as_ref()], 0),
+        // The reader leaving is no error, and hides no fail.
+        (&[arg(&fail), "--profile".as_ref(), "h200".as_ref()], 1),
+    ];
+    for (args, code) in cases {
+        let mut command = common::tool("roofline");
+        command.args(args);
+        let done = common::run_with_stdout(
+            &mut command,
+            common::closed_pipe(),
+            std::time::Duration::from_secs(60),
+        );
+        assert_eq!(done.code(), code, "{args:?}: {done:?}");
+        assert!(!done.stderr.contains("panicked"), "{}", done.stderr);
+        assert!(!done.stderr.contains("Broken pipe"), "{}", done.stderr);
+        assert_eq!(
+            done.stderr.is_empty(),
+            code == 0,
+            "{args:?}: {}",
+            done.stderr
+        );
+    }
+    // calibrate's usage too (the rest of it needs a GPU).
+    let mut command = common::tool("calibrate");
+    command.arg("--help");
+    let done = common::run_with_stdout(
+        &mut command,
+        common::closed_pipe(),
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert!(done.stderr.is_empty(), "{}", done.stderr);
+}
+
+#[test]
+fn a_failed_chart_write_leaves_the_previous_chart_byte_identical() {
+    let dir = common::scratch("roofline-full-disk");
+    let records = write_run("chart-records.json", &run_of(verdict_records()));
+    let svg = dir.join("chart.svg");
+    let previous = b"<svg>the previous chart</svg>\n";
+    std::fs::write(&svg, previous).unwrap();
+    let mut command = common::tool("roofline");
+    command
+        .arg(&records)
+        .args(["--profile", "h200", "--svg"])
+        .arg(&svg);
+    // 1 block (512 B or 1 KiB): a chart is tens of kilobytes.
+    let done = common::run_within(
+        &mut common::with_file_size_limit(1, &command),
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(done.code(), 3, "{done:?}");
+    assert!(done.stderr.contains("File too large"), "{}", done.stderr);
+    assert_eq!(std::fs::read(&svg).unwrap(), previous);
+    assert_eq!(
+        common::names(&dir),
+        ["chart.svg"],
+        "a temporary file was left"
+    );
+}
+
+#[test]
+fn a_partial_run_is_reported_as_partial() {
+    let mut run = run_of(verdict_records()[..2].to_vec());
+    run.meta = run
+        .meta
+        .with_partial(Partial::new("interrupted by SIGINT after 2 of 9 rows", 9));
+    let path = write_run("partial.json", &run);
+    let md = cli(&[path.to_str().unwrap(), "--profile", "h200"]);
+    assert_eq!(md.code.as_ref().ok(), Some(&0), "{}", md.err);
+    let said = format!(
+        "{} is a partial run: interrupted by SIGINT after 2 of 9 rows; 2 of the 9 planned rows \
+         are in the file",
+        path.display()
+    );
+    assert!(md.err.contains(&said), "{}", md.err);
+    assert!(
+        md.out.contains("**Partial run: interrupted by SIGINT after 2 of 9 rows; 2 of the 9 planned rows are in the file**"),
+        "{}",
+        md.out
+    );
+    let json = cli(&[path.to_str().unwrap(), "--format", "json"]);
+    let value: serde_json::Value = serde_json::from_str(&json.out).unwrap();
+    assert_eq!(value["meta"]["partial"]["planned_rows"], 9);
+    let csv = cli(&[path.to_str().unwrap(), "--format", "csv"]);
+    assert!(csv.err.contains(&said), "{}", csv.err);
+    // A complete run says nothing of the kind.
+    let complete = write_run("complete.json", &run_of(verdict_records()[..2].to_vec()));
+    let c = cli(&[complete.to_str().unwrap()]);
+    assert!(
+        !c.err.contains("partial") && !c.out.contains("Partial"),
+        "{}",
+        c.err
+    );
+}
+
+#[test]
+fn the_json_report_of_many_rows_is_complete_and_valid() {
+    // Many rows, each its own workload; not a timing test (performance is measured, not
+    // asserted: see the records_synth example).
+    let n = 20_000;
+    let records: Vec<Record> = (0..n)
+        .map(|i| {
+            let ms = 0.2 + (i % 7) as f64 * 0.1;
+            timed("copy", &format!("w{i}"), GB / 4, GB, "cuda_core.fp32", ms)
+        })
+        .collect();
+    let path = write_run("many.json", &run_of(records));
+    let json = cli(&[
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--compare",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(json.code.as_ref().ok(), Some(&1), "{}", json.err);
+    let value: serde_json::Value = serde_json::from_str(&json.out).unwrap();
+    let rows = value["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), n);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["workload"], format!("w{i}"));
+    }
+    assert_eq!(value["summary"]["rows"], n);
+    assert_eq!(value["comparison"]["rows"].as_array().unwrap().len(), n);
+    assert!(json.out.ends_with("}\n"));
 }

@@ -58,7 +58,7 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::profile::Profile;
-use super::records::{DeviceInfo, EMULATED_TIMING, Record, Run, RunMeta, TimingStats};
+use super::records::{DeviceInfo, EMULATED_TIMING, Partial, Record, Run, RunMeta, TimingStats};
 use super::report::{self, Outcome, sig4};
 use crate::registry::{self, BenchOp, OpRegistration, StaticValue, WorkloadCase};
 use crate::{DType, Device, Error, Roofline, Tensor};
@@ -459,6 +459,12 @@ pub trait Observer {
     fn case_finished(&mut self, index: usize, record: &Record) {
         let _ = (index, record);
     }
+    /// Asked before each case: `Some(reason)` (`"interrupted by SIGINT"`) stops the run there.
+    /// The cases finished so far are kept and the run is marked partial ([`Partial`]), so a tool
+    /// that is interrupted saves every row it finished.
+    fn stop_requested(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// An observer that reports nothing.
@@ -467,7 +473,8 @@ pub struct Quiet;
 
 impl Observer for Quiet {}
 
-/// Times every case on `device` and returns the run (one record per case, in order). The run is
+/// Times every case on `device` and returns the run (one record per case, in order; when the
+/// observer asks to stop, the cases finished so far and `meta.partial` saying so). The run is
 /// validated as [`Run::save`] would. On an emulated device nothing is timed: each case within
 /// [`BenchConfig::emulated`] runs once and is recorded untimed (see the module docs).
 ///
@@ -481,7 +488,7 @@ pub fn run(
     config: &BenchConfig,
     observer: &mut dyn Observer,
 ) -> Result<Run, BenchError> {
-    let meta = run_meta(device, SystemTime::now());
+    let mut meta = run_meta(device, SystemTime::now());
     let mut timer = Timer::new(device).map_err(|source| BenchError::Timer {
         device: device.to_string(),
         source,
@@ -489,6 +496,14 @@ pub fn run(
     observer.started(cases.len());
     let mut records = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
+        // Between rows only: a row cut in the middle would have no statistics to keep.
+        if let Some(reason) = observer.stop_requested() {
+            meta.partial = Some(Partial::new(
+                format!("{reason} after {index} of {} rows", cases.len()),
+                cases.len(),
+            ));
+            break;
+        }
         observer.case_started(index, case);
         let record = bench_case(device, &meta.device, case, config, &mut timer);
         observer.case_finished(index, &record);
@@ -1173,6 +1188,64 @@ mod tests {
         assert!(line.ends_with("xxx…"), "{cut}");
         let note = &line[line.find("skipped: ").unwrap()..];
         assert_eq!(note.chars().count(), NOTE_CHARS, "{cut}");
+    }
+
+    /// Stops the run once `after` cases have finished.
+    struct StopAfter {
+        after: usize,
+        finished: usize,
+    }
+
+    impl Observer for StopAfter {
+        fn case_finished(&mut self, _index: usize, _record: &Record) {
+            self.finished += 1;
+        }
+        fn stop_requested(&mut self) -> Option<String> {
+            (self.finished >= self.after).then(|| "interrupted by a test".to_owned())
+        }
+    }
+
+    #[test]
+    fn a_stop_between_rows_keeps_the_finished_rows_and_marks_the_run_partial() {
+        let cases = select(&Selection {
+            ops: vec!["rms_norm".into()],
+            families: vec![],
+        })
+        .unwrap();
+        assert!(cases.len() > 2);
+        // Over the budget, every row is a quick skip.
+        let config = BenchConfig {
+            cpu: CpuBudget {
+                max_bytes: 0,
+                max_flops: 0,
+            },
+            ..BenchConfig::default()
+        };
+        let mut stop = StopAfter {
+            after: 2,
+            finished: 0,
+        };
+        let run = run(&Device::cpu(), &cases, &config, &mut stop).unwrap();
+        assert_eq!(run.records.len(), 2);
+        let partial = run.meta.partial.as_ref().unwrap();
+        assert_eq!(
+            partial.reason,
+            format!("interrupted by a test after 2 of {} rows", cases.len())
+        );
+        assert_eq!(partial.planned_rows, cases.len());
+        run.validate("in memory").unwrap();
+        // Stopped before the first row: an empty, valid, partial run.
+        let mut at_once = StopAfter {
+            after: 0,
+            finished: 0,
+        };
+        let empty = super::run(&Device::cpu(), &cases, &config, &mut at_once).unwrap();
+        assert!(empty.records.is_empty() && empty.meta.partial.is_some());
+        empty.validate("in memory").unwrap();
+        // Never asked to stop: complete.
+        let whole = super::run(&Device::cpu(), &cases, &config, &mut Quiet).unwrap();
+        assert_eq!(whole.records.len(), cases.len());
+        assert!(whole.meta.partial.is_none());
     }
 
     #[test]

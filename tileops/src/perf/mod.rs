@@ -5,7 +5,8 @@
 //! `eval_roofline` returned them, and the timings); the roofline tool reads them with a
 //! [`profile`] and [`report`]s per row the speed-of-light time, efficiency, bound and verdict, and
 //! draws the [`svg`] chart. [`calibrate`] turns microbenchmark timings into a profile. Nothing here
-//! evaluates a formula or builds an op.
+//! evaluates a formula or builds an op. Every file the tools read or write goes through [`files`]:
+//! bounded reads of regular files only, atomic writes.
 //!
 //! ```
 //! use tileops::perf::profile::Profile;
@@ -28,6 +29,7 @@
 pub mod bench;
 pub mod calibrate;
 pub mod calibrate_gpu;
+pub mod files;
 pub mod profile;
 pub mod records;
 pub mod report;

@@ -35,7 +35,12 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use super::files;
 use super::records::{ComputeCapability, DeviceInfo};
+
+/// The largest profile file [`Profile::from_path`] reads: 16 MiB, thousands of times a real
+/// profile (a bound, so that a wrong path, a device, cannot make it read without end).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Every roof key a profile may define: `hbm` (bytes/s), then the compute roofs (FLOP/s).
 pub const ROOF_KEYS: [&str; 6] = [
@@ -265,9 +270,16 @@ impl Profile {
     pub fn from_path(path: impl AsRef<Path>) -> Result<Profile, ProfileError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        let io = |source| ProfileError::Io {
             path: shown.clone(),
             source,
+        };
+        let bytes = files::read_regular(path, MAX_FILE_BYTES).map_err(io)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "is not UTF-8 text, so not a profile YAML",
+            ))
         })?;
         let name = path
             .file_stem()
@@ -284,7 +296,9 @@ impl Profile {
             return Profile::builtin(name_or_path);
         }
         let path = Path::new(name_or_path);
-        if path.is_file() {
+        // Anything at the path is what was meant: a directory or a FIFO gets the loader's "is a
+        // directory, not a regular file", not "no such file".
+        if path.symlink_metadata().is_ok() {
             return Profile::from_path(path);
         }
         Err(ProfileError::Unknown {
@@ -298,6 +312,9 @@ impl Profile {
     /// # Errors
     /// [`ProfileError::Yaml`] or [`ProfileError::Invalid`], with line and column.
     pub fn from_yaml_str(text: &str, name: &str, origin: &str) -> Result<Profile, ProfileError> {
+        // YAML allows a byte order mark at the start; taking it off keeps the columns of line 1
+        // the ones an editor shows.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let raw: RawProfile = serde_saphyr::from_str(text).map_err(|e| {
             let location = e.location();
             ProfileError::Yaml {

@@ -30,11 +30,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::io::BufRead;
 use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::files;
 use crate::DType;
 
 /// The version of the records schema this module reads and writes.
@@ -42,6 +44,14 @@ use crate::DType;
 /// Bump it when a field changes meaning; a file of another version is refused with a clear error
 /// rather than misread.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The largest records file [`Run::load`] reads: 2 GiB. A record as bench_all writes it takes
+/// 780 to 1000 bytes, so a million rows fit with room to spare; the bound is there so that a
+/// wrong path, a device, cannot make the loader read without end.
+pub const MAX_FILE_BYTES: u64 = 2 << 30;
+
+/// The UTF-8 byte order mark, which a records file may start with (some editors write one).
+const BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// The implementation name of a tileops row (`impl` in the file). Baseline rows name theirs
 /// (`torch`, `torch-compile`).
@@ -180,6 +190,38 @@ pub struct RunMeta {
     pub tool_version: String,
     /// The device the run was taken on.
     pub device: DeviceInfo,
+    /// Set when the run stopped before its last row (interrupted): why, and how many rows it
+    /// meant to run. Absent from a complete run's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
+}
+
+/// What `meta.partial` says of a run that stopped before its last row: the records are the rows
+/// finished before it stopped, every one of them whole.
+///
+/// ```
+/// use tileops::perf::records::{DeviceInfo, Partial, RunMeta};
+/// let meta = RunMeta::new("abc", "2026-11-30T04:00:00Z", "0.1.0", DeviceInfo::new("cpu: test"))
+///     .with_partial(Partial::new("interrupted by SIGINT", 132));
+/// assert_eq!(meta.partial.unwrap().planned_rows, 132);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Partial {
+    /// Why the run stopped (`"interrupted by SIGINT"`).
+    pub reason: String,
+    /// How many rows the run was to have: the records file holds fewer.
+    pub planned_rows: usize,
+}
+
+impl Partial {
+    /// A partial run's note.
+    pub fn new(reason: impl Into<String>, planned_rows: usize) -> Self {
+        Partial {
+            reason: reason.into(),
+            planned_rows,
+        }
+    }
 }
 
 impl RunMeta {
@@ -195,7 +237,14 @@ impl RunMeta {
             date: date.into(),
             tool_version: tool_version.into(),
             device,
+            partial: None,
         }
+    }
+
+    /// Marks the run partial.
+    pub fn with_partial(mut self, partial: Partial) -> Self {
+        self.partial = Some(partial);
+        self
     }
 }
 
@@ -582,18 +631,54 @@ impl Run {
         }
     }
 
-    /// Reads and validates a records file.
+    /// Reads and validates a records file: a regular file of at most [`MAX_FILE_BYTES`] (a FIFO,
+    /// a device or a directory is refused at once, never waited on or read without end; see
+    /// [`files::read_regular`]), optionally starting with a UTF-8 byte order mark.
     ///
     /// # Errors
     /// [`RecordsError`] naming the file (and line, record and field) when the file cannot be read,
-    /// is truncated or malformed, is of another schema version, or fails [`Run::validate`].
+    /// is not a regular file or is over the bound ([`RecordsError::Io`]), is truncated or
+    /// malformed, is of another schema version, or fails [`Run::validate`].
     pub fn load(path: impl AsRef<Path>) -> Result<Run, RecordsError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| RecordsError::Io {
-            path: path.display().to_string(),
+        let shown = path.display().to_string();
+        let io = |source| RecordsError::Io {
+            path: shown.clone(),
             source,
-        })?;
-        Run::from_json_str(&text, &path.display().to_string())
+        };
+        // Parsed straight from the file: holding its text as well as the run it becomes would
+        // cost a third more memory on a large file.
+        let file = files::open_regular(path, MAX_FILE_BYTES).map_err(io)?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let start = reader.fill_buf().map_err(io)?;
+        if start.starts_with(BOM) {
+            reader.consume(BOM.len());
+        }
+        match serde_json::from_reader::<_, Run>(&mut reader) {
+            Ok(run) => {
+                run.validate(&shown)?;
+                Ok(run)
+            }
+            Err(e) if e.is_io() => Err(io(e.into())),
+            // A file that does not parse is read again as text, for the errors of
+            // [`Run::from_json_str`]: the schema version first, an empty or truncated file, the
+            // line and column, bytes that are not UTF-8.
+            Err(_) => {
+                let bytes = files::read_regular(path, MAX_FILE_BYTES).map_err(io)?;
+                let text = String::from_utf8(bytes).map_err(|e| {
+                    let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+                    let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
+                    let column = upto.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                    RecordsError::Malformed {
+                        file: shown.clone(),
+                        line,
+                        column,
+                        message: "the file is not UTF-8 text".into(),
+                    }
+                })?;
+                Run::from_json_str(&text, &shown)
+            }
+        }
     }
 
     /// Parses and validates records JSON; `origin` names it in errors.
@@ -602,6 +687,10 @@ impl Run {
     /// As [`Run::load`], less the I/O.
     pub fn from_json_str(text: &str, origin: &str) -> Result<Run, RecordsError> {
         let file = origin.to_owned();
+        // A byte order mark, which some Windows editors write, is not JSON; RFC 8259 lets a
+        // parser ignore it, and positions after it are the same in any editor.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        debug_assert_eq!('\u{feff}'.len_utf8(), BOM.len());
         // The version is read first, so a file of another schema gets that error rather than a
         // confusing complaint about some field that changed.
         #[derive(Deserialize)]
@@ -664,6 +753,26 @@ impl Run {
             });
         }
         let meta = &self.meta;
+        if let Some(partial) = &meta.partial {
+            if partial.reason.trim().is_empty() {
+                return Err(invalid(
+                    "meta".into(),
+                    "partial.reason",
+                    "is empty; say why the run stopped".into(),
+                ));
+            }
+            if partial.planned_rows < self.records.len() {
+                return Err(invalid(
+                    "meta".into(),
+                    "partial.planned_rows",
+                    format!(
+                        "is {}, fewer than the {} records of the file",
+                        partial.planned_rows,
+                        self.records.len()
+                    ),
+                ));
+            }
+        }
         for (field, value) in [
             ("git_revision", &meta.git_revision),
             ("date", &meta.date),
@@ -678,14 +787,21 @@ impl Run {
                 ));
             }
         }
-        let mut seen: HashMap<RecordKey, usize> = HashMap::new();
+        // Borrowed keys: a million-row file must not cost a second copy of every name.
+        let mut seen: HashMap<(&str, &str, &str, &str), usize> =
+            HashMap::with_capacity(self.records.len());
         for (index, record) in self.records.iter().enumerate() {
-            let location = format!("record {index} ({})", record.key());
-            check_record(record)
-                .map_err(|(field, problem)| invalid(location.clone(), field, problem))?;
-            if let Some(first) = seen.insert(record.key(), index) {
+            let location = || format!("record {index} ({})", record.key());
+            check_record(record).map_err(|(field, problem)| invalid(location(), field, problem))?;
+            let key = (
+                record.op.as_str(),
+                record.workload.as_str(),
+                record.dtype.as_str(),
+                record.implementation.as_str(),
+            );
+            if let Some(first) = seen.insert(key, index) {
                 return Err(invalid(
-                    location,
+                    location(),
                     "op/workload/dtype/impl",
                     format!(
                         "repeats record {first}: one row per (op, workload, dtype, impl); \
@@ -705,7 +821,9 @@ impl Run {
         serde_json::to_string_pretty(self).map_err(RecordsError::Serialize)
     }
 
-    /// Validates the run and writes it to `path`, creating parent directories.
+    /// Validates the run and writes it to `path` atomically ([`files::write_atomic`]: a temporary
+    /// file in the same directory, flushed, renamed over `path`), creating parent directories. On
+    /// any failure the file at `path` is as it was.
     ///
     /// # Errors
     /// [`RecordsError`] when the run does not validate or the file cannot be written.
@@ -713,15 +831,11 @@ impl Run {
         let path = path.as_ref();
         let shown = path.display().to_string();
         self.validate(&shown)?;
-        let text = self.to_json_pretty()?;
-        let io = |source| RecordsError::Io {
+        let text = self.to_json_pretty()? + "\n";
+        files::write_atomic(path, text.as_bytes()).map_err(|source| RecordsError::Io {
             path: shown.clone(),
             source,
-        };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        std::fs::write(path, text + "\n").map_err(io)
+        })
     }
 }
 
@@ -1037,6 +1151,77 @@ mod tests {
         }))
         .unwrap_err();
         assert!(err.to_string().contains("`median_ms`"), "{err}");
+    }
+
+    #[test]
+    fn partial_runs_round_trip_and_are_checked() {
+        let mut r = run();
+        r.meta = r
+            .meta
+            .with_partial(Partial::new("interrupted by SIGINT after 2 of 5 rows", 5));
+        let text = r.to_json_pretty().unwrap();
+        assert!(text.contains("\"partial\": {"), "{text}");
+        assert_eq!(load(&text).unwrap(), r);
+        // A complete run's file has no `partial` key at all: older readers still read it.
+        assert!(!run().to_json_pretty().unwrap().contains("partial"));
+        let err = load(&edit(|v| {
+            v["meta"]["partial"] = serde_json::json!({"reason": "stopped", "planned_rows": 1})
+        }))
+        .unwrap_err();
+        assert!(
+            matches!(&err, RecordsError::Invalid { field, .. } if field == "partial.planned_rows"),
+            "{err}"
+        );
+        let err = load(&edit(|v| {
+            v["meta"]["partial"] = serde_json::json!({"reason": " ", "planned_rows": 9})
+        }))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("`partial.reason` is empty"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_ignored_and_other_bytes_are_named() {
+        let text = run().to_json_pretty().unwrap();
+        assert_eq!(load(&format!("\u{feff}{text}")).unwrap(), run());
+        let dir = std::env::temp_dir().join(format!("tileops-records-bom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("latin1.json");
+        let mut bytes = text.into_bytes();
+        bytes.splice(0..0, *b"\n\n  \xe9");
+        std::fs::write(&path, bytes).unwrap();
+        let err = Run::load(&path).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RecordsError::Malformed {
+                    line: 3,
+                    column: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("not UTF-8"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_save_leaves_the_previous_file() {
+        let dir = std::env::temp_dir().join(format!("tileops-records-keep-{}", std::process::id()));
+        let path = dir.join("run.json");
+        run().save(&path).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let mut bad = run();
+        bad.records[0].p10_ms = Some(1.0);
+        assert!(bad.save(&path).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        // A directory at the path is not replaced.
+        let err = run().save(&dir).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -40,7 +40,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::profile::{AmbiguousDevice, DeviceMismatch, Profile};
 use super::records::{Record, RecordKey, Run, RunMeta, TILEOPS_IMPL, TimingStats};
@@ -727,6 +727,30 @@ impl Report {
         }
     }
 
+    /// For a run that stopped before its last row (`meta.partial`), a sentence saying so:
+    /// `"Partial run: interrupted by SIGINT after 3 of 132 rows; 3 of the 132 planned rows are in
+    /// the file"`; `None` for a complete run.
+    ///
+    /// ```
+    /// use tileops::perf::records::{DeviceInfo, Partial, Run, RunMeta};
+    /// use tileops::perf::report::{ProfileChoice, Report};
+    /// let meta = RunMeta::new("abc", "2026-11-30T00:00:00Z", "0.1.0", DeviceInfo::new("cpu: test"))
+    ///     .with_partial(Partial::new("interrupted by SIGINT after 0 of 4 rows", 4));
+    /// let report = Report::build(&Run::new(meta, vec![]), ProfileChoice::ByDevice(&[]));
+    /// assert!(report.partial_note().unwrap().starts_with("Partial run: interrupted by SIGINT"));
+    /// assert!(report.to_markdown().contains("**Partial run: "));
+    /// ```
+    pub fn partial_note(&self) -> Option<String> {
+        self.meta.partial.as_ref().map(|p| {
+            format!(
+                "Partial run: {}; {} of the {} planned rows are in the file",
+                p.reason,
+                self.rows.len(),
+                p.planned_rows
+            )
+        })
+    }
+
     /// Whether any row failed the physics check (the run must fail).
     pub fn has_fail(&self) -> bool {
         self.summary.count(Verdict::Fail) > 0
@@ -785,6 +809,9 @@ impl Report {
             m.tool_version,
             describe_device(&m.device)
         );
+        if let Some(note) = self.partial_note() {
+            let _ = writeln!(out, "**{note}**\n");
+        }
         if self.profiles.is_empty() {
             let _ = writeln!(
                 out,
@@ -1000,74 +1027,264 @@ impl Report {
         out
     }
 
-    /// The report as JSON: `meta`, `profiles`, `rows` (every field, `null` where blank) and `summary`.
+    /// The report as JSON: `meta`, `profiles`, `rows` (every field, `null` where blank) and
+    /// `summary`. For a large report prefer [`Report::write_json`], which streams the same text
+    /// without building the tree.
     pub fn to_json(&self) -> Value {
-        let rows: Vec<Value> = self
-            .rows
-            .iter()
-            .map(|row| {
-                let p = row.priced();
-                json!({
-                    "op": row.key.op,
-                    "family": row.family,
-                    "workload": row.key.workload,
-                    "dtype": row.key.dtype,
-                    "impl": row.key.implementation,
-                    "roof": row.roof,
-                    "profile": row.profile,
-                    "flops": row.flops,
-                    "bytes": row.bytes,
-                    "median_ms": row.stats.map(|s| s.median_ms),
-                    "p10_ms": row.stats.map(|s| s.p10_ms),
-                    "p90_ms": row.stats.map(|s| s.p90_ms),
-                    "memory_ms": p.map(|p| p.memory_ms),
-                    "compute_ms": p.map(|p| p.compute_ms),
-                    "sol_ms": row.sol_ms(),
-                    "efficiency": row.efficiency(),
-                    "bound": row.bound().map(Bound::as_str),
-                    "verdict": row.verdict().map(Verdict::as_str),
-                    "blank": row.blank().map(BlankReason::kind),
-                    "reason": row.reason(),
-                    "baseline": row.baseline.as_ref().map(|b| json!({
-                        "impl": b.implementation,
-                        "median_ms": b.stats.median_ms,
-                        "p10_ms": b.stats.p10_ms,
-                        "p90_ms": b.stats.p90_ms,
-                        "candidates": b.candidates,
-                        "time_ratio": row.baseline_ratio(),
-                        "call": row.baseline_call().map(Call::as_str),
-                    })),
-                })
-            })
-            .collect();
-        let s = &self.summary;
-        let verdicts: serde_json::Map<String, Value> = s
-            .verdicts
-            .iter()
-            .map(|(v, n)| (v.as_str().to_owned(), json!(n)))
-            .collect();
-        let families: Vec<Value> = s
-            .families
-            .iter()
-            .map(|f| {
-                json!({
-                    "family": f.family, "rows": f.rows, "counted": f.counted,
-                    "geomean_efficiency": f.geomean_efficiency,
-                })
-            })
-            .collect();
-        json!({
-            "meta": serde_json::to_value(&self.meta).unwrap_or(Value::Null),
-            "profiles": self.profiles,
-            "baseline_summary": self.baseline_summary(),
-            "rows": rows,
-            "summary": {
-                "rows": s.rows,
-                "verdicts": verdicts,
-                "blank": s.blank,
-                "families": families,
-            },
-        })
+        serde_json::to_value(json_view::Report::of(self, None)).unwrap_or(Value::Null)
+    }
+
+    /// Writes the report as pretty-printed JSON to `out`, row by row: the same document as
+    /// `format!("{:#}", report.to_json())` (and `comparison`'s [`Comparison::to_json`] under the
+    /// key `comparison`, when given), without building it in memory first; a newline ends it.
+    /// Memory stays that of the report itself. `out` should be buffered.
+    ///
+    /// ```
+    /// use tileops::perf::records::{DeviceInfo, Record, Run, RunMeta};
+    /// use tileops::perf::report::{ProfileChoice, Report};
+    ///
+    /// let device = DeviceInfo::new("cpu: test");
+    /// let record = Record::new("relu", "elementwise", "w", "float32", device.clone());
+    /// let run = Run::new(RunMeta::new("abc", "2026-11-30T00:00:00Z", "0.1.0", device), vec![record]);
+    /// let report = Report::build(&run, ProfileChoice::ByDevice(&[]));
+    /// let mut text = Vec::new();
+    /// report.write_json(&mut text, None)?;
+    /// assert_eq!(String::from_utf8(text).unwrap(), format!("{:#}\n", report.to_json()));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The first error writing to `out`.
+    pub fn write_json(
+        &self,
+        out: &mut dyn std::io::Write,
+        comparison: Option<&Comparison>,
+    ) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, &json_view::Report::of(self, comparison))
+            .map_err(std::io::Error::from)?;
+        out.write_all(b"\n")
+    }
+}
+
+/// The JSON documents of [`Report`] and [`Comparison`] as borrowed views that serialise straight
+/// into a writer. Fields are declared in alphabetical order, the order a `serde_json::Value`
+/// object (a sorted map) prints them in, so the streamed text and the `Value` text are the same.
+mod json_view {
+    use std::collections::BTreeMap;
+
+    use serde::Serialize;
+    use serde::ser::{SerializeSeq, Serializer};
+
+    use super::{BlankReason, Bound, Call, RunMeta, Verdict};
+
+    /// Rows serialised one at a time, each view made just before it is written: only one row's
+    /// view exists at once.
+    struct Each<'a, T, V>(&'a [T], fn(&'a T) -> V);
+
+    impl<'a, T, V: Serialize> Serialize for Each<'a, T, V> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+            for item in self.0 {
+                seq.serialize_element(&(self.1)(item))?;
+            }
+            seq.end()
+        }
+    }
+
+    /// [`RunMeta`] with its keys sorted (as `serde_json::to_value` gives them).
+    fn sorted_meta(meta: &RunMeta) -> serde_json::Value {
+        serde_json::to_value(meta).unwrap_or(serde_json::Value::Null)
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct Report<'a> {
+        baseline_summary: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        comparison: Option<Comparison<'a>>,
+        meta: serde_json::Value,
+        profiles: &'a [String],
+        rows: Each<'a, super::Row, Row<'a>>,
+        summary: Summary<'a>,
+    }
+
+    impl<'a> Report<'a> {
+        pub(super) fn of(
+            report: &'a super::Report,
+            comparison: Option<&'a super::Comparison>,
+        ) -> Self {
+            let s = &report.summary;
+            Report {
+                baseline_summary: report.baseline_summary(),
+                comparison: comparison.map(Comparison::of),
+                meta: sorted_meta(&report.meta),
+                profiles: &report.profiles,
+                rows: Each(&report.rows, Row::of),
+                summary: Summary {
+                    blank: &s.blank,
+                    families: s
+                        .families
+                        .iter()
+                        .map(|f| Family {
+                            counted: f.counted,
+                            family: &f.family,
+                            geomean_efficiency: f.geomean_efficiency,
+                            rows: f.rows,
+                        })
+                        .collect(),
+                    rows: s.rows,
+                    verdicts: s.verdicts.iter().map(|(v, n)| (v.as_str(), *n)).collect(),
+                },
+            }
+        }
+    }
+
+    #[derive(Serialize)]
+    struct Summary<'a> {
+        blank: &'a BTreeMap<&'static str, usize>,
+        families: Vec<Family<'a>>,
+        rows: usize,
+        verdicts: BTreeMap<&'static str, usize>,
+    }
+
+    #[derive(Serialize)]
+    struct Family<'a> {
+        counted: usize,
+        family: &'a str,
+        geomean_efficiency: Option<f64>,
+        rows: usize,
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct Row<'a> {
+        baseline: Option<Baseline<'a>>,
+        blank: Option<&'static str>,
+        bound: Option<&'static str>,
+        bytes: Option<u64>,
+        compute_ms: Option<f64>,
+        dtype: &'a str,
+        efficiency: Option<f64>,
+        family: &'a str,
+        flops: Option<u64>,
+        #[serde(rename = "impl")]
+        implementation: &'a str,
+        median_ms: Option<f64>,
+        memory_ms: Option<f64>,
+        op: &'a str,
+        p10_ms: Option<f64>,
+        p90_ms: Option<f64>,
+        profile: Option<&'a str>,
+        reason: Option<String>,
+        roof: Option<&'a str>,
+        sol_ms: Option<f64>,
+        verdict: Option<&'static str>,
+        workload: &'a str,
+    }
+
+    impl<'a> Row<'a> {
+        fn of(row: &'a super::Row) -> Row<'a> {
+            let p = row.priced();
+            Row {
+                baseline: row.baseline.as_ref().map(|b| Baseline {
+                    call: row.baseline_call().map(Call::as_str),
+                    candidates: b.candidates,
+                    implementation: &b.implementation,
+                    median_ms: b.stats.median_ms,
+                    p10_ms: b.stats.p10_ms,
+                    p90_ms: b.stats.p90_ms,
+                    time_ratio: row.baseline_ratio(),
+                }),
+                blank: row.blank().map(BlankReason::kind),
+                bound: row.bound().map(Bound::as_str),
+                bytes: row.bytes,
+                compute_ms: p.map(|p| p.compute_ms),
+                dtype: &row.key.dtype,
+                efficiency: row.efficiency(),
+                family: &row.family,
+                flops: row.flops,
+                implementation: &row.key.implementation,
+                median_ms: row.stats.map(|s| s.median_ms),
+                memory_ms: p.map(|p| p.memory_ms),
+                op: &row.key.op,
+                p10_ms: row.stats.map(|s| s.p10_ms),
+                p90_ms: row.stats.map(|s| s.p90_ms),
+                profile: row.profile.as_deref(),
+                reason: row.reason(),
+                roof: row.roof.as_deref(),
+                sol_ms: row.sol_ms(),
+                verdict: row.verdict().map(Verdict::as_str),
+                workload: &row.key.workload,
+            }
+        }
+    }
+
+    #[derive(Serialize)]
+    struct Baseline<'a> {
+        call: Option<&'static str>,
+        candidates: usize,
+        #[serde(rename = "impl")]
+        implementation: &'a str,
+        median_ms: f64,
+        p10_ms: f64,
+        p90_ms: f64,
+        time_ratio: Option<f64>,
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct Comparison<'a> {
+        current: serde_json::Value,
+        device_note: Option<String>,
+        other: serde_json::Value,
+        rows: Each<'a, super::CompareRow, CompareRow<'a>>,
+    }
+
+    impl<'a> Comparison<'a> {
+        pub(super) fn of(c: &'a super::Comparison) -> Self {
+            Comparison {
+                current: sorted_meta(&c.current),
+                device_note: c.device_note(),
+                other: sorted_meta(&c.other),
+                rows: Each(&c.rows, CompareRow::of),
+            }
+        }
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct CompareRow<'a> {
+        call: Option<&'static str>,
+        current_median_ms: Option<f64>,
+        current_p10_ms: Option<f64>,
+        current_p90_ms: Option<f64>,
+        dtype: &'a str,
+        #[serde(rename = "impl")]
+        implementation: &'a str,
+        note: Option<String>,
+        op: &'a str,
+        other_median_ms: Option<f64>,
+        other_p10_ms: Option<f64>,
+        other_p90_ms: Option<f64>,
+        time_ratio: Option<f64>,
+        workload: &'a str,
+    }
+
+    impl<'a> CompareRow<'a> {
+        fn of(row: &'a super::CompareRow) -> CompareRow<'a> {
+            let (c, o) = (row.current.stats(), row.other.stats());
+            CompareRow {
+                call: row.call().map(Call::as_str),
+                current_median_ms: c.map(|s| s.median_ms),
+                current_p10_ms: c.map(|s| s.p10_ms),
+                current_p90_ms: c.map(|s| s.p90_ms),
+                dtype: &row.key.dtype,
+                implementation: &row.key.implementation,
+                note: row.note(),
+                op: &row.key.op,
+                other_median_ms: o.map(|s| s.median_ms),
+                other_p10_ms: o.map(|s| s.p10_ms),
+                other_p90_ms: o.map(|s| s.p90_ms),
+                time_ratio: row.time_ratio(),
+                workload: &row.key.workload,
+            }
+        }
     }
 }
 
@@ -1449,36 +1666,9 @@ impl Comparison {
         out
     }
 
-    /// The comparison as JSON.
+    /// The comparison as JSON: both runs' metadata, the device note and a row per key.
     pub fn to_json(&self) -> Value {
-        let rows: Vec<Value> = self
-            .rows
-            .iter()
-            .map(|row| {
-                let (c, o) = (row.current.stats(), row.other.stats());
-                json!({
-                    "op": row.key.op,
-                    "workload": row.key.workload,
-                    "dtype": row.key.dtype,
-                    "impl": row.key.implementation,
-                    "current_median_ms": c.map(|s| s.median_ms),
-                    "current_p10_ms": c.map(|s| s.p10_ms),
-                    "current_p90_ms": c.map(|s| s.p90_ms),
-                    "other_median_ms": o.map(|s| s.median_ms),
-                    "other_p10_ms": o.map(|s| s.p10_ms),
-                    "other_p90_ms": o.map(|s| s.p90_ms),
-                    "time_ratio": row.time_ratio(),
-                    "call": row.call().map(Call::as_str),
-                    "note": row.note(),
-                })
-            })
-            .collect();
-        json!({
-            "current": serde_json::to_value(&self.current).unwrap_or(Value::Null),
-            "other": serde_json::to_value(&self.other).unwrap_or(Value::Null),
-            "device_note": self.device_note(),
-            "rows": rows,
-        })
+        serde_json::to_value(json_view::Comparison::of(self)).unwrap_or(Value::Null)
     }
 }
 
@@ -1512,6 +1702,78 @@ mod tests {
             Outcome::Priced(p) => Some(p.verdict()),
             Outcome::Blank(_) => None,
         }
+    }
+
+    #[test]
+    fn the_streamed_json_is_the_json_value_text() {
+        let meta = RunMeta::new("abc", "2026-11-30T04:00:00Z", "0.1.0", device());
+        let fast = Record {
+            workload: "fast".into(),
+            ..record(1_000, 2_000_000_000, 0.25)
+        };
+        let torch = Record {
+            workload: "fast".into(),
+            ..record(1_000, 2_000_000_000, 0.5).with_impl("torch")
+        };
+        let skipped = record(1_000, 1_000, 1.0).with_skip("over the budget");
+        let run = Run::new(meta.clone(), vec![fast, torch, skipped]);
+        let mut other = run.clone();
+        other.records[0].median_ms = Some(0.3);
+        other.records[0].p90_ms = Some(0.31);
+        other.records.pop();
+        let report = Report::build(&run, ProfileChoice::Fixed(&h200()));
+        assert!(report.has_baselines() && report.has_fail());
+        let comparison = Comparison::build(&run, &other);
+        for with in [None, Some(&comparison)] {
+            let mut streamed = Vec::new();
+            report.write_json(&mut streamed, with).unwrap();
+            let mut value = report.to_json();
+            if let Some(c) = with {
+                value["comparison"] = c.to_json();
+            }
+            assert_eq!(String::from_utf8(streamed).unwrap(), format!("{value:#}\n"));
+        }
+        // Every field of a row, and of its baseline, is there.
+        let json = report.to_json();
+        let row = json["rows"][0].as_object().unwrap();
+        let keys: Vec<&str> = row.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "baseline",
+                "blank",
+                "bound",
+                "bytes",
+                "compute_ms",
+                "dtype",
+                "efficiency",
+                "family",
+                "flops",
+                "impl",
+                "median_ms",
+                "memory_ms",
+                "op",
+                "p10_ms",
+                "p90_ms",
+                "profile",
+                "reason",
+                "roof",
+                "sol_ms",
+                "verdict",
+                "workload"
+            ]
+        );
+        assert_eq!(json["rows"][0]["verdict"], "fail");
+        assert_eq!(json["rows"][0]["baseline"]["impl"], "torch");
+        assert_eq!(json["rows"][0]["baseline"]["candidates"], 1);
+        assert_eq!(json["rows"][0]["baseline"]["time_ratio"], 0.5);
+        assert_eq!(json["rows"][2]["blank"], "not_timed");
+        assert_eq!(json["summary"]["verdicts"]["fail"], 1);
+        assert_eq!(json["meta"]["git_revision"], "abc");
+        let c = comparison.to_json();
+        assert_eq!(c["rows"].as_array().unwrap().len(), 3);
+        assert_eq!(c["rows"][0]["other_median_ms"], 0.3);
+        assert_eq!(c["current"]["date"], "2026-11-30T04:00:00Z");
     }
 
     #[test]

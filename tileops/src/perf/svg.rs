@@ -28,8 +28,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::path::Path;
+
 use plotters::prelude::*;
 
+use super::files;
 use super::profile::Profile;
 use super::records::RecordKey;
 use super::report::{Report, Row, Verdict};
@@ -50,6 +53,17 @@ pub struct Chart {
     pub plotted: usize,
     /// Records with no place on log axes, and why.
     pub not_plotted: Vec<(RecordKey, &'static str)>,
+}
+
+impl Chart {
+    /// Writes the SVG document to `path` atomically ([`files::write_atomic`]): a failed write
+    /// leaves the previous file at `path` as it was.
+    ///
+    /// # Errors
+    /// The write's error (the path is the caller's to name).
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        files::write_atomic(path, self.svg.as_bytes())
+    }
 }
 
 /// The chart could not be drawn.
