@@ -2,7 +2,7 @@
 //! → expand, or fall back with every error found.
 
 use crate::args::Args;
-use crate::expand::{Expansion, expand};
+use crate::expand::{Expansion, Problem, expand};
 use crate::fallback::fallback;
 use proc_macro2::{Span, TokenStream};
 use std::path::PathBuf;
@@ -35,6 +35,7 @@ pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
                 "",
                 false,
                 &[],
+                &[],
                 Span::call_site(),
                 &[],
             ));
@@ -43,15 +44,17 @@ pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let mut errors = Errors::new();
     let mut tracked = Vec::new();
-    let result = run(&args, &item_struct, &mut errors, &mut tracked);
+    let mut problems = Vec::new();
+    let result = run(&args, &item_struct, &mut errors, &mut problems, &mut tracked);
     let diagnostics = errors.finish();
     match result {
-        Some(tokens) if diagnostics.is_empty() => tokens,
+        Some(tokens) if diagnostics.is_empty() && problems.is_empty() => tokens,
         _ => fallback(
             &item_struct,
             &args.op,
             args.register,
             &diagnostics,
+            &problems,
             args.op_span,
             &tracked,
         ),
@@ -62,6 +65,7 @@ fn run(
     args: &Args,
     item: &syn::ItemStruct,
     errors: &mut Errors,
+    problems: &mut Vec<Problem>,
     tracked: &mut Vec<PathBuf>,
 ) -> Option<TokenStream> {
     if !matches!(item.fields, syn::Fields::Named(_)) {
@@ -106,8 +110,8 @@ fn run(
     };
     match expand(&expansion) {
         Ok(tokens) => Some(tokens),
-        Err(diagnostics) => {
-            errors.extend(diagnostics);
+        Err(found) => {
+            problems.extend(found);
             None
         }
     }
@@ -365,7 +369,7 @@ mod tests {
             quote! { pub struct A { y: u8 } },
         );
         assert!(
-            out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input)"),
+            out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input; it also gives `elem_bytes`, which a `dtype: DType` field could give instead)"),
             "{out}"
         );
     }
