@@ -112,7 +112,11 @@ fn elem_bytes_comes_from_the_dtype_field_when_there_is_one() {
     let r = op(DType::Float32).eval_roofline().unwrap();
     assert_eq!((r.flops, r.bytes), (4 * 8, 3 * 4 * 8 * 4));
     let r = op(DType::Float16).eval_roofline().unwrap();
-    assert_eq!(r.bytes, 3 * 4 * 8 * 2, "the dtype field, not the input's dtype");
+    assert_eq!(
+        r.bytes,
+        3 * 4 * 8 * 2,
+        "the dtype field, not the input's dtype"
+    );
 }
 
 #[test]

@@ -12,9 +12,9 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use syn::spanned::Spanned;
-use syn::ext::IdentExt;
 use syn::ItemStruct;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
 use tileops_manifest::diagnostic::Diagnostic;
 use tileops_manifest::formula;
 use tileops_manifest::manifest::{Entry, TensorDecl};
@@ -187,7 +187,11 @@ fn dtype_field<'f>(fields: &[(String, &'f syn::Field)]) -> Option<&'f syn::Field
     match &field.ty {
         syn::Type::Path(path)
             if path.qself.is_none()
-                && path.path.segments.last().is_some_and(|s| s.ident == "DType") =>
+                && path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "DType") =>
         {
             Some(field)
         }
@@ -312,7 +316,15 @@ fn inline_body(
             });
         }
     }
-    fixed_dims(x, &referenced, &fields, &mut need, &mut declare, &mut bindings, &mut problems);
+    fixed_dims(
+        x,
+        &referenced,
+        &fields,
+        &mut need,
+        &mut declare,
+        &mut bindings,
+        &mut problems,
+    );
     if let Err(problem) = check_fields(x, &fields, &needed, elem_bytes_from_input) {
         problems.push(problem);
     }
@@ -423,7 +435,10 @@ fn fixed_dims(
                 continue;
             }
         };
-        if list.iter().any(|(i, _)| field(&entry.inputs[*i].name).is_none()) {
+        if list
+            .iter()
+            .any(|(i, _)| field(&entry.inputs[*i].name).is_none())
+        {
             continue; // reported as a missing field
         }
         declare(&local);

@@ -562,8 +562,8 @@ impl EntryChecker<'_> {
         }
         let mut dims = Vec::new();
         for (text, at) in entries {
-            let name = names::is_identifier(&text)
-                && !names::PYTHON_KEYWORDS.contains(&text.as_str());
+            let name =
+                names::is_identifier(&text) && !names::PYTHON_KEYWORDS.contains(&text.as_str());
             if !name && crate::formula::parse(&text).is_err() {
                 self.errors.push(Diagnostic::at(
                     self.file,
@@ -574,7 +574,8 @@ impl EntryChecker<'_> {
                         self.op
                     ),
                 ));
-                return None;
+                // Reported; the entry keeps its place so that the other dims still bind and
+                // their uses do not cascade into "unknown name" errors.
             }
             dims.push(ShapeDim {
                 name: name.then(|| text.clone()),
@@ -1310,10 +1311,11 @@ softmax:
     fn dims_of(text: &str) -> Option<Vec<(Option<String>, String)>> {
         let (entry, errors) = check(text);
         assert!(errors.is_empty(), "{errors:?}");
-        entry.unwrap().inputs[0]
-            .shape
-            .as_ref()
-            .map(|dims| dims.iter().map(|d| (d.name.clone(), d.text.clone())).collect())
+        entry.unwrap().inputs[0].shape.as_ref().map(|dims| {
+            dims.iter()
+                .map(|d| (d.name.clone(), d.text.clone()))
+                .collect()
+        })
     }
 
     #[test]
@@ -1335,11 +1337,23 @@ softmax:
             ])
         );
         let text = with_input("{dtype: float16, shape: [4, d]}");
-        assert_eq!(dims_of(&text), Some(vec![(None, "4".to_owned()), named("d")]));
+        assert_eq!(
+            dims_of(&text),
+            Some(vec![(None, "4".to_owned()), named("d")])
+        );
         // No fixed rank: nothing to bind.
-        assert_eq!(dims_of(&with_input("{dtype: float16, shape: \"same_as(x)\"}")), None);
-        assert_eq!(dims_of(&with_input("{dtype: float16, shape: \"[..., n]\"}")), None);
-        assert_eq!(dims_of(&with_input("{dtype: float16, shape: \"[]\"}")), Some(vec![]));
+        assert_eq!(
+            dims_of(&with_input("{dtype: float16, shape: \"same_as(x)\"}")),
+            None
+        );
+        assert_eq!(
+            dims_of(&with_input("{dtype: float16, shape: \"[..., n]\"}")),
+            None
+        );
+        assert_eq!(
+            dims_of(&with_input("{dtype: float16, shape: \"[]\"}")),
+            Some(vec![])
+        );
         assert_one_error(
             &with_input("{dtype: float16, shape: {M: 1}}"),
             "must be a string (\"[M, K]\") or a sequence ([M, K])",
@@ -1377,12 +1391,21 @@ softmax:
             "param `d-m` is not an identifier",
         );
         for bad in ["\"N M\"", "N-1", "\"\"", "for"] {
-            let text = GOOD.replace("      N: \"x.shape[dim]\"", &format!("      {bad}: \"x.shape[dim]\""));
+            let text = GOOD.replace(
+                "      N: \"x.shape[dim]\"",
+                &format!("      {bad}: \"x.shape[dim]\""),
+            );
             assert_one_error(&text, "`vars` key");
         }
         // Rust keywords other than `self`/`super`/`crate`/`Self` are fine: a raw identifier binds them.
-        let text = GOOD.replace("      x: {dtype", "      type: {dtype").replace("same_as(x)", "same_as(type)");
-        let (_, errors) = check(&text.replace("x_shape", "type_shape").replace("x.shape", "type.shape"));
+        let text = GOOD
+            .replace("      x: {dtype", "      type: {dtype")
+            .replace("same_as(x)", "same_as(type)");
+        let (_, errors) = check(
+            &text
+                .replace("x_shape", "type_shape")
+                .replace("x.shape", "type.shape"),
+        );
         assert!(errors.is_empty(), "{errors:?}");
     }
 
@@ -1412,7 +1435,11 @@ softmax:
 
     #[test]
     fn workload_integers_beyond_u64_are_refused() {
-        for big in ["18446744073709551616", "99999999999999999999999999", "99999999999999999999999999999999999999999"] {
+        for big in [
+            "18446744073709551616",
+            "99999999999999999999999999",
+            "99999999999999999999999999999999999999999",
+        ] {
             assert_one_error(
                 &GOOD.replace("dim: 1,", &format!("dim: {big},")),
                 &format!("the integer `{big}` is beyond the range of workload integers"),
@@ -1434,30 +1461,56 @@ softmax:
 
     #[test]
     fn param_types_follow_tileops_grammar() {
-        let (_, errors) = check(&GOOD.replace("{type: int,", "{type: \"int | list[int] | tuple[int, ...] | None\","));
+        let (_, errors) = check(&GOOD.replace(
+            "{type: int,",
+            "{type: \"int | list[int] | tuple[int, ...] | None\",",
+        ));
         assert!(errors.is_empty(), "{errors:?}");
         let text = GOOD.replace("{type: int,", "{type: flaot,");
-        assert_one_error(&text, "signature.params.dim.type `flaot`: unknown type `flaot`; did you mean `float`?");
+        assert_one_error(
+            &text,
+            "signature.params.dim.type `flaot`: unknown type `flaot`; did you mean `float`?",
+        );
         let (_, errors) = check(&text);
         assert!(errors[0].starts_with("manifest/t.yaml:11:"), "{errors:?}");
         assert!(errors[0].ends_with("^^^^^"), "{errors:?}");
-        assert_one_error(&GOOD.replace("{type: int,", "{type: \"int |\","), "expected a type name");
+        assert_one_error(
+            &GOOD.replace("{type: int,", "{type: \"int |\","),
+            "expected a type name",
+        );
     }
 
     #[test]
     fn source_and_signature_fields_take_tileops_types() {
         let with_source = |source: &str| format!("{GOOD}  source:\n{source}");
-        let (_, errors) = check(&with_source("    kernel: [a.py, b.py]\n    kernel_map: {k: K}\n    op: o.py\n"));
+        let (_, errors) = check(&with_source(
+            "    kernel: [a.py, b.py]\n    kernel_map: {k: K}\n    op: o.py\n",
+        ));
         assert!(errors.is_empty(), "{errors:?}");
         let (_, errors) = check(&with_source("    kernel: a.py\n"));
         assert!(errors.is_empty(), "{errors:?}");
-        assert_one_error(&with_source("    kernel: [a.py, 3]\n"), "each of source.kernel must be a string");
-        assert_one_error(&with_source("    kernel: {a: b}\n"), "source.kernel must be a string or a list of strings");
-        let with_sig = |field: &str| GOOD.replace("    outputs:", &format!("    {field}\n    outputs:"));
-        let (_, errors) = check(&with_sig("static_dims: {N: \"x.shape[1]\"}\n    dtype_combos: [{x: float16, y: float16}]"));
+        assert_one_error(
+            &with_source("    kernel: [a.py, 3]\n"),
+            "each of source.kernel must be a string",
+        );
+        assert_one_error(
+            &with_source("    kernel: {a: b}\n"),
+            "source.kernel must be a string or a list of strings",
+        );
+        let with_sig =
+            |field: &str| GOOD.replace("    outputs:", &format!("    {field}\n    outputs:"));
+        let (_, errors) = check(&with_sig(
+            "static_dims: {N: \"x.shape[1]\"}\n    dtype_combos: [{x: float16, y: float16}]",
+        ));
         assert!(errors.is_empty(), "{errors:?}");
-        assert_one_error(&with_sig("static_dims: {N: 1}"), "each value of signature.static_dims must be a string");
-        assert_one_error(&with_sig("dtype_combos: [float16]"), "each of signature.dtype_combos must be a mapping");
+        assert_one_error(
+            &with_sig("static_dims: {N: 1}"),
+            "each value of signature.static_dims must be a string",
+        );
+        assert_one_error(
+            &with_sig("dtype_combos: [float16]"),
+            "each of signature.dtype_combos must be a mapping",
+        );
         assert_one_error(
             &with_input("{dtype: float16, shape: \"[M]\", constraints: [1]}"),
             "constraints must be a mapping",

@@ -7,10 +7,10 @@
 
 /// Python's hard keywords: valid as YAML keys, never as names a formula can read.
 pub const PYTHON_KEYWORDS: &[&str] = &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
-    "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if",
-    "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try",
-    "while", "with", "yield",
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
 ];
 
 /// Rust keywords that are not allowed even as raw identifiers (`r#self` is not a thing), plus `_`:
@@ -77,6 +77,10 @@ mod tests {
         assert!(name_problem("Self", true).is_some());
         assert!(name_problem("_", true).is_some());
         assert_eq!(name_problem("_", false), None);
-        assert_eq!(name_problem("fn", true), None, "a raw identifier `r#fn` can carry it");
+        assert_eq!(
+            name_problem("fn", true),
+            None,
+            "a raw identifier `r#fn` can carry it"
+        );
     }
 }

@@ -39,14 +39,14 @@ pub fn check(text: &str) -> Vec<TypeError> {
         end: text.len(),
         errors: Vec::new(),
     };
-    if parser.union(0).is_ok() {
-        if let Some(tok) = parser.tokens.get(parser.at) {
-            let span = tok.span.clone();
-            parser.errors.push((
-                span.clone(),
-                format!("unexpected `{}` after a complete type", &text[span]),
-            ));
-        }
+    if parser.union(0).is_ok()
+        && let Some(tok) = parser.tokens.get(parser.at)
+    {
+        let span = tok.span.clone();
+        parser.errors.push((
+            span.clone(),
+            format!("unexpected `{}` after a complete type", &text[span]),
+        ));
     }
     parser.errors
 }
@@ -319,13 +319,26 @@ mod tests {
         let errors = check("zzzzqq");
         assert!(errors[0].1.contains("known types: int"), "{errors:?}");
         let errors = check("mod.flaot");
-        assert_eq!(errors[0].0, 4..9, "the name after the qualifier: {errors:?}");
+        assert_eq!(
+            errors[0].0,
+            4..9,
+            "the name after the qualifier: {errors:?}"
+        );
     }
 
     #[test]
     fn malformed_types_are_errors() {
         for bad in [
-            "", "int |", "| int", "list[int", "list[]", "int int", "int[", "a.", "int + 1", "'x",
+            "",
+            "int |",
+            "| int",
+            "list[int",
+            "list[]",
+            "int int",
+            "int[",
+            "a.",
+            "int + 1",
+            "'x",
             "tuple[int,, int]",
         ] {
             assert!(!check(bad).is_empty(), "{bad:?} should not parse");
