@@ -392,13 +392,17 @@ mod tests {
                 1 => ENTRY.replace("flops: \"N\"", &format!("flops: {quoted}")),
                 _ => ENTRY.replace("\"2 * N * elem_bytes\"", &quoted),
             };
-            let _ = lint(&[family("m.yaml", &text)]);
+            for problem in lint(&[family("m.yaml", &text)]) {
+                proptest::prop_assert!(!problem.render().is_empty());
+            }
         }
 
         /// Any text as a family file: the YAML and manifest passes report, never panic.
         #[test]
         fn lint_never_panics_on_arbitrary_yaml(text in "[a-z_:\\-\\[\\]{}, \"'\\n0-9.]{0,120}") {
-            let _ = lint(&[family("m.yaml", &text)]);
+            for problem in lint(&[family("m.yaml", &text)]) {
+                proptest::prop_assert!(!problem.render().is_empty());
+            }
         }
 
         /// Mutations of a valid entry (a character replaced) keep the passes panic-free.
@@ -408,7 +412,9 @@ mod tests {
             let at = at % text.len();
             text[at] = c;
             let text: String = text.into_iter().collect();
-            let _ = lint(&[family("m.yaml", &text)]);
+            for problem in lint(&[family("m.yaml", &text)]) {
+                proptest::prop_assert!(!problem.render().is_empty());
+            }
         }
     }
 
