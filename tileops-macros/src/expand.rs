@@ -3,12 +3,18 @@
 //! Block 1 binds only the names the formulas reference (struct fields, `elem_bytes`, fixed-rank dims)
 //! and then resolves `vars` in declaration order; Block 2 evaluates `flops` and `bytes`. Each formula
 //! is copied into plain Rust by the formula codegen; nothing parses a formula at run time.
+//!
+//! Block 1 is flat: one `let` declares every name, then each is assigned in order. A `let` per name
+//! would nest one debug-info scope per binding, and LLVM's DWARF writer recurses once per scope, so
+//! an entry of a few thousand vars overflowed rustc's stack; assignments nest nothing.
 
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use syn::ItemStruct;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
 use tileops_manifest::diagnostic::Diagnostic;
 use tileops_manifest::formula;
 use tileops_manifest::manifest::{Entry, TensorDecl};
@@ -29,6 +35,25 @@ pub struct Expansion<'a> {
     pub tracked: &'a [PathBuf],
 }
 
+/// A problem found while expanding: located in the YAML and, when the Rust side has a place for it
+/// (the struct's name, a field), spanned there too.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// What is wrong, and where in the manifest.
+    pub diagnostic: Diagnostic,
+    /// Where in the Rust source the compile error goes; `None` puts it at the op name.
+    pub span: Option<Span>,
+}
+
+impl Problem {
+    fn yaml(diagnostic: Diagnostic) -> Self {
+        Problem {
+            diagnostic,
+            span: None,
+        }
+    }
+}
+
 /// `const _` items that make cargo rebuild the crate when a manifest file it read changes.
 pub fn rebuild_tracking(tracked: &[PathBuf]) -> TokenStream {
     let paths = tracked.iter().map(|p| p.to_string_lossy().into_owned());
@@ -38,7 +63,7 @@ pub fn rebuild_tracking(tracked: &[PathBuf]) -> TokenStream {
 }
 
 /// Generate the code, or the problems that prevent it.
-pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
+pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Problem>> {
     let ident = &x.item.ident;
     let (impl_generics, ty_generics, where_clause) = x.item.generics.split_for_impl();
     let entry = x.entry;
@@ -54,7 +79,7 @@ pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
         formula_doc(x.roofline),
     );
     let registration = if x.register {
-        registration(x)?
+        registration(x).map_err(|d| d.into_iter().map(Problem::yaml).collect::<Vec<_>>())?
     } else {
         TokenStream::new()
     };
@@ -65,7 +90,7 @@ pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
 
         impl #impl_generics #ident #ty_generics #where_clause {
             #[doc = #doc]
-            #[allow(non_snake_case, unused_variables, clippy::redundant_closure_call, clippy::all)]
+            #[allow(non_snake_case, unused_variables, unused_mut, unused_assignments, clippy::redundant_closure_call, clippy::all)]
             pub fn eval_roofline(&self) -> ::core::result::Result<::tileops::Roofline, ::tileops::RooflineError> {
                 #body
             }
@@ -96,8 +121,23 @@ fn formula_doc(roofline: &CheckedRoofline) -> String {
     }
 }
 
-fn py_ident(name: &str) -> syn::Ident {
-    format_ident!("py_{}", name)
+/// `py_<name>`, the Rust local of a formula name. The manifest pass refuses names that are not
+/// ASCII identifiers before codegen runs; this stays panic-free for any name regardless (a name it
+/// cannot take is a located error, never a `format_ident!` panic).
+fn py_ident(entry: &Entry, name: &str) -> Result<Ident, Problem> {
+    let valid = tileops_manifest::manifest::names::is_identifier(name);
+    if !valid {
+        return Err(Problem::yaml(Diagnostic::at(
+            &entry.file,
+            entry.offset,
+            entry.name.len(),
+            format!(
+                "{}: `{name}` is not an identifier, so it cannot be bound in Rust",
+                entry.name
+            ),
+        )));
+    }
+    Ok(format_ident!("py_{}", name))
 }
 
 /// The Rust expression that evaluates one formula, with its error wrapped to name the op and field.
@@ -117,115 +157,200 @@ fn evaluate(op: &str, f: &CheckedFormula) -> TokenStream {
     }
 }
 
+/// The struct's named fields by their names as the manifest spells them: `r#type` is `type`.
+fn struct_fields(item: &ItemStruct) -> Vec<(String, &syn::Field)> {
+    match &item.fields {
+        syn::Fields::Named(named) => named
+            .named
+            .iter()
+            .filter_map(|f| f.ident.as_ref().map(|i| (i.unraw().to_string(), f)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn find_field<'f>(fields: &[(String, &'f syn::Field)], name: &str) -> Option<&'f syn::Field> {
+    fields.iter().find(|(n, _)| n == name).map(|(_, f)| *f)
+}
+
+/// `&self.<field>`, spanned at the field's type: when the type does not fit (a `u8` as a tensor
+/// input), rustc's error points at the field rather than at the attribute.
+fn field_ref(field: &syn::Field) -> TokenStream {
+    let ident = field.ident.as_ref();
+    quote_spanned! { field.ty.span() => &self.#ident }
+}
+
+/// Whether the struct's `dtype` field is a `DType` (by its written type: `DType`,
+/// `tileops::DType`), the field TileOPs's `elem_bytes = self.dtype.itemsize` reads.
+fn dtype_field<'f>(fields: &[(String, &'f syn::Field)]) -> Option<&'f syn::Field> {
+    let (_, field) = fields.iter().find(|(name, _)| name == "dtype")?;
+    match &field.ty {
+        syn::Type::Path(path)
+            if path.qself.is_none()
+                && path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "DType") =>
+        {
+            Some(field)
+        }
+        _ => None,
+    }
+}
+
 fn inline_body(
     x: &Expansion<'_>,
     vars: &[(String, CheckedFormula)],
     flops: &CheckedFormula,
     bytes: &CheckedFormula,
-) -> Result<TokenStream, Vec<Diagnostic>> {
+) -> Result<TokenStream, Vec<Problem>> {
     let entry = x.entry;
     let op = entry.name.as_str();
-    let var_names: BTreeSet<&str> = vars.iter().map(|(n, _)| n.as_str()).collect();
-    let referenced: BTreeSet<&str> = vars
-        .iter()
-        .map(|(_, f)| f)
-        .chain([flops, bytes])
-        .flat_map(|f| f.names.iter().map(String::as_str))
-        .filter(|n| !var_names.contains(n))
-        .collect();
+    // The names each formula reads from outside the vars: a var's formula sees only the vars
+    // declared before it, so a dim that a later var reuses is still read from the shape here.
+    let mut declared: BTreeSet<&str> = BTreeSet::new();
+    let mut referenced: BTreeSet<&str> = BTreeSet::new();
+    for (name, f) in vars {
+        referenced.extend(
+            f.names
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !declared.contains(n)),
+        );
+        declared.insert(name);
+    }
+    for f in [flops, bytes] {
+        referenced.extend(
+            f.names
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !declared.contains(n)),
+        );
+    }
 
-    // Which struct fields Block 1 reads, in manifest order.
-    let mut needed_fields: Vec<String> = Vec::new();
+    let fields = struct_fields(x.item);
+    let field = |name: &str| find_field(&fields, name);
+    let mut problems = Vec::new();
+    // Which struct fields Block 1 reads, in manifest order; the missing ones are reported together.
+    let mut needed: Vec<String> = Vec::new();
     let mut need = |name: &str| {
-        if !needed_fields.iter().any(|f| f == name) {
-            needed_fields.push(name.to_owned());
+        if !needed.iter().any(|f| f == name) {
+            needed.push(name.to_owned());
+        }
+    };
+    // Every local Block 1 assigns, declared by one `let` (see the module docs).
+    let mut locals: Vec<Ident> = Vec::new();
+    let mut declare = |ident: &Ident| {
+        if !locals.contains(ident) {
+            locals.push(ident.clone());
         }
     };
     let mut bindings = Vec::new();
+    let py = |name: &str, problems: &mut Vec<Problem>| match py_ident(entry, name) {
+        Ok(ident) => Some(ident),
+        Err(problem) => {
+            problems.push(problem);
+            None
+        }
+    };
+
     for input in &entry.inputs {
-        if referenced.contains(input.name.as_str()) {
-            need(&input.name);
-            let (py, field) = (py_ident(&input.name), format_ident!("{}", input.name));
-            bindings.push(quote! { let #py = ::tileops::roofline::__rt::input(&self.#field); });
-        }
-    }
-    for param in &entry.params {
-        if referenced.contains(param.name.as_str()) {
-            need(&param.name);
-            let (py, field) = (py_ident(&param.name), format_ident!("{}", param.name));
-            bindings.push(quote! { let #py = ::tileops::roofline::__rt::param(&self.#field); });
-        }
-    }
-    if referenced.contains("elem_bytes") {
-        let Some(first) = entry.inputs.first() else {
-            return Err(vec![Diagnostic::at(
-                &entry.file,
-                entry.offset,
-                entry.name.len(),
-                format!(
-                    "{op}: `elem_bytes` is the byte size of the first input's dtype, but the signature declares no inputs"
-                ),
-            )]);
-        };
-        need(&first.name);
-        let field = format_ident!("{}", first.name);
-        let name = first.name.as_str();
-        bindings.push(bind_checked(
-            op,
-            "elem_bytes",
-            "elem_bytes",
-            quote! {
-                ::tileops::roofline::__rt::input(&self.#field).elem_bytes(#name)?
-            },
-        ));
-    }
-    for input in fixed_rank_inputs(&entry.inputs) {
-        let dims = input.shape.as_deref().unwrap_or_default();
-        if !dims.iter().any(|(d, _)| referenced.contains(d.as_str())) {
+        if !referenced.contains(input.name.as_str()) {
             continue;
         }
         need(&input.name);
-        let field = format_ident!("{}", input.name);
-        let name = input.name.as_str();
-        let rank = dims.len();
-        let dims_ident = format_ident!("__tileops_dims_{}", input.name);
-        let shape_text = format!(
-            "[{}]",
-            dims.iter()
-                .map(|(d, _)| d.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let field_label = format!("{name}.shape");
-        bindings.push(quote! {
-            let #dims_ident: ::std::vec::Vec<::tileops::roofline::Value> =
-                match ::tileops::roofline::__rt::input(&self.#field).fixed_dims(#name, #rank) {
-                    ::core::result::Result::Ok(dims) => dims,
-                    ::core::result::Result::Err(err) => {
-                        return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, #field_label, #shape_text, err));
-                    }
-                };
-        });
-        for (index, (dim, _)) in dims.iter().enumerate() {
-            if referenced.contains(dim.as_str()) {
-                let py = py_ident(dim);
-                bindings.push(quote! { let #py = #dims_ident[#index].clone(); });
-            }
+        if let (Some(local), Some(f)) = (py(&input.name, &mut problems), field(&input.name)) {
+            declare(&local);
+            let access = field_ref(f);
+            bindings.push(quote! { #local = ::tileops::roofline::__rt::input(#access); });
         }
     }
-    check_fields(x, &needed_fields)?;
+    for param in &entry.params {
+        if !referenced.contains(param.name.as_str()) {
+            continue;
+        }
+        need(&param.name);
+        if let (Some(local), Some(f)) = (py(&param.name, &mut problems), field(&param.name)) {
+            declare(&local);
+            let access = field_ref(f);
+            bindings.push(quote! { #local = ::tileops::roofline::__rt::param(#access); });
+        }
+    }
+    let mut elem_bytes_from_input = false;
+    if referenced.contains("elem_bytes") {
+        let local = format_ident!("py_elem_bytes");
+        declare(&local);
+        if let Some(f) = dtype_field(&fields) {
+            let access = field_ref(f);
+            bindings.push(quote_spanned! { f.ty.span() =>
+                #local = ::tileops::roofline::Value::from(::tileops::DType::size_in_bytes(*#access));
+            });
+        } else if let Some(first) = entry.inputs.first() {
+            elem_bytes_from_input = true;
+            need(&first.name);
+            if let Some(f) = field(&first.name) {
+                let access = field_ref(f);
+                let name = first.name.as_str();
+                bindings.push(quote! {
+                    #local = match ::tileops::roofline::__rt::input(#access).elem_bytes(#name) {
+                        ::core::result::Result::Ok(value) => value,
+                        ::core::result::Result::Err(err) => {
+                            return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, "elem_bytes", "elem_bytes", err));
+                        }
+                    };
+                });
+            }
+        } else {
+            problems.push(Problem {
+                diagnostic: Diagnostic::at(
+                    &entry.file,
+                    entry.offset,
+                    entry.name.len(),
+                    format!(
+                        "{op}: `elem_bytes` is the byte size of the struct's `dtype: DType` field, or else of the first input's dtype; struct `{}` has no `dtype: DType` field and the signature declares no inputs",
+                        x.item.ident
+                    ),
+                ),
+                span: Some(x.item.ident.span()),
+            });
+        }
+    }
+    fixed_dims(
+        x,
+        &referenced,
+        &fields,
+        &mut need,
+        &mut declare,
+        &mut bindings,
+        &mut problems,
+    );
+    if let Err(problem) = check_fields(x, &fields, &needed, elem_bytes_from_input) {
+        problems.push(problem);
+    }
 
-    let var_bindings = vars.iter().map(|(name, f)| {
-        let py = py_ident(name);
+    for (name, f) in vars {
+        let Some(local) = py(name, &mut problems) else {
+            continue;
+        };
+        declare(&local);
         let value = evaluate(op, f);
-        quote! { let #py: ::tileops::roofline::Value = #value; }
-    });
+        bindings.push(quote! { #local = #value; });
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let declaration = if locals.is_empty() {
+        TokenStream::new()
+    } else {
+        quote! { let (#(mut #locals,)*); }
+    };
     let (flops_value, bytes_value) = (evaluate(op, flops), evaluate(op, bytes));
     let (flops_text, bytes_text) = (flops.source.text.as_str(), bytes.source.text.as_str());
     Ok(quote! {
         // Block 1: bind the referenced names, then resolve vars in declaration order.
+        #declaration
         #(#bindings)*
-        #(#var_bindings)*
         // Block 2: the arithmetic layer.
         let flops = #flops_value;
         let bytes = #bytes_value;
@@ -238,41 +363,151 @@ fn inline_body(
     })
 }
 
-/// `let py_<name> = <expr>;` where the expression may fail with an `EvalError`.
-fn bind_checked(op: &str, name: &str, field: &str, expr: TokenStream) -> TokenStream {
-    let py = py_ident(name);
-    quote! {
-        let #py: ::tileops::roofline::Value = match (|| -> ::core::result::Result<::tileops::roofline::Value, ::tileops::roofline::EvalError> {
-            ::core::result::Result::Ok(#expr)
-        })() {
-            ::core::result::Result::Ok(value) => value,
-            ::core::result::Result::Err(err) => {
-                return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, #field, #field, err));
+/// The referenced dims of fixed-rank inputs. Each input that declares one is read once (its rank
+/// checked; an absent optional input is skipped); each dim takes its extent from the first input
+/// present that declares it, and every other place that declares it must agree, or the evaluation
+/// is a [`DimMismatch`](tileops::RooflineError) naming the dim, both places and both extents.
+#[allow(clippy::too_many_arguments)]
+fn fixed_dims(
+    x: &Expansion<'_>,
+    referenced: &BTreeSet<&str>,
+    fields: &[(String, &syn::Field)],
+    need: &mut dyn FnMut(&str),
+    declare: &mut dyn FnMut(&Ident),
+    bindings: &mut Vec<TokenStream>,
+    problems: &mut Vec<Problem>,
+) {
+    let entry = x.entry;
+    let op = entry.name.as_str();
+    let field = |name: &str| find_field(fields, name);
+    // dim -> [(input index, axis)], in manifest order.
+    let mut places: Vec<(&str, Vec<(usize, usize)>)> = Vec::new();
+    for (index, input) in entry.inputs.iter().enumerate() {
+        for (axis, dim, _) in input.dims() {
+            if !referenced.contains(dim) {
+                continue;
+            }
+            match places.iter_mut().find(|(d, _)| *d == dim) {
+                Some((_, list)) => list.push((index, axis)),
+                None => places.push((dim, vec![(index, axis)])),
+            }
+        }
+    }
+    let read: BTreeSet<usize> = places
+        .iter()
+        .flat_map(|(_, list)| list.iter().map(|(i, _)| *i))
+        .collect();
+    for &index in &read {
+        let input = &entry.inputs[index];
+        need(&input.name);
+        let Some(f) = field(&input.name) else {
+            continue;
+        };
+        let local = format_ident!("__tileops_dims_{}", index);
+        declare(&local);
+        let access = field_ref(f);
+        let name = input.name.as_str();
+        let rank = input.shape.as_ref().map_or(0, Vec::len);
+        let label = format!("{name}.shape");
+        let text = input.shape_text().unwrap_or_default();
+        let skip_absent = if input.optional {
+            quote! { if __tileops_input.is_none() { ::core::option::Option::None } else }
+        } else {
+            TokenStream::new()
+        };
+        bindings.push(quote! {
+            #local = {
+                let __tileops_input = ::tileops::roofline::__rt::input(#access);
+                #skip_absent {
+                    if let ::core::result::Result::Err(err) = __tileops_input.fixed_dims(#name, #rank) {
+                        return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, #label, #text, err));
+                    }
+                    __tileops_input.spec().map(|spec| spec.shape.as_slice())
+                }
+            };
+        });
+    }
+    for (dim, list) in &places {
+        let local = match py_ident(entry, dim) {
+            Ok(local) => local,
+            Err(problem) => {
+                problems.push(problem);
+                continue;
             }
         };
+        if list
+            .iter()
+            .any(|(i, _)| field(&entry.inputs[*i].name).is_none())
+        {
+            continue; // reported as a missing field
+        }
+        declare(&local);
+        let sources = list.iter().map(|(index, axis)| {
+            let name = entry.inputs[*index].name.as_str();
+            let dims = format_ident!("__tileops_dims_{}", index);
+            quote! { (#name, #axis, #dims) }
+        });
+        let (first_index, _) = list[0];
+        let first = &entry.inputs[first_index];
+        let label = format!("{}.shape", first.name);
+        let text = first.shape_text().unwrap_or_default();
+        let absent = format!(
+            "AttributeError: 'NoneType' object has no attribute 'shape' (every input that declares dim `{dim}` is None)"
+        );
+        bindings.push(quote! {
+            #local = {
+                let mut __tileops_seen: ::core::option::Option<(&'static str, usize, usize)> = ::core::option::Option::None;
+                for (input, axis, dims) in [#(#sources),*] {
+                    let ::core::option::Option::Some(extent) = dims.and_then(|d: &[usize]| d.get(axis).copied()) else {
+                        continue;
+                    };
+                    match __tileops_seen {
+                        ::core::option::Option::None => __tileops_seen = ::core::option::Option::Some((input, axis, extent)),
+                        ::core::option::Option::Some((first, first_axis, first_extent)) if first_extent != extent => {
+                            return ::core::result::Result::Err(::tileops::RooflineError::DimMismatch {
+                                op: #op,
+                                dim: #dim,
+                                first,
+                                first_axis,
+                                first_extent: first_extent as u64,
+                                second: input,
+                                second_axis: axis,
+                                second_extent: extent as u64,
+                            });
+                        }
+                        ::core::option::Option::Some(_) => {}
+                    }
+                }
+                match __tileops_seen {
+                    ::core::option::Option::Some((_, _, extent)) => ::tileops::roofline::Value::from(extent),
+                    ::core::option::Option::None => {
+                        return ::core::result::Result::Err(::tileops::RooflineError::evaluation(
+                            #op, #label, #text, ::tileops::roofline::EvalError::new(#absent),
+                        ));
+                    }
+                }
+            };
+        });
     }
 }
 
-fn fixed_rank_inputs(inputs: &[TensorDecl]) -> impl Iterator<Item = &TensorDecl> {
-    inputs.iter().filter(|i| i.shape.is_some())
-}
-
-/// Every name Block 1 reads must be a named field of the struct.
-fn check_fields(x: &Expansion<'_>, needed: &[String]) -> Result<(), Vec<Diagnostic>> {
-    let fields: Vec<String> = match &x.item.fields {
-        syn::Fields::Named(named) => named
-            .named
-            .iter()
-            .filter_map(|f| f.ident.as_ref())
-            .map(ToString::to_string)
-            .collect(),
-        _ => Vec::new(),
-    };
-    let missing: Vec<&String> = needed.iter().filter(|n| !fields.contains(n)).collect();
+/// Every name Block 1 reads must be a named field of the struct. The error is located in the YAML
+/// (the entry) and spanned at the struct's name.
+fn check_fields(
+    x: &Expansion<'_>,
+    fields: &[(String, &syn::Field)],
+    needed: &[String],
+    elem_bytes_from_input: bool,
+) -> Result<(), Problem> {
+    let missing: Vec<&String> = needed
+        .iter()
+        .filter(|n| !fields.iter().any(|(f, _)| f == *n))
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }
     let entry = x.entry;
+    let first_input = entry.inputs.first().map(|i| i.name.as_str());
     let describe = |name: &str| {
         if let Some(input) = entry.inputs.iter().find(|i| i.name == name) {
             let ty = if input.optional {
@@ -280,32 +515,40 @@ fn check_fields(x: &Expansion<'_>, needed: &[String]) -> Result<(), Vec<Diagnost
             } else {
                 "TensorSpec"
             };
-            format!("`{name}: {ty}` (input)")
+            let why = if elem_bytes_from_input && Some(name) == first_input {
+                "; it also gives `elem_bytes`, which a `dtype: DType` field could give instead"
+            } else {
+                ""
+            };
+            format!("`{name}: {ty}` (input{why})")
         } else {
             format!("`{name}` (param: any type convertible into `tileops::roofline::Value`)")
         }
     };
-    Err(vec![Diagnostic::at(
-        &entry.file,
-        entry.offset,
-        entry.name.len(),
-        format!(
-            "{}: struct `{}` lacks the field{} that eval_roofline reads: {}; the formulas reference {}",
-            entry.name,
-            x.item.ident,
-            if missing.len() == 1 { "" } else { "s" },
-            missing
-                .iter()
-                .map(|n| describe(n))
-                .collect::<Vec<_>>()
-                .join(", "),
-            needed
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
+    Err(Problem {
+        diagnostic: Diagnostic::at(
+            &entry.file,
+            entry.offset,
+            entry.name.len(),
+            format!(
+                "{}: struct `{}` lacks the field{} that eval_roofline reads: {}; the formulas reference {}",
+                entry.name,
+                x.item.ident,
+                if missing.len() == 1 { "" } else { "s" },
+                missing
+                    .iter()
+                    .map(|n| describe(n))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                needed
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
         ),
-    )])
+        span: Some(x.item.ident.span()),
+    })
 }
 
 fn dtype_variant(name: &str) -> Option<TokenStream> {
@@ -351,11 +594,8 @@ fn static_value(node: &Node) -> Result<TokenStream, String> {
 fn tensor_decls(decls: &[TensorDecl]) -> TokenStream {
     let items = decls.iter().map(|t| {
         let (name, dtype, optional) = (&t.name, &t.dtype, t.optional);
-        let shape = match &t.shape {
-            Some(dims) => {
-                let text = format!("[{}]", dims.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(", "));
-                quote!(::core::option::Option::Some(#text))
-            }
+        let shape = match t.shape_text() {
+            Some(text) => quote!(::core::option::Option::Some(#text)),
             None => quote!(::core::option::Option::None),
         };
         quote! { ::tileops::registry::TensorDecl { name: #name, dtype: #dtype, shape: #shape, optional: #optional } }

@@ -2,7 +2,7 @@
 //! → expand, or fall back with every error found.
 
 use crate::args::Args;
-use crate::expand::{Expansion, expand};
+use crate::expand::{Expansion, Problem, expand};
 use crate::fallback::fallback;
 use proc_macro2::{Span, TokenStream};
 use std::path::PathBuf;
@@ -35,6 +35,7 @@ pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
                 "",
                 false,
                 &[],
+                &[],
                 Span::call_site(),
                 &[],
             ));
@@ -43,15 +44,23 @@ pub fn roofline_op(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let mut errors = Errors::new();
     let mut tracked = Vec::new();
-    let result = run(&args, &item_struct, &mut errors, &mut tracked);
+    let mut problems = Vec::new();
+    let result = run(
+        &args,
+        &item_struct,
+        &mut errors,
+        &mut problems,
+        &mut tracked,
+    );
     let diagnostics = errors.finish();
     match result {
-        Some(tokens) if diagnostics.is_empty() => tokens,
+        Some(tokens) if diagnostics.is_empty() && problems.is_empty() => tokens,
         _ => fallback(
             &item_struct,
             &args.op,
             args.register,
             &diagnostics,
+            &problems,
             args.op_span,
             &tracked,
         ),
@@ -62,6 +71,7 @@ fn run(
     args: &Args,
     item: &syn::ItemStruct,
     errors: &mut Errors,
+    problems: &mut Vec<Problem>,
     tracked: &mut Vec<PathBuf>,
 ) -> Option<TokenStream> {
     if !matches!(item.fields, syn::Fields::Named(_)) {
@@ -106,8 +116,8 @@ fn run(
     };
     match expand(&expansion) {
         Ok(tokens) => Some(tokens),
-        Err(diagnostics) => {
-            errors.extend(diagnostics);
+        Err(found) => {
+            problems.extend(found);
             None
         }
     }
@@ -365,7 +375,7 @@ mod tests {
             quote! { pub struct A { y: u8 } },
         );
         assert!(
-            out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input)"),
+            out.contains("lacks the field that eval_roofline reads: `x: TensorSpec` (input; it also gives `elem_bytes`, which a `dtype: DType` field could give instead)"),
             "{out}"
         );
     }
@@ -382,13 +392,17 @@ mod tests {
                 1 => ENTRY.replace("flops: \"N\"", &format!("flops: {quoted}")),
                 _ => ENTRY.replace("\"2 * N * elem_bytes\"", &quoted),
             };
-            let _ = lint(&[family("m.yaml", &text)]);
+            for problem in lint(&[family("m.yaml", &text)]) {
+                proptest::prop_assert!(!problem.render().is_empty());
+            }
         }
 
         /// Any text as a family file: the YAML and manifest passes report, never panic.
         #[test]
         fn lint_never_panics_on_arbitrary_yaml(text in "[a-z_:\\-\\[\\]{}, \"'\\n0-9.]{0,120}") {
-            let _ = lint(&[family("m.yaml", &text)]);
+            for problem in lint(&[family("m.yaml", &text)]) {
+                proptest::prop_assert!(!problem.render().is_empty());
+            }
         }
 
         /// Mutations of a valid entry (a character replaced) keep the passes panic-free.
@@ -398,7 +412,81 @@ mod tests {
             let at = at % text.len();
             text[at] = c;
             let text: String = text.into_iter().collect();
-            let _ = lint(&[family("m.yaml", &text)]);
+            for problem in lint(&[family("m.yaml", &text)]) {
+                proptest::prop_assert!(!problem.render().is_empty());
+            }
+        }
+    }
+
+    /// Names for the garbage-name property test: identifiers, keywords, and near-identifiers.
+    fn name_strategy() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        // Mostly identifiers, so that a good share of entries is valid and expands.
+        prop_oneof![
+            12 => "[a-zA-Z_][a-zA-Z0-9_]{0,4}",
+            1 => "[a-zA-Z0-9_ .\\-]{0,5}",
+            1 => "[a-z]{1,3}[-. ][a-z0-9]{1,2}",
+            1 => "[0-9][a-z_]{0,3}",
+            1 => proptest::sample::select(vec![
+                "type", "match", "fn", "self", "Self", "super", "crate", "_", "lambda", "None",
+                "for", "x", "N", "elem_bytes", "product", "",
+            ])
+            .prop_map(str::to_owned),
+        ]
+    }
+
+    /// A struct with a field for each name that can be one (raw identifiers for Rust keywords).
+    fn struct_for(inputs: &[&str], params: &[&str]) -> TokenStream {
+        let field = |name: &str| {
+            syn::parse_str::<syn::Ident>(name)
+                .or_else(|_| syn::parse_str::<syn::Ident>(&format!("r#{name}")))
+                .ok()
+        };
+        let inputs = inputs.iter().filter_map(|n| field(n));
+        let params = params.iter().filter_map(|n| field(n));
+        quote! { pub struct P { #(#inputs: tileops::TensorSpec,)* #(#params: i64,)* } }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Identifier-like garbage as input, param, dim and var names: the library passes and the
+        /// macro never panic, every diagnostic renders, and the macro generates code exactly when
+        /// the library finds nothing wrong (the struct has a field for every name that can be one).
+        #[test]
+        fn garbage_names_never_panic_and_every_error_renders(
+            in1 in name_strategy(),
+            in2 in name_strategy(),
+            d1 in name_strategy(),
+            d2 in name_strategy(),
+            param in name_strategy(),
+            var in name_strategy(),
+        ) {
+            let q = |s: &str| format!("{s:?}");
+            let text = format!(
+                "op_p:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      {}: {{dtype: float16, shape: \"[{d1}, {d2}]\"}}\n      {}: {{dtype: float16}}\n    params:\n      {}: {{type: int}}\n  roofline:\n    vars:\n      {}: \"product({in2}.shape)\"\n    flops: \"{d1} * {var}\"\n    bytes: \"{param} * elem_bytes\"\n",
+                q(&in1), q(&in2), q(&param), q(&var),
+            );
+            let problems = lint(&[family("m.yaml", &text)]);
+            for problem in &problems {
+                let rendered = problem.render();
+                proptest::prop_assert!(!rendered.is_empty());
+                if problem.location.is_some() {
+                    proptest::prop_assert!(rendered.starts_with("m.yaml:"), "{}", rendered);
+                }
+            }
+            let out = expand_with(
+                &text,
+                quote!("op_p", register = false),
+                struct_for(&[&in1, &in2], &[&param]),
+            );
+            proptest::prop_assert_eq!(
+                out.contains("compile_error"),
+                !problems.is_empty(),
+                "lint: {:?}\nmacro: {}",
+                problems.iter().map(Diagnostic::render).collect::<Vec<_>>(),
+                out
+            );
         }
     }
 

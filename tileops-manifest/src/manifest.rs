@@ -10,6 +10,9 @@ use crate::yaml::{self, Kind, Node};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+pub mod names;
+pub mod param_type;
+
 /// Dtype names a TileOPs manifest may use.
 pub const KNOWN_DTYPES: &[&str] = &[
     "float16",
@@ -123,10 +126,47 @@ pub struct TensorDecl {
     pub dtype: String,
     /// Byte offset of the dtype expression's text.
     pub dtype_offset: usize,
-    /// Fixed-rank dims (`shape: "[M, K]"`), with their byte offsets.
-    pub shape: Option<Vec<(String, usize)>>,
+    /// The entries of a fixed-rank shape (`shape: "[M, K]"` or `shape: [M, K]`), in order;
+    /// `None` when the tensor declares no shape or one of no fixed rank (`same_as(x)`, `[..., n]`).
+    pub shape: Option<Vec<ShapeDim>>,
     /// `optional: true`.
     pub optional: bool,
+}
+
+/// One entry of a fixed-rank shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeDim {
+    /// The dim name the entry binds, when it is an identifier (`M`); `None` for an entry that
+    /// only holds its position (`2 * N`, `4`).
+    pub name: Option<String>,
+    /// The entry as written.
+    pub text: String,
+    /// Byte offset of the entry in the file.
+    pub offset: usize,
+}
+
+impl TensorDecl {
+    /// The dim names its fixed-rank shape binds, with their positions and byte offsets, in order
+    /// (a name written twice appears twice).
+    pub fn dims(&self) -> impl Iterator<Item = (usize, &str, usize)> {
+        self.shape
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(index, d)| d.name.as_deref().map(|n| (index, n, d.offset)))
+    }
+
+    /// The shape as the registry shows it (`[M, 2 * N]`), when it has a fixed rank.
+    pub fn shape_text(&self) -> Option<String> {
+        let dims = self.shape.as_ref()?;
+        Some(format!(
+            "[{}]",
+            dims.iter()
+                .map(|d| d.text.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
 }
 
 /// A param of the signature.
@@ -341,10 +381,33 @@ impl EntryChecker<'_> {
         })
     }
 
-    fn tensors(&mut self, node: Option<&Node>, what: &str) -> Vec<TensorDecl> {
+    /// Reports `name` (at `key`) unless it may become Rust code; see [`names::name_problem`].
+    fn name(&mut self, key: &Node, name: &str, what: &str, field: bool) -> bool {
+        match names::name_problem(name, field) {
+            None => true,
+            Some(problem) => {
+                self.errors.push(Diagnostic::at(
+                    self.file,
+                    key.offset,
+                    key.len.max(1),
+                    format!("{}: {what} `{name}` {problem}", self.op),
+                ));
+                false
+            }
+        }
+    }
+
+    /// `inputs` become struct fields and formula names, so their names are checked; `outputs`
+    /// only ever appear as strings.
+    fn tensors(&mut self, node: Option<&Node>, what: &str, inputs: bool) -> Vec<TensorDecl> {
         let Some(node) = node else { return Vec::new() };
         let mut out = Vec::new();
         for (name, key, value) in self.mapping(node, what, None) {
+            // A bad name is reported and the tensor kept, so its uses do not cascade into
+            // "unknown name" errors; nothing is generated for an entry with errors.
+            if inputs {
+                self.name(key, name, "input", true);
+            }
             let fields = self.mapping(value, &format!("{what}.{name}"), Some(TENSOR_FIELDS));
             let mut decl = TensorDecl {
                 name: name.to_owned(),
@@ -363,21 +426,19 @@ impl EntryChecker<'_> {
                             has_dtype = true;
                         }
                     }
-                    "shape" => decl.shape = self.fixed_shape(v, &format!("{what}.{name}.shape")),
+                    "shape" => decl.shape = self.shape(v, &format!("{what}.{name}.shape")),
                     "mutated" => self.expect_bool(v, &format!("{what}.{name}.mutated")),
                     "layout" | "note" => {
                         self.string(v, &format!("{what}.{name}.{field}"));
                     }
-                    "constraints"
-                        if v.as_seq().is_none() && v.as_str().is_none() && v.as_map().is_none() =>
-                    {
-                        self.error(
-                            v,
-                            format!(
-                                "{what}.{name}.constraints must be a string, a list or a mapping"
-                            ),
-                        );
-                    }
+                    // TileOPs: a mapping whose keys are dims of the declared shape.
+                    "constraints" if v.as_map().is_none() => self.error(
+                        v,
+                        format!(
+                            "{what}.{name}.constraints must be a mapping (dim -> constraint), found {}",
+                            v.type_name()
+                        ),
+                    ),
                     "optional" => match v.kind {
                         Kind::Bool(b) => decl.optional = b,
                         _ => self.error(
@@ -399,44 +460,106 @@ impl EntryChecker<'_> {
         out
     }
 
-    /// `"[M, K]"`: a fixed-rank shape whose dim names become roofline variables.
-    fn fixed_shape(&mut self, node: &Node, what: &str) -> Option<Vec<(String, usize)>> {
-        let text = self.string(node, what)?;
-        let start = node.content_offset(&self.file.text);
-        let trimmed = text.trim();
-        let inner = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']'));
-        let Some(inner) = inner else {
-            self.error(
-                node,
-                format!("{what} must look like \"[M, K]\", found {text:?}"),
-            );
-            return None;
-        };
-        let inner_start = start + text.find('[').map_or(0, |i| i + 1);
-        let mut dims = Vec::new();
-        let mut cursor = 0;
-        for part in inner.split(',') {
-            let name = part.trim();
-            let at = inner_start + cursor + part.find(name).unwrap_or(0);
-            cursor += part.len() + 1;
-            if name.is_empty() && inner.trim().is_empty() {
-                break;
+    /// A shape: the string `"[M, K]"` or the YAML sequence `[M, K]`, as TileOPs accepts both.
+    ///
+    /// Each entry that is an identifier is a dim name, bound from the input's shape (a roofline
+    /// variable); any other entry (`2 * N`, `4`) only holds its position, as in TileOPs, which
+    /// takes the identifier-shaped entries as the shape's symbols. A shape that is not a bracketed
+    /// list (`same_as(x)`) or has a `...` entry has no fixed rank and binds nothing.
+    fn shape(&mut self, node: &Node, what: &str) -> Option<Vec<ShapeDim>> {
+        let entries: Vec<(String, usize)> = match &node.kind {
+            Kind::Seq(items) => {
+                let mut entries = Vec::new();
+                for item in items {
+                    let text = match &item.kind {
+                        Kind::Str(s) => s.clone(),
+                        Kind::Int(i) => i.to_string(),
+                        _ => {
+                            self.error(
+                                item,
+                                format!(
+                                    "each entry of {what} must be a dim name or an expression, found {}",
+                                    item.type_name()
+                                ),
+                            );
+                            return None;
+                        }
+                    };
+                    // A quoted entry starts one past its quote; trim like the string form does.
+                    let start = item.content_offset(&self.file.text);
+                    let lead = text.len() - text.trim_start().len();
+                    entries.push((text.trim().to_owned(), start + lead));
+                }
+                entries
             }
-            let valid = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            Kind::Str(text) => {
+                let start = node.content_offset(&self.file.text);
+                let trimmed = text.trim();
+                let inner = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']'));
+                let Some(inner) = inner else {
+                    // `same_as(x)`: the shape of another tensor, as in TileOPs; nothing to bind.
+                    let same_as = trimmed
+                        .strip_prefix("same_as(")
+                        .and_then(|r| r.strip_suffix(')'))
+                        .is_some_and(|t| names::is_identifier(t.trim()));
+                    if !same_as {
+                        self.error(
+                            node,
+                            format!("{what} must be \"[M, K]\", [M, K] or \"same_as(x)\", found {text:?}"),
+                        );
+                    }
+                    return None;
+                };
+                if inner.trim().is_empty() {
+                    return Some(Vec::new());
+                }
+                let inner_start = start + text.find('[').map_or(0, |i| i + 1);
+                let mut entries = Vec::new();
+                let mut cursor = 0;
+                for part in inner.split(',') {
+                    let entry = part.trim();
+                    let lead = part.len() - part.trim_start().len();
+                    entries.push((entry.to_owned(), inner_start + cursor + lead));
+                    cursor += part.len() + 1;
+                }
+                entries
+            }
+            _ => {
+                self.error(
+                    node,
+                    format!(
+                        "{what} must be a string (\"[M, K]\") or a sequence ([M, K]), found {}",
+                        node.type_name()
+                    ),
+                );
+                return None;
+            }
+        };
+        if entries.iter().any(|(e, _)| e == "...") {
+            return None;
+        }
+        let mut dims = Vec::new();
+        for (text, at) in entries {
+            let name =
+                names::is_identifier(&text) && !names::PYTHON_KEYWORDS.contains(&text.as_str());
+            if !name && crate::formula::parse(&text).is_err() {
                 self.errors.push(Diagnostic::at(
                     self.file,
                     at,
-                    name.len(),
-                    format!("{}: {what}: `{name}` is not a dim name", self.op),
+                    text.len().max(1),
+                    format!(
+                        "{}: {what}: `{text}` is neither a dim name (an identifier) nor an expression",
+                        self.op
+                    ),
                 ));
-                return None;
+                // Reported; the entry keeps its place so that the other dims still bind and
+                // their uses do not cascade into "unknown name" errors.
             }
-            dims.push((name.to_owned(), at));
+            dims.push(ShapeDim {
+                name: name.then(|| text.clone()),
+                text,
+                offset: at,
+            });
         }
         Some(dims)
     }
@@ -453,11 +576,17 @@ impl EntryChecker<'_> {
                 .or_else(|| part.strip_prefix("promote_int_to_float("))
                 .and_then(|rest| rest.strip_suffix(')'));
             let ok = match reference {
-                Some(name) => known_tensors.iter().any(|t| t == name.trim()),
+                Some(name) => {
+                    known_tensors.iter().any(|t| t == name.trim()) && name.trim() != decl.name
+                }
                 None => KNOWN_DTYPES.contains(&part),
             };
             if !ok {
                 let message = match reference {
+                    Some(name) if name.trim() == decl.name => format!(
+                        "{what}.{}.dtype `{part}` refers to the tensor itself, which defines nothing; name another tensor or list the dtypes",
+                        decl.name
+                    ),
                     Some(name) => format!(
                         "{what}.{}.dtype refers to `{name}`, which is not a tensor of this signature",
                         decl.name
@@ -482,6 +611,7 @@ impl EntryChecker<'_> {
         let Some(node) = node else { return Vec::new() };
         let mut out = Vec::new();
         for (name, key, value) in self.mapping(node, "signature.params", None) {
+            self.name(key, name, "param", true);
             let mut decl = ParamDecl {
                 name: name.to_owned(),
                 offset: key.offset,
@@ -493,9 +623,15 @@ impl EntryChecker<'_> {
                 Some(PARAM_FIELDS),
             ) {
                 match field {
-                    "default" => decl.default = Some(v.clone()),
+                    "default" => {
+                        self.integers_fit(v, &format!("signature.params.{name}.default"));
+                        decl.default = Some(v.clone());
+                    }
                     "type" => {
-                        self.string(v, &format!("signature.params.{name}.type"));
+                        let what = format!("signature.params.{name}.type");
+                        if let Some(text) = self.string(v, &what) {
+                            self.param_type(v, &text, &what);
+                        }
                     }
                     _ => self.expect_bool(v, &format!("signature.params.{name}.kw_only")),
                 }
@@ -503,6 +639,57 @@ impl EntryChecker<'_> {
             out.push(decl);
         }
         out
+    }
+
+    /// A param `type:` checked against TileOPs's type grammar ([`param_type`]).
+    fn param_type(&mut self, node: &Node, text: &str, what: &str) {
+        let start = node.content_offset(&self.file.text);
+        for (span, message) in param_type::check(text) {
+            self.errors.push(Diagnostic::at(
+                self.file,
+                start + span.start,
+                span.len().max(1),
+                format!("{}: {what} `{text}`: {message}", self.op),
+            ));
+        }
+    }
+
+    /// Reports every integer in `node` (a scalar or nested sequences) that does not fit the
+    /// workload range, `i64::MIN..=u64::MAX`. YAML integers past it parse as floats or as 128-bit
+    /// ints; both would silently become a different number than the one written.
+    fn integers_fit(&mut self, node: &Node, what: &str) -> bool {
+        let too_big = match &node.kind {
+            Kind::Seq(items) => {
+                let mut ok = true;
+                for item in items {
+                    ok &= self.integers_fit(item, what);
+                }
+                return ok;
+            }
+            Kind::Int(i) => *i > i128::from(u64::MAX) || *i < i128::from(i64::MIN),
+            Kind::Float(_) => integer_literal(self.scalar_text(node)),
+            _ => false,
+        };
+        if too_big {
+            self.error(
+                node,
+                format!(
+                    "{what}: the integer `{}` is beyond the range of workload integers ({} to {})",
+                    self.scalar_text(node).trim(),
+                    i64::MIN,
+                    u64::MAX
+                ),
+            );
+        }
+        !too_big
+    }
+
+    /// The source text of a scalar node (empty when serde-saphyr gave it no length).
+    fn scalar_text(&self, node: &Node) -> &str {
+        self.file
+            .text
+            .get(node.offset..node.offset + node.len)
+            .unwrap_or_default()
     }
 
     fn workloads(
@@ -573,7 +760,9 @@ impl EntryChecker<'_> {
                                 parsed.shapes.push((input.to_owned(), shape));
                             }
                         } else if params.iter().any(|p| p.name == other) {
-                            parsed.params.push((other.to_owned(), value.clone()));
+                            if self.integers_fit(value, &format!("workload `{other}`")) {
+                                parsed.params.push((other.to_owned(), value.clone()));
+                            }
                         } else {
                             let inputs: Vec<String> = inputs
                                 .iter()
@@ -626,6 +815,9 @@ impl EntryChecker<'_> {
             );
             return None;
         };
+        if !self.integers_fit(node, &format!("`{what}`")) {
+            return None;
+        }
         let mut shape = Vec::new();
         for item in items {
             match item.kind {
@@ -680,6 +872,9 @@ impl EntryChecker<'_> {
         let mut var_decls = Vec::new();
         if let Some((_, vars_node)) = vars {
             for (name, key, value) in self.mapping(vars_node, "roofline.vars", None) {
+                // Reported, and the var kept: its formula is still checked (all problems at
+                // once), and nothing is generated for an entry with errors.
+                self.name(key, name, "`vars` key", false);
                 match self.formula(value, format!("vars.{name}")) {
                     Some(formula) => var_decls.push(VarDecl {
                         name: name.to_owned(),
@@ -701,6 +896,22 @@ impl EntryChecker<'_> {
             _ => None,
         }
     }
+}
+
+/// Whether a plain scalar's text is a YAML integer (decimal, `0x`, `0o`), sign and `_` allowed.
+fn integer_literal(text: &str) -> bool {
+    let t = text.trim();
+    let t = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (digits, radix) = if let Some(hex) = t.strip_prefix("0x") {
+        (hex, 16)
+    } else if let Some(oct) = t.strip_prefix("0o") {
+        (oct, 8)
+    } else {
+        (t, 10)
+    };
+    !digits.is_empty()
+        && digits.chars().all(|c| c == '_' || c.is_digit(radix))
+        && digits.chars().any(|c| c.is_digit(radix))
 }
 
 /// Check one entry's structure. Returns the entry (as far as it could be read) and every problem.
@@ -774,6 +985,17 @@ pub fn check_entry(
                         checker.string(path, "each value of source.kernel_map");
                     }
                 }
+                // TileOPs: one kernel file, or a list of them.
+                "kernel" if value.as_seq().is_some() => {
+                    checker.expect_strings(value, "source.kernel")
+                }
+                "kernel" if value.as_str().is_none() => checker.error(
+                    value,
+                    format!(
+                        "source.kernel must be a string or a list of strings, found {}",
+                        value.type_name()
+                    ),
+                ),
                 _ => {
                     checker.string(value, &format!("source.{field}"));
                 }
@@ -787,31 +1009,40 @@ pub fn check_entry(
         if let Some(rules) = sig_get("shape_rules") {
             checker.expect_strings(rules, "signature.shape_rules");
         }
-        if let Some(combos) = sig_get("dtype_combos").filter(|c| c.as_seq().is_none()) {
-            checker.error(
-                combos,
-                format!(
-                    "signature.dtype_combos must be a list, found {}",
-                    combos.type_name()
+        // TileOPs: a list of mappings (tensor name -> dtype).
+        if let Some(combos) = sig_get("dtype_combos") {
+            match combos.as_seq() {
+                Some(items) => {
+                    for combo in items.iter().filter(|c| c.as_map().is_none()) {
+                        checker.error(
+                            combo,
+                            format!(
+                                "each of signature.dtype_combos must be a mapping (tensor -> dtype), found {}",
+                                combo.type_name()
+                            ),
+                        );
+                    }
+                }
+                None => checker.error(
+                    combos,
+                    format!(
+                        "signature.dtype_combos must be a list, found {}",
+                        combos.type_name()
+                    ),
                 ),
-            );
+            }
         }
-        if let Some(dims) =
-            sig_get("static_dims").filter(|d| d.as_seq().is_none() && d.as_map().is_none())
-        {
-            checker.error(
-                dims,
-                format!(
-                    "signature.static_dims must be a list or a mapping, found {}",
-                    dims.type_name()
-                ),
-            );
+        // TileOPs: a mapping of names to single-axis references (`x.shape[0]`).
+        if let Some(dims) = sig_get("static_dims") {
+            for (_, _, value) in checker.mapping(dims, "signature.static_dims", None) {
+                checker.string(value, "each value of signature.static_dims");
+            }
         }
         if sig_get("inputs").is_none() && signature.as_map().is_some() {
             checker.error(signature, "signature needs `inputs`".to_owned());
         }
-        inputs = checker.tensors(sig_get("inputs"), "signature.inputs");
-        outputs = checker.tensors(sig_get("outputs"), "signature.outputs");
+        inputs = checker.tensors(sig_get("inputs"), "signature.inputs", true);
+        outputs = checker.tensors(sig_get("outputs"), "signature.outputs", false);
         params = checker.params(sig_get("params"));
         let tensor_names: Vec<String> = inputs
             .iter()
@@ -826,6 +1057,28 @@ pub fn check_entry(
             };
             if !decl.dtype.is_empty() {
                 checker.dtype_expr(decl, &tensor_names, what);
+            }
+        }
+        // A dim is a formula name beside the inputs and params; one of the same name would be two
+        // bindings of one name.
+        for input in &inputs {
+            for (_, dim, offset) in input.dims() {
+                let clash = if inputs.iter().any(|t| t.name == dim) {
+                    "input"
+                } else if params.iter().any(|p| p.name == dim) {
+                    "param"
+                } else {
+                    continue;
+                };
+                checker.errors.push(Diagnostic::at(
+                    file,
+                    offset,
+                    dim.len(),
+                    format!(
+                        "{name}: dim `{dim}` of input `{}` has the name of the {clash} `{dim}`; rename the dim",
+                        input.name
+                    ),
+                ));
             }
         }
         for param in &params {
@@ -1017,16 +1270,229 @@ softmax:
         assert!(errors.is_empty(), "{errors:?}");
         let dims = entry.unwrap().inputs[0].shape.clone().unwrap();
         assert_eq!(
-            dims.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            dims.iter().map(|d| d.text.as_str()).collect::<Vec<_>>(),
             ["M", "K"]
         );
-        assert_eq!(&text[dims[1].1..][..1], "K");
+        assert_eq!(&text[dims[1].offset..][..1], "K");
         assert_one_error(
             &GOOD.replace(
                 "{dtype: \"float16 | bfloat16\"}",
                 "{dtype: \"float16\", shape: \"M, K\"}",
             ),
-            "must look like",
+            "must be \"[M, K]\", [M, K] or \"same_as(x)\"",
+        );
+    }
+
+    fn with_input(decl: &str) -> String {
+        GOOD.replace("{dtype: \"float16 | bfloat16\"}", decl)
+    }
+
+    fn dims_of(text: &str) -> Option<Vec<(Option<String>, String)>> {
+        let (entry, errors) = check(text);
+        assert!(errors.is_empty(), "{errors:?}");
+        entry.unwrap().inputs[0].shape.as_ref().map(|dims| {
+            dims.iter()
+                .map(|d| (d.name.clone(), d.text.clone()))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn shapes_are_strings_or_sequences_as_in_tileops() {
+        let named = |n: &str| (Some(n.to_owned()), n.to_owned());
+        let text = with_input("{dtype: float16, shape: [numel, k]}");
+        assert_eq!(dims_of(&text), Some(vec![named("numel"), named("k")]));
+        let (entry, _) = check(&text);
+        let dims = entry.unwrap().inputs[0].shape.clone().unwrap();
+        assert_eq!(&text[dims[1].offset..][..1], "k");
+        // Entries that are not identifiers hold their position and bind nothing.
+        let text = with_input("{dtype: float16, shape: \"[M, 2 * N, 4]\"}");
+        assert_eq!(
+            dims_of(&text),
+            Some(vec![
+                named("M"),
+                (None, "2 * N".to_owned()),
+                (None, "4".to_owned())
+            ])
+        );
+        let text = with_input("{dtype: float16, shape: [4, d]}");
+        assert_eq!(
+            dims_of(&text),
+            Some(vec![(None, "4".to_owned()), named("d")])
+        );
+        // No fixed rank: nothing to bind.
+        assert_eq!(
+            dims_of(&with_input("{dtype: float16, shape: \"same_as(x)\"}")),
+            None
+        );
+        assert_eq!(
+            dims_of(&with_input("{dtype: float16, shape: \"[..., n]\"}")),
+            None
+        );
+        assert_eq!(
+            dims_of(&with_input("{dtype: float16, shape: \"[]\"}")),
+            Some(vec![])
+        );
+        assert_one_error(
+            &with_input("{dtype: float16, shape: {M: 1}}"),
+            "must be a string (\"[M, K]\") or a sequence ([M, K])",
+        );
+        assert_one_error(
+            &with_input("{dtype: float16, shape: [M, [K]]}"),
+            "each entry of signature.inputs.x.shape must be a dim name or an expression",
+        );
+        assert_one_error(
+            &with_input("{dtype: float16, shape: \"[M, 1x]\"}"),
+            "`1x` is neither a dim name (an identifier) nor an expression",
+        );
+        assert_one_error(
+            &with_input("{dtype: float16, shape: \"[M, , K]\"}"),
+            "`` is neither a dim name",
+        );
+    }
+
+    #[test]
+    fn names_that_cannot_become_rust_are_refused() {
+        for (bad, rule) in [
+            ("x-y", "is not an identifier"),
+            ("1x", "is not an identifier"),
+            ("\"\"", "is not an identifier"),
+            ("lambda", "is a Python keyword"),
+            ("self", "cannot be a Rust field name"),
+        ] {
+            let text = GOOD
+                .replace("      x: {dtype", &format!("      {bad}: {{dtype"))
+                .replace("same_as(x)", "float16");
+            assert_one_error(&text, &format!("input `{}` {rule}", bad.trim_matches('"')));
+        }
+        assert_one_error(
+            &GOOD.replace("      dim: {type", "      d-m: {type"),
+            "param `d-m` is not an identifier",
+        );
+        for bad in ["\"N M\"", "N-1", "\"\"", "for"] {
+            let text = GOOD.replace(
+                "      N: \"x.shape[dim]\"",
+                &format!("      {bad}: \"x.shape[dim]\""),
+            );
+            assert_one_error(&text, "`vars` key");
+        }
+        // Rust keywords other than `self`/`super`/`crate`/`Self` are fine: a raw identifier binds them.
+        let text = GOOD
+            .replace("      x: {dtype", "      type: {dtype")
+            .replace("same_as(x)", "same_as(type)");
+        let (_, errors) = check(
+            &text
+                .replace("x_shape", "type_shape")
+                .replace("x.shape", "type.shape"),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[test]
+    fn a_dtype_defined_by_itself_is_refused() {
+        assert_one_error(
+            &GOOD.replace("{dtype: \"same_as(x)\"}", "{dtype: \"same_as(y)\"}"),
+            "`same_as(y)` refers to the tensor itself",
+        );
+        assert_one_error(
+            &with_input("{dtype: \"promote_int_to_float(x)\"}"),
+            "refers to the tensor itself",
+        );
+    }
+
+    #[test]
+    fn a_dim_may_not_share_a_name_with_an_input_or_param() {
+        assert_one_error(
+            &with_input("{dtype: float16, shape: \"[dim, K]\"}"),
+            "dim `dim` of input `x` has the name of the param `dim`",
+        );
+        assert_one_error(
+            &with_input("{dtype: float16, shape: \"[x]\"}"),
+            "dim `x` of input `x` has the name of the input `x`",
+        );
+    }
+
+    #[test]
+    fn workload_integers_beyond_u64_are_refused() {
+        for big in [
+            "18446744073709551616",
+            "99999999999999999999999999",
+            "99999999999999999999999999999999999999999",
+        ] {
+            assert_one_error(
+                &GOOD.replace("dim: 1,", &format!("dim: {big},")),
+                &format!("the integer `{big}` is beyond the range of workload integers"),
+            );
+            assert_one_error(
+                &GOOD.replace("x_shape: [4, 8]", &format!("x_shape: [4, {big}]")),
+                "beyond the range of workload integers",
+            );
+            assert_one_error(
+                &GOOD.replace("default: -1}", &format!("default: [{big}]}}")),
+                "signature.params.dim.default: the integer",
+            );
+        }
+        let (_, errors) = check(&GOOD.replace("dim: 1,", "dim: 18446744073709551615,"));
+        assert!(errors.is_empty(), "u64::MAX itself fits: {errors:?}");
+        let (_, errors) = check(&GOOD.replace("dim: 1,", "dim: 1.5e300,"));
+        assert!(errors.is_empty(), "a float is a float: {errors:?}");
+    }
+
+    #[test]
+    fn param_types_follow_tileops_grammar() {
+        let (_, errors) = check(&GOOD.replace(
+            "{type: int,",
+            "{type: \"int | list[int] | tuple[int, ...] | None\",",
+        ));
+        assert!(errors.is_empty(), "{errors:?}");
+        let text = GOOD.replace("{type: int,", "{type: flaot,");
+        assert_one_error(
+            &text,
+            "signature.params.dim.type `flaot`: unknown type `flaot`; did you mean `float`?",
+        );
+        let (_, errors) = check(&text);
+        assert!(errors[0].starts_with("manifest/t.yaml:11:"), "{errors:?}");
+        assert!(errors[0].ends_with("^^^^^"), "{errors:?}");
+        assert_one_error(
+            &GOOD.replace("{type: int,", "{type: \"int |\","),
+            "expected a type name",
+        );
+    }
+
+    #[test]
+    fn source_and_signature_fields_take_tileops_types() {
+        let with_source = |source: &str| format!("{GOOD}  source:\n{source}");
+        let (_, errors) = check(&with_source(
+            "    kernel: [a.py, b.py]\n    kernel_map: {k: K}\n    op: o.py\n",
+        ));
+        assert!(errors.is_empty(), "{errors:?}");
+        let (_, errors) = check(&with_source("    kernel: a.py\n"));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_one_error(
+            &with_source("    kernel: [a.py, 3]\n"),
+            "each of source.kernel must be a string",
+        );
+        assert_one_error(
+            &with_source("    kernel: {a: b}\n"),
+            "source.kernel must be a string or a list of strings",
+        );
+        let with_sig =
+            |field: &str| GOOD.replace("    outputs:", &format!("    {field}\n    outputs:"));
+        let (_, errors) = check(&with_sig(
+            "static_dims: {N: \"x.shape[1]\"}\n    dtype_combos: [{x: float16, y: float16}]",
+        ));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_one_error(
+            &with_sig("static_dims: {N: 1}"),
+            "each value of signature.static_dims must be a string",
+        );
+        assert_one_error(
+            &with_sig("dtype_combos: [float16]"),
+            "each of signature.dtype_combos must be a mapping",
+        );
+        assert_one_error(
+            &with_input("{dtype: float16, shape: \"[M]\", constraints: [1]}"),
+            "constraints must be a mapping",
         );
     }
 

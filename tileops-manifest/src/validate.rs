@@ -8,6 +8,7 @@ use crate::diagnostic::Diagnostic;
 use crate::formula::{self, Expr, Layer, Scope};
 use crate::manifest::{Entry, FormulaSource, RooflineSpec, Status};
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 /// A formula that parsed and passed its layer's checks.
 #[derive(Debug, Clone)]
@@ -18,8 +19,11 @@ pub struct CheckedFormula {
     pub expr: Expr,
     /// Free names it references (inputs, params, vars, dims, `elem_bytes`).
     pub names: BTreeSet<String>,
-    /// The names it was checked against (codegen tells tensor inputs from values by it).
-    pub scope: Scope,
+    /// The names of the entry (codegen tells tensor inputs from values by it). One scope shared by
+    /// every formula of the entry: it holds all the vars, which changes nothing for codegen (a
+    /// formula that read a later var was refused), and sharing it keeps an entry of thousands of
+    /// vars linear rather than one copy of the scope per var.
+    pub scope: Rc<Scope>,
 }
 
 /// The checked roofline of an entry.
@@ -91,8 +95,8 @@ fn check_inline(
     let mut scope = Scope::default();
     for input in &entry.inputs {
         scope.inputs.insert(input.name.clone(), input.optional);
-        for (dim, _) in input.shape.iter().flatten() {
-            scope.dims.insert(dim.clone());
+        for (_, dim, _) in input.dims() {
+            scope.dims.insert(dim.to_owned());
         }
     }
     scope
@@ -122,15 +126,28 @@ fn check_inline(
     }
     let flops = check_one(entry, flops, Layer::Arithmetic, &scope, errors);
     let bytes = check_one(entry, bytes, Layer::Arithmetic, &scope, errors);
+    let scope = Rc::new(scope);
+    let share = |(expr, names, source): Unscoped| CheckedFormula {
+        source,
+        expr,
+        names,
+        scope: Rc::clone(&scope),
+    };
     match (flops, bytes) {
         (Some(flops), Some(bytes)) if ok => Some(CheckedRoofline::Inline {
-            vars: checked_vars,
-            flops: Box::new(flops),
-            bytes: Box::new(bytes),
+            vars: checked_vars
+                .into_iter()
+                .map(|(name, f)| (name, share(f)))
+                .collect(),
+            flops: Box::new(share(flops)),
+            bytes: Box::new(share(bytes)),
         }),
         _ => None,
     }
 }
+
+/// A checked formula before the entry's shared scope is attached: tree, names read, source.
+type Unscoped = (Expr, BTreeSet<String>, FormulaSource);
 
 /// What a `vars` key would hide, if anything.
 fn shadowed(scope: &Scope, name: &str) -> Option<String> {
@@ -144,9 +161,9 @@ fn shadowed(scope: &Scope, name: &str) -> Option<String> {
         Some(format!("the helper `{name}`"))
     } else if scope.vars.contains(name) {
         Some(format!("an earlier var `{name}`"))
-    } else if scope.dims.contains(name) {
-        Some(format!("the fixed-rank dim `{name}`"))
     } else {
+        // A fixed-rank dim may be reused: the var is the binding later formulas see, as in
+        // TileOPs, which binds no dims when `vars` is present.
         None
     }
 }
@@ -157,7 +174,7 @@ fn check_one(
     layer: Layer,
     scope: &Scope,
     errors: &mut Vec<Diagnostic>,
-) -> Option<CheckedFormula> {
+) -> Option<Unscoped> {
     let locate = |e: formula::FormulaError| {
         Diagnostic::in_scalar(
             &entry.file,
@@ -179,10 +196,5 @@ fn check_one(
         errors.extend(checked.errors.into_iter().map(locate));
         return None;
     }
-    Some(CheckedFormula {
-        source: source.clone(),
-        expr,
-        names: checked.names,
-        scope: scope.clone(),
-    })
+    Some((expr, checked.names, source.clone()))
 }

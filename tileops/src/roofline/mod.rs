@@ -116,6 +116,29 @@ pub enum RooflineError {
         /// The Python-style error (`ZeroDivisionError: division by zero`).
         message: String,
     },
+    /// A fixed-rank dim that two places of the signature give different extents: two inputs
+    /// (`a: [M, K]` and `b: [K, N]` with different K), or one shape naming it twice (`[N, N]`).
+    #[error(
+        "{op}: dim `{dim}` is {first_extent} in `{first}.shape[{first_axis}]` but {second_extent} in `{second}.shape[{second_axis}]`"
+    )]
+    DimMismatch {
+        /// The op's manifest name.
+        op: &'static str,
+        /// The dim, as the manifest names it.
+        dim: &'static str,
+        /// The input whose extent was taken first (the first that declares the dim).
+        first: &'static str,
+        /// The dim's axis in `first`'s shape.
+        first_axis: usize,
+        /// Its extent there.
+        first_extent: u64,
+        /// The input that disagrees.
+        second: &'static str,
+        /// The dim's axis in `second`'s shape.
+        second_axis: usize,
+        /// Its extent there.
+        second_extent: u64,
+    },
     /// A hand-written roofline function (`func:` in the manifest) refused its input.
     #[error("{op}: {message}")]
     Func {
@@ -173,7 +196,9 @@ impl RooflineError {
     /// The op the error is about.
     pub fn op(&self) -> &'static str {
         match self {
-            RooflineError::Evaluation { op, .. } | RooflineError::Func { op, .. } => op,
+            RooflineError::Evaluation { op, .. }
+            | RooflineError::DimMismatch { op, .. }
+            | RooflineError::Func { op, .. } => op,
         }
     }
 }
