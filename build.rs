@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use tileops_manifest::manifest::RooflineSpec;
 
 const COMPAT_DIR: &str = "../shared/tileops-compat";
 
@@ -80,49 +81,42 @@ fn generate(dir: &Path) -> Result<String, String> {
             .and_then(|n| n.to_str())
             .ok_or("non-UTF-8 file name")?
             .to_owned();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        // Only the entries' structure is read here; `default: .inf` may become null.
-        let options = serde_saphyr::options! {
-            strict_booleans: true,
-            non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
-        };
-        let doc: serde_json::Value = serde_saphyr::from_str_with_options(&text, options)
-            .map_err(|e| format!("{file_name}: {e}"))?;
-        let Some(ops) = doc.as_object() else { continue };
-        for (op_index, (op, entry)) in ops.iter().enumerate() {
-            let roofline = &entry["roofline"];
-            if roofline.get("func").is_some() {
+        // The entries' structure, read with the macro's own manifest reader.
+        let ops = tileops_manifest::check::entries(dir, path).map_err(|problems| {
+            let rendered: Vec<String> = problems.iter().map(|p| p.render()).collect();
+            format!("{file_name}: {}", rendered.join("\n"))
+        })?;
+        for (op_index, entry) in ops.iter().enumerate() {
+            let op = &entry.name;
+            if matches!(entry.roofline, Some(RooflineSpec::Func { .. })) {
                 continue; // func entries point at Python code: out of scope
             }
             let ident = format!("Compat{file_index}_{op_index}");
             let mut fields = String::new();
             let mut inits = String::new();
             let bound = bound_inputs(&file_name, op);
-            if let Some(inputs) = entry["signature"]["inputs"].as_object() {
-                // The case's inputs; an entry without cases gets every input of its signature.
-                let inputs = inputs
-                    .iter()
-                    .filter(|(name, _)| bound.as_ref().is_none_or(|b| b.contains(*name)));
-                for (name, decl) in inputs {
-                    let optional = decl["optional"].as_bool().unwrap_or(false);
-                    let (ty, init) = if optional {
-                        (
-                            "Option<TensorSpec>",
-                            format!("optional_input(case, {name:?})"),
-                        )
-                    } else {
-                        ("TensorSpec", format!("input(case, {name:?})?"))
-                    };
-                    writeln!(fields, "    pub {name}: {ty},").unwrap();
-                    writeln!(inits, "            {name}: {init},").unwrap();
-                }
+            // The case's inputs; an entry without cases gets every input of its signature.
+            let inputs = entry
+                .inputs
+                .iter()
+                .filter(|input| bound.as_ref().is_none_or(|b| b.contains(&input.name)));
+            for input in inputs {
+                let name = &input.name;
+                let (ty, init) = if input.optional {
+                    (
+                        "Option<TensorSpec>",
+                        format!("optional_input(case, {name:?})"),
+                    )
+                } else {
+                    ("TensorSpec", format!("input(case, {name:?})?"))
+                };
+                writeln!(fields, "    pub {name}: {ty},").unwrap();
+                writeln!(inits, "            {name}: {init},").unwrap();
             }
-            if let Some(params) = entry["signature"]["params"].as_object() {
-                for name in params.keys() {
-                    writeln!(fields, "    pub {name}: Value,").unwrap();
-                    writeln!(inits, "            {name}: param(case, {name:?}),").unwrap();
-                }
+            for param in &entry.params {
+                let name = &param.name;
+                writeln!(fields, "    pub {name}: Value,").unwrap();
+                writeln!(inits, "            {name}: param(case, {name:?}),").unwrap();
             }
             let manifest = format!("{COMPAT_DIR}/{file_name}");
             write!(

@@ -551,22 +551,11 @@ fn check_fields(
     })
 }
 
+/// `::tileops::DType::<Variant>` of a dtype name, from the manifest's dtype table (`None` for a
+/// dtype tileops has no runtime type for).
 fn dtype_variant(name: &str) -> Option<TokenStream> {
-    let variant = match name {
-        "float32" => quote!(Float32),
-        "float16" => quote!(Float16),
-        "bfloat16" => quote!(BFloat16),
-        "float64" => quote!(Float64),
-        "int8" => quote!(Int8),
-        "int16" => quote!(Int16),
-        "int32" => quote!(Int32),
-        "int64" => quote!(Int64),
-        "uint8" => quote!(UInt8),
-        "bool" => quote!(Bool),
-        "float8_e4m3fn" => quote!(Float8E4M3Fn),
-        "float8_e5m2" => quote!(Float8E5M2),
-        _ => return None,
-    };
+    let variant = tileops_manifest::dtypes::lookup(name)?.runtime_variant?;
+    let variant = proc_macro2::Ident::new(variant, proc_macro2::Span::call_site());
     Some(quote!(::tileops::DType::#variant))
 }
 

@@ -196,54 +196,16 @@ fn unknown_op(op: &str, names: &[&str], files: &[Rc<FamilyFile>]) -> Diagnostic 
     ))
 }
 
-/// Every structural and formula problem in a set of family files, spec-only entries included,
-/// and op names declared twice. The manifest lint (a test) runs this over `manifest/`.
-#[cfg_attr(not(test), allow(dead_code))]
-pub fn lint(files: &[Rc<FamilyFile>]) -> Vec<Diagnostic> {
-    let mut problems = Vec::new();
-    let mut seen: Vec<(&str, &Rc<FamilyFile>, usize)> = Vec::new();
-    for file in files {
-        problems.extend(file.errors.iter().cloned());
-        for (name, offset, node) in &file.entries {
-            if let Some((_, first, first_offset)) = seen.iter().find(|(n, _, _)| n == name) {
-                let (line, _) = first.file.line_col(*first_offset);
-                problems.push(Diagnostic::at(
-                    &file.file,
-                    *offset,
-                    name.len(),
-                    format!(
-                        "op `{name}` is declared twice: first at {}:{line}",
-                        first.file.display_path
-                    ),
-                ));
-                continue;
-            }
-            seen.push((name, file, *offset));
-            let (entry, errors) = manifest::check_entry(&file.file, name, *offset, node);
-            problems.extend(errors);
-            if let Some(entry) = entry
-                && let Err(errors) = validate::check(&entry, false)
-            {
-                problems.extend(errors);
-            }
-        }
-    }
-    problems
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The whole-manifest check lives in the library; the macro's tests hold it to the macro.
     use quote::quote;
     use std::path::Path;
-    use tileops_manifest::diagnostic::SourceFile;
-    use tileops_manifest::manifest::parse_family_file;
+    use tileops_manifest::check::check_families as lint;
 
     fn family(path: &str, text: &str) -> Rc<FamilyFile> {
-        Rc::new(parse_family_file(Rc::new(SourceFile {
-            display_path: path.into(),
-            text: text.into(),
-        })))
+        tileops_manifest::check::family_from_text(path, text)
     }
 
     const ENTRY: &str = "op_a:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      x: {dtype: float16}\n  roofline:\n    vars:\n      N: \"product(x.shape)\"\n    flops: \"N\"\n    bytes: \"2 * N * elem_bytes\"\n";

@@ -6,32 +6,13 @@
 //! formula language: formulas are carried as located strings for the next pass.
 
 use crate::diagnostic::{Diagnostic, SourceFile};
+use crate::dtypes;
 use crate::yaml::{self, Kind, Node};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub mod names;
 pub mod param_type;
-
-/// Dtype names a TileOPs manifest may use.
-pub const KNOWN_DTYPES: &[&str] = &[
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "bool",
-    "complex64",
-    "complex128",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
-];
 
 const ENTRY_FIELDS: &[&str] = &[
     "family",
@@ -579,7 +560,7 @@ impl EntryChecker<'_> {
                 Some(name) => {
                     known_tensors.iter().any(|t| t == name.trim()) && name.trim() != decl.name
                 }
-                None => KNOWN_DTYPES.contains(&part),
+                None => dtypes::lookup(part).is_some(),
             };
             if !ok {
                 let message = match reference {
@@ -594,7 +575,7 @@ impl EntryChecker<'_> {
                     None => format!(
                         "{what}.{}.dtype: unknown dtype `{part}`; known dtypes: {}",
                         decl.name,
-                        KNOWN_DTYPES.join(", ")
+                        dtypes::known_names()
                     ),
                 };
                 self.errors.push(Diagnostic::at(
@@ -735,8 +716,8 @@ impl EntryChecker<'_> {
                             Some(items) if !items.is_empty() => {
                                 for item in items {
                                     match item.as_str() {
-                                        Some(d) if KNOWN_DTYPES.contains(&d) => parsed.dtypes.push(d.to_owned()),
-                                        Some(d) => self.error(item, format!("unknown dtype `{d}` in workload dtypes; known dtypes: {}", KNOWN_DTYPES.join(", "))),
+                                        Some(d) if dtypes::lookup(d).is_some() => parsed.dtypes.push(d.to_owned()),
+                                        Some(d) => self.error(item, format!("unknown dtype `{d}` in workload dtypes; known dtypes: {}", dtypes::known_names())),
                                         None => self.error(item, format!("workload dtypes must be dtype names, found {}", item.type_name())),
                                     }
                                 }

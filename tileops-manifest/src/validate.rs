@@ -63,15 +63,18 @@ pub fn check(entry: &Entry, require_implemented: bool) -> Result<CheckedRoofline
         RooflineSpec::Func { path, offset } => match syn::parse_str::<syn::Path>(path) {
             Ok(path) => Some(CheckedRoofline::Func(path)),
             Err(_) => {
-                errors.push(Diagnostic::at(
-                    &entry.file,
-                    *offset,
-                    path.len(),
-                    format!(
+                let message = match python_function(path) {
+                    // TileOPs names its func by Python module path; tileops calls Rust.
+                    Some(name) => format!(
+                        "{}: `func` names a Python function (`{path}`, TileOPs's dotted form); tileops calls a Rust function taking `&Op`: give its Rust path (`crate::perf::{name}`)",
+                        entry.name
+                    ),
+                    None => format!(
                         "{}: `func` must be a Rust path to a function taking `&Op` (`crate::perf::my_roofline`); `{path}` is not one",
                         entry.name
                     ),
-                ));
+                };
+                errors.push(Diagnostic::at(&entry.file, *offset, path.len(), message));
                 None
             }
         },
@@ -83,6 +86,18 @@ pub fn check(entry: &Entry, require_implemented: bool) -> Result<CheckedRoofline
         Some(checked) if errors.is_empty() => Ok(checked),
         _ => Err(errors),
     }
+}
+
+/// The function name of a Python dotted path (`pkg.module.fn` → `fn`), if `path` is one.
+fn python_function(path: &str) -> Option<&str> {
+    let parts: Vec<&str> = path.split('.').collect();
+    let identifier = |p: &&str| {
+        p.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    (parts.len() > 1 && parts.iter().all(identifier)).then(|| parts[parts.len() - 1])
 }
 
 fn check_inline(
@@ -197,4 +212,20 @@ fn check_one(
         return None;
     }
     Some((expr, checked.names, source.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_dotted_paths_are_recognised() {
+        assert_eq!(
+            python_function("tileops.perf.formulas.clamp_fwd_roofline"),
+            Some("clamp_fwd_roofline")
+        );
+        assert_eq!(python_function("clamp"), None);
+        assert_eq!(python_function("a.1b"), None);
+        assert_eq!(python_function("crate::perf::f"), None);
+    }
 }
