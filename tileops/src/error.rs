@@ -41,15 +41,32 @@ pub enum Error {
         message: String,
     },
 
-    /// NVRTC (`libnvrtc.so`) or the CUDA headers it needs could not be found.
+    /// NVRTC (`libnvrtc.so`) or the CUDA headers it needs could not be found in the search
+    /// order of [`libraries::search_order`](crate::libraries::search_order).
     #[error(
-        "NVRTC not usable: {detail}. Searched: {searched}. Run `bash scripts/install-cuda-wheels.sh` \
-         (pinned wheels into .cuda-wheels/), or set CUDA_HOME to a CUDA 13 toolkit"
+        "NVRTC not usable: {detail}. Searched, in order: {searched}. Set TILEOPS_CUDA_PATH (or \
+         CUDA_HOME) to a CUDA 13 toolkit, or TILEOPS_CUDA_WHEELS to the directory \
+         `scripts/install-cuda-wheels.sh` installs the pinned wheels into (`.cuda-wheels` in the \
+         repository); the current directory is never searched"
     )]
     NvrtcMissing {
         /// What is missing.
         detail: String,
-        /// The places that were searched, `:`-separated.
+        /// The search order, step by step (`1. TILEOPS_CUDA_PATH (unset); 2. ...`).
+        searched: String,
+    },
+
+    /// cuBLAS or cuBLASLt (`libcublas.so.13`, `libcublasLt.so.13`) could not be found in the
+    /// search order of [`libraries::search_order`](crate::libraries::search_order).
+    #[error(
+        "cuBLAS not usable: {detail}. Searched, in order: {searched}. Set TILEOPS_CUDA_PATH (or \
+         CUDA_HOME) to a CUDA 13 toolkit, or TILEOPS_CUDA_WHEELS to a directory holding the \
+         nvidia-cublas wheel; the current directory is never searched"
+    )]
+    CublasMissing {
+        /// What is missing.
+        detail: String,
+        /// The search order, step by step.
         searched: String,
     },
 
