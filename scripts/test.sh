@@ -45,6 +45,8 @@ for package in json.load(sys.stdin)["packages"]:
 cargo test --workspace --lib --bins --examples --benches "${cpu_tests[@]}" --locked -- \
     --skip bench_all_on_the_emulated_device
 cargo test --workspace --doc --locked
+# Huge shapes again in release, where unchecked size arithmetic would wrap instead of panicking.
+cargo test -p tileops --release --locked --test huge_shapes
 
 echo "== emulated GPU tests"
 bash scripts/emu-check.sh

@@ -27,6 +27,7 @@
 // resolve inside the crate itself too.
 extern crate self as tileops;
 
+mod alloc;
 pub mod device;
 pub mod dtype;
 pub mod error;

@@ -215,7 +215,7 @@ fn fp8_quant_cases(device: &Device) -> Measures {
             }
             let x = upload(&xv, &xs, device);
             let ys = op.y_spec();
-            let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel()], &ys, device)
+            let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel().unwrap()], &ys, device)
                 .expect("poisoned y");
             let mut s = Tensor::full(op.scales_spec(), POISON, device).expect("poisoned scales");
             op.forward_into(&x, &mut y, &mut s).expect("launch");
@@ -305,7 +305,7 @@ fn fused_cases(device: &Device) -> Measures {
             let pv = positions(tokens, max_pos, seed, bad_pos && device.is_cuda());
             let [q_spec, k_spec, qs_spec, ks_spec] = op.output_specs();
             let poisoned = |spec: &TensorSpec| {
-                Tensor::from_bytes(&vec![POISON_CODE; spec.numel()], spec, device)
+                Tensor::from_bytes(&vec![POISON_CODE; spec.numel().unwrap()], spec, device)
                     .expect("poisoned codes")
             };
             let mut out = QkNormRopeFp8Output {
