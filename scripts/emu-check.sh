@@ -27,6 +27,8 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 
 bash scripts/install-cuda-wheels.sh || exit 1
+# Named explicitly: tileops never looks for NVRTC in the working directory or its ancestors.
+export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$root/.cuda-wheels}"
 export TILEOPS_REQUIRE_NVRTC=1
 seed="${EMU_CHECK_SEED:-1}"
 passes="${EMU_CHECK_PASSES:-A B C}"

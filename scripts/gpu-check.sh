@@ -141,8 +141,10 @@ else
   skip device "nvidia-smi not found"
 fi
 
-# NVRTC: the bundle's pinned 13.0 copy when it has one (gunzipped into OUTDIR), else whatever the
-# machine has (CUDA_HOME, /usr/local/cuda, site-packages).
+# NVRTC: the bundle's pinned 13.0 copy when it has one (gunzipped into OUTDIR), named by
+# TILEOPS_CUDA_PATH, the first step of tileops's library search (so it wins over the machine's own
+# toolkit, whose newer NVRTC may emit PTX the driver rejects); else whatever the machine has
+# (TILEOPS_CUDA_PATH, CUDA_HOME, /usr/local/cuda, the loader's path, TILEOPS_CUDA_WHEELS).
 if [[ -d "$bundle/nvrtc/nvidia/cu13" ]]; then
   nvrtc="$out/nvrtc"
   mkdir -p "$nvrtc/nvidia/cu13/lib"
@@ -153,7 +155,7 @@ if [[ -d "$bundle/nvrtc/nvidia/cu13" ]]; then
       *) cp "$f" "$nvrtc/nvidia/cu13/lib/" ;;
     esac
   done
-  export TILEOPS_CUDA_WHEELS="$nvrtc"
+  export TILEOPS_CUDA_PATH="$nvrtc/nvidia/cu13"
 fi
 export TILEOPS_REQUIRE_GPU=1 TILEOPS_REQUIRE_NVRTC=1
 

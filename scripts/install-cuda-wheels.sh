@@ -9,8 +9,10 @@
 #
 # Why pinned to 13.0.x: NVRTC 13.5 emits PTX `.version 9.5`, which the CUDA 13.0 driver of the target
 # machines rejects; nvidia-cuda-nvcc would pull unpinned 13.5 wheels, hence --no-deps everywhere.
-# tileops finds <repo>/.cuda-wheels by itself (no LD_LIBRARY_PATH needed): it dlopens
-# libnvrtc-builtins and libnvrtc from there by absolute path before cudarc loads NVRTC.
+# tileops uses them when TILEOPS_CUDA_WHEELS names the destination (scripts/test.sh and
+# scripts/emu-check.sh export it; tileops never searches the working directory or its ancestors):
+# it dlopens libnvrtc-builtins and libnvrtc from there by absolute path before cudarc loads NVRTC,
+# so no LD_LIBRARY_PATH is needed.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

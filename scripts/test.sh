@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, on a fresh machine: installs what the tests need, then runs them.
 #
-# - the pinned NVRTC/ptxas wheels into .cuda-wheels/, so the kernel compile check
-#   really compiles every kernel for sm_90 and sm_80 even without a GPU;
+# - the pinned NVRTC/ptxas wheels into .cuda-wheels/ (exported as TILEOPS_CUDA_WHEELS), so the
+#   kernel compile check really compiles every kernel for sm_90 and sm_80 even without a GPU;
 # - formatting and lints (cargo fmt, cargo clippy -D warnings);
 # - the whole workspace's tests: unit, integration (downstream crate, trybuild UI, TileOPs
 #   compatibility), doc tests; all but the GPU tests, which then run:
@@ -15,6 +15,10 @@ cd "$(dirname "$0")/.."
 if [ -x scripts/install-cuda-wheels.sh ] || [ -f scripts/install-cuda-wheels.sh ]; then
     bash scripts/install-cuda-wheels.sh
 fi
+# tileops never searches the working directory or its ancestors for NVRTC (a library planted there
+# would run its constructor): the wheels are named explicitly, for every test and every process
+# they start.
+export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$PWD/.cuda-wheels}"
 
 # CI must compile every kernel: a missing toolkit is a failure there, not a SKIP.
 export TILEOPS_REQUIRE_NVRTC="${TILEOPS_REQUIRE_NVRTC:-1}"
@@ -41,6 +45,8 @@ for package in json.load(sys.stdin)["packages"]:
 cargo test --workspace --lib --bins --examples --benches "${cpu_tests[@]}" --locked -- \
     --skip bench_all_on_the_emulated_device
 cargo test --workspace --doc --locked
+# Huge shapes again in release, where unchecked size arithmetic would wrap instead of panicking.
+cargo test -p tileops --release --locked --test huge_shapes
 
 echo "== emulated GPU tests"
 bash scripts/emu-check.sh

@@ -56,7 +56,13 @@ fn eval_roofline_bytes_equal_the_minimum_traffic_of_the_declared_tensors() {
                         continue;
                     }
                 };
-                let minimum = traffic.min_bytes();
+                let minimum = match traffic.min_bytes() {
+                    Ok(minimum) => minimum,
+                    Err(e) => {
+                        failures.push(format!("{label}: the declared tensors: {e}"));
+                        continue;
+                    }
+                };
                 match (exception, bytes == minimum) {
                     (None, false) => failures.push(format!(
                         "{label}: eval_roofline says {bytes} bytes, the declared tensors move {minimum}"

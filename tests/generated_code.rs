@@ -55,7 +55,10 @@ struct FuncMode {
 
 /// The func-mode formula: real Rust logic, same result type.
 fn func_mode_roofline(op: &FuncMode) -> Result<Roofline, RooflineError> {
-    let n = op.x.numel() as u64;
+    let n = op.x.numel().map_err(|e| RooflineError::Func {
+        op: "func_mode",
+        message: e.to_string(),
+    })? as u64;
     Ok(Roofline {
         flops: n,
         bytes: 8 * n,

@@ -12,8 +12,9 @@
 // 16-byte line of y): `head` scalars up to the first 16-byte boundary of y, `body` chunks, `tail`
 // scalars. At that boundary x is 16-byte aligned too (the element index is a multiple of 16).
 //
-// NaN is ignored by the group max (fmaxf) and quantizes to NaN; +-inf makes the scale inf, its own
-// code NaN (inf * 0) and the group's finite codes 0. The CPU reference does the same, bit for bit.
+// NaN propagates through the group max, as torch.amax: a group holding a NaN gets scale NaN and
+// every code NaN (0x7F). Otherwise +-inf makes the scale inf, its own code NaN (inf * 0) and the
+// group's finite codes 0. The CPU reference does the same, bit for bit.
 //
 // Launch contract (checked by the host): x, y, scales 16-byte aligned; rows kernel: blockDim.x =
 // threads per group (a power of two <= 512), blockDim.y = groups per block, blockDim.x * blockDim.y
@@ -67,7 +68,7 @@ struct Chunk {
         float f[16];
         unpack(r, f);
 #pragma unroll
-        for (int j = 0; j < 16; ++j) m = fmaxf(m, fabsf(f[j]));
+        for (int j = 0; j < 16; ++j) m = nan_max(m, fabsf(f[j]));
         return m;
     }
 
@@ -106,12 +107,12 @@ __device__ __forceinline__ void fp8_quant_rows(const T* __restrict__ x, unsigned
     }
     float amax = 0.0f;
     const int scalars = active ? s.head + s.tail : 0;
-    for (int q = t; q < scalars; q += tpr) amax = fmaxf(amax, fabsf(E::load(xr + scalar_at(s, q))));
+    for (int q = t; q < scalars; q += tpr) amax = nan_max(amax, fabsf(E::load(xr + scalar_at(s, q))));
 #pragma unroll
     for (int k = 0; k < CH; ++k) {
         if (active && t + k * tpr < s.body) amax = C::amax(buf[k], amax);
     }
-    amax = tpr <= 32 ? segment_max(amax, tpr) : row_reduce<true>(amax, red);
+    amax = tpr <= 32 ? segment_max(amax, tpr) : block_amax(amax, red);
     const float scale = fp8_scale(amax);
     const float inv = 1.0f / scale;
 
@@ -142,13 +143,13 @@ __device__ __forceinline__ void fp8_quant_loop(const T* __restrict__ x, unsigned
         const Split16 s = split16(yr, g);
         const int scalars = s.head + s.tail;
         float amax = 0.0f;
-        for (int q = t; q < scalars; q += tpr) amax = fmaxf(amax, fabsf(E::load(xr + scalar_at(s, q))));
+        for (int q = t; q < scalars; q += tpr) amax = nan_max(amax, fabsf(E::load(xr + scalar_at(s, q))));
         for (int i = t; i < s.body; i += tpr) {
             uint4 r[C::NV];
             C::load(xr + s.head + i * 16, r);
             amax = C::amax(r, amax);
         }
-        amax = row_reduce<true>(amax, red);
+        amax = block_amax(amax, red);
         const float scale = fp8_scale(amax);
         const float inv = 1.0f / scale;
         for (int i = t; i < s.body; i += tpr) {

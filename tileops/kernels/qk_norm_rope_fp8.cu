@@ -19,8 +19,12 @@
 // writes the codes once and one scale per row. The manifest keeps seed 002's ledger, which charges
 // the lookups as 2 x head_dim floats per token (cos and sin as separate head_dim-wide tables) and
 // leaves out the 8-byte positions: the kernel moves tokens x (head_dim x 4 - 8) bytes fewer than
-// the ledger says (see manifest/fused.yaml). A position outside [0, max_pos) makes the token's rows
-// NaN codes (a kernel cannot report an error; the CPU path refuses such positions).
+// the ledger says (see manifest/fused.yaml).
+//
+// NaN: the row max propagates it (nan_max, as torch.amax), so a row holding a NaN after the norm
+// and RoPE (a NaN input, which the norm spreads over its row; an inf, whose inf * 0 in the norm is
+// NaN) gets scale NaN and every code NaN (0x7F). A position outside [0, max_pos) makes the token's
+// rows NaN the same way (a kernel cannot report an error; the CPU path refuses such positions).
 //
 // Launch contract (checked by the host): blockDim.x a multiple of 32, at most 512; all pointers
 // 16-byte aligned.
@@ -124,7 +128,7 @@ __device__ __forceinline__ void qk_norm_rope_fp8(const T* __restrict__ q, const 
                     const float n2 = (b[i + e] * rstd) * wb[e];
                     a[i + e] = n1 * c[e] - n2 * s[e];
                     b[i + e] = n2 * c[e] + n1 * s[e];
-                    amax = fmaxf(amax, fmaxf(fabsf(a[i + e]), fabsf(b[i + e])));
+                    amax = nan_max(amax, nan_max(fabsf(a[i + e]), fabsf(b[i + e])));
                 }
             }
             amax = segment_max(amax, kLanes);

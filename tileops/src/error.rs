@@ -41,15 +41,32 @@ pub enum Error {
         message: String,
     },
 
-    /// NVRTC (`libnvrtc.so`) or the CUDA headers it needs could not be found.
+    /// NVRTC (`libnvrtc.so`) or the CUDA headers it needs could not be found in the search
+    /// order of [`libraries::search_order`](crate::libraries::search_order).
     #[error(
-        "NVRTC not usable: {detail}. Searched: {searched}. Run `bash scripts/install-cuda-wheels.sh` \
-         (pinned wheels into .cuda-wheels/), or set CUDA_HOME to a CUDA 13 toolkit"
+        "NVRTC not usable: {detail}. Searched, in order: {searched}. Set TILEOPS_CUDA_PATH (or \
+         CUDA_HOME) to a CUDA 13 toolkit, or TILEOPS_CUDA_WHEELS to the directory \
+         `scripts/install-cuda-wheels.sh` installs the pinned wheels into (`.cuda-wheels` in the \
+         repository); the current directory is never searched"
     )]
     NvrtcMissing {
         /// What is missing.
         detail: String,
-        /// The places that were searched, `:`-separated.
+        /// The search order, step by step (`1. TILEOPS_CUDA_PATH (unset); 2. ...`).
+        searched: String,
+    },
+
+    /// cuBLAS or cuBLASLt (`libcublas.so.13`, `libcublasLt.so.13`) could not be found in the
+    /// search order of [`libraries::search_order`](crate::libraries::search_order).
+    #[error(
+        "cuBLAS not usable: {detail}. Searched, in order: {searched}. Set TILEOPS_CUDA_PATH (or \
+         CUDA_HOME) to a CUDA 13 toolkit, or TILEOPS_CUDA_WHEELS to a directory holding the \
+         nvidia-cublas wheel; the current directory is never searched"
+    )]
+    CublasMissing {
+        /// What is missing.
+        detail: String,
+        /// The search order, step by step.
         searched: String,
     },
 
@@ -127,6 +144,43 @@ pub enum Error {
         actual: String,
     },
 
+    /// A shape whose element count, or byte size in its dtype, does not fit in `usize`.
+    ///
+    /// ```
+    /// use tileops::{DType, Error, TensorSpec};
+    /// let err = TensorSpec::new([1 << 32, 1 << 32], DType::Float32).numel().unwrap_err();
+    /// assert!(matches!(err, Error::ShapeOverflow { what: "element count", .. }), "{err}");
+    /// ```
+    #[error("{dtype}{shape:?} is too large: its {what} overflows usize")]
+    ShapeOverflow {
+        /// The shape.
+        shape: Vec<usize>,
+        /// Its dtype.
+        dtype: crate::DType,
+        /// `"element count"` or `"byte size"`.
+        what: &'static str,
+    },
+
+    /// An allocation that the host or the GPU could not make: reported, never aborted.
+    ///
+    /// On the host, a request larger than the machine's RAM plus swap is refused before the
+    /// allocator sees it (under Linux's overcommit it could otherwise succeed and then be killed
+    /// while being filled); a smaller one is refused when the allocator refuses it.
+    ///
+    /// ```
+    /// use tileops::{DType, Device, Error, Tensor, TensorSpec};
+    /// let huge = TensorSpec::new([1 << 38], DType::Float32); // 1 TiB
+    /// let err = Tensor::zeros(&huge, &Device::cpu()).unwrap_err();
+    /// assert!(matches!(err, Error::OutOfMemory { bytes: 1_099_511_627_776, .. }), "{err}");
+    /// ```
+    #[error("out of memory: {bytes} bytes could not be allocated on {device}")]
+    OutOfMemory {
+        /// The size of the allocation.
+        bytes: usize,
+        /// Where: `cpu`, or the GPU (`cuda:0 (NVIDIA H200, sm_90)`).
+        device: String,
+    },
+
     /// Misuse of the tensor API: data length, dtype of a host copy, device mismatch.
     #[error("tensor: {0}")]
     Tensor(String),
@@ -142,6 +196,24 @@ impl Error {
             context: context.into(),
             message: err.to_string(),
         }
+    }
+
+    /// A failed driver call that allocated `bytes` on `device`: [`Error::OutOfMemory`] when the
+    /// driver says so, else [`Error::Driver`].
+    pub(crate) fn device_alloc(
+        context: impl Into<String>,
+        bytes: usize,
+        device: impl std::fmt::Display,
+        err: cudarc::driver::DriverError,
+    ) -> Self {
+        use cudarc::driver::sys::CUresult;
+        if err.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return Error::OutOfMemory {
+                bytes,
+                device: device.to_string(),
+            };
+        }
+        Error::driver(context, err)
     }
 
     /// A failed launch or module load of `kernel`.

@@ -219,21 +219,32 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    /// The minimum bytes of one call: every read and every write once, densely packed.
+    /// The minimum bytes of one call: every read and every write once, densely packed;
+    /// [`Error::ShapeOverflow`] when a tensor's size, or the sum, overflows.
     ///
     /// ```
     /// use tileops::registry::Traffic;
     /// use tileops::{DType, TensorSpec};
     /// let x = TensorSpec::new([4, 8], DType::BFloat16);
     /// let traffic = Traffic { reads: vec![x.clone()], writes: vec![x] };
-    /// assert_eq!(traffic.min_bytes(), 2 * 4 * 8 * 2);
+    /// assert_eq!(traffic.min_bytes()?, 2 * 4 * 8 * 2);
+    ///
+    /// let huge = TensorSpec::new([1 << 40, 1 << 40], DType::BFloat16);
+    /// assert!(Traffic { reads: vec![huge], writes: vec![] }.min_bytes().is_err());
+    /// # Ok::<(), tileops::Error>(())
     /// ```
-    pub fn min_bytes(&self) -> u64 {
-        self.reads
-            .iter()
-            .chain(&self.writes)
-            .map(|t| t.size_in_bytes() as u64)
-            .sum()
+    pub fn min_bytes(&self) -> Result<u64, Error> {
+        let mut total: u64 = 0;
+        for t in self.reads.iter().chain(&self.writes) {
+            let overflow = || Error::ShapeOverflow {
+                shape: t.shape.clone(),
+                dtype: t.dtype,
+                what: "byte size",
+            };
+            let bytes = u64::try_from(t.size_in_bytes()?).map_err(|_| overflow())?;
+            total = total.checked_add(bytes).ok_or_else(overflow)?;
+        }
+        Ok(total)
     }
 }
 

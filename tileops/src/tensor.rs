@@ -9,9 +9,13 @@ mod convert;
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 
-use crate::{DType, Device, Error, TensorSpec};
+use crate::{DType, Device, Error, TensorSpec, alloc};
 
 /// A dense, contiguous, row-major tensor on a [`Device`].
+///
+/// Every constructor computes the size through [`TensorSpec::size_in_bytes`] and allocates
+/// fallibly: a shape whose size overflows is [`Error::ShapeOverflow`], one the host or the GPU
+/// cannot hold is [`Error::OutOfMemory`], in debug and release builds alike.
 ///
 /// ```
 /// use tileops::{DType, Device, Tensor, TensorSpec};
@@ -123,7 +127,7 @@ impl Tensor {
     ) -> Result<Tensor, Error> {
         let spec = TensorSpec::new(shape, T::DTYPE);
         check_len(&spec, data.len())?;
-        let mut bytes = Vec::with_capacity(spec.size_in_bytes());
+        let mut bytes = alloc::host_vec(spec.size_in_bytes()?)?;
         for &v in data {
             v.write_le(&mut bytes);
         }
@@ -147,7 +151,8 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor, Error> {
         check_len(spec, values.len())?;
-        let bytes = convert::encode_f64(spec.dtype, values).map_err(Error::Tensor)?;
+        let mut bytes = alloc::host_vec(spec.size_in_bytes()?)?;
+        convert::encode_f64_into(spec.dtype, values, &mut bytes).map_err(Error::Tensor)?;
         Tensor::from_host_bytes(spec.clone(), bytes, device)
     }
 
@@ -157,32 +162,40 @@ impl Tensor {
         spec: &TensorSpec,
         device: &Device,
     ) -> Result<Tensor, Error> {
-        let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        let mut wide = alloc::host_vec(values.len())?;
+        wide.extend(values.iter().map(|&v| f64::from(v)));
         Tensor::from_f64_rounded(&wide, spec, device)
     }
 
     /// A tensor of `spec` from its raw little-endian bytes.
     pub fn from_bytes(bytes: &[u8], spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
-        if bytes.len() != spec.size_in_bytes() {
+        let size = spec.size_in_bytes()?;
+        if bytes.len() != size {
             return Err(Error::Tensor(format!(
-                "{} bytes given for {spec}, which needs {}",
+                "{} bytes given for {spec}, which needs {size}",
                 bytes.len(),
-                spec.size_in_bytes()
             )));
         }
-        Tensor::from_host_bytes(spec.clone(), bytes.to_vec(), device)
+        Tensor::from_host_bytes(spec.clone(), alloc::host_copy(bytes)?, device)
     }
 
     /// A tensor of `spec` with every element `value` rounded to the dtype.
     pub fn full(spec: &TensorSpec, value: f64, device: &Device) -> Result<Tensor, Error> {
         let one = convert::encode_f64(spec.dtype, &[value]).map_err(Error::Tensor)?;
-        let bytes = one.repeat(spec.numel());
+        let mut bytes = alloc::host_vec(spec.size_in_bytes()?)?;
+        for _ in 0..spec.numel()? {
+            bytes.extend_from_slice(&one);
+        }
         Tensor::from_host_bytes(spec.clone(), bytes, device)
     }
 
     /// A tensor of `spec` filled with zeros.
     pub fn zeros(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
-        Tensor::from_host_bytes(spec.clone(), vec![0; spec.size_in_bytes()], device)
+        Tensor::from_host_bytes(
+            spec.clone(),
+            alloc::host_zeros(spec.size_in_bytes()?)?,
+            device,
+        )
     }
 
     /// A tensor of `spec` filled deterministically from `seed`: the same bytes for the same spec
@@ -191,17 +204,27 @@ impl Tensor {
     /// Floats are standard normal samples rounded to the dtype; signed integers are uniform in
     /// `[-8, 8)`, `uint8` in `[0, 16)`, `bool` 0 or 1.
     pub fn random(spec: &TensorSpec, seed: u64, device: &Device) -> Result<Tensor, Error> {
+        /// Values drawn and encoded at a time: the f64 staging stays small (32 KiB) whatever the
+        /// tensor's size, so the only large allocation is the tensor's own.
+        const BATCH: usize = 4096;
         let mut rng = SplitMix64::new(seed);
-        let n = spec.numel();
-        let values: Vec<f64> = match spec.dtype {
-            d if d.is_float() => (0..n).map(|_| rng.normal()).collect(),
-            DType::UInt8 => (0..n).map(|_| (rng.next_u64() >> 60) as f64).collect(),
-            DType::Bool => (0..n).map(|_| (rng.next_u64() >> 63) as f64).collect(),
-            _ => (0..n)
-                .map(|_| (rng.next_u64() >> 60) as f64 - 8.0)
-                .collect(),
+        let mut draw = || match spec.dtype {
+            d if d.is_float() => rng.normal(),
+            DType::UInt8 => (rng.next_u64() >> 60) as f64,
+            DType::Bool => (rng.next_u64() >> 63) as f64,
+            _ => (rng.next_u64() >> 60) as f64 - 8.0,
         };
-        Tensor::from_f64_rounded(&values, spec, device)
+        let n = spec.numel()?;
+        let mut bytes = alloc::host_vec(spec.size_in_bytes()?)?;
+        let mut batch = Vec::with_capacity(BATCH.min(n));
+        let mut left = n;
+        while left > 0 {
+            batch.clear();
+            batch.extend((0..BATCH.min(left)).map(|_| draw()));
+            convert::encode_f64_into(spec.dtype, &batch, &mut bytes).map_err(Error::Tensor)?;
+            left -= batch.len();
+        }
+        Tensor::from_host_bytes(spec.clone(), bytes, device)
     }
 
     fn from_host_bytes(spec: TensorSpec, bytes: Vec<u8>, device: &Device) -> Result<Tensor, Error> {
@@ -209,10 +232,14 @@ impl Tensor {
             None => Storage::Host(bytes),
             Some(_) if bytes.is_empty() => Storage::Cuda(None),
             Some(dev) => {
-                let slice = dev
-                    .stream
-                    .clone_htod(&bytes)
-                    .map_err(|e| Error::driver(format!("copying {spec} to {device}"), e))?;
+                let slice = dev.stream.clone_htod(&bytes).map_err(|e| {
+                    Error::device_alloc(
+                        format!("copying {spec} to {device}"),
+                        bytes.len(),
+                        device,
+                        e,
+                    )
+                })?;
                 Storage::Cuda(Some(slice))
             }
         };
@@ -225,14 +252,16 @@ impl Tensor {
 
     /// An uninitialised tensor (zeros on the CPU) for an op to write into.
     pub(crate) fn empty(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
+        let size = spec.size_in_bytes()?;
         let storage = match device.cuda_device() {
-            None => Storage::Host(vec![0; spec.size_in_bytes()]),
-            Some(_) if spec.size_in_bytes() == 0 => Storage::Cuda(None),
+            None => Storage::Host(alloc::host_zeros(size)?),
+            Some(_) if size == 0 => Storage::Cuda(None),
             Some(dev) => {
                 // SAFETY: u8 has no invalid bit patterns, and ops write every element before
                 // anyone reads them.
-                let slice = unsafe { dev.stream.alloc::<u8>(spec.size_in_bytes()) }
-                    .map_err(|e| Error::driver(format!("allocating {spec} on {device}"), e))?;
+                let slice = unsafe { dev.stream.alloc::<u8>(size) }.map_err(|e| {
+                    Error::device_alloc(format!("allocating {spec} on {device}"), size, device, e)
+                })?;
                 Storage::Cuda(Some(slice))
             }
         };
@@ -258,9 +287,10 @@ impl Tensor {
         &self.spec.shape
     }
 
-    /// Number of elements.
+    /// Number of elements. Infallible, unlike [`TensorSpec::numel`]: a tensor exists only once
+    /// its size was computed without overflow, and its spec never changes.
     pub fn numel(&self) -> usize {
-        self.spec.numel()
+        self.spec.shape.iter().product()
     }
 
     /// The device holding the data.
@@ -271,16 +301,15 @@ impl Tensor {
     /// The raw little-endian bytes, copied to the host (waits for pending GPU work).
     pub fn to_bytes(&self) -> Result<Vec<u8>, Error> {
         match &self.storage {
-            Storage::Host(bytes) => Ok(bytes.clone()),
+            Storage::Host(bytes) => alloc::host_copy(bytes),
             Storage::Cuda(None) => Ok(Vec::new()),
             Storage::Cuda(Some(slice)) => {
                 let stream = slice.stream();
-                let bytes = stream.clone_dtoh(slice).map_err(|e| {
-                    Error::driver(format!("copying {} from {}", self.spec, self.device), e)
-                })?;
-                stream.synchronize().map_err(|e| {
-                    Error::driver(format!("copying {} from {}", self.spec, self.device), e)
-                })?;
+                let failed =
+                    |e| Error::driver(format!("copying {} from {}", self.spec, self.device), e);
+                let mut bytes = alloc::host_zeros(slice.len())?;
+                stream.memcpy_dtoh(slice, &mut bytes).map_err(failed)?;
+                stream.synchronize().map_err(failed)?;
                 Ok(bytes)
             }
         }
@@ -296,10 +325,9 @@ impl Tensor {
             )));
         }
         let bytes = self.to_bytes()?;
-        Ok(bytes
-            .chunks_exact(T::DTYPE.size_in_bytes())
-            .map(T::read_le)
-            .collect())
+        let mut values = alloc::host_vec(self.numel())?;
+        values.extend(bytes.chunks_exact(T::DTYPE.size_in_bytes()).map(T::read_le));
+        Ok(values)
     }
 
     /// The elements widened to `f32` (exact), for float32, float16, bfloat16 and fp8 tensors;
@@ -310,7 +338,12 @@ impl Tensor {
             | DType::Float16
             | DType::BFloat16
             | DType::Float8E4M3Fn
-            | DType::Float8E5M2 => Ok(self.to_vec_f64()?.into_iter().map(|v| v as f32).collect()),
+            | DType::Float8E5M2 => {
+                let wide = self.to_vec_f64()?;
+                let mut values = alloc::host_vec(wide.len())?;
+                values.extend(wide.into_iter().map(|v| v as f32));
+                Ok(values)
+            }
             other => Err(Error::Tensor(format!(
                 "to_vec_f32() on a {other} tensor would round; use to_vec_f64() or to_vec::<T>()"
             ))),
@@ -320,10 +353,10 @@ impl Tensor {
     /// The elements widened to `f64` (exact), for every dtype but int64.
     pub fn to_vec_f64(&self) -> Result<Vec<f64>, Error> {
         let bytes = self.to_bytes()?;
-        convert::decode_f64(self.dtype(), &bytes).ok_or_else(|| {
-            Error::Tensor(
+        convert::decode_f64(self.dtype(), &bytes).unwrap_or_else(|| {
+            Err(Error::Tensor(
                 "to_vec_f64() on an int64 tensor would round; use to_vec::<i64>()".to_owned(),
-            )
+            ))
         })
     }
 
@@ -335,13 +368,16 @@ impl Tensor {
     /// A copy of this tensor on the same device.
     pub fn try_clone(&self) -> Result<Tensor, Error> {
         let storage = match &self.storage {
-            Storage::Host(bytes) => Storage::Host(bytes.clone()),
+            Storage::Host(bytes) => Storage::Host(alloc::host_copy(bytes)?),
             Storage::Cuda(None) => Storage::Cuda(None),
-            Storage::Cuda(Some(slice)) => Storage::Cuda(Some(
-                slice
-                    .try_clone()
-                    .map_err(|e| Error::driver(format!("copying {}", self.spec), e))?,
-            )),
+            Storage::Cuda(Some(slice)) => Storage::Cuda(Some(slice.try_clone().map_err(|e| {
+                Error::device_alloc(
+                    format!("copying {}", self.spec),
+                    slice.len(),
+                    &self.device,
+                    e,
+                )
+            })?)),
         };
         Ok(Tensor {
             spec: self.spec.clone(),
@@ -386,13 +422,14 @@ impl Tensor {
             .host_bytes()
             .ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
         convert::decode_f64(self.dtype(), bytes)
-            .ok_or_else(|| Error::Tensor(format!("{} has no f64 view", self.dtype())))
+            .unwrap_or_else(|| Err(Error::Tensor(format!("{} has no f64 view", self.dtype()))))
     }
 
     /// Overwrites a CPU tensor with `values` rounded to its dtype.
     pub(crate) fn set_host_f64(&mut self, values: &[f64]) -> Result<(), Error> {
         let dtype = self.dtype();
-        let bytes = convert::encode_f64(dtype, values).map_err(Error::Tensor)?;
+        let mut bytes = alloc::host_vec(values.len().saturating_mul(dtype.size_in_bytes()))?;
+        convert::encode_f64_into(dtype, values, &mut bytes).map_err(Error::Tensor)?;
         let host = self
             .host_bytes_mut()
             .ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
@@ -407,11 +444,14 @@ impl std::fmt::Debug for Tensor {
     }
 }
 
+/// Checks that `len` values fill `spec`, after its size (a shape that overflows is reported as
+/// such, not as a length mismatch).
 fn check_len(spec: &TensorSpec, len: usize) -> Result<(), Error> {
-    if len != spec.numel() {
+    spec.size_in_bytes()?;
+    let numel = spec.numel()?;
+    if len != numel {
         return Err(Error::Tensor(format!(
-            "{len} values given for {spec}, which has {} elements",
-            spec.numel()
+            "{len} values given for {spec}, which has {numel} elements"
         )));
     }
     Ok(())

@@ -472,7 +472,12 @@ fn activation_cases(device: &Device, big: bool) -> Report {
             for shape in activation_shapes(per_vector(dtype), sm, wrap) {
                 seed += 1;
                 let spec = TensorSpec::new(shape.clone(), dtype);
-                let x = input_with(&spec, seed, &elementwise_specials(spec.numel()), device);
+                let x = input_with(
+                    &spec,
+                    seed,
+                    &elementwise_specials(spec.numel().unwrap()),
+                    device,
+                );
                 let case = ElementwiseCase {
                     op: name,
                     shape: &shape,
@@ -527,7 +532,7 @@ fn silu_and_mul_cases(device: &Device) -> Report {
             let spec = TensorSpec::new(shape.clone(), dtype);
             let op = SiluAndMul::new(device, spec.clone()).expect("valid plan");
             let n = shape[shape.len() - 1] / 2;
-            let rows = spec.numel() / (2 * n);
+            let rows = spec.numel().unwrap() / (2 * n);
             let x = input_with(&spec, seed, &swiglu_specials(rows, n), device);
             let case = ElementwiseCase {
                 op: "silu_and_mul",
@@ -797,7 +802,7 @@ fn rope_cases(device: &Device) -> Measures {
             .expect("valid plan");
             let mut specials = Vec::new();
             if special {
-                let last = xs.numel() - 1;
+                let last = xs.numel().unwrap() - 1;
                 specials = vec![
                     (1, f64::NAN),
                     (head_dim + 2, f64::INFINITY),
@@ -936,7 +941,7 @@ fn fp8_quant_cases(device: &Device) -> Measures {
             quant_edges(&mut xv, group, dtype);
             let x = Tensor::from_f64_rounded(&xv, &xs, device).expect("x");
             let ys = op.y_spec();
-            let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel()], &ys, device)
+            let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel().unwrap()], &ys, device)
                 .expect("poisoned y");
             let mut s = Tensor::full(op.scales_spec(), POISON, device).expect("poisoned scales");
             op.forward_into(&x, &mut y, &mut s).expect("launch");
@@ -1057,7 +1062,7 @@ fn fused_cases(device: &Device) -> Measures {
                 .collect();
             let [q_spec, k_spec, qs_spec, ks_spec] = op.output_specs();
             let poisoned = |spec: &TensorSpec| {
-                Tensor::from_bytes(&vec![POISON_CODE; spec.numel()], spec, device)
+                Tensor::from_bytes(&vec![POISON_CODE; spec.numel().unwrap()], spec, device)
                     .expect("poisoned codes")
             };
             let mut out = QkNormRopeFp8Output {

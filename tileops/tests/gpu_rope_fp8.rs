@@ -76,6 +76,81 @@ fn qk_norm_rope_fp8_matches_the_reference() {
     fused_cases(&gpu).finish();
 }
 
+/// A NaN in a group makes that group's scale NaN and all its codes NaN (as `torch.amax`
+/// propagates NaN), and leaves the other groups alone: the issue's `[NaN, 1, 2, 3]`, then shapes
+/// that take each reduction path of the kernel (lane segments, a block reduction over several
+/// warps, the loop kernel), with the NaN at the first, a middle and the last element of a group.
+fn fp8_quant_nan_cases(device: &Device) {
+    for dtype in DTYPES {
+        for (shape, group_size) in [
+            ([3, 4], 0),
+            ([4, 512], 128),
+            ([4, 100], 20),
+            ([3, 8192], 0),
+            ([3, 65536], 0),
+        ] {
+            let label = format!("{dtype} {shape:?} group={group_size} on {device}");
+            let xs = TensorSpec::new(shape, dtype);
+            let op = Fp8Quant::new(device, xs.clone(), group_size).expect("valid plan");
+            let group = if group_size == 0 {
+                shape[1]
+            } else {
+                group_size
+            };
+            let mut xv: Vec<f64> = (0..shape[0] * shape[1])
+                .map(|i| 1.0 + (i % 7) as f64)
+                .collect();
+            // Groups 0 (first element), 1 in the middle, and the last group (last element).
+            let groups = xv.len() / group;
+            let poisoned = [(0, 0), (1, group / 2), (groups - 1, group - 1)];
+            for &(g, at) in &poisoned {
+                xv[g * group + at] = f64::NAN;
+            }
+            let (y, scales) = op.forward(&upload(&xv, &xs, device)).expect("quantized");
+            let codes = codes(&y);
+            let scales = scales.to_vec_f32().expect("scales");
+            assert_eq!(scales.len(), groups, "{label}");
+            for g in 0..groups {
+                let group_codes = &codes[g * group..(g + 1) * group];
+                if poisoned.iter().any(|&(p, _)| p == g) {
+                    assert!(scales[g].is_nan(), "{label}: group {g} scale {}", scales[g]);
+                    assert!(
+                        group_codes.iter().all(|&c| c & 0x7f == 0x7f),
+                        "{label}: group {g} has a code that is not NaN"
+                    );
+                } else {
+                    let amax = xv[g * group..(g + 1) * group]
+                        .iter()
+                        .fold(0.0f64, |m, v| m.max(v.abs()));
+                    let want = amax as f32 / 448.0;
+                    assert!(
+                        (scales[g] - want).abs() <= want * 1e-6,
+                        "{label}: clean group {g} scale {} (want {want})",
+                        scales[g]
+                    );
+                    assert!(
+                        group_codes.iter().all(|&c| c & 0x7f != 0x7f),
+                        "{label}: clean group {g} has a NaN code"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fp8_quant_nan_poisons_its_group_on_the_cpu() {
+    fp8_quant_nan_cases(&Device::cpu());
+}
+
+#[test]
+fn fp8_quant_nan_poisons_its_group_on_the_gpu() {
+    let Some(gpu) = gpu_or_skip("fp8_quant_nan_poisons_its_group_on_the_gpu") else {
+        return;
+    };
+    fp8_quant_nan_cases(&gpu);
+}
+
 /// The harness itself, on the CPU: the CPU paths pass every bound, and poison or a wrong code is
 /// caught.
 #[test]
@@ -215,7 +290,7 @@ fn fp8_quant_cases(device: &Device) -> Measures {
             }
             let x = upload(&xv, &xs, device);
             let ys = op.y_spec();
-            let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel()], &ys, device)
+            let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel().unwrap()], &ys, device)
                 .expect("poisoned y");
             let mut s = Tensor::full(op.scales_spec(), POISON, device).expect("poisoned scales");
             op.forward_into(&x, &mut y, &mut s).expect("launch");
@@ -305,7 +380,7 @@ fn fused_cases(device: &Device) -> Measures {
             let pv = positions(tokens, max_pos, seed, bad_pos && device.is_cuda());
             let [q_spec, k_spec, qs_spec, ks_spec] = op.output_specs();
             let poisoned = |spec: &TensorSpec| {
-                Tensor::from_bytes(&vec![POISON_CODE; spec.numel()], spec, device)
+                Tensor::from_bytes(&vec![POISON_CODE; spec.numel().unwrap()], spec, device)
                     .expect("poisoned codes")
             };
             let mut out = QkNormRopeFp8Output {

@@ -15,8 +15,6 @@ use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 pub use compile::{Compiled, ResourceUsage, Target, compile, supported_archs};
-/// The directories that may be a CUDA root, as NVRTC is searched (cuBLAS is looked for there too).
-pub(crate) use toolkit::candidate_roots as cuda_roots;
 pub use toolkit::{Toolkit, toolkit};
 
 use crate::Error;

@@ -56,7 +56,7 @@ fn launch_unary(
     let ys = y.cuda_slice_mut().ok_or_else(missing)?;
     launch::check_aligned(op, &dev.stream, &[xs, ys])?;
     let entry = kernels::entry(&ACTIVATION, base, spec.dtype)?;
-    let n = spec.numel();
+    let n = spec.numel()?;
     let vectors = n / (16 / spec.dtype.size_in_bytes());
     let wave = dev.sm_count.max(1) as usize * BLOCKS_PER_SM;
     let blocks = vectors.div_ceil(THREADS as usize * UNROLL).clamp(1, wave);

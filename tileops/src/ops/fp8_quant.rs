@@ -16,9 +16,12 @@ const OP: &str = "fp8_quant";
 /// (round to nearest even, saturating at ±448). Outputs: `y` `[M, K]` float8_e4m3fn and `scales`
 /// `[M, K / group]` float32; `y * scale` dequantizes.
 ///
-/// NaN is ignored by the group max and quantizes to NaN; an infinity makes its group's scale
-/// infinite (its finite codes 0, its own code NaN). The CPU path and the kernels agree code for
-/// code (see `reference_rope_fp8`).
+/// NaN follows PyTorch (`torch.amax` propagates it; see docs/fp8.md): a group holding a NaN gets scale NaN and every code of the group NaN (0x7F), so the
+/// NaN stays visible after dequantization instead of hiding behind a scale computed from the other
+/// values (`[NaN, 1, 2, 3]` gives scale NaN, not 3 / 448). Other groups are unaffected. An
+/// infinity (in a group without NaN) makes its group's scale infinite: its finite codes 0, its own
+/// code NaN (`inf * 0`). The CPU path and the kernels agree code for code (see
+/// `reference_rope_fp8`).
 ///
 /// ```
 /// use tileops::ops::Fp8Quant;

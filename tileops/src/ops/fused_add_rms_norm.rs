@@ -84,7 +84,7 @@ impl FusedAddRmsNorm {
             });
         }
         check_row_param(OP, "weight", &weight, &x, n)?;
-        let rows = x.numel() / n;
+        let rows = x.numel()? / n;
         Ok(FusedAddRmsNorm {
             x,
             residual,

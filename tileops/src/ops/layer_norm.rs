@@ -76,7 +76,7 @@ impl LayerNorm {
         let n = check_norm_input(OP, &x, eps)?;
         check_row_param(OP, "weight", &weight, &x, n)?;
         check_row_param(OP, "bias", &bias, &x, n)?;
-        let rows = x.numel() / n;
+        let rows = x.numel()? / n;
         Ok(LayerNorm {
             x,
             weight,

@@ -81,12 +81,12 @@ fn check_extents(op: &'static str, field: &'static str, spec: &TensorSpec) -> Re
             reason: "empty tensors are not supported (a dimension is 0)".to_owned(),
         });
     }
-    let fits = spec
-        .shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .and_then(|n| n.checked_mul(spec.dtype.size_in_bytes()));
-    if fits.is_none_or(|bytes| bytes > isize::MAX as usize) {
+    // The same checked size as every allocation (TensorSpec::size_in_bytes); the kernels index
+    // bytes as signed 64-bit offsets, so isize::MAX bounds it too.
+    if !spec
+        .size_in_bytes()
+        .is_ok_and(|bytes| bytes <= isize::MAX as usize)
+    {
         return Err(Error::InvalidShape {
             op,
             field,

@@ -41,8 +41,12 @@ pub struct QkNormRopeFp8Output {
 /// `tokens * (128 * 4 - 8)` bytes more than the kernel moves (the kernel reads one 512-byte
 /// `[cos | sin]` row and one 8-byte position per token).
 ///
+/// NaN follows PyTorch, as in [`Fp8Quant`](super::Fp8Quant): a row holding a NaN after the norm
+/// and RoPE (a NaN input, which the norm spreads over its row, or an infinity, whose `inf * 0` in
+/// the norm is NaN) gets scale NaN and every code NaN (0x7F).
+///
 /// A position outside `[0, max_pos)` is an error on the CPU; on the GPU its token's rows come out
-/// as NaN codes.
+/// as NaN codes with NaN scales.
 ///
 /// ```
 /// use tileops::ops::QkNormRopeFp8;

@@ -5,6 +5,7 @@
 //! (the group max is exact, `scale = max(amax / 448, MIN_SCALE)` and its reciprocal are correctly
 //! rounded f32 divisions, `x * (1 / scale)` one f32 multiply), and [`fp8_e4m3_saturate`] is the
 //! kernels' conversion bit for bit, so `fp8_quant` on the CPU and on the GPU agree code for code.
+//! The max propagates NaN on both sides ([`nan_max`]), as `torch.amax` does.
 
 /// The largest finite `float8_e4m3fn` value.
 pub const FP8_E4M3_MAX: f32 = 448.0;
@@ -95,15 +96,38 @@ pub fn fp8_e4m3_value(code: u8) -> f64 {
     sign * magnitude
 }
 
+/// The larger of `a` and `b`, NaN when either is NaN: the max of `torch.amax` and of the kernels'
+/// `nan_max` (Rust's `f32::max`, like CUDA's `fmaxf`, would drop the NaN).
+///
+/// ```
+/// use tileops::ops::reference_rope_fp8::nan_max;
+/// assert_eq!(nan_max(1.0, 2.0), 2.0);
+/// assert!(nan_max(f32::NAN, 2.0).is_nan() && nan_max(2.0, f32::NAN).is_nan());
+/// ```
+pub fn nan_max(a: f32, b: f32) -> f32 {
+    if a > b || a.is_nan() { a } else { b }
+}
+
 /// The scale of a group whose largest magnitude is `amax`, as the kernels compute it:
-/// `max(amax / 448, MIN_SCALE)` in f32 (NaN-free: the kernels' max ignores NaN).
+/// `max(amax / 448, MIN_SCALE)` in f32, NaN for a NaN `amax` (as `torch.clamp` keeps NaN).
+///
+/// ```
+/// use tileops::ops::reference_rope_fp8::{MIN_SCALE, fp8_scale};
+/// assert_eq!(fp8_scale(448.0), 1.0);
+/// assert_eq!(fp8_scale(0.0), MIN_SCALE);
+/// assert!(fp8_scale(f32::NAN).is_nan());
+/// ```
 pub fn fp8_scale(amax: f32) -> f32 {
-    (amax / FP8_E4M3_MAX).max(MIN_SCALE)
+    nan_max(amax / FP8_E4M3_MAX, MIN_SCALE)
 }
 
 /// Dynamic fp8 quantization of `x` (f32 values of the input) in contiguous groups of `group`:
-/// per group, `scale = fp8_scale(max |x|)` (NaN ignored by the max) and codes
-/// `fp8_e4m3_saturate(x * (1 / scale))`. Returns the codes and one scale per group.
+/// per group, `scale = fp8_scale(max |x|)` and codes `fp8_e4m3_saturate(x * (1 / scale))`.
+/// Returns the codes and one scale per group.
+///
+/// The max propagates NaN, as `torch.amax`: a group holding a NaN gets scale NaN and every code
+/// NaN (0x7F), which is what PyTorch's `x.abs().amax()`, `clamp(min=MIN_SCALE)`, `x / scale`,
+/// `.to(float8_e4m3fn)` gives.
 ///
 /// # Panics
 ///
@@ -114,6 +138,12 @@ pub fn fp8_scale(amax: f32) -> f32 {
 /// let (codes, scales) = fp8_quant(&[1.0, -2.0, 0.0, 0.0], 2);
 /// assert_eq!(scales, vec![2.0 / 448.0, 1.0 / (448.0 * 512.0)]);
 /// assert_eq!(codes, vec![0x76, 0xfe, 0, 0]); // 224, -448, 0, 0
+///
+/// // A NaN poisons its group only: [NaN, 1, 2, 3] gives scale NaN, not 3 / 448.
+/// let (codes, scales) = fp8_quant(&[f32::NAN, 1.0, 2.0, 3.0, 448.0, 0.0, 0.0, 0.0], 4);
+/// assert!(scales[0].is_nan());
+/// assert_eq!(&codes[..4], &[0x7f; 4]);
+/// assert_eq!((scales[1], codes[4]), (1.0, 0x7e));
 /// ```
 pub fn fp8_quant(x: &[f32], group: usize) -> (Vec<u8>, Vec<f32>) {
     assert!(
@@ -123,7 +153,7 @@ pub fn fp8_quant(x: &[f32], group: usize) -> (Vec<u8>, Vec<f32>) {
     let mut codes = Vec::with_capacity(x.len());
     let mut scales = Vec::with_capacity(x.len() / group);
     for g in x.chunks_exact(group) {
-        let amax = g.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let amax = g.iter().fold(0.0f32, |m, v| nan_max(m, v.abs()));
         let scale = fp8_scale(amax);
         let inv = 1.0 / scale;
         codes.extend(g.iter().map(|&v| fp8_e4m3_saturate(v * inv)));
@@ -217,10 +247,12 @@ pub fn rope(
 /// One tensor (q or k) of `qk_norm_rope_fp8`: `x` viewed as `[tokens, heads, head_dim]`; per head
 /// row, RMS norm with `weight` (f64), NeoX RoPE at the token's position (f64), then fp8 with one
 /// scale per row: `scale = fp8_scale(max |y|)` (the max in f64, then rounded to f32; NaN
-/// ignored), codes `fp8_e4m3_saturate(y * (1 / scale))`.
+/// propagating, as `torch.amax`), codes `fp8_e4m3_saturate(y * (1 / scale))`.
 ///
 /// Returns the codes, the scales and the exact (unquantized) rotated values, for error bounds.
-/// A token whose position is outside the table gets NaN codes and the smallest scale.
+/// A row with a NaN after the norm and RoPE (a NaN input, spread over the row by the norm; an
+/// inf, whose `inf * 0` there is NaN) gets scale NaN and NaN codes; so does every row of a token
+/// whose position is outside the table.
 ///
 /// # Panics
 ///
@@ -267,7 +299,13 @@ pub fn qk_norm_rope_fp8(
         }
         let out = &mut rotated[r * head_dim..(r + 1) * head_dim];
         rope_row(&normed, table, out, &mut magnitude);
-        let amax = out.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let amax = out.iter().fold(0.0f64, |m, v| {
+            if m.is_nan() || v.abs() <= m {
+                m
+            } else {
+                v.abs()
+            }
+        });
         let scale = fp8_scale(amax as f32);
         let inv = f64::from(1.0 / scale);
         codes.extend(out.iter().map(|&v| fp8_e4m3_saturate((v * inv) as f32)));
@@ -370,10 +408,20 @@ mod tests {
             fp8_quant(&[0.0, -0.0], 2),
             (vec![0x00, 0x80], vec![MIN_SCALE])
         );
-        // NaN is ignored by the max and quantizes to NaN; the rest is untouched.
-        let (codes, scales) = fp8_quant(&[f32::NAN, 2.0, -1.0], 3);
-        assert_eq!(scales, vec![2.0 / 448.0]);
-        assert_eq!(codes, vec![0x7f, 0x7e, fp8_e4m3_saturate(-224.0)]);
+        // NaN propagates through the max, as torch.amax: the issue's [NaN, 1, 2, 3] gets scale
+        // NaN (not 3 / 448) and NaN codes, wherever the NaN is; the next group is untouched.
+        for at in 0..4 {
+            let mut x = [1.0, 2.0, 3.0, -1.0, 2.0, -1.0, 0.0, 0.0];
+            x[at] = f32::NAN;
+            let (codes, scales) = fp8_quant(&x, 4);
+            assert!(scales[0].is_nan(), "NaN at {at}: {scales:?}");
+            assert_eq!(&codes[..4], &[0x7f; 4], "NaN at {at}");
+            assert_eq!(scales[1], 2.0 / 448.0);
+            assert_eq!(&codes[4..], &[0x7e, fp8_e4m3_saturate(-224.0), 0, 0]);
+        }
+        // NaN with an inf: still NaN (the max is NaN whichever comes first).
+        let (_, scales) = fp8_quant(&[f32::INFINITY, f32::NAN, f32::NAN, f32::INFINITY], 2);
+        assert!(scales.iter().all(|s| s.is_nan()), "{scales:?}");
         // inf: the scale is inf, finite values become 0, the inf itself 0 * inf = NaN.
         let (codes, scales) = fp8_quant(&[f32::INFINITY, 2.0], 2);
         assert_eq!(scales, vec![f32::INFINITY]);
@@ -429,22 +477,23 @@ mod tests {
         }
         let ms = x[d..2 * d].iter().map(|v| v * v).sum::<f64>() / d as f64;
         assert!((rotated[d] - x[d] / (ms + 1e-6).sqrt() * 1.5).abs() < 1e-12);
-        // A NaN spreads over its row (through the norm); an inf makes its pair NaN and the rest 0.
+        // A NaN spreads over its row (through the norm); an inf makes its pair NaN (inf * 0) and
+        // the rest 0. Either way the row holds a NaN, so its max, its scale and all its codes are
+        // NaN, as torch.amax would make them; the clean row 2 is untouched.
         let mut bad = x.clone();
         bad[2] = f64::NAN;
         bad[d + 1] = f64::INFINITY;
-        let (codes, scales, _) = qk_norm_rope_fp8(&bad, &w, &[1, 1, 1], &cache, 1, d, 1e-6);
-        assert!(codes[..d].iter().all(|&c| c == 0x7f));
-        assert_eq!(scales[0], MIN_SCALE);
-        let row1 = &codes[d..2 * d];
-        assert_eq!((row1[1], row1[1 + d / 2]), (0x7f, 0x7f));
-        assert!(
-            row1.iter()
-                .enumerate()
-                .all(|(i, &c)| i % (d / 2) == 1 || c & 0x7f == 0)
-        );
-        // A position outside the table: NaN codes.
-        let (codes, _, _) = qk_norm_rope_fp8(&x[..d], &w, &[5], &cache, 1, d, 1e-6);
+        let (codes, scales, rotated) = qk_norm_rope_fp8(&bad, &w, &[1, 1, 1], &cache, 1, d, 1e-6);
+        assert!(rotated[..d].iter().all(|v| v.is_nan()));
+        let row1 = &rotated[d..2 * d];
+        assert!(row1[1].is_nan() && row1[1 + d / 2].is_nan());
+        assert!(row1.iter().filter(|v| !v.is_nan()).all(|&v| v == 0.0));
+        assert!(scales[0].is_nan() && scales[1].is_nan(), "{scales:?}");
+        assert!(codes[..2 * d].iter().all(|&c| c == 0x7f));
+        assert!(scales[2].is_finite() && scales[2] > MIN_SCALE);
+        // A position outside the table: NaN codes and a NaN scale.
+        let (codes, scales, _) = qk_norm_rope_fp8(&x[..d], &w, &[5], &cache, 1, d, 1e-6);
         assert!(codes.iter().all(|&c| c == 0x7f));
+        assert!(scales[0].is_nan());
     }
 }

@@ -75,7 +75,7 @@ impl RmsNorm {
         check_row_shape(OP, "weight", &weight, &x, n)?;
         check_eps(OP, eps)?;
         check_row_len(OP, &x, n)?;
-        let rows = x.numel() / n;
+        let rows = x.numel()? / n;
         Ok(RmsNorm {
             x,
             weight,

@@ -315,9 +315,8 @@ pub(super) fn random_positions(
     device: &Device,
 ) -> Result<Tensor, Error> {
     let start = (seed as usize).wrapping_mul(7919) % max_pos;
-    let values: Vec<i64> = (0..tokens)
-        .map(|t| ((start + t) % max_pos) as i64)
-        .collect();
+    let mut values = crate::alloc::host_vec::<i64>(tokens)?;
+    values.extend((0..tokens).map(|t| ((start + t) % max_pos) as i64));
     Tensor::from_slice(&values, [tokens], device)
 }
 
@@ -328,7 +327,9 @@ pub(super) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, E
     let inv_freq: Vec<f64> = (0..half)
         .map(|i| 10000f64.powf(-2.0 * i as f64 / width as f64))
         .collect();
-    let mut values = vec![0.0f32; rows * width];
+    let n = spec.numel()?;
+    let mut values = crate::alloc::host_vec::<f32>(n)?;
+    values.resize(n, 0.0);
     for (p, row) in values.chunks_exact_mut(width).enumerate() {
         for (i, f) in inv_freq.iter().enumerate() {
             let (sin, cos) = (p as f64 * f).sin_cos();

@@ -92,7 +92,7 @@ impl SiluAndMul {
         }
         Ok(SiluAndMul {
             y: TensorSpec::new(y_shape, x.dtype),
-            rows: x.numel() / last,
+            rows: x.numel()? / last,
             n,
             x,
             device: device.clone(),

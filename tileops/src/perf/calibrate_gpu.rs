@@ -313,9 +313,10 @@ impl<'a> Bench<'a> {
     fn alloc(&self, bytes: u64, what: &str) -> Result<CudaSlice<u8>, Error> {
         let len = usize::try_from(bytes)
             .map_err(|_| Error::driver(format!("allocating {what}"), "size overflows usize"))?;
-        self.stream
-            .alloc_zeros::<u8>(len)
-            .map_err(|e| Error::driver(format!("allocating {bytes} B for {what}"), e))
+        self.stream.alloc_zeros::<u8>(len).map_err(|e| {
+            let device = format!("cuda:{} ({})", self.dev.ordinal, self.dev.name);
+            Error::device_alloc(format!("allocating {bytes} B for {what}"), len, device, e)
+        })
     }
 
     fn hbm(

@@ -1,7 +1,7 @@
 //! Element encodings: every dtype to and from little-endian bytes, with one correctly rounded
 //! conversion from `f64` (round to nearest, ties to even) for the narrow float formats.
 
-use crate::DType;
+use crate::{DType, Error, alloc};
 
 /// A narrow binary float format: exponent and mantissa widths, and how it overflows.
 #[derive(Clone, Copy)]
@@ -158,9 +158,21 @@ fn f64_exponent(value: f64) -> i32 {
 /// Encodes `values` as `dtype` elements, rounding each once to the nearest representable value.
 ///
 /// Integer and bool dtypes take values that are exact integers in range; anything else is an
-/// error message naming the first offending value.
+/// error message naming the first offending value. For a few values; large buffers go through
+/// [`encode_f64_into`] with room reserved fallibly.
 pub(crate) fn encode_f64(dtype: DType, values: &[f64]) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(values.len() * dtype.size_in_bytes());
+    encode_f64_into(dtype, values, &mut out)?;
+    Ok(out)
+}
+
+/// Like [`encode_f64`], appending to `out` (which should have room for them: no reallocation
+/// then, so no allocation that could abort).
+pub(crate) fn encode_f64_into(
+    dtype: DType,
+    values: &[f64],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     for &v in values {
         match dtype {
             DType::Float64 => out.extend_from_slice(&v.to_le_bytes()),
@@ -181,7 +193,7 @@ pub(crate) fn encode_f64(dtype: DType, values: &[f64]) -> Result<Vec<u8>, String
             }),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn int_in_range<T: TryFrom<i64>>(dtype: DType, v: f64) -> Result<T, String> {
@@ -192,34 +204,37 @@ fn int_in_range<T: TryFrom<i64>>(dtype: DType, v: f64) -> Result<T, String> {
     T::try_from(v as i64).map_err(|_| bad())
 }
 
-/// Decodes `bytes` of `dtype` elements into f64, exactly; `None` for int64, whose values f64
-/// cannot always hold.
-pub(crate) fn decode_f64(dtype: DType, bytes: &[u8]) -> Option<Vec<f64>> {
+/// Decodes `bytes` of `dtype` elements into f64, exactly, into a buffer reserved fallibly; `None`
+/// for int64, whose values f64 cannot always hold.
+pub(crate) fn decode_f64(dtype: DType, bytes: &[u8]) -> Option<Result<Vec<f64>, Error>> {
+    if dtype == DType::Int64 {
+        return None;
+    }
     let size = dtype.size_in_bytes();
+    let mut out = match alloc::host_vec::<f64>(bytes.len() / size) {
+        Ok(out) => out,
+        Err(err) => return Some(Err(err)),
+    };
     let chunks = bytes.chunks_exact(size);
     let u16_of = |c: &[u8]| u32::from(u16::from_le_bytes([c[0], c[1]]));
-    let values = match dtype {
-        DType::Float64 => chunks
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect(),
-        DType::Float32 => chunks
-            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
-            .collect(),
-        DType::Float16 => chunks.map(|c| F16.decode(u16_of(c))).collect(),
-        DType::BFloat16 => chunks.map(|c| BF16.decode(u16_of(c))).collect(),
-        DType::Float8E4M3Fn => chunks.map(|c| E4M3FN.decode(u32::from(c[0]))).collect(),
-        DType::Float8E5M2 => chunks.map(|c| E5M2.decode(u32::from(c[0]))).collect(),
-        DType::Int8 => chunks.map(|c| f64::from(c[0] as i8)).collect(),
-        DType::Int16 => chunks
-            .map(|c| f64::from(i16::from_le_bytes([c[0], c[1]])))
-            .collect(),
-        DType::Int32 => chunks
-            .map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
-            .collect(),
-        DType::UInt8 | DType::Bool => chunks.map(|c| f64::from(c[0])).collect(),
+    match dtype {
+        DType::Float64 => {
+            out.extend(chunks.map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))));
+        }
+        DType::Float32 => out
+            .extend(chunks.map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))),
+        DType::Float16 => out.extend(chunks.map(|c| F16.decode(u16_of(c)))),
+        DType::BFloat16 => out.extend(chunks.map(|c| BF16.decode(u16_of(c)))),
+        DType::Float8E4M3Fn => out.extend(chunks.map(|c| E4M3FN.decode(u32::from(c[0])))),
+        DType::Float8E5M2 => out.extend(chunks.map(|c| E5M2.decode(u32::from(c[0])))),
+        DType::Int8 => out.extend(chunks.map(|c| f64::from(c[0] as i8))),
+        DType::Int16 => out.extend(chunks.map(|c| f64::from(i16::from_le_bytes([c[0], c[1]])))),
+        DType::Int32 => out
+            .extend(chunks.map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))),
+        DType::UInt8 | DType::Bool => out.extend(chunks.map(|c| f64::from(c[0]))),
         DType::Int64 => return None,
-    };
-    Some(values)
+    }
+    Some(Ok(out))
 }
 
 #[cfg(test)]
@@ -228,7 +243,9 @@ mod tests {
     use half::{bf16, f16};
 
     fn round_trip(dtype: DType, v: f64) -> f64 {
-        decode_f64(dtype, &encode_f64(dtype, &[v]).unwrap()).unwrap()[0]
+        decode_f64(dtype, &encode_f64(dtype, &[v]).unwrap())
+            .unwrap()
+            .unwrap()[0]
     }
 
     #[test]
@@ -323,9 +340,10 @@ mod tests {
         assert!(encode_f64(DType::Int32, &[1.5]).is_err());
         assert!(encode_f64(DType::Bool, &[2.0]).is_err());
         assert_eq!(
-            decode_f64(DType::Int16, &encode_f64(DType::Int16, &[-300.0]).unwrap()),
+            decode_f64(DType::Int16, &encode_f64(DType::Int16, &[-300.0]).unwrap())
+                .map(Result::unwrap),
             Some(vec![-300.0])
         );
-        assert_eq!(decode_f64(DType::Int64, &[0; 8]), None);
+        assert!(decode_f64(DType::Int64, &[0; 8]).is_none());
     }
 }

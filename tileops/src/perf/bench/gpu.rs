@@ -89,10 +89,10 @@ impl GpuTimer {
             reason: "GPU timing asked for on the CPU".to_owned(),
         })?;
         let l2 = l2_bytes(device).unwrap_or(0);
-        let flush = dev
-            .stream
-            .alloc_zeros::<u8>(flush_bytes(l2))
-            .map_err(|e| Error::driver("allocating the L2 flush buffer", e))?;
+        let flush_len = flush_bytes(l2);
+        let flush = dev.stream.alloc_zeros::<u8>(flush_len).map_err(|e| {
+            Error::device_alloc("allocating the L2 flush buffer", flush_len, device, e)
+        })?;
         let spin = kernels::function(dev, &BENCH_UTIL, "bench_spin")?;
         // `new_event(None)` would create events with timing disabled.
         let event = || {
