@@ -855,7 +855,7 @@ mod tests {
         assert_eq!(decade_label(12), "10¹²");
         assert_eq!(decade_label(-10), "10⁻¹⁰");
         assert_eq!(decades(1e-4 * (1.0 - 1e-15), 0.05), -4..=-2);
-        assert_eq!(decades(0.2, 0.9), 0..=-1, "no decade inside");
+        assert_eq!(decades(0.2, 0.9).count(), 0, "no decade inside");
     }
 
     #[test]
