@@ -1,8 +1,12 @@
 //! Measures the ceilings of the GPU it runs on and writes a profile YAML.
 //!
 //! ```text
-//! cargo run --release --example calibrate -- [--out PATH] [--base NAME|PATH] [--quick]
+//! cargo run --release --example calibrate -- [--out PATH] [--base NAME|PATH] [--quick] [--cpu]
 //! ```
+//!
+//! With `--cpu` it measures the host instead (memory bandwidth and f64/f32 FMA rates on all cores;
+//! `tileops::perf::calibrate_cpu`) and writes a host profile, by default to
+//! `target/profiles/host-<model>.yaml`, where the roofline tool finds it.
 //!
 //! HBM (copy, triad, read-only, write-only over 2 GB arrays, block sizes 128/256/512: the envelope
 //! and each mix's fraction), CUDA-core FP32 (FMA chains over ILP 1..16) and tensor cores (cuBLAS
@@ -26,17 +30,21 @@ use std::time::SystemTime;
 
 use tileops::Device;
 use tileops::perf::bench;
+use tileops::perf::calibrate_cpu;
 use tileops::perf::calibrate_gpu::{self, CalibrateOptions};
 use tileops::perf::files;
 use tileops::perf::profile::Profile;
 
 const USAGE: &str = "\
-usage: calibrate [--out PATH] [--base NAME|PATH] [--quick]
+usage: calibrate [--out PATH] [--base NAME|PATH] [--quick] [--cpu]
 
   --out PATH         the profile to write (default target/calibrate/<profile>-<timestamp>.yaml)
   --base NAME|PATH   the profile giving the theoretical peaks and the roofs not measured
                      (default: the built-in profile that describes this GPU)
   --quick            a short pass to check the setup (noisier numbers)
+  --cpu              measure the host CPU (memory bandwidth, f64/f32 FMA rates, all cores) and
+                     write a host profile (default target/profiles/host-<model>.yaml, where the
+                     roofline tool looks); needs no GPU
 
 On an emulated device (cuda-emu): no profile is written; each kernel runs once on a tiny working
 set and its result is checked (exit status 0 when all pass, 1 otherwise).
@@ -47,6 +55,7 @@ struct Args {
     out: Option<PathBuf>,
     base: Option<String>,
     quick: bool,
+    cpu: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
@@ -54,12 +63,14 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         out: None,
         base: None,
         quick: false,
+        cpu: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
             "--quick" => parsed.quick = true,
+            "--cpu" => parsed.cpu = true,
             "--out" => {
                 parsed.out = Some(PathBuf::from(it.next().ok_or("--out needs a value")?));
             }
@@ -111,6 +122,38 @@ fn check_emulated(device: &Device, out: Option<&std::path::Path>) -> ExitCode {
     }
 }
 
+/// `--cpu`: the host profile, then its roofs.
+fn calibrate_host(args: &Args) -> ExitCode {
+    let options = if args.quick {
+        calibrate_cpu::HostOptions::quick()
+    } else {
+        calibrate_cpu::HostOptions::default()
+    };
+    match calibrate_cpu::calibrate_host(args.out.as_deref(), &options, &mut |l| eprintln!("  {l}"))
+    {
+        Ok((path, profile)) => {
+            print_roofs(&profile);
+            eprintln!("calibrate: wrote {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, e),
+    }
+}
+
+/// A host profile's roofs: GB/s and GFLOP/s (a host's FLOP rates are far below a TFLOP/s).
+fn print_roofs(profile: &Profile) {
+    println!("roof               theoretical   calibration   effective");
+    for (key, roof) in &profile.roofs {
+        let name = if key == "hbm" { "GB/s" } else { "GFLOP/s" };
+        println!(
+            "{key:<18} {:>11.1}   {:>11.4}   {:>9.1} {name}",
+            roof.theoretical / 1e9,
+            roof.calibration,
+            roof.effective() / 1e9,
+        );
+    }
+}
+
 fn main() -> ExitCode {
     // A write over `ulimit -f` then fails with an error the tool reports, rather than a SIGXFSZ
     // that kills it.
@@ -124,6 +167,9 @@ fn main() -> ExitCode {
         }
         Err(message) => return fail(2, format!("{message}\n\n{USAGE}")),
     };
+    if args.cpu {
+        return calibrate_host(&args);
+    }
     let (device, why) = Device::probe_best();
     if !device.is_cuda() {
         return fail(

@@ -3,13 +3,14 @@
 //! ```text
 //! cargo run --example roofline -- RECORDS.json [--profile NAME|PATH] [--format md|csv|json]
 //!                                             [--svg CHART.svg] [--compare OTHER.json]
-//!                                             [--baseline BASELINE.json]...
+//!                                             [--baseline BASELINE.json]... [--html REPORT.html]
 //! ```
 //!
 //! Per record: SOL time, efficiency, bound and verdict (`fail`, `anomaly`, `latency_bound`,
 //! `at_ceiling`, `below`, or blank with the reason), then a summary. Without `--profile`, each record
-//! is priced against the built-in profile that describes its device; a record from a host no profile
-//! describes (the CPU backend) comes out blank with that reason. When the records file or a
+//! is priced against the profile that describes its device: a built-in GPU profile, or a host profile
+//! `calibrate --cpu` wrote to `target/profiles/host-*.yaml` (the CPU backend's rows); a record from
+//! a host no profile describes comes out blank with that reason. When the records file or a
 //! `--baseline` file holds baseline rows (`impl: torch`, `torch-compile`, written by
 //! `scripts/torch_baseline.py`), each tileops row shows its strongest baseline and the time ratio.
 //!
@@ -28,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tileops::perf::files;
+use tileops::perf::calibrate_cpu as host_profiles;
+use tileops::perf::html;
 use tileops::perf::profile::{Profile, ProfileError};
 use tileops::perf::records::{RecordsError, Run};
 use tileops::perf::report::{Comparison, ProfileChoice, Report, Verdict};
@@ -35,15 +38,17 @@ use tileops::perf::svg::{self, SvgError};
 
 const USAGE: &str = "\
 usage: roofline RECORDS.json [--profile NAME|PATH] [--format md|csv|json] [--svg CHART.svg] [--compare OTHER.json]
-                [--baseline BASELINE.json]...
+                [--baseline BASELINE.json]... [--html REPORT.html]
 
   RECORDS.json         a records file written by bench_all
   --profile NAME|PATH  price every record against this profile (built in: h200, h100, h20_3e; or a
                        profile YAML); records from another device come out blank with the reason.
-                       Default: each record against the built-in profile matching its device.
+                       Default: each record against the profile matching its device: the built-in
+                       ones, and the host profiles `calibrate --cpu` wrote (target/profiles/host-*.yaml)
   --format md|csv|json output format on stdout (default md). With --compare, csv prints the
                        comparison table; md and json print both.
   --svg CHART.svg      also write a log-log roofline chart
+  --html REPORT.html   also write one self-contained page: summary, sortable table and chart
   --compare OTHER.json compare with another run: per-row time ratio, and faster / slower / same
                        from the two runs' p10-p90 spreads
   --baseline FILE      baseline rows (torch_baseline.py's output; repeatable): each tileops row
@@ -82,6 +87,8 @@ pub struct Args {
     pub compare: Option<PathBuf>,
     /// `--baseline`, in order.
     pub baselines: Vec<PathBuf>,
+    /// `--html`.
+    pub html: Option<PathBuf>,
 }
 
 /// Why the tool stopped without a report.
@@ -125,6 +132,7 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
     let mut records = None;
     let (mut profile, mut format, mut svg, mut compare) = (None, Format::Markdown, None, None);
     let mut baselines = Vec::new();
+    let mut html = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -143,6 +151,7 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
             "--svg" => svg = Some(PathBuf::from(value("--svg")?)),
             "--compare" => compare = Some(PathBuf::from(value("--compare")?)),
             "--baseline" => baselines.push(PathBuf::from(value("--baseline")?)),
+            "--html" => html = Some(PathBuf::from(value("--html")?)),
             "--format" => {
                 format = match value("--format")?.as_str() {
                     "md" | "markdown" => Format::Markdown,
@@ -175,6 +184,7 @@ pub fn parse_args(args: &[String]) -> Result<Args, CliError> {
         svg,
         compare,
         baselines,
+        html,
     })
 }
 
@@ -249,7 +259,14 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         .map_err(CliError::Profile)?;
     let builtins = match fixed {
         Some(_) => Vec::new(),
-        None => Profile::builtins().map_err(CliError::Profile)?,
+        None => {
+            let mut all = Profile::builtins().map_err(CliError::Profile)?;
+            all.extend(
+                host_profiles::discover(&host_profiles::profiles_dir())
+                    .map_err(CliError::Profile)?,
+            );
+            all
+        }
     };
     let baselines = args
         .baselines
@@ -281,7 +298,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         Ok(()) => {}
     }
 
-    if let Some(path) = &args.svg {
+    if args.svg.is_some() || args.html.is_some() {
         // The chart shows one profile's roofs: the chosen one, or the one describing the run's device.
         let profile = match &fixed {
             Some(p) => Some(p),
@@ -291,18 +308,31 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> Result<
         };
         match svg::render(&report, profile) {
             Err(e) => output_errors.push(CliError::Svg(e)),
-            Ok(chart) => match chart.save(path) {
-                Err(e) => output_errors.push(CliError::Io(path.display().to_string(), e)),
-                Ok(()) => {
-                    let _ = writeln!(
-                        err,
-                        "roofline: wrote {} ({} of {} records plotted)",
-                        path.display(),
-                        chart.plotted,
-                        report.rows.len()
-                    );
+            Ok(chart) => {
+                if let Some(path) = &args.svg {
+                    match chart.save(path) {
+                        Err(e) => output_errors.push(CliError::Io(path.display().to_string(), e)),
+                        Ok(()) => {
+                            let _ = writeln!(
+                                err,
+                                "roofline: wrote {} ({} of {} records plotted)",
+                                path.display(),
+                                chart.plotted,
+                                report.rows.len()
+                            );
+                        }
+                    }
                 }
-            },
+                if let Some(path) = &args.html {
+                    let page = html::render(&report, Some(&chart));
+                    match files::write_atomic(path, page.as_bytes()) {
+                        Err(e) => output_errors.push(CliError::Io(path.display().to_string(), e)),
+                        Ok(()) => {
+                            let _ = writeln!(err, "roofline: wrote {}", path.display());
+                        }
+                    }
+                }
+            }
         }
     }
 

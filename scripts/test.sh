@@ -20,6 +20,16 @@ fi
 # they start.
 export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$PWD/.cuda-wheels}"
 
+# Headless Chromium for the HTML report test (tests/html_report.rs), which fails in CI without it;
+# DejaVu for the chart's 10ⁿ superscripts.
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "== installing chromium (the HTML report test renders the page in it)"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends chromium fonts-dejavu-core
+fi
+
 # CI must compile every kernel: a missing toolkit is a failure there, not a SKIP.
 export TILEOPS_REQUIRE_NVRTC="${TILEOPS_REQUIRE_NVRTC:-1}"
 

@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::profile::{DeviceSpec, Profile, ROOF_KEYS, Roof};
+use super::profile::{DeviceKind, DeviceSpec, Profile, ROOF_KEYS, Roof};
 use super::records::percentile;
 
 /// The smallest HBM working set that keeps a measurement off the L2 (and off HBM page effects).
@@ -450,7 +450,12 @@ impl ProfileWriter {
         let _ = writeln!(out, "device:\n  name: {}", yaml_str(&d.name));
         let patterns: Vec<String> = d.patterns.iter().map(|s| yaml_str(s)).collect();
         let _ = writeln!(out, "  match: [{}]", patterns.join(", "));
-        let _ = writeln!(out, "  compute_capability: \"{}\"", d.compute_capability);
+        if d.kind != DeviceKind::Gpu {
+            let _ = writeln!(out, "  kind: {}", d.kind.as_str());
+        }
+        if let Some(cc) = d.compute_capability {
+            let _ = writeln!(out, "  compute_capability: \"{cc}\"");
+        }
         let _ = writeln!(out, "  l2_bytes: {}\n", d.l2_bytes);
         let _ = writeln!(out, "provenance:");
         for (k, v) in [

@@ -28,8 +28,10 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod calibrate_cpu;
 pub mod calibrate_gpu;
 pub mod files;
+pub mod html;
 pub mod profile;
 pub mod records;
 pub mod report;

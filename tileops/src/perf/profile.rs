@@ -42,15 +42,42 @@ use super::records::{ComputeCapability, DeviceInfo};
 /// profile (a bound, so that a wrong path, a device, cannot make it read without end).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// Every roof key a profile may define: `hbm` (bytes/s), then the compute roofs (FLOP/s).
-pub const ROOF_KEYS: [&str; 6] = [
+/// Every roof key a profile may define: `hbm` (bytes/s; on a host profile its DRAM), then the
+/// compute roofs (FLOP/s): a GPU's, then a host's FMA rates (`cpu.fp64`, `cpu.fp32`).
+pub const ROOF_KEYS: [&str; 8] = [
     "hbm",
     "cuda_core.fp32",
     "tensor_core.fp16",
     "tensor_core.bf16",
     "tensor_core.tf32",
     "tensor_core.fp8",
+    "cpu.fp64",
+    "cpu.fp32",
 ];
+
+/// The roof every record is priced against on a host profile: the CPU backend runs each op's f64
+/// reference whatever the record's dtype, so the f64 FMA rate is its compute ceiling.
+pub const HOST_COMPUTE_ROOF: &str = "cpu.fp64";
+
+/// What kind of device a profile describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceKind {
+    /// A CUDA GPU (`kind` absent, or `kind: gpu`).
+    #[default]
+    Gpu,
+    /// The host CPU, as the CPU backend runs on it (`kind: cpu`, written by `calibrate --cpu`).
+    Cpu,
+}
+
+impl DeviceKind {
+    /// `"gpu"` or `"cpu"`, as in the file.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Cpu => "cpu",
+        }
+    }
+}
 
 /// The profiles shipped with the crate: `(name, file, text)`.
 const BUILTIN: [(&str, &str, &str); 3] = [
@@ -101,12 +128,15 @@ impl Roof {
 pub struct DeviceSpec {
     /// A human name (`"NVIDIA H200 SXM 141 GB HBM3e"`).
     pub name: String,
-    /// CUDA device names this profile describes, case-insensitive; `*` matches any run of
-    /// characters.
+    /// A GPU or the host.
+    pub kind: DeviceKind,
+    /// Device names this profile describes, case-insensitive; `*` matches any run of
+    /// characters. For a GPU the CUDA device name; for the host the name the CPU backend records
+    /// (`"cpu: AMD EPYC (2 threads)"`).
     pub patterns: Vec<String>,
-    /// The compute capability.
-    pub compute_capability: ComputeCapability,
-    /// The L2 size in bytes.
+    /// The compute capability; always present for a GPU, `None` for the host.
+    pub compute_capability: Option<ComputeCapability>,
+    /// The L2 size in bytes (for the host: its last-level cache).
     pub l2_bytes: u64,
 }
 
@@ -379,13 +409,14 @@ impl Profile {
                 patterns: self.device.patterns.clone(),
             });
         }
-        if let Some(cc) = device.compute_capability
-            && cc != self.device.compute_capability
+        if let (Some(cc), Some(expected)) =
+            (device.compute_capability, self.device.compute_capability)
+            && cc != expected
         {
             return Err(DeviceMismatch::ComputeCapability {
                 device: cc,
                 profile: self.name.clone(),
-                expected: self.device.compute_capability,
+                expected,
             });
         }
         if let Some(l2) = device.l2_bytes
@@ -403,6 +434,23 @@ impl Profile {
     /// A roof by key (`"hbm"`, `"tensor_core.bf16"`).
     pub fn roof(&self, key: &str) -> Option<&Roof> {
         self.roofs.get(key)
+    }
+
+    /// Whether the profile describes the host CPU (`kind: cpu`).
+    pub fn is_host(&self) -> bool {
+        self.device.kind == DeviceKind::Cpu
+    }
+
+    /// The roof a record declaring `record_roof` is priced against, with its key: that roof on a
+    /// GPU profile; on a host profile [`HOST_COMPUTE_ROOF`] whatever the record declares, because
+    /// the CPU backend computes every op in f64.
+    pub fn pricing_roof(&self, record_roof: &str) -> Option<(&str, &Roof)> {
+        let key = if self.is_host() {
+            HOST_COMPUTE_ROOF
+        } else {
+            record_roof
+        };
+        self.roofs.get_key_value(key).map(|(k, r)| (k.as_str(), r))
     }
 
     /// The HBM roof (bytes/s), which every profile has.
@@ -451,15 +499,25 @@ struct RawProfile {
     cuda_core: RawCudaCore,
     #[serde(default)]
     tensor_core: RawTensorCore,
+    #[serde(default)]
+    cpu: RawCpu,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCpu {
+    fp64: Option<RawRoof>,
+    fp32: Option<RawRoof>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDevice {
     name: String,
+    kind: Option<Spanned<String>>,
     #[serde(rename = "match")]
     patterns: Spanned<Vec<String>>,
-    compute_capability: Spanned<String>,
+    compute_capability: Option<Spanned<String>>,
     l2_bytes: Spanned<u64>,
 }
 
@@ -597,17 +655,32 @@ impl RawProfile {
                  e.g. [\"NVIDIA H200\"]",
             ));
         }
-        let compute_capability = device
-            .compute_capability
-            .value
-            .parse::<ComputeCapability>()
-            .map_err(|e| {
-                checker.invalid(
-                    &device.compute_capability,
+        let kind = match &device.kind {
+            None => DeviceKind::Gpu,
+            Some(k) if k.value == "gpu" => DeviceKind::Gpu,
+            Some(k) if k.value == "cpu" => DeviceKind::Cpu,
+            Some(k) => {
+                return Err(checker.invalid(k, "device.kind", "is `gpu` (the default) or `cpu`"));
+            }
+        };
+        let compute_capability = match (&device.compute_capability, kind) {
+            (Some(cc), _) => Some(cc.value.parse::<ComputeCapability>().map_err(|e| {
+                checker.invalid(cc, "device.compute_capability", &format!("{e}; quote it"))
+            })?),
+            (None, DeviceKind::Cpu) => None,
+            (None, DeviceKind::Gpu) => {
+                return Err(checker.invalid(
+                    &Spanned::new(
+                        "(missing)",
+                        device.patterns.referenced,
+                        device.patterns.defined,
+                    ),
                     "device.compute_capability",
-                    &format!("{e}; quote it"),
-                )
-            })?;
+                    "a GPU profile needs its compute capability, e.g. \"9.0\" (a host profile \
+                     says `kind: cpu` instead)",
+                ));
+            }
+        };
         if device.l2_bytes.value == 0 {
             return Err(checker.invalid(
                 &device.l2_bytes,
@@ -623,6 +696,8 @@ impl RawProfile {
             ("tensor_core.bf16", &self.tensor_core.bf16),
             ("tensor_core.tf32", &self.tensor_core.tf32),
             ("tensor_core.fp8", &self.tensor_core.fp8),
+            ("cpu.fp64", &self.cpu.fp64),
+            ("cpu.fp32", &self.cpu.fp32),
         ];
         for (key, raw) in compute {
             if let Some(raw) = raw {
@@ -634,6 +709,7 @@ impl RawProfile {
             origin: origin.to_owned(),
             device: DeviceSpec {
                 name: self.device.name,
+                kind,
                 patterns: self
                     .device
                     .patterns
@@ -834,6 +910,46 @@ hbm:
         assert!(error(&missing).to_string().contains("l2_bytes"));
         let cc = GOOD.replace("\"9.0\"", "\"sm90\"");
         assert!(matches!(error(&cc), ProfileError::Invalid { line: 4, .. }));
+    }
+
+    #[test]
+    fn host_profiles_need_no_compute_capability_and_price_on_the_f64_roof() {
+        let host = "device:\n  name: Host\n  kind: cpu\n  match: [\"cpu: Host (2 threads)\"]\n  \
+                    l2_bytes: 1024\nhbm:\n  theoretical: 100e9\n  calibration: 0.2\ncpu:\n  \
+                    fp64:\n    theoretical: 50e9\n    calibration: 1\n";
+        let p = Profile::from_yaml_str(host, "host", "host.yaml").unwrap();
+        assert!(p.is_host());
+        assert_eq!(p.device.compute_capability, None);
+        assert_eq!(
+            p.pricing_roof("tensor_core.bf16").map(|r| r.0),
+            Some("cpu.fp64")
+        );
+        assert_eq!(
+            p.pricing_roof("cuda_core.fp32").map(|r| r.0),
+            Some("cpu.fp64")
+        );
+        assert!(
+            p.describes(&DeviceInfo::new("cpu: Host (2 threads)"))
+                .is_ok()
+        );
+        // A GPU profile prices on the record's own roof, and must state its compute capability.
+        let h200 = Profile::builtin("h200").unwrap();
+        assert!(!h200.is_host());
+        assert_eq!(
+            h200.pricing_roof("tensor_core.bf16").map(|r| r.0),
+            Some("tensor_core.bf16")
+        );
+        assert!(h200.pricing_roof("cpu.fp64").is_none());
+        let err = error(&GOOD.replace("  compute_capability: \"9.0\"\n", ""));
+        assert!(
+            matches!(&err, ProfileError::Invalid { field, .. } if field == "device.compute_capability"),
+            "{err}"
+        );
+        let err = error(&GOOD.replace("  name: Test GPU\n", "  name: Test GPU\n  kind: tpu\n"));
+        assert!(
+            matches!(&err, ProfileError::Invalid { field, .. } if field == "device.kind"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -350,7 +350,7 @@ pub fn price(record: &Record, profile: &Profile) -> Outcome {
     let Some(roof_key) = &record.roof else {
         return blank(BlankReason::NoRoof);
     };
-    let Some(roof) = profile.roof(roof_key) else {
+    let Some((_, roof)) = profile.pricing_roof(roof_key) else {
         return blank(BlankReason::RoofNotInProfile {
             roof: roof_key.clone(),
             profile: profile.name.clone(),
