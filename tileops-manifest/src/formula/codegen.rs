@@ -165,6 +165,17 @@ struct Gen<'a> {
 /// them instead of being built as a list first.
 const STREAMING_HELPERS: &[&str] = &["product", "sum", "min", "max", "set", "tuple", "list"];
 
+/// The most operands (or items) one generated function evaluates. A longer chain or display is
+/// cut into chunks of this many, each in a closure of its own: an unoptimised build gives every
+/// temporary of a function its own stack slot, so a 5,000-term sum in one function would need a
+/// stack frame of megabytes, and a chunk needs a few kilobytes.
+const CHUNK: usize = 32;
+
+/// The type of a chunk closure's result.
+fn chunk_result(ok: TokenStream) -> TokenStream {
+    quote!(::core::result::Result<#ok, ::tileops::roofline::EvalError>)
+}
+
 impl Gen<'_> {
     fn label(&mut self) -> syn::Lifetime {
         self.labels += 1;
@@ -217,16 +228,16 @@ impl Gen<'_> {
             ExprKind::NoneLit => quote!(#v::None),
             ExprKind::Name(name) => self.name(name),
             ExprKind::Tuple(items) => {
-                let items = self.values(items);
-                quote!(#v::Tuple(::std::vec![#(#items),*]))
+                let items = self.vec(items);
+                quote!(#v::Tuple(#items))
             }
             ExprKind::List(items) => {
-                let items = self.values(items);
-                quote!(#v::List(::std::vec![#(#items),*]))
+                let items = self.vec(items);
+                quote!(#v::List(#items))
             }
             ExprKind::Set(items) => {
-                let items = self.values(items);
-                quote!(#rt::make_set(::std::vec![#(#items),*])?)
+                let items = self.vec(items);
+                quote!(#rt::make_set(#items)?)
             }
             ExprKind::Attribute { value, attr, .. } => self.attribute(value, attr),
             ExprKind::Subscript { value, index } => self.subscript(value, index),
@@ -275,14 +286,28 @@ impl Gen<'_> {
         if others.is_empty() {
             return head;
         }
-        let links: Vec<TokenStream> = others
-            .iter()
-            .map(|link| {
-                let f = binop_fn(link.op);
-                let b = self.operand(&link.right);
-                quote!(__tileops_acc = #rt::#f(&__tileops_acc, &#b)?;)
-            })
-            .collect();
+        let mut links: Vec<TokenStream> = Vec::new();
+        for chunk in others.chunks(CHUNK) {
+            let chunk: Vec<TokenStream> = chunk
+                .iter()
+                .map(|link| {
+                    let f = binop_fn(link.op);
+                    let b = self.operand(&link.right);
+                    quote!(__tileops_acc = #rt::#f(&__tileops_acc, &#b)?;)
+                })
+                .collect();
+            if others.len() <= CHUNK {
+                links = chunk;
+                break;
+            }
+            let ret = chunk_result(v.clone());
+            links.push(quote! {
+                __tileops_acc = (|mut __tileops_acc: #v| -> #ret {
+                    #(#chunk)*
+                    ::core::result::Result::Ok(__tileops_acc)
+                })(__tileops_acc)?;
+            });
+        }
         quote! {{
             let mut __tileops_acc: #v = #head;
             #(#links)*
@@ -306,9 +331,14 @@ impl Gen<'_> {
             _ => {}
         }
         let n = items.len();
-        let operands = self.values(items);
+        let operands = if n <= CHUNK {
+            let operands = self.values(items);
+            quote!([#(#operands),*])
+        } else {
+            self.vec(items)
+        };
         quote! {{
-            let __tileops_operands: [#v; #n] = [#(#operands),*];
+            let __tileops_operands = #operands;
             let mut __tileops_operands =
                 ::core::iter::IntoIterator::into_iter(__tileops_operands).rev();
             let mut __tileops_acc: #v = __tileops_operands.next().unwrap_or(#v::None);
@@ -344,6 +374,44 @@ impl Gen<'_> {
             }};
         }
         let label = self.label();
+        if middle.len() > CHUNK {
+            let ret = chunk_result(quote!(::core::option::Option<#v>));
+            let chunks: Vec<TokenStream> = middle
+                .chunks(CHUNK)
+                .map(|chunk| {
+                    let tests: Vec<TokenStream> = chunk
+                        .iter()
+                        .map(|e| {
+                            let e = self.value(e);
+                            quote! {
+                                let __tileops_lhs: #v = #e;
+                                if #stop {
+                                    return ::core::result::Result::Ok(
+                                        ::core::option::Option::Some(__tileops_lhs),
+                                    );
+                                }
+                            }
+                        })
+                        .collect();
+                    quote! {
+                        if let ::core::option::Option::Some(__tileops_lhs) = (|| -> #ret {
+                            #(#tests)*
+                            ::core::result::Result::Ok(::core::option::Option::None)
+                        })()? {
+                            break #label __tileops_lhs;
+                        }
+                    }
+                })
+                .collect();
+            return quote! {
+                #label: {
+                    let __tileops_lhs: #v = #first;
+                    if #stop { break #label __tileops_lhs; }
+                    #(#chunks)*
+                    #last
+                }
+            };
+        }
         let middle: Vec<TokenStream> = middle
             .iter()
             .map(|e| {
@@ -362,6 +430,35 @@ impl Gen<'_> {
                 #last
             }
         }
+    }
+
+    /// A `Vec<Value>` of the items, evaluated in order: `vec![…]`, or for more than [`CHUNK`]
+    /// items a vector filled by one closure per chunk.
+    fn vec(&mut self, items: &[Expr]) -> TokenStream {
+        let v = value_path();
+        if items.len() <= CHUNK {
+            let items = self.values(items);
+            return quote!(::std::vec![#(#items),*]);
+        }
+        let n = items.len();
+        let ret = chunk_result(quote!(()));
+        let chunks: Vec<TokenStream> = items
+            .chunks(CHUNK)
+            .map(|chunk| {
+                let items = self.values(chunk);
+                quote! {
+                    (|__tileops_items: &mut ::std::vec::Vec<#v>| -> #ret {
+                        #( __tileops_items.push(#items); )*
+                        ::core::result::Result::Ok(())
+                    })(&mut __tileops_items)?;
+                }
+            })
+            .collect();
+        quote! {{
+            let mut __tileops_items: ::std::vec::Vec<#v> = ::std::vec::Vec::with_capacity(#n);
+            #(#chunks)*
+            __tileops_items
+        }}
     }
 
     fn values(&mut self, items: &[Expr]) -> Vec<TokenStream> {
@@ -438,8 +535,8 @@ impl Gen<'_> {
                 raise("TypeError: a tuple of slices is not a valid index")
             }
             ExprKind::Tuple(items) => {
-                let items = self.values(items);
-                quote!(#rt::subscript(&#base, &#v::Tuple(::std::vec![#(#items),*]))?)
+                let items = self.vec(items);
+                quote!(#rt::subscript(&#base, &#v::Tuple(#items))?)
             }
             _ => {
                 let i = self.operand(index);
@@ -465,6 +562,10 @@ impl Gen<'_> {
                 return self.collect(quote!(#rt::Collect::#f()), elt, clauses);
             }
             let f = Ident::new(h, Span::call_site());
+            if args.len() > CHUNK {
+                let args = self.vec(args);
+                return quote!(::tileops::roofline::helpers::#f(&#args)?);
+            }
             let args = self.values(args);
             return quote!(::tileops::roofline::helpers::#f(&[#(#args),*])?);
         }
@@ -495,6 +596,48 @@ impl Gen<'_> {
         let label = self.label();
         let first = self.value(left);
         let (init, last_link) = rest.split_at(rest.len() - 1);
+        if init.len() > CHUNK {
+            // The same walk, a chunk of links per closure: each closure takes `lhs` and gives
+            // back the chain's next `lhs`, or `None` at a false link.
+            let ret = chunk_result(quote!(::core::option::Option<#v>));
+            let chunks: Vec<TokenStream> = init
+                .chunks(CHUNK)
+                .map(|chunk| {
+                    let links: Vec<TokenStream> = chunk
+                        .iter()
+                        .map(|c| {
+                            let op = cmp_op(c.op);
+                            let right = self.value(&c.right);
+                            quote! {
+                                let __tileops_rhs: #v = #right;
+                                if !#rt::compare(#op, &__tileops_lhs, &__tileops_rhs)? {
+                                    return ::core::result::Result::Ok(::core::option::Option::None);
+                                }
+                                __tileops_lhs = __tileops_rhs;
+                            }
+                        })
+                        .collect();
+                    quote! {
+                        match (|mut __tileops_lhs: #v| -> #ret {
+                            #(#links)*
+                            ::core::result::Result::Ok(::core::option::Option::Some(__tileops_lhs))
+                        })(__tileops_lhs)? {
+                            ::core::option::Option::Some(__tileops_next) => __tileops_lhs = __tileops_next,
+                            ::core::option::Option::None => break #label false,
+                        }
+                    }
+                })
+                .collect();
+            let op = cmp_op(last.op);
+            let right = self.value(&last_link[0].right);
+            return quote! {
+                #v::Bool(#label: {
+                    let mut __tileops_lhs: #v = #first;
+                    #(#chunks)*
+                    #rt::compare(#op, &__tileops_lhs, &#right)?
+                })
+            };
+        }
         let mut links = Vec::new();
         for (i, c) in init.iter().enumerate() {
             let op = cmp_op(c.op);
@@ -725,7 +868,7 @@ mod tests {
         let c = gen_src("M ** N ** K", Layer::Arithmetic);
         has(
             &c,
-            "let __tileops_operands: [::tileops::roofline::Value; 3usize] = [py_M.clone(), py_N.clone(), py_K.clone()];",
+            "let __tileops_operands = [py_M.clone(), py_N.clone(), py_K.clone()];",
         );
         has(
             &c,
@@ -799,6 +942,30 @@ mod tests {
         for label in ["'__tileops_b1:", "'__tileops_b2:", "'__tileops_b3:"] {
             assert_eq!(count(&c, label), 1, "{label} in {c}");
         }
+    }
+
+    #[test]
+    fn long_chains_and_displays_are_cut_into_chunks() {
+        let closures = |c: &str| count(c, "->::core::result::Result<");
+        for (op, join) in [
+            ("+", " + "),
+            ("**", " ** "),
+            ("<", " < "),
+            ("and", " and "),
+            ("or", " or "),
+        ] {
+            let short = gen_src(&vec!["M"; CHUNK].join(join), Layer::Arithmetic);
+            assert_eq!(closures(&short), 0, "{op}");
+            // 100 operands: 99 links, or 98 between the first and the last operand.
+            let long = gen_src(&vec!["M"; 100].join(join), Layer::Arithmetic);
+            assert!((3..=4).contains(&closures(&long)), "{op}: {long}");
+        }
+        let display = gen_src(&format!("[{}]", vec!["M"; 100].join(", ")), Layer::Vars);
+        assert_eq!(closures(&display), 4);
+        has(&display, "::std::vec::Vec::with_capacity(100usize)");
+        let call = gen_src(&format!("max({})", vec!["M"; 33].join(", ")), Layer::Vars);
+        assert_eq!(closures(&call), 2);
+        has(&call, "::tileops::roofline::helpers::max(&{");
     }
 
     #[test]
