@@ -8,6 +8,8 @@
 //! `tileops-manifest/tests/formula_limits.rs` checks that each formula sits at its limit: one
 //! level more is a located error.
 
+use std::time::{Duration, Instant};
+
 use tileops::{DType, TensorSpec};
 
 #[tileops::roofline_op(
@@ -17,6 +19,22 @@ use tileops::{DType, TensorSpec};
 )]
 struct Limits {
     x: TensorSpec,
+}
+
+/// One op per run-time limit entry; its formulas read no field.
+macro_rules! runtime_ops {
+    ($($name:literal => $ty:ident),* $(,)?) => {$(
+        #[tileops::roofline_op($name, manifest = "tests/manifests/formula_limits.yaml", register = false)]
+        struct $ty {}
+    )*};
+}
+
+runtime_ops! {
+    "set_of_the_longest_range" => SetOfTheLongestRange,
+    "too_long_a_comprehension" => TooLongAComprehension,
+    "streamed_generator" => StreamedGenerator,
+    "too_much_work" => TooMuchWork,
+    "membership_in_a_large_set" => MembershipInALargeSet,
 }
 
 /// `op` between `n` copies of `operand`.
@@ -100,8 +118,54 @@ fn manifest() -> String {
         out.push_str(&format!("      {key}: \"{formula}\"\n"));
     }
     out.push_str(&format!("    flops: \"{flops}\"\n    bytes: \"{bytes}\"\n"));
+    // The run-time limits, one entry each: flops is the var `V`, bytes a constant.
+    for (name, vars) in RUNTIME {
+        out.push_str(&format!(
+            "\n{name}:\n  family: test\n  status: implemented\n  signature:\n    inputs:\n      \
+             x: {{dtype: \"float32\"}}\n  roofline:\n    vars:\n"
+        ));
+        for (key, formula) in *vars {
+            out.push_str(&format!("      {key}: \"{formula}\"\n"));
+        }
+        out.push_str("    flops: \"V\"\n    bytes: \"0\"\n");
+    }
     out
 }
+
+/// Entries that exercise the run-time limits through generated code.
+const RUNTIME: &[(&str, &[(&str, &str)])] = &[
+    // `set()` of the longest sequence, built in O(n log n).
+    (
+        "set_of_the_longest_range",
+        &[("V", "len(set(range(4194304)))")],
+    ),
+    // 9,000,000 items exceed the length limit...
+    (
+        "too_long_a_comprehension",
+        &[("V", "len([0 for i in range(3000) for j in range(3000)])")],
+    ),
+    // ...but streamed into `sum` nothing is kept: 9,000,000 steps, within the work budget.
+    (
+        "streamed_generator",
+        &[("V", "sum(1 for i in range(3000) for j in range(3000))")],
+    ),
+    // 4M x 4M steps keep nothing, and exhaust the work budget.
+    (
+        "too_much_work",
+        &[(
+            "V",
+            "len([0 for i in range(4194304) for j in range(4194304) if False])",
+        )],
+    ),
+    // `in` on a set is a binary search: 2^20 lookups in a set of 2^20.
+    (
+        "membership_in_a_large_set",
+        &[
+            ("S", "set(range(1048576))"),
+            ("V", "sum(1 for i in range(1048576) if i in S)"),
+        ],
+    ),
+];
 
 #[test]
 fn the_manifest_is_the_generated_one() {
@@ -141,8 +205,59 @@ fn the_largest_formulas_evaluate_exactly() {
     }
     // An empty shape: N = 0 makes `A` and `O` 0, and `C` still holds.
     let op = Limits {
-        x: TensorSpec::new(&[0, 3], DType::Float32),
+        x: TensorSpec::new([0, 3], DType::Float32),
     };
     let r = op.eval_roofline().unwrap();
     assert_eq!((r.flops, r.bytes), (2 * (1 << 16) + 1, 0));
+}
+
+/// The run-time limits through generated code, timed (`cargo test --release --test formula_limits
+/// -- --nocapture` prints the figures). The bounds are loose enough for an unoptimised build on a
+/// loaded machine; the release timings are in `docs/formula-language.md`.
+#[test]
+fn runtime_limits_hold_in_generated_code() {
+    let bound = Duration::from_secs(if cfg!(debug_assertions) { 120 } else { 10 });
+    let timed =
+        |what: &str, run: &dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>| {
+            let started = Instant::now();
+            let result = run();
+            let took = started.elapsed();
+            println!("{what}: {took:?}");
+            assert!(took < bound, "{what} took {took:?}");
+            result
+        };
+    let r = timed("len(set(range(4194304)))", &|| {
+        SetOfTheLongestRange {}.eval_roofline()
+    });
+    assert_eq!(r.unwrap().flops, 1 << 22);
+    let err = timed(
+        "len([0 for i in range(3000) for j in range(3000)])",
+        &|| TooLongAComprehension {}.eval_roofline(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "too_long_a_comprehension: evaluating `vars.V` = `len([0 for i in range(3000) for j in \
+         range(3000)])` failed: MemoryError: a comprehension of more than 4194304 items exceeds \
+         the tileops formula limit of 4194304"
+    );
+    let r = timed("sum(1 for i in range(3000) for j in range(3000))", &|| {
+        StreamedGenerator {}.eval_roofline()
+    });
+    assert_eq!(r.unwrap().flops, 9_000_000);
+    let err = timed("4M x 4M comprehension that keeps nothing", &|| {
+        TooMuchWork {}.eval_roofline()
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "MemoryError: the formula does more than 33554432 units of work (items \
+                        iterated, built or scanned), the tileops formula limit"
+        ),
+        "{err}"
+    );
+    let r = timed("2^20 `in` lookups in a set of 2^20", &|| {
+        MembershipInALargeSet {}.eval_roofline()
+    });
+    assert_eq!(r.unwrap().flops, 1 << 20);
 }

@@ -1,4 +1,4 @@
-//! The manifest formula language (`design/formula-language.md`): a Python 3 expression subset,
+//! The manifest formula language (`docs/formula-language.md`): a Python 3 expression subset,
 //! parsed, checked against its layer's names, and turned into Rust at compile time.
 //!
 //! The pipeline for one formula string:

@@ -171,6 +171,18 @@ pub fn len(args: &[Value]) -> EvalResult {
 pub fn set(args: &[Value]) -> EvalResult {
     match at_most_one("set", args)? {
         None => Ok(Value::Set(Vec::new())),
+        // A range's items are distinct ints: in set order once ascending, with nothing to sort.
+        Some(Value::Range { start, stop, step }) => {
+            let mut items = iterate(&Value::Range {
+                start: *start,
+                stop: *stop,
+                step: *step,
+            })?;
+            if *step < 0 {
+                items.reverse();
+            }
+            Ok(Value::Set(items))
+        }
         Some(iterable) => make_set(iterate(iterable)?),
     }
 }

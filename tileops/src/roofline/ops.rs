@@ -630,6 +630,10 @@ fn range_key(start: i128, stop: i128, step: i128) -> (u128, i128, i128) {
 /// The total order of set items that can equal something (see [`equals_nothing`]): `Equal`
 /// exactly when Python's `==` holds.
 fn set_cmp(a: &Value, b: &Value) -> Ordering {
+    // The common case, first: sets of ints.
+    if let (Value::Int(x), Value::Int(y)) = (a, b) {
+        return x.cmp(y);
+    }
     let by_rank = set_rank(a).cmp(&set_rank(b));
     if by_rank != Ordering::Equal {
         return by_rank;
@@ -670,7 +674,12 @@ fn set_contains(items: &[Value], item: &Value) -> bool {
     if equals_nothing(item) {
         return false;
     }
-    let sorted = items.partition_point(|x| !equals_nothing(x));
+    // Items equal to nothing are rare, and all at the end.
+    let sorted = if items.last().is_some_and(equals_nothing) {
+        items.partition_point(|x| !equals_nothing(x))
+    } else {
+        items.len()
+    };
     items[..sorted]
         .binary_search_by(|x| set_cmp(x, item))
         .is_ok()
@@ -1031,9 +1040,10 @@ pub fn iterate(v: &Value) -> EvalResult<Vec<Value>> {
             let len = range_len(*start, *stop, *step)?;
             let n = usize::try_from(len).unwrap_or(usize::MAX);
             check_len(n)?;
-            Ok((0..len)
-                .map(|k| Value::Int(range_item(*start, *step, k)))
-                .collect())
+            // `n` is at most MAX_ITEMS here; a `u128` range would not size the Vec up front.
+            let mut items = Vec::with_capacity(n);
+            items.extend((0..n).map(|k| Value::Int(range_item(*start, *step, k as u128))));
+            Ok(items)
         }
         _ => Err(EvalError::type_error(format!(
             "'{}' object is not iterable",
@@ -1074,6 +1084,27 @@ pub fn make_set(items: Vec<Value>) -> EvalResult {
     charge(items.len())?;
     for item in &items {
         check_hashable(item)?;
+    }
+    // Already in set order with no duplicates (`set(range(n))`, a set rebuilt): one pass.
+    if items
+        .windows(2)
+        .all(|w| set_cmp(&w[0], &w[1]) == Ordering::Less)
+        && !items.iter().any(equals_nothing)
+    {
+        return Ok(Value::Set(items));
+    }
+    // Only ints: equal ones are indistinguishable, so an unstable sort on the int is exact.
+    if items.iter().all(|x| matches!(x, Value::Int(_))) {
+        let mut ints: Vec<i128> = items
+            .iter()
+            .map(|x| match x {
+                Value::Int(i) => *i,
+                _ => 0,
+            })
+            .collect();
+        ints.sort_unstable();
+        ints.dedup();
+        return Ok(Value::Set(ints.into_iter().map(Value::Int).collect()));
     }
     let (mut sorted, odd): (Vec<Value>, Vec<Value>) =
         items.into_iter().partition(|x| !equals_nothing(x));
