@@ -1,5 +1,5 @@
 //! The syntax tree of one formula: a Python 3 expression restricted to the subset in
-//! `design/formula-language.md`.
+//! `docs/formula-language.md`.
 //!
 //! Every node carries a byte span into the formula string, so the checker can point inside the
 //! formula. Parentheses leave no node (as in Python's `ast`); a composite node's span runs from its
@@ -60,19 +60,17 @@ pub enum ExprKind {
     Call { func: Box<Expr>, args: Vec<Expr> },
     /// `-a`, `+a`, `not a`.
     Unary { op: UnaryOp, operand: Box<Expr> },
-    /// `a + b`, …, `a ** b`.
-    Binary {
-        op: BinOp,
-        left: Box<Expr>,
-        right: Box<Expr>,
-    },
-    /// `a and b`, `a or b` (left-associative: `a or b or c` is `(a or b) or c`, which Python
-    /// evaluates identically).
-    BoolOp {
-        op: BoolOpKind,
-        left: Box<Expr>,
-        right: Box<Expr>,
-    },
+    /// A left-associative chain of one precedence level: `a + b - c` (`+ -`) or `a * b // c`
+    /// (`* / // %`), which Python evaluates as `((a + b) - c)`. One node for the whole chain, so
+    /// a flat sum of thousands of terms is one level deep, not thousands.
+    Binary { left: Box<Expr>, rest: Vec<BinLink> },
+    /// `a ** b ** c`: the operands of a right-associative power chain (at least two), evaluated
+    /// left to right and combined from the right, `a ** (b ** c)`. An operand that starts with a
+    /// unary operator (`2 ** -x ** 2`) ends the chain: it is its own node.
+    Power(Vec<Expr>),
+    /// `a and b and c`, `a or b or c` (at least two operands): Python evaluates the operands in
+    /// order and stops at the first that decides the result (falsy for `and`, truthy for `or`).
+    BoolOp { op: BoolOpKind, values: Vec<Expr> },
     /// `a < b <= c`: the first operand, then each operator with its right operand.
     Compare {
         left: Box<Expr>,
@@ -90,6 +88,16 @@ pub enum ExprKind {
         elt: Box<Expr>,
         clauses: Vec<CompClause>,
     },
+}
+
+/// One `OP right` link of a [`ExprKind::Binary`] chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BinLink {
+    /// Never [`BinOp::Pow`], which has its own node ([`ExprKind::Power`]).
+    pub op: BinOp,
+    /// The operator's token.
+    pub op_span: Span,
+    pub right: Expr,
 }
 
 /// One `OP right` link of a comparison chain.
@@ -262,7 +270,7 @@ impl Expr {
             ExprKind::Slice { .. } => "slice",
             ExprKind::Call { .. } => "call",
             ExprKind::Unary { .. } => "unary operator",
-            ExprKind::Binary { .. } => "binary operator",
+            ExprKind::Binary { .. } | ExprKind::Power(_) => "binary operator",
             ExprKind::BoolOp { .. } => "boolean operator",
             ExprKind::Compare { .. } => "comparison",
             ExprKind::IfExp { .. } => "conditional expression",
@@ -295,8 +303,13 @@ impl Expr {
                 v
             }
             ExprKind::Unary { operand, .. } => vec![operand],
-            ExprKind::Binary { left, right, .. } | ExprKind::BoolOp { left, right, .. } => {
-                vec![left, right]
+            ExprKind::Binary { left, rest } => {
+                let mut v: Vec<&Expr> = vec![left];
+                v.extend(rest.iter().map(|l| &l.right));
+                v
+            }
+            ExprKind::Power(items) | ExprKind::BoolOp { values: items, .. } => {
+                items.iter().collect()
             }
             ExprKind::Compare { left, rest } => {
                 let mut v: Vec<&Expr> = vec![left];
@@ -316,14 +329,28 @@ impl Expr {
         }
     }
 
-    /// The depth of the tree rooted here (a leaf is 1).
+    /// The nesting depth of the tree rooted here (a leaf is 1): how deep the recursion of every
+    /// pass over it goes, and how deeply the generated Rust nests. A chain (`a + b + c`,
+    /// `a ** b ** c`, `a and b and c`, `a < b < c`) is one level whatever its length; each `for`
+    /// clause of a comprehension is one more level for what follows it, because the generated
+    /// code runs it inside one more loop.
     pub fn depth(&self) -> usize {
-        1 + self
-            .children()
-            .into_iter()
-            .map(Expr::depth)
-            .max()
-            .unwrap_or(0)
+        let ExprKind::Comprehension { elt, clauses, .. } = &self.kind else {
+            return 1 + self
+                .children()
+                .into_iter()
+                .map(Expr::depth)
+                .max()
+                .unwrap_or(0);
+        };
+        let mut deepest = 0;
+        for (k, clause) in clauses.iter().enumerate() {
+            deepest = deepest.max(clause.iter.depth() + k);
+            for cond in &clause.ifs {
+                deepest = deepest.max(cond.depth() + k + 1);
+            }
+        }
+        1 + deepest.max(elt.depth() + clauses.len())
     }
 }
 
@@ -399,11 +426,34 @@ impl fmt::Display for Expr {
                 operand,
             } => write!(f, "(not {operand})"),
             ExprKind::Unary { op, operand } => write!(f, "({}{operand})", op.symbol()),
-            ExprKind::Binary { op, left, right } => {
-                write!(f, "({left} {} {right})", op.symbol())
+            // Chains print flat, as one pair of parentheses: `(a + b - c)` reads back as the same
+            // single node, which nested parentheses would not.
+            ExprKind::Binary { left, rest } => {
+                write!(f, "({left}")?;
+                for link in rest {
+                    write!(f, " {} {}", link.op.symbol(), link.right)?;
+                }
+                f.write_str(")")
             }
-            ExprKind::BoolOp { op, left, right } => {
-                write!(f, "({left} {} {right})", op.symbol())
+            ExprKind::Power(items) => {
+                f.write_str("(")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ** ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str(")")
+            }
+            ExprKind::BoolOp { op, values } => {
+                f.write_str("(")?;
+                for (i, value) in values.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, " {} ", op.symbol())?;
+                    }
+                    write!(f, "{value}")?;
+                }
+                f.write_str(")")
             }
             ExprKind::Compare { left, rest } => {
                 write!(f, "({left}")?;
@@ -489,15 +539,34 @@ mod tests {
     #[test]
     fn display_is_fully_parenthesised() {
         let e = leaf(ExprKind::Binary {
-            op: BinOp::Add,
             left: Box::new(leaf(ExprKind::Name("a".into()))),
-            right: Box::new(leaf(ExprKind::Unary {
-                op: UnaryOp::Neg,
-                operand: Box::new(leaf(ExprKind::Int(2))),
-            })),
+            rest: vec![
+                BinLink {
+                    op: BinOp::Add,
+                    op_span: 0..0,
+                    right: leaf(ExprKind::Unary {
+                        op: UnaryOp::Neg,
+                        operand: Box::new(leaf(ExprKind::Int(2))),
+                    }),
+                },
+                BinLink {
+                    op: BinOp::Sub,
+                    op_span: 0..0,
+                    right: leaf(ExprKind::Int(3)),
+                },
+            ],
         });
-        assert_eq!(e.to_string(), "(a + (-2))");
+        assert_eq!(e.to_string(), "(a + (-2) - 3)");
         assert_eq!(e.depth(), 3);
+        let p = leaf(ExprKind::Power(vec![e.clone(), leaf(ExprKind::Int(2))]));
+        assert_eq!(p.to_string(), "((a + (-2) - 3) ** 2)");
+        assert_eq!(p.depth(), 4);
+        let b = leaf(ExprKind::BoolOp {
+            op: BoolOpKind::Or,
+            values: vec![p, leaf(ExprKind::NoneLit), leaf(ExprKind::Bool(true))],
+        });
+        assert_eq!(b.to_string(), "(((a + (-2) - 3) ** 2) or None or True)");
+        assert_eq!(b.depth(), 5);
     }
 
     #[test]

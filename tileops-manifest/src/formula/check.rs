@@ -329,9 +329,16 @@ impl Checker<'_> {
             }
             ExprKind::Call { func, args } => self.call(e, func, args),
             ExprKind::Unary { operand, .. } => self.expr(operand),
-            ExprKind::Binary { left, right, .. } | ExprKind::BoolOp { left, right, .. } => {
+            ExprKind::Binary { left, rest } => {
                 self.expr(left);
-                self.expr(right);
+                for link in rest {
+                    self.expr(&link.right);
+                }
+            }
+            ExprKind::Power(items) | ExprKind::BoolOp { values: items, .. } => {
+                for item in items {
+                    self.expr(item);
+                }
             }
             ExprKind::Compare { left, rest } => {
                 if let [c] = rest.as_slice()

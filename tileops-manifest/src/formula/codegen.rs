@@ -21,16 +21,35 @@ use quote::quote;
 
 use super::Scope;
 use super::ast::{
-    BinOp, BoolOpKind, CmpOp, CompClause, CompKind, Comparator, Expr, ExprKind, Target, UnaryOp,
+    BinLink, BinOp, BoolOpKind, CmpOp, CompClause, CompKind, Comparator, Expr, ExprKind, Target,
+    UnaryOp,
 };
 use super::check::{Binding, resolve};
 
 pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
-    Gen {
+    let code = Gen {
         scope,
         locals: Vec::new(),
+        labels: 0,
     }
-    .value(expr)
+    .value(expr);
+    if !has_comprehension(expr) {
+        return code;
+    }
+    // Comprehensions multiply work (a loop per clause, nested ones inside each other), so a
+    // formula with one runs under a work budget that every loop step and every built item
+    // charges; exhausting it is an evaluation error, not a hang or an abort on allocation.
+    let rt = rt();
+    quote! {{
+        let __tileops_budget = #rt::Budget::enter();
+        #code
+    }}
+}
+
+/// Whether the tree holds a comprehension. The parser bounds the depth, so recursing is safe.
+fn has_comprehension(e: &Expr) -> bool {
+    matches!(e.kind, ExprKind::Comprehension { .. })
+        || e.children().into_iter().any(has_comprehension)
 }
 
 /// `py_<name>` for a name the lexer could have produced; `None` otherwise (a hand-built tree).
@@ -138,9 +157,31 @@ struct Gen<'a> {
     scope: &'a Scope,
     /// Comprehension variables in scope, innermost last.
     locals: Vec<String>,
+    /// Labeled blocks made so far: each gets its own label, so nested ones never shadow.
+    labels: usize,
+}
+
+/// The helpers that consume an iterable item by item: a lone generator argument streams into
+/// them instead of being built as a list first.
+const STREAMING_HELPERS: &[&str] = &["product", "sum", "min", "max", "set", "tuple", "list"];
+
+/// The most operands (or items) one generated function evaluates. A longer chain or display is
+/// cut into chunks of this many, each in a closure of its own: an unoptimised build gives every
+/// temporary of a function its own stack slot, so a 5,000-term sum in one function would need a
+/// stack frame of megabytes, and a chunk needs a few kilobytes.
+const CHUNK: usize = 32;
+
+/// The type of a chunk closure's result.
+fn chunk_result(ok: TokenStream) -> TokenStream {
+    quote!(::core::result::Result<#ok, ::tileops::roofline::EvalError>)
 }
 
 impl Gen<'_> {
+    fn label(&mut self) -> syn::Lifetime {
+        self.labels += 1;
+        syn::Lifetime::new(&format!("'__tileops_b{}", self.labels), Span::call_site())
+    }
+
     fn resolve(&self, name: &str) -> Binding {
         resolve(self.scope, &self.locals, name)
     }
@@ -187,16 +228,16 @@ impl Gen<'_> {
             ExprKind::NoneLit => quote!(#v::None),
             ExprKind::Name(name) => self.name(name),
             ExprKind::Tuple(items) => {
-                let items = self.values(items);
-                quote!(#v::Tuple(::std::vec![#(#items),*]))
+                let items = self.vec(items);
+                quote!(#v::Tuple(#items))
             }
             ExprKind::List(items) => {
-                let items = self.values(items);
-                quote!(#v::List(::std::vec![#(#items),*]))
+                let items = self.vec(items);
+                quote!(#v::List(#items))
             }
             ExprKind::Set(items) => {
-                let items = self.values(items);
-                quote!(#rt::make_set(::std::vec![#(#items),*])?)
+                let items = self.vec(items);
+                quote!(#rt::make_set(#items)?)
             }
             ExprKind::Attribute { value, attr, .. } => self.attribute(value, attr),
             ExprKind::Subscript { value, index } => self.subscript(value, index),
@@ -214,25 +255,9 @@ impl Gen<'_> {
                 );
                 quote!(#rt::#f(&#a)?)
             }
-            ExprKind::Binary { op, left, right } => {
-                let a = self.operand(left);
-                let b = self.operand(right);
-                let f = binop_fn(*op);
-                quote!(#rt::#f(&#a, &#b)?)
-            }
-            ExprKind::BoolOp { op, left, right } => {
-                // Python returns the deciding operand itself, not a bool.
-                let a = self.value(left);
-                let b = self.value(right);
-                let (if_truthy, if_falsy) = match op {
-                    BoolOpKind::And => (b, quote!(__tileops_lhs)),
-                    BoolOpKind::Or => (quote!(__tileops_lhs), b),
-                };
-                quote! {{
-                    let __tileops_lhs: #v = #a;
-                    if #rt::truthy(&__tileops_lhs)? { #if_truthy } else { #if_falsy }
-                }}
-            }
+            ExprKind::Binary { left, rest } => self.binary(left, rest),
+            ExprKind::Power(items) => self.power(items),
+            ExprKind::BoolOp { op, values } => self.bool_op(*op, values),
             ExprKind::Compare { left, rest } => self.compare(left, rest),
             ExprKind::IfExp { body, test, orelse } => {
                 let t = self.operand(test);
@@ -244,6 +269,196 @@ impl Gen<'_> {
                 self.comprehension(*kind, elt, clauses)
             }
         }
+    }
+
+    /// `a + b - c …`: one flat statement per link, evaluated in Python's order (each right
+    /// operand after the links before it), so a chain of any length nests no deeper than one.
+    fn binary(&mut self, left: &Expr, rest: &[BinLink]) -> TokenStream {
+        let v = value_path();
+        let rt = rt();
+        let Some((first, others)) = rest.split_first() else {
+            return self.value(left);
+        };
+        let a = self.operand(left);
+        let b = self.operand(&first.right);
+        let f = binop_fn(first.op);
+        let head = quote!(#rt::#f(&#a, &#b)?);
+        if others.is_empty() {
+            return head;
+        }
+        let mut links: Vec<TokenStream> = Vec::new();
+        for chunk in others.chunks(CHUNK) {
+            let chunk: Vec<TokenStream> = chunk
+                .iter()
+                .map(|link| {
+                    let f = binop_fn(link.op);
+                    let b = self.operand(&link.right);
+                    quote!(__tileops_acc = #rt::#f(&__tileops_acc, &#b)?;)
+                })
+                .collect();
+            if others.len() <= CHUNK {
+                links = chunk;
+                break;
+            }
+            let ret = chunk_result(v.clone());
+            links.push(quote! {
+                __tileops_acc = (|mut __tileops_acc: #v| -> #ret {
+                    #(#chunk)*
+                    ::core::result::Result::Ok(__tileops_acc)
+                })(__tileops_acc)?;
+            });
+        }
+        quote! {{
+            let mut __tileops_acc: #v = #head;
+            #(#links)*
+            __tileops_acc
+        }}
+    }
+
+    /// `a ** b ** c …`: Python evaluates every operand left to right, then combines them from
+    /// the right. The operands go into one array and a loop folds it: flat for any length.
+    fn power(&mut self, items: &[Expr]) -> TokenStream {
+        let v = value_path();
+        let rt = rt();
+        match items {
+            [] => return quote!(#v::None),
+            [only] => return self.value(only),
+            [a, b] => {
+                let a = self.operand(a);
+                let b = self.operand(b);
+                return quote!(#rt::pow(&#a, &#b)?);
+            }
+            _ => {}
+        }
+        let n = items.len();
+        let operands = if n <= CHUNK {
+            let operands = self.values(items);
+            quote!([#(#operands),*])
+        } else {
+            self.vec(items)
+        };
+        quote! {{
+            let __tileops_operands = #operands;
+            let mut __tileops_operands =
+                ::core::iter::IntoIterator::into_iter(__tileops_operands).rev();
+            let mut __tileops_acc: #v = __tileops_operands.next().unwrap_or(#v::None);
+            for __tileops_base in __tileops_operands {
+                __tileops_acc = #rt::pow(&__tileops_base, &__tileops_acc)?;
+            }
+            __tileops_acc
+        }}
+    }
+
+    /// `a and b and c …` / `a or b or c …`: the first operand that decides the result is the
+    /// result (Python returns the operand itself, not a bool), and later operands are not
+    /// evaluated. A labeled block with one flat test per operand.
+    fn bool_op(&mut self, op: BoolOpKind, values: &[Expr]) -> TokenStream {
+        let v = value_path();
+        let rt = rt();
+        let Some((last, init)) = values.split_last() else {
+            return quote!(#v::None);
+        };
+        let Some((first, middle)) = init.split_first() else {
+            return self.value(last);
+        };
+        let stop = match op {
+            BoolOpKind::And => quote!(!#rt::truthy(&__tileops_lhs)?),
+            BoolOpKind::Or => quote!(#rt::truthy(&__tileops_lhs)?),
+        };
+        let first = self.value(first);
+        let last = self.value(last);
+        if middle.is_empty() {
+            return quote! {{
+                let __tileops_lhs: #v = #first;
+                if #stop { __tileops_lhs } else { #last }
+            }};
+        }
+        let label = self.label();
+        if middle.len() > CHUNK {
+            let ret = chunk_result(quote!(::core::option::Option<#v>));
+            let chunks: Vec<TokenStream> = middle
+                .chunks(CHUNK)
+                .map(|chunk| {
+                    let tests: Vec<TokenStream> = chunk
+                        .iter()
+                        .map(|e| {
+                            let e = self.value(e);
+                            quote! {
+                                let __tileops_lhs: #v = #e;
+                                if #stop {
+                                    return ::core::result::Result::Ok(
+                                        ::core::option::Option::Some(__tileops_lhs),
+                                    );
+                                }
+                            }
+                        })
+                        .collect();
+                    quote! {
+                        if let ::core::option::Option::Some(__tileops_lhs) = (|| -> #ret {
+                            #(#tests)*
+                            ::core::result::Result::Ok(::core::option::Option::None)
+                        })()? {
+                            break #label __tileops_lhs;
+                        }
+                    }
+                })
+                .collect();
+            return quote! {
+                #label: {
+                    let __tileops_lhs: #v = #first;
+                    if #stop { break #label __tileops_lhs; }
+                    #(#chunks)*
+                    #last
+                }
+            };
+        }
+        let middle: Vec<TokenStream> = middle
+            .iter()
+            .map(|e| {
+                let e = self.value(e);
+                quote! {
+                    __tileops_lhs = #e;
+                    if #stop { break #label __tileops_lhs; }
+                }
+            })
+            .collect();
+        quote! {
+            #label: {
+                let mut __tileops_lhs: #v = #first;
+                if #stop { break #label __tileops_lhs; }
+                #(#middle)*
+                #last
+            }
+        }
+    }
+
+    /// A `Vec<Value>` of the items, evaluated in order: `vec![…]`, or for more than [`CHUNK`]
+    /// items a vector filled by one closure per chunk.
+    fn vec(&mut self, items: &[Expr]) -> TokenStream {
+        let v = value_path();
+        if items.len() <= CHUNK {
+            let items = self.values(items);
+            return quote!(::std::vec![#(#items),*]);
+        }
+        let n = items.len();
+        let ret = chunk_result(quote!(()));
+        let chunks: Vec<TokenStream> = items
+            .chunks(CHUNK)
+            .map(|chunk| {
+                let items = self.values(chunk);
+                quote! {
+                    (|__tileops_items: &mut ::std::vec::Vec<#v>| -> #ret {
+                        #( __tileops_items.push(#items); )*
+                        ::core::result::Result::Ok(())
+                    })(&mut __tileops_items)?;
+                }
+            })
+            .collect();
+        quote! {{
+            let mut __tileops_items: ::std::vec::Vec<#v> = ::std::vec::Vec::with_capacity(#n);
+            #(#chunks)*
+            __tileops_items
+        }}
     }
 
     fn values(&mut self, items: &[Expr]) -> Vec<TokenStream> {
@@ -320,8 +535,8 @@ impl Gen<'_> {
                 raise("TypeError: a tuple of slices is not a valid index")
             }
             ExprKind::Tuple(items) => {
-                let items = self.values(items);
-                quote!(#rt::subscript(&#base, &#v::Tuple(::std::vec![#(#items),*]))?)
+                let items = self.vec(items);
+                quote!(#rt::subscript(&#base, &#v::Tuple(#items))?)
             }
             _ => {
                 let i = self.operand(index);
@@ -334,7 +549,23 @@ impl Gen<'_> {
         if let ExprKind::Name(name) = &func.kind
             && let Binding::Helper(h) = self.resolve(name)
         {
+            if let [arg] = args
+                && let ExprKind::Comprehension {
+                    kind: CompKind::Generator,
+                    elt,
+                    clauses,
+                } = &arg.kind
+                && STREAMING_HELPERS.contains(&h)
+            {
+                let rt = rt();
+                let f = Ident::new(h, Span::call_site());
+                return self.collect(quote!(#rt::Collect::#f()), elt, clauses);
+            }
             let f = Ident::new(h, Span::call_site());
+            if args.len() > CHUNK {
+                let args = self.vec(args);
+                return quote!(::tileops::roofline::helpers::#f(&#args)?);
+            }
             let args = self.values(args);
             return quote!(::tileops::roofline::helpers::#f(&[#(#args),*])?);
         }
@@ -359,35 +590,84 @@ impl Gen<'_> {
             // A comparison without operators is just its operand.
             return self.value(left);
         };
-        let name = |i: usize| Ident::new(&format!("__tileops_cmp{i}"), Span::call_site());
-        let operands: Vec<TokenStream> = std::iter::once(left)
-            .chain(rest.iter().map(|c| &c.right))
-            .map(|e| self.operand(e))
-            .collect();
-        // Build from the innermost (last) link outwards.
-        let n = rest.len();
-        let (lhs, rhs, op) = (name(n - 1), name(n), cmp_op(last.op));
-        let mut body = quote!(#v::Bool(#rt::compare(#op, #lhs, #rhs)?));
-        for i in (0..n - 1).rev() {
-            let (lhs, rhs, op) = (name(i), name(i + 1), cmp_op(rest[i].op));
-            let next = name(i + 2);
-            let next_operand = &operands[i + 2];
-            body = quote! {
-                if #rt::compare(#op, #lhs, #rhs)? {
-                    let #next: &#v = &#next_operand;
-                    #body
-                } else {
-                    #v::Bool(false)
-                }
+        // Two locals slide along the chain (`lhs` takes `rhs`, `rhs` the next operand), each
+        // operand evaluated once and only if every link before it held: a labeled block with one
+        // flat test per link.
+        let label = self.label();
+        let first = self.value(left);
+        let (init, last_link) = rest.split_at(rest.len() - 1);
+        if init.len() > CHUNK {
+            // The same walk, a chunk of links per closure: each closure takes `lhs` and gives
+            // back the chain's next `lhs`, or `None` at a false link.
+            let ret = chunk_result(quote!(::core::option::Option<#v>));
+            let chunks: Vec<TokenStream> = init
+                .chunks(CHUNK)
+                .map(|chunk| {
+                    let links: Vec<TokenStream> = chunk
+                        .iter()
+                        .map(|c| {
+                            let op = cmp_op(c.op);
+                            let right = self.value(&c.right);
+                            quote! {
+                                let __tileops_rhs: #v = #right;
+                                if !#rt::compare(#op, &__tileops_lhs, &__tileops_rhs)? {
+                                    return ::core::result::Result::Ok(::core::option::Option::None);
+                                }
+                                __tileops_lhs = __tileops_rhs;
+                            }
+                        })
+                        .collect();
+                    quote! {
+                        match (|mut __tileops_lhs: #v| -> #ret {
+                            #(#links)*
+                            ::core::result::Result::Ok(::core::option::Option::Some(__tileops_lhs))
+                        })(__tileops_lhs)? {
+                            ::core::option::Option::Some(__tileops_next) => __tileops_lhs = __tileops_next,
+                            ::core::option::Option::None => break #label false,
+                        }
+                    }
+                })
+                .collect();
+            let op = cmp_op(last.op);
+            let right = self.value(&last_link[0].right);
+            return quote! {
+                #v::Bool(#label: {
+                    let mut __tileops_lhs: #v = #first;
+                    #(#chunks)*
+                    #rt::compare(#op, &__tileops_lhs, &#right)?
+                })
             };
         }
-        let (first, second) = (name(0), name(1));
-        let (a, b) = (&operands[0], &operands[1]);
-        quote! {{
-            let #first: &#v = &#a;
-            let #second: &#v = &#b;
-            #body
-        }}
+        let mut links = Vec::new();
+        for (i, c) in init.iter().enumerate() {
+            let op = cmp_op(c.op);
+            if i > 0 {
+                let right = self.value(&c.right);
+                links.push(quote! {
+                    __tileops_lhs = __tileops_rhs;
+                    __tileops_rhs = #right;
+                });
+            } else {
+                let right = self.value(&c.right);
+                links.push(quote!(let mut __tileops_rhs: #v = #right;));
+            }
+            links.push(quote! {
+                if !#rt::compare(#op, &__tileops_lhs, &__tileops_rhs)? {
+                    break #label false;
+                }
+            });
+        }
+        let op = cmp_op(last.op);
+        let right = self.value(&last_link[0].right);
+        quote! {
+            #v::Bool(#label: {
+                let mut __tileops_lhs: #v = #first;
+                #(#links)*
+                __tileops_lhs = __tileops_rhs;
+                __tileops_rhs = #right;
+                #rt::compare(#op, &__tileops_lhs, &__tileops_rhs)?
+            })
+        }
     }
 
     /// `t is None` / `t is not None` (either side) on a tensor input.
@@ -410,9 +690,21 @@ impl Gen<'_> {
         })
     }
 
-    /// A block that loops over the clauses, filters with `continue`, and collects the element.
+    /// A block that loops over the clauses, filters with `continue`, and collects the element
+    /// into a list, a set, or (for a generator) a list.
     fn comprehension(&mut self, kind: CompKind, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
-        let v = value_path();
+        let rt = rt();
+        let into = match kind {
+            CompKind::List | CompKind::Generator => quote!(#rt::Collect::list()),
+            CompKind::Set => quote!(#rt::Collect::set()),
+        };
+        self.collect(into, elt, clauses)
+    }
+
+    /// The loops of a comprehension, each clause's items streamed (never copied into a list),
+    /// each step charged to the formula's work budget, and each element pushed into `into`
+    /// (a `Collect`), which bounds the result's length and finishes it.
+    fn collect(&mut self, into: TokenStream, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
         let rt = rt();
         let depth = self.locals.len();
         let mut loops = Vec::new();
@@ -428,10 +720,11 @@ impl Gen<'_> {
         let elt = self.value(elt);
         self.locals.truncate(depth);
 
-        let mut body = quote!(__tileops_acc.push(#elt););
+        let mut body = quote!(__tileops_acc.push(#elt)?;);
         for (iter, bind, conds) in loops.into_iter().rev() {
             body = quote! {
-                for __tileops_item in #rt::iterate(&#iter)? {
+                for __tileops_item in #rt::iter(&#iter)? {
+                    #rt::step()?;
                     #bind
                     #(
                         if !#rt::truthy(&#conds)? {
@@ -442,14 +735,10 @@ impl Gen<'_> {
                 }
             };
         }
-        let result = match kind {
-            CompKind::List | CompKind::Generator => quote!(#v::List(__tileops_acc)),
-            CompKind::Set => quote!(#rt::make_set(__tileops_acc)?),
-        };
         quote! {{
-            let mut __tileops_acc: ::std::vec::Vec<#v> = ::std::vec::Vec::new();
+            let mut __tileops_acc = #into;
             #body
-            #result
+            __tileops_acc.finish()?
         }}
     }
 
@@ -567,10 +856,23 @@ mod tests {
 
     #[test]
     fn names_and_operators() {
-        let c = gen_src("4 * M * N", Layer::Arithmetic);
+        // A chain is flat: one statement per link, in Python's order.
+        let c = gen_src("4 * M * N // K", Layer::Arithmetic);
         has(
             &c,
-            "::tileops::roofline::__rt::mul(&::tileops::roofline::__rt::mul(&::tileops::roofline::Value::Int(4i128), &py_M)?, &py_N)?",
+            "{ let mut __tileops_acc: ::tileops::roofline::Value = ::tileops::roofline::__rt::mul(&::tileops::roofline::Value::Int(4i128), &py_M)?; \
+             __tileops_acc = ::tileops::roofline::__rt::mul(&__tileops_acc, &py_N)?; \
+             __tileops_acc = ::tileops::roofline::__rt::floordiv(&__tileops_acc, &py_K)?; \
+             __tileops_acc }",
+        );
+        let c = gen_src("M ** N ** K", Layer::Arithmetic);
+        has(
+            &c,
+            "let __tileops_operands = [py_M.clone(), py_N.clone(), py_K.clone()];",
+        );
+        has(
+            &c,
+            "__tileops_acc = ::tileops::roofline::__rt::pow(&__tileops_base, &__tileops_acc)?;",
         );
         let c = gen_src("M", Layer::Arithmetic);
         assert_eq!(c.replace(' ', ""), "py_M.clone()");
@@ -619,29 +921,51 @@ mod tests {
                 &format!("CmpOp::{op}, &py_M, &py_N"),
             );
         }
-        // A chain evaluates each operand once and short-circuits.
+        // A chain evaluates each operand once, in order, and stops at the first false link.
         let c = gen_src("-K <= dim < M + N", Layer::Arithmetic);
         has(
             &c,
-            "let __tileops_cmp0: &::tileops::roofline::Value = &::tileops::roofline::__rt::neg(&py_K)?;",
+            "::tileops::roofline::Value::Bool('__tileops_b1: { \
+             let mut __tileops_lhs: ::tileops::roofline::Value = ::tileops::roofline::__rt::neg(&py_K)?; \
+             let mut __tileops_rhs: ::tileops::roofline::Value = py_dim.clone(); \
+             if !::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Le, &__tileops_lhs, &__tileops_rhs)? { break '__tileops_b1 false; } \
+             __tileops_lhs = __tileops_rhs; \
+             __tileops_rhs = ::tileops::roofline::__rt::add(&py_M, &py_N)?; \
+             ::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Lt, &__tileops_lhs, &__tileops_rhs)? })",
         );
-        has(
-            &c,
-            "let __tileops_cmp1: &::tileops::roofline::Value = &py_dim;",
-        );
-        has(
-            &c,
-            "if ::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Le, __tileops_cmp0, __tileops_cmp1)? { let __tileops_cmp2: &::tileops::roofline::Value = &::tileops::roofline::__rt::add(&py_M, &py_N)?;",
-        );
-        has(
-            &c,
-            "Value::Bool(::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Lt, __tileops_cmp1, __tileops_cmp2)?)",
-        );
-        has(&c, "else { ::tileops::roofline::Value::Bool(false) }");
         assert_eq!(count(&c, "__rt::add("), 1);
         let c = gen_src("M < N < K < dim", Layer::Arithmetic);
         assert_eq!(count(&c, "__rt::compare("), 3);
-        assert_eq!(count(&c, "Value::Bool(false)"), 2);
+        assert_eq!(count(&c, "break '__tileops_b1 false;"), 2);
+        // Nested chains get their own labels.
+        let c = gen_src("(M < N < K) < (N < K < dim) < 3", Layer::Arithmetic);
+        for label in ["'__tileops_b1:", "'__tileops_b2:", "'__tileops_b3:"] {
+            assert_eq!(count(&c, label), 1, "{label} in {c}");
+        }
+    }
+
+    #[test]
+    fn long_chains_and_displays_are_cut_into_chunks() {
+        let closures = |c: &str| count(c, "->::core::result::Result<");
+        for (op, join) in [
+            ("+", " + "),
+            ("**", " ** "),
+            ("<", " < "),
+            ("and", " and "),
+            ("or", " or "),
+        ] {
+            let short = gen_src(&vec!["M"; CHUNK].join(join), Layer::Arithmetic);
+            assert_eq!(closures(&short), 0, "{op}");
+            // 100 operands: 99 links, or 98 between the first and the last operand.
+            let long = gen_src(&vec!["M"; 100].join(join), Layer::Arithmetic);
+            assert!((3..=4).contains(&closures(&long)), "{op}: {long}");
+        }
+        let display = gen_src(&format!("[{}]", vec!["M"; 100].join(", ")), Layer::Vars);
+        assert_eq!(closures(&display), 4);
+        has(&display, "::std::vec::Vec::with_capacity(100usize)");
+        let call = gen_src(&format!("max({})", vec!["M"; 33].join(", ")), Layer::Vars);
+        assert_eq!(closures(&call), 2);
+        has(&call, "::tileops::roofline::helpers::max(&{");
     }
 
     #[test]
@@ -676,12 +1000,29 @@ mod tests {
         let c = gen_src("M and N", Layer::Arithmetic);
         has(
             &c,
-            "let __tileops_lhs: ::tileops::roofline::Value = py_M.clone(); if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { py_N.clone() } else { __tileops_lhs }",
+            "let __tileops_lhs: ::tileops::roofline::Value = py_M.clone(); if !::tileops::roofline::__rt::truthy(&__tileops_lhs)? { __tileops_lhs } else { py_N.clone() }",
         );
         let c = gen_src("M or N", Layer::Arithmetic);
         has(
             &c,
             "if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { __tileops_lhs } else { py_N.clone() }",
+        );
+        let c = gen_src("M or N or K", Layer::Arithmetic);
+        has(
+            &c,
+            "'__tileops_b1: { let mut __tileops_lhs: ::tileops::roofline::Value = py_M.clone(); \
+             if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; } \
+             __tileops_lhs = py_N.clone(); \
+             if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; } \
+             py_K.clone() }",
+        );
+        let c = gen_src("M and N and K and dim", Layer::Arithmetic);
+        assert_eq!(
+            count(
+                &c,
+                "if !::tileops::roofline::__rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; }"
+            ),
+            3
         );
         let c = gen_src("(5 if M else 3) * N", Layer::Arithmetic);
         has(
@@ -760,13 +1101,19 @@ mod tests {
     #[test]
     fn comprehensions() {
         let c = gen_src("[i * 2 for i in range(M) if i != 1 if i]", Layer::Vars);
-        has(
-            &c,
-            "let mut __tileops_acc: ::std::vec::Vec<::tileops::roofline::Value> = ::std::vec::Vec::new();",
+        // The formula runs under a work budget; the items stream into a bounded collector.
+        assert!(
+            c.replace(' ', "")
+                .starts_with("{let__tileops_budget=::tileops::roofline::__rt::Budget::enter();"),
+            "{c}"
         );
         has(
             &c,
-            "for __tileops_item in ::tileops::roofline::__rt::iterate(&::tileops::roofline::helpers::range(&[py_M.clone()])?)? {",
+            "let mut __tileops_acc = ::tileops::roofline::__rt::Collect::list();",
+        );
+        has(
+            &c,
+            "for __tileops_item in ::tileops::roofline::__rt::iter(&::tileops::roofline::helpers::range(&[py_M.clone()])?)? { ::tileops::roofline::__rt::step()?;",
         );
         has(&c, "#[allow(unused_variables)] let py_i = __tileops_item;");
         has(
@@ -776,9 +1123,9 @@ mod tests {
         assert_eq!(count(&c, "continue;"), 2);
         has(
             &c,
-            "__tileops_acc.push(::tileops::roofline::__rt::mul(&py_i, &::tileops::roofline::Value::Int(2i128))?);",
+            "__tileops_acc.push(::tileops::roofline::__rt::mul(&py_i, &::tileops::roofline::Value::Int(2i128))?)?;",
         );
-        has(&c, "::tileops::roofline::Value::List(__tileops_acc) }");
+        has(&c, "__tileops_acc.finish()? }");
 
         let c = gen_src("{a + b for a, b in M}", Layer::Vars);
         has(
@@ -793,25 +1140,42 @@ mod tests {
             &c,
             "let py_b = __tileops_parts.next().unwrap_or(::tileops::roofline::Value::None);",
         );
-        has(&c, "::tileops::roofline::__rt::make_set(__tileops_acc)?");
+        has(&c, "::tileops::roofline::__rt::Collect::set()");
 
+        // A lone generator argument of a consuming helper streams into it: no list is built.
         let c = gen_src(
             "product(x.shape[i] for i in range(x.ndim) for j in range(i))",
             Layer::Vars,
         );
         assert_eq!(count(&c, "for __tileops_item in"), 2);
-        has(&c, "::tileops::roofline::helpers::product(&[{");
+        has(&c, "::tileops::roofline::__rt::Collect::product()");
+        assert_eq!(count(&c, "helpers::product"), 0);
+        assert_eq!(count(&c, "Collect::list"), 0);
+        for h in ["sum", "min", "max", "set", "tuple", "list"] {
+            let c = gen_src(&format!("{h}(i for i in x.shape)"), Layer::Vars);
+            has(&c, &format!("::tileops::roofline::__rt::Collect::{h}()"));
+        }
+        // Anywhere else a generator is built as a list, bounded like one.
+        let c = gen_src("len(i for i in x.shape)", Layer::Vars);
+        has(&c, "::tileops::roofline::helpers::len(&[{");
+        has(&c, "Collect::list()");
 
         // A comprehension variable shadowing an input is a Value inside, an input outside.
         let c = gen_src("[x for x in x.shape]", Layer::Vars);
-        has(&c, "iterate(&py_x.shape(\"x\")?)?");
-        has(&c, "__tileops_acc.push(py_x.clone());");
+        has(&c, "iter(&py_x.shape(\"x\")?)?");
+        has(&c, "__tileops_acc.push(py_x.clone())?;");
         let c = gen_src("[x is None for x in x.shape]", Layer::Vars);
         has(&c, "CmpOp::Is, &py_x, &::tileops::roofline::Value::None");
 
-        // Nested comprehensions.
+        // Nested comprehensions share the formula's one budget.
         let c = gen_src("[[b for b in range(a)] for a in range(3)]", Layer::Vars);
         assert_eq!(count(&c, "let mut __tileops_acc"), 2);
+        assert_eq!(count(&c, "Budget::enter"), 1);
+        // No comprehension, no budget.
+        assert_eq!(
+            count(&gen_src("product(x.shape)", Layer::Vars), "Budget"),
+            0
+        );
     }
 
     #[test]

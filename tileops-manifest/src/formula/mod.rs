@@ -1,4 +1,4 @@
-//! The manifest formula language (`design/formula-language.md`): a Python 3 expression subset,
+//! The manifest formula language (`docs/formula-language.md`): a Python 3 expression subset,
 //! parsed, checked against its layer's names, and turned into Rust at compile time.
 //!
 //! The pipeline for one formula string:
@@ -36,8 +36,7 @@ use proc_macro2::TokenStream;
 pub use ast::Expr;
 #[allow(unused_imports)] // the API for the other passes; not all of it is used yet
 pub use check::{ARITH_HELPERS, Checked, TYPE_HELPERS, VARS_HELPERS};
-#[allow(unused_imports)]
-pub use parser::MAX_DEPTH;
+pub use parser::{MAX_DEPTH, MAX_FOR_CLAUSES, MAX_NESTING};
 
 /// An error inside one formula: where (byte span into the formula string) and what.
 ///
@@ -142,7 +141,9 @@ impl Scope {
 ///
 /// Returns the first syntax error, naming any construct outside the language (lambda, `:=`,
 /// starred or keyword arguments, dict displays and comprehensions, f-strings, `await`, `yield`,
-/// bitwise operators, `@`). Never panics; trees are at most [`MAX_DEPTH`] deep.
+/// bitwise operators, `@`). Never panics; chains of any length parse (iteratively, into flat
+/// nodes), and nesting beyond [`MAX_NESTING`] levels, a tree deeper than [`MAX_DEPTH`] or a
+/// comprehension with more than [`MAX_FOR_CLAUSES`] `for` clauses is a located error.
 pub fn parse(src: &str) -> Result<Expr, FormulaError> {
     parser::parse(src)
 }

@@ -4,7 +4,13 @@
 //! conditional < `or` < `and` < `not` < comparisons (chained) < `|` < `^` < `&` < shifts <
 //! `+ -` < `* / // % @` < unary `+ - ~` < `**` (right-associative; its right operand is a unary
 //! expression, so `-2**2 == -(2**2)` and `2**-1` parses) < `await` < primary (call, subscript,
-//! attribute) < atom.
+//! attribute) < atom. Every chain of one level is parsed iteratively into one flat node
+//! (`a + b - c`, `a ** b ** c`, `a or b or c`, `a < b < c`), so chains of any length are one
+//! level deep.
+//!
+//! The stated limits (`docs/formula-language.md`): at most [`MAX_NESTING`] nested brackets,
+//! parentheses, unary operators, `not`s and conditionals; a tree at most [`MAX_DEPTH`] deep; at
+//! most [`MAX_FOR_CLAUSES`] `for` clauses in one comprehension. Each is a located error.
 //!
 //! Constructs outside the subset (lambda, `:=`, starred and keyword arguments, dict displays and
 //! comprehensions, f-strings, `await`, `yield`, bitwise operators, `@`) are recognised so the
@@ -13,81 +19,23 @@
 
 use super::FormulaError;
 use super::ast::{
-    BinOp, BoolOpKind, CmpOp, CompClause, CompKind, Comparator, Expr, ExprKind, Span, Target,
-    TargetName, UnaryOp,
+    BinLink, BinOp, BoolOpKind, CmpOp, CompClause, CompKind, Comparator, Expr, ExprKind, Span,
+    Target, TargetName, UnaryOp,
 };
 use super::lexer::{Kw, Tok, Token, lex};
 
 /// How deeply the parser may recurse: each bracket, parenthesis, unary operator or `not` costs a
 /// level. Real formulas stay under 10; the bound keeps an unoptimised build within ~1 MiB of stack
 /// (a test thread has 2 MiB).
-const MAX_NESTING: usize = 64;
-/// The deepest syntax tree accepted; bounds the recursion of the checker, codegen and drop.
+pub const MAX_NESTING: usize = 64;
+/// The deepest syntax tree accepted ([`Expr::depth`]); bounds the recursion of the checker,
+/// codegen and drop, and the nesting of the generated Rust, which rustc must compile.
 pub const MAX_DEPTH: usize = 100;
+/// The most `for` clauses one comprehension may have. Each clause is one more nested loop in the
+/// generated code; real formulas use one or two.
+pub const MAX_FOR_CLAUSES: usize = 16;
 
 type PResult<T> = Result<T, FormulaError>;
-
-/// Binding strength of the binary levels, loosest first (Python's order; the bitwise levels
-/// between comparisons and `+ -` are errors, so they need no rank).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Prec {
-    Or,
-    And,
-    Not,
-    Cmp,
-    Sum,
-    Term,
-    /// Tighter than every binary operator: `binary(Unary)` is one unary expression.
-    Unary,
-}
-
-/// A binary operator token, classified.
-#[derive(Debug, Clone, Copy)]
-enum BinaryTok {
-    Bool(BoolOpKind),
-    Arith(BinOp),
-    Cmp,
-}
-
-impl BinaryTok {
-    fn prec(self) -> Prec {
-        match self {
-            BinaryTok::Bool(BoolOpKind::Or) => Prec::Or,
-            BinaryTok::Bool(BoolOpKind::And) => Prec::And,
-            BinaryTok::Cmp => Prec::Cmp,
-            BinaryTok::Arith(op) => op.prec(),
-        }
-    }
-}
-
-impl BoolOpKind {
-    /// The level of a left-associative right operand: one tighter than the operator.
-    fn next_prec(self) -> Prec {
-        match self {
-            BoolOpKind::Or => Prec::And,
-            BoolOpKind::And => Prec::Not,
-        }
-    }
-}
-
-impl BinOp {
-    fn prec(self) -> Prec {
-        match self {
-            BinOp::Add | BinOp::Sub => Prec::Sum,
-            // `**` is parsed by `power`, never here.
-            _ => Prec::Term,
-        }
-    }
-
-    /// The level of a left-associative right operand: the right operand of `+ -` is a term,
-    /// that of `* / // %` a unary expression.
-    fn next_prec(self) -> Prec {
-        match self.prec() {
-            Prec::Sum => Prec::Term,
-            _ => Prec::Unary,
-        }
-    }
-}
 
 /// Parses one formula. See the module docs for the grammar.
 pub fn parse(src: &str) -> PResult<Expr> {
@@ -253,9 +201,10 @@ impl Parser {
 
     // ----- expressions, lowest precedence first ---------------------------------------------
     //
-    // The binary levels share one precedence-climbing loop ([`Parser::binary`]) rather than one
-    // function per level: the same grammar, with a third of the stack per parenthesis. On an
-    // error the parse is over, so `leave` only runs on success.
+    // Each chain (`or`, `and`, comparisons, `+ -`, `* / // %`, `**`) is parsed by a loop into
+    // one flat node, so its length costs neither stack here nor depth in the tree; only
+    // brackets, parentheses, unary operators, `not` and conditionals recurse. On an error the
+    // parse is over, so `leave` only runs on success.
 
     /// The whole formula: an expression, or an unparenthesised tuple `a, b` / `a,`.
     fn top(&mut self) -> PResult<Expr> {
@@ -339,106 +288,149 @@ impl Parser {
         )
     }
 
-    /// `disjunction`: the operand of `if`/`else` and of comprehension clauses.
+    /// `disjunction`: `a or b or …`, one node for the whole chain. Also the operand of
+    /// `if`/`else` and of comprehension clauses.
     fn disjunction(&mut self) -> PResult<Expr> {
-        self.binary(Prec::Or)
+        self.bool_chain(BoolOpKind::Or)
     }
 
-    /// Everything from `or` down to `* / // %`, operators binding at least as tightly as `min`.
-    fn binary(&mut self, min: Prec) -> PResult<Expr> {
+    /// `a or b or c` (over conjunctions) or `a and b and c` (over inversions), parsed in a loop
+    /// into one flat node.
+    fn bool_chain(&mut self, op: BoolOpKind) -> PResult<Expr> {
         let start = self.start();
-        let mut left = if min <= Prec::Not && self.is_kw(Kw::Not) {
-            self.bump();
-            self.enter()?;
-            let operand = self.binary(Prec::Not)?;
-            self.leave();
-            self.node(
-                ExprKind::Unary {
-                    op: UnaryOp::Not,
-                    operand: Box::new(operand),
-                },
-                start,
-            )?
-        } else {
-            self.factor()?
+        let operand = |p: &mut Self| match op {
+            BoolOpKind::Or => p.bool_chain(BoolOpKind::And),
+            BoolOpKind::And => p.inversion(),
         };
-        loop {
-            let Some(op) = self.binary_op()? else {
-                return Ok(left);
-            };
-            if op.prec() < min {
-                return Ok(left);
-            }
-            let kind = match op {
-                BinaryTok::Bool(op) => {
-                    self.bump();
-                    let right = self.binary(op.next_prec())?;
-                    ExprKind::BoolOp {
-                        op,
-                        left: Box::new(left),
-                        right: Box::new(right),
-                    }
-                }
-                BinaryTok::Arith(op) => {
-                    self.bump();
-                    let right = self.binary(op.next_prec())?;
-                    ExprKind::Binary {
-                        op,
-                        left: Box::new(left),
-                        right: Box::new(right),
-                    }
-                }
-                BinaryTok::Cmp => {
-                    // A chain `a < b <= c` is one node; its operands bind tighter than any
-                    // comparison.
-                    let mut rest = Vec::new();
-                    while let Some(BinaryTok::Cmp) = self.binary_op()? {
-                        let (op, op_span) = self.comparison_op();
-                        let right = self.binary(Prec::Sum)?;
-                        rest.push(Comparator { op, op_span, right });
-                    }
-                    ExprKind::Compare {
-                        left: Box::new(left),
-                        rest,
-                    }
-                }
-            };
-            left = self.node(kind, start)?;
+        let first = operand(self)?;
+        let kw = match op {
+            BoolOpKind::Or => Kw::Or,
+            BoolOpKind::And => Kw::And,
+        };
+        if !self.is_kw(kw) {
+            return Ok(first);
+        }
+        let mut values = vec![first];
+        while self.eat_kw(kw) {
+            values.push(operand(self)?);
+        }
+        self.node(ExprKind::BoolOp { op, values }, start)
+    }
+
+    /// `not a` (which binds looser than comparisons: `not a == b` is `not (a == b)`), or a
+    /// comparison.
+    fn inversion(&mut self) -> PResult<Expr> {
+        if !self.is_kw(Kw::Not) {
+            return self.comparison();
+        }
+        let start = self.start();
+        self.bump();
+        self.enter()?;
+        let operand = self.inversion()?;
+        self.leave();
+        self.node(
+            ExprKind::Unary {
+                op: UnaryOp::Not,
+                operand: Box::new(operand),
+            },
+            start,
+        )
+    }
+
+    /// `a < b <= c …`: one node for the whole chain, parsed in a loop.
+    fn comparison(&mut self) -> PResult<Expr> {
+        let start = self.start();
+        let left = self.sum()?;
+        let mut rest = Vec::new();
+        while self.at_comparison_op() {
+            let (op, op_span) = self.comparison_op();
+            let right = self.sum()?;
+            rest.push(Comparator { op, op_span, right });
+        }
+        if rest.is_empty() {
+            return Ok(left);
+        }
+        self.node(
+            ExprKind::Compare {
+                left: Box::new(left),
+                rest,
+            },
+            start,
+        )
+    }
+
+    fn at_comparison_op(&self) -> bool {
+        match self.peek() {
+            Tok::Op("<" | "<=" | ">" | ">=" | "==" | "!=") | Tok::Kw(Kw::In | Kw::Is) => true,
+            Tok::Kw(Kw::Not) => matches!(self.token(1).tok, Tok::Kw(Kw::In)),
+            _ => false,
         }
     }
 
-    /// The binary operator at the current token, if any. Operators outside the language
-    /// (bitwise, shifts, `@`) are named in an error wherever they appear.
-    fn binary_op(&self) -> PResult<Option<BinaryTok>> {
-        let op = match self.peek() {
-            Tok::Kw(Kw::Or) => BinaryTok::Bool(BoolOpKind::Or),
-            Tok::Kw(Kw::And) => BinaryTok::Bool(BoolOpKind::And),
-            Tok::Op("<" | "<=" | ">" | ">=" | "==" | "!=") | Tok::Kw(Kw::In | Kw::Is) => {
-                BinaryTok::Cmp
+    /// `a + b - c …` over terms: one node for the whole chain, parsed in a loop.
+    fn sum(&mut self) -> PResult<Expr> {
+        self.arith_chain(true)
+    }
+
+    /// A left-associative chain of one level: `+ -` over terms (`sum`), or `* / // %` over
+    /// unary expressions (`!sum`).
+    fn arith_chain(&mut self, sum: bool) -> PResult<Expr> {
+        let start = self.start();
+        let operand = |p: &mut Self| {
+            if sum {
+                p.arith_chain(false)
+            } else {
+                p.factor()
             }
-            Tok::Kw(Kw::Not) if matches!(self.token(1).tok, Tok::Kw(Kw::In)) => BinaryTok::Cmp,
-            Tok::Op("+") => BinaryTok::Arith(BinOp::Add),
-            Tok::Op("-") => BinaryTok::Arith(BinOp::Sub),
-            Tok::Op("*") => BinaryTok::Arith(BinOp::Mul),
-            Tok::Op("/") => BinaryTok::Arith(BinOp::Div),
-            Tok::Op("//") => BinaryTok::Arith(BinOp::FloorDiv),
-            Tok::Op("%") => BinaryTok::Arith(BinOp::Mod),
-            Tok::Op(o @ ("|" | "^" | "&" | "<<" | ">>" | "@")) => {
-                let what = match *o {
-                    "|" => "bitwise or operator",
-                    "^" => "bitwise xor operator",
-                    "&" => "bitwise and operator",
-                    "@" => "matrix multiplication operator",
-                    _ => "shift operator",
-                };
-                return Err(FormulaError::new(
-                    self.peek_span(),
-                    format!("the {what} `{o}` is not supported in formulas"),
-                ));
-            }
-            _ => return Ok(None),
         };
-        Ok(Some(op))
+        let left = operand(self)?;
+        let mut rest = Vec::new();
+        loop {
+            if !sum {
+                self.reject_bitwise()?;
+            }
+            let op = match (sum, self.peek()) {
+                (true, Tok::Op("+")) => BinOp::Add,
+                (true, Tok::Op("-")) => BinOp::Sub,
+                (false, Tok::Op("*")) => BinOp::Mul,
+                (false, Tok::Op("/")) => BinOp::Div,
+                (false, Tok::Op("//")) => BinOp::FloorDiv,
+                (false, Tok::Op("%")) => BinOp::Mod,
+                _ => break,
+            };
+            let op_span = self.bump().span;
+            let right = operand(self)?;
+            rest.push(BinLink { op, op_span, right });
+        }
+        if rest.is_empty() {
+            return Ok(left);
+        }
+        self.node(
+            ExprKind::Binary {
+                left: Box::new(left),
+                rest,
+            },
+            start,
+        )
+    }
+
+    /// Operators outside the language (bitwise, shifts, `@`) are named in an error wherever an
+    /// operand ends; every operand passes through a term, so checking there finds them all.
+    fn reject_bitwise(&self) -> PResult<()> {
+        let Tok::Op(o @ ("|" | "^" | "&" | "<<" | ">>" | "@")) = self.peek() else {
+            return Ok(());
+        };
+        let what = match *o {
+            "|" => "bitwise or operator",
+            "^" => "bitwise xor operator",
+            "&" => "bitwise and operator",
+            "@" => "matrix multiplication operator",
+            _ => "shift operator",
+        };
+        Err(FormulaError::new(
+            self.peek_span(),
+            format!("the {what} `{o}` is not supported in formulas"),
+        ))
     }
 
     /// Consumes one comparison operator (`not in` and `is not` are two tokens).
@@ -494,24 +486,32 @@ impl Parser {
         )
     }
 
+    /// `a ** b ** c`: Python's `power: primary '**' factor`, right-associative, parsed in a loop
+    /// into one flat node. An exponent that starts with a unary operator is a whole factor
+    /// (`2 ** -3 ** 2` is `2 ** (-(3 ** 2))`), which ends the chain.
     fn power(&mut self) -> PResult<Expr> {
         let start = self.start();
+        let base = self.await_primary()?;
+        if !self.is_op("**") {
+            return Ok(base);
+        }
+        let mut operands = vec![base];
+        while self.eat_op("**") {
+            if matches!(self.peek(), Tok::Op("-" | "+" | "~")) {
+                operands.push(self.factor()?);
+                break;
+            }
+            operands.push(self.await_primary()?);
+        }
+        self.node(ExprKind::Power(operands), start)
+    }
+
+    /// A primary, after rejecting `await`.
+    fn await_primary(&mut self) -> PResult<Expr> {
         if self.is_kw(Kw::Await) {
             return Err(self.keyword_construct("`await` expressions"));
         }
-        let base = self.primary()?;
-        if !self.eat_op("**") {
-            return Ok(base);
-        }
-        let exponent = self.factor()?;
-        self.node(
-            ExprKind::Binary {
-                op: BinOp::Pow,
-                left: Box::new(base),
-                right: Box::new(exponent),
-            },
-            start,
-        )
+        self.primary()
     }
 
     /// Rejects a construct introduced by a keyword (`await x`, `yield x`), spanning its operand
@@ -638,7 +638,7 @@ impl Parser {
     /// The error for a `*x` / `**x` item, spanning the operand when it parses.
     fn rejected_operand(&mut self, start: usize, what: &str) -> FormulaError {
         // The operand only widens the span; its own errors yield to this one.
-        let _ = self.binary(Prec::Sum);
+        let _ = self.sum();
         FormulaError::new(
             start..self.prev_end.max(start + 1),
             format!("{what} are not supported in formulas"),
@@ -846,7 +846,7 @@ impl Parser {
         let mut first = true;
         loop {
             if self.eat_op("**") {
-                self.binary(Prec::Sum)?;
+                self.sum()?;
             } else {
                 if !first {
                     self.expression()?;
@@ -889,9 +889,19 @@ impl Parser {
                     "asynchronous comprehensions (`async for`) are not supported in formulas",
                 ));
             }
-            if !self.eat_kw(Kw::For) {
+            if !self.is_kw(Kw::For) {
                 return Ok(clauses);
             }
+            if clauses.len() == MAX_FOR_CLAUSES {
+                return Err(FormulaError::new(
+                    self.peek_span(),
+                    format!(
+                        "a comprehension may have at most {MAX_FOR_CLAUSES} `for` clauses; this is clause {}",
+                        MAX_FOR_CLAUSES + 1
+                    ),
+                ));
+            }
+            self.bump();
             let target = self.target()?;
             if !self.eat_kw(Kw::In) {
                 return Err(self.unexpected("`in` after the comprehension target"));
@@ -1089,17 +1099,25 @@ mod tests {
     #[test]
     fn operators_and_precedence() {
         assert_eq!(p("a + b * c"), "(a + (b * c))");
-        assert_eq!(p("a - b - c"), "((a - b) - c)");
-        assert_eq!(p("a / b // c % d"), "(((a / b) // c) % d)");
+        // A chain of one level is one flat node; parentheses make a nested one.
+        assert_eq!(p("a - b - c"), "(a - b - c)");
+        assert_eq!(p("(a - b) - c"), "((a - b) - c)");
+        assert_eq!(p("a / b // c % d"), "(a / b // c % d)");
+        assert_eq!(p("a + b * c * d - e"), "(a + (b * c * d) - e)");
         assert_eq!(p("-2**2"), "(-(2 ** 2))");
         assert_eq!(p("2**-1"), "(2 ** (-1))");
-        assert_eq!(p("2**3**2"), "(2 ** (3 ** 2))");
+        assert_eq!(p("2**3**2"), "(2 ** 3 ** 2)");
+        assert_eq!(p("2**(3**2)"), "(2 ** (3 ** 2))");
+        assert_eq!(p("2 ** -3 ** 2"), "(2 ** (-(3 ** 2)))");
+        assert_eq!(p("a ** b ** -c ** d"), "(a ** b ** (-(c ** d)))");
         assert_eq!(p("-a * b"), "((-a) * b)");
         assert_eq!(p("+-a"), "(+(-a))");
         assert_eq!(p("a ** b * c"), "((a ** b) * c)");
         assert_eq!(p("not a == b"), "(not (a == b))");
         assert_eq!(p("not not a"), "(not (not a))");
         assert_eq!(p("a and b or c"), "((a and b) or c)");
+        assert_eq!(p("a or b or c"), "(a or b or c)");
+        assert_eq!(p("a and b and not c or d"), "((a and b and (not c)) or d)");
         assert_eq!(p("a or b and c"), "(a or (b and c))");
         assert_eq!(p("not a and b"), "((not a) and b)");
         assert_eq!(p("a < b + 1"), "(a < (b + 1))");
@@ -1130,9 +1148,11 @@ mod tests {
         let src = "(a + b) * c.shape[0]";
         let e = parse(src).unwrap();
         assert_eq!(e.span, 0..src.len());
-        let ExprKind::Binary { left, right, .. } = &e.kind else {
+        let ExprKind::Binary { left, rest } = &e.kind else {
             panic!("{e}")
         };
+        let right = &rest[0].right;
+        assert_eq!(&src[rest[0].op_span.clone()], "*");
         // Parentheses leave no node; the inner node keeps its own span.
         assert_eq!(&src[left.span.clone()], "a + b");
         assert_eq!(&src[right.span.clone()], "c.shape[0]");
@@ -1258,11 +1278,69 @@ mod tests {
     }
 
     #[test]
+    fn chains_of_any_length_are_one_node() {
+        for (op, printed) in [
+            ("+", "+"),
+            ("-", "-"),
+            ("*", "*"),
+            ("//", "//"),
+            ("**", "**"),
+            ("<", "<"),
+            ("and", "and"),
+            ("or", "or"),
+        ] {
+            let chain = vec!["1"; 5_000].join(&format!(" {op} "));
+            let e = parse(&chain).unwrap_or_else(|e| panic!("{op}: {}", e.message));
+            assert_eq!(e.depth(), 2, "{op}");
+            assert_eq!(e.children().len(), 5_000, "{op}");
+            assert_eq!(e.span, 0..chain.len());
+            let s = e.to_string();
+            assert_eq!(s.matches(printed).count(), 4_999, "{op}");
+        }
+        // The inputs: a power chain of 4000 operands and a comparison chain of 1000
+        // links.
+        assert!(parse(&vec!["1"; 4_000].join(" ** ")).is_ok());
+        assert!(parse(&vec!["x"; 1_001].join(" < ")).is_ok());
+        // A flat sum of 100 terms or more is not "nested too deeply".
+        assert!(parse(&vec!["M"; 100].join(" + ")).is_ok());
+        assert!(parse(&vec!["M * 2"; 1_000].join(" + ")).is_ok());
+    }
+
+    #[test]
+    fn comprehension_clauses_are_bounded() {
+        let clauses = |n: usize| {
+            format!(
+                "[0 {}]",
+                (0..n)
+                    .map(|i| format!("for i{i} in s"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        };
+        assert!(parse(&clauses(MAX_FOR_CLAUSES)).is_ok());
+        let src = clauses(1_000);
+        let e = err(&src);
+        assert_eq!(
+            e.message,
+            "a comprehension may have at most 16 `for` clauses; this is clause 17"
+        );
+        let seventeenth = src.match_indices("for").nth(MAX_FOR_CLAUSES).unwrap().0;
+        assert_eq!(e.span, seventeenth..seventeenth + 3);
+        // Each clause is a level: clauses of nested comprehensions add up.
+        let nest = |n: usize| {
+            (0..n).fold("0".to_string(), |e, _| {
+                format!("[{e} for a in s for b in s]")
+            })
+        };
+        // Each level: the comprehension, plus one per clause.
+        assert_eq!(parse(&nest(33)).unwrap().depth(), 1 + 33 * 3);
+        assert!(err(&nest(34)).message.contains("nested too deeply"));
+    }
+
+    #[test]
     fn nesting_is_bounded() {
         let deep = format!("{}x{}", "(".repeat(10_000), ")".repeat(10_000));
         rejects(&deep, "nested too deeply", "(");
-        let chain = vec!["1"; 5_000].join(" + ");
-        assert!(err(&chain).message.contains("nested too deeply"));
         let unary = format!("{}1", "-".repeat(10_000));
         assert!(err(&unary).message.contains("nested too deeply"));
         let nots = format!("{}1", "not ".repeat(10_000));
@@ -1276,6 +1354,9 @@ mod tests {
         assert!(parse(&ok).is_ok());
         let ok = vec!["1"; 95].join(" + ");
         assert!(parse(&ok).is_ok());
+        // Alternating levels nest: `1 + 1 * (1 + 1 * (...))` is as deep as it looks.
+        let alternating = format!("{}1{}", "1 + 1 * (".repeat(200), ")".repeat(200));
+        assert!(err(&alternating).message.contains("nested too deeply"));
     }
 
     #[test]

@@ -171,6 +171,18 @@ pub fn len(args: &[Value]) -> EvalResult {
 pub fn set(args: &[Value]) -> EvalResult {
     match at_most_one("set", args)? {
         None => Ok(Value::Set(Vec::new())),
+        // A range's items are distinct ints: in set order once ascending, with nothing to sort.
+        Some(Value::Range { start, stop, step }) => {
+            let mut items = iterate(&Value::Range {
+                start: *start,
+                stop: *stop,
+                step: *step,
+            })?;
+            if *step < 0 {
+                items.reverse();
+            }
+            Ok(Value::Set(items))
+        }
         Some(iterable) => make_set(iterate(iterable)?),
     }
 }
@@ -432,46 +444,74 @@ pub fn sum(args: &[Value]) -> EvalResult {
         }
     };
     // CPython takes the iterator before it looks at `start`.
-    let mut items = iterate(iterable)?.into_iter();
+    let items = iterate(iterable)?;
     if let Value::Str(_) = start {
         return Err(EvalError::type_error(
             "sum() can't sum strings [use ''.join(seq) instead]",
         ));
     }
-    let mut result = start;
-    // Fast paths of CPython's builtin_sum_impl, kept because they decide float rounding: an exact
-    // int start accumulates in a C long, then a float result is summed with Neumaier's
-    // compensation, and anything else falls back to plain `+`.
-    if let Value::Int(start) = result
-        && let Ok(mut acc) = i64::try_from(start)
-    {
-        result = loop {
-            let Some(item) = items.next() else {
-                return Ok(Value::Int(i128::from(acc)));
-            };
-            let small = match item {
-                Value::Int(i) => i64::try_from(i).ok(),
-                Value::Bool(b) => Some(i64::from(b)),
-                _ => None,
-            };
-            if let Some(next) = small.and_then(|b| acc.checked_add(b)) {
-                acc = next;
-                continue;
-            }
-            break add(&Value::Int(i128::from(acc)), &item)?;
-        };
+    let mut acc = SumAcc::new(start);
+    for item in items {
+        acc.push(item)?;
     }
-    if let Value::Float(start) = result {
-        let (mut hi, mut lo) = (start, 0.0_f64);
-        result = loop {
-            let Some(item) = items.next() else {
-                if lo != 0.0 && lo.is_finite() {
-                    hi += lo;
-                }
-                return Ok(Value::Float(hi));
-            };
-            let small = match item {
-                Value::Float(x) => {
+    Ok(acc.finish())
+}
+
+/// CPython's `sum()` one item at a time, so that a generator can stream into it.
+///
+/// The states are the fast paths of CPython's `builtin_sum_impl`, kept because they decide float
+/// rounding: an exact int start accumulates in a C long; then a float result is summed with
+/// Neumaier's compensation; anything else falls back to plain `+`. A path once left is never
+/// re-entered, as in CPython.
+#[derive(Debug, Clone)]
+pub(crate) struct SumAcc {
+    state: SumState,
+}
+
+#[derive(Debug, Clone)]
+enum SumState {
+    /// The int fast path: the exact sum so far, as a C long.
+    Int(i64),
+    /// The float fast path: the running sum and its compensation.
+    Float { hi: f64, lo: f64 },
+    /// Plain `+`.
+    Any(Value),
+}
+
+impl SumAcc {
+    pub(crate) fn new(start: Value) -> SumAcc {
+        let state = match start {
+            Value::Int(i) => match i64::try_from(i) {
+                Ok(small) => SumState::Int(small),
+                Err(_) => SumState::Any(Value::Int(i)),
+            },
+            Value::Float(hi) => SumState::Float { hi, lo: 0.0 },
+            other => SumState::Any(other),
+        };
+        SumAcc { state }
+    }
+
+    /// The state after leaving the int path with `result`: the float path if it is a float.
+    fn after_int(result: Value) -> SumState {
+        match result {
+            Value::Float(hi) => SumState::Float { hi, lo: 0.0 },
+            other => SumState::Any(other),
+        }
+    }
+
+    pub(crate) fn push(&mut self, item: Value) -> EvalResult<()> {
+        let small = |item: &Value| match *item {
+            Value::Int(i) => i64::try_from(i).ok(),
+            Value::Bool(b) => Some(i64::from(b)),
+            _ => None,
+        };
+        self.state = match std::mem::replace(&mut self.state, SumState::Int(0)) {
+            SumState::Int(acc) => match small(&item).and_then(|b| acc.checked_add(b)) {
+                Some(next) => SumState::Int(next),
+                None => Self::after_int(add(&Value::Int(i128::from(acc)), &item)?),
+            },
+            SumState::Float { mut hi, mut lo } => {
+                if let Value::Float(x) = item {
                     let t = hi + x;
                     if hi.abs() >= x.abs() {
                         lo += (hi - t) + x;
@@ -479,26 +519,34 @@ pub fn sum(args: &[Value]) -> EvalResult {
                         lo += (x - t) + hi;
                     }
                     hi = t;
-                    continue;
+                    SumState::Float { hi, lo }
+                } else if let Some(i) = small(&item) {
+                    hi += i as f64;
+                    SumState::Float { hi, lo }
+                } else {
+                    if lo != 0.0 && lo.is_finite() {
+                        hi += lo;
+                    }
+                    SumState::Any(add(&Value::Float(hi), &item)?)
                 }
-                Value::Int(i) => i64::try_from(i).ok(),
-                Value::Bool(b) => Some(i64::from(b)),
-                _ => None,
-            };
-            if let Some(i) = small {
-                hi += i as f64;
-                continue;
             }
-            if lo != 0.0 && lo.is_finite() {
-                hi += lo;
-            }
-            break add(&Value::Float(hi), &item)?;
+            SumState::Any(result) => SumState::Any(add(&result, &item)?),
         };
+        Ok(())
     }
-    for item in items {
-        result = add(&result, &item)?;
+
+    pub(crate) fn finish(self) -> Value {
+        match self.state {
+            SumState::Int(acc) => Value::Int(i128::from(acc)),
+            SumState::Float { mut hi, lo } => {
+                if lo != 0.0 && lo.is_finite() {
+                    hi += lo;
+                }
+                Value::Float(hi)
+            }
+            SumState::Any(result) => result,
+        }
     }
-    Ok(result)
 }
 
 /// `abs(x)` (a bool becomes an int).

@@ -43,11 +43,13 @@ mod error;
 pub mod helpers;
 mod input;
 mod ops;
+mod stream;
 mod value;
 
 pub use error::{EvalError, EvalResult};
 pub use input::{InputRef, RooflineInput};
-pub use ops::CmpOp;
+pub use ops::{CmpOp, MAX_ITEMS};
+pub use stream::MAX_WORK;
 pub use value::{PyType, Value};
 
 /// The functions generated `eval_roofline` bodies call; see `CONTRACT.md`. Not a stable API.
@@ -59,6 +61,7 @@ pub mod __rt {
         CmpOp, add, compare, floordiv, iterate, make_set, modulo, mul, neg, not, param, pos, pow,
         slice, sub, subscript, to_count, truediv, truthy, unpack,
     };
+    pub use super::stream::{Budget, Collect, Iter, iter, step};
     pub use super::value::{PyType, Value};
 }
 

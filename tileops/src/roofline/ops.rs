@@ -7,11 +7,13 @@
 use std::cmp::Ordering;
 
 use super::error::{EvalError, EvalResult};
+use super::stream::charge;
 use super::value::{Num, Value, int_from_usize, range_item, range_len};
 
-/// The most items one sequence may have. Python would try and run out of memory; a formula that
-/// builds millions of items is a mistake, and we say so instead of aborting the process.
-pub(crate) const MAX_ITEMS: usize = 1 << 22;
+/// The most items one sequence may have (4,194,304). Python would try and run out of memory; a
+/// formula that builds millions of items is a mistake, and we say so instead of aborting the
+/// process.
+pub const MAX_ITEMS: usize = 1 << 22;
 
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,13 +100,14 @@ fn checked(result: Option<i128>) -> EvalResult {
     result.map(Value::Int).ok_or_else(EvalError::int_overflow)
 }
 
+/// Refuses a result longer than [`MAX_ITEMS`], and charges building it to the work budget.
 fn check_len(len: usize) -> EvalResult<()> {
     if len > MAX_ITEMS {
         return Err(EvalError::memory_error(format!(
             "a sequence of {len} items exceeds the tileops formula limit of {MAX_ITEMS}"
         )));
     }
-    Ok(())
+    charge(len)
 }
 
 fn concat(x: &[Value], y: &[Value]) -> EvalResult<Vec<Value>> {
@@ -151,12 +154,16 @@ pub fn sub(a: &Value, b: &Value) -> EvalResult {
         return result;
     }
     match (a, b) {
-        (Value::Set(x), Value::Set(y)) => Ok(Value::Set(
-            x.iter()
-                .filter(|item| !y.iter().any(|other| py_eq(item, other)))
-                .cloned()
-                .collect(),
-        )),
+        // What is left of a set in set order is still in set order.
+        (Value::Set(x), Value::Set(y)) => {
+            charge(x.len())?;
+            Ok(Value::Set(
+                x.iter()
+                    .filter(|item| !set_contains(y, item))
+                    .cloned()
+                    .collect(),
+            ))
+        }
         _ => Err(unsupported("-", a, b)),
     }
 }
@@ -568,9 +575,114 @@ pub(crate) fn py_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// `x <= y` for two sets: each lookup is a binary search, so this is `O(|x| log |y|)`.
 fn is_subset(x: &[Value], y: &[Value]) -> bool {
-    x.iter()
-        .all(|item| y.iter().any(|other| py_eq(item, other)))
+    x.len() <= y.len() && x.iter().all(|item| set_contains(y, item))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Set order
+//
+// A set's items are kept in one canonical order, which makes building a set `O(n log n)` and a
+// lookup `O(log n)` (Python hashes; this runtime sorts, which is just as exact and needs no hash
+// consistent with `1 == 1.0 == True`): first every item that can equal something, sorted by
+// [`set_cmp`] — numbers ascending, then `None`, strs, tuples, ranges and types — then the items
+// equal to nothing (a NaN, or a tuple holding one), in insertion order. Python leaves set order
+// to its hashes, so any fixed order is as Python-compatible as another; this one keeps small int
+// sets ascending, as CPython iterates them.
+// ---------------------------------------------------------------------------------------------
+
+/// A value that is `==` to nothing, itself included: a NaN, or a tuple holding one. A set keeps
+/// every one of them and never finds one.
+fn equals_nothing(v: &Value) -> bool {
+    match v {
+        Value::Float(f) => f.is_nan(),
+        Value::Tuple(items) => items.iter().any(equals_nothing),
+        Value::Range { start, stop, step } => range_len(*start, *stop, *step).is_err(),
+        _ => false,
+    }
+}
+
+fn set_rank(v: &Value) -> u8 {
+    match v {
+        Value::Bool(_) | Value::Int(_) | Value::Float(_) => 0,
+        Value::None => 1,
+        Value::Str(_) => 2,
+        Value::Tuple(_) => 3,
+        Value::Range { .. } => 4,
+        Value::Type(_) => 5,
+        // Unhashable: never in a set.
+        Value::List(_) | Value::Set(_) => 6,
+    }
+}
+
+/// `(len, first, step)` with the parts that do not matter zeroed: two ranges are `==` exactly
+/// when these agree (`range(0)` equals `range(5, 5)`; one-item ranges ignore the step).
+fn range_key(start: i128, stop: i128, step: i128) -> (u128, i128, i128) {
+    let len = range_len(start, stop, step).unwrap_or(0);
+    match len {
+        0 => (0, 0, 0),
+        1 => (1, start, 0),
+        _ => (len, start, step),
+    }
+}
+
+/// The total order of set items that can equal something (see [`equals_nothing`]): `Equal`
+/// exactly when Python's `==` holds.
+fn set_cmp(a: &Value, b: &Value) -> Ordering {
+    // The common case, first: sets of ints.
+    if let (Value::Int(x), Value::Int(y)) = (a, b) {
+        return x.cmp(y);
+    }
+    let by_rank = set_rank(a).cmp(&set_rank(b));
+    if by_rank != Ordering::Equal {
+        return by_rank;
+    }
+    match (a, b) {
+        (Value::Str(x), Value::Str(y)) => x.cmp(y),
+        (Value::Tuple(x), Value::Tuple(y)) => {
+            for (p, q) in x.iter().zip(y) {
+                let o = set_cmp(p, q);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            x.len().cmp(&y.len())
+        }
+        (
+            Value::Range {
+                start: s1,
+                stop: e1,
+                step: t1,
+            },
+            Value::Range {
+                start: s2,
+                stop: e2,
+                step: t2,
+            },
+        ) => range_key(*s1, *e1, *t1).cmp(&range_key(*s2, *e2, *t2)),
+        (Value::Type(x), Value::Type(y)) => x.cmp(y),
+        _ => match (a.as_num(), b.as_num()) {
+            (Some(x), Some(y)) => num_cmp(x, y).unwrap_or(Ordering::Equal),
+            _ => Ordering::Equal,
+        },
+    }
+}
+
+/// `item in set`, by binary search over the sorted part of a set in set order.
+fn set_contains(items: &[Value], item: &Value) -> bool {
+    if equals_nothing(item) {
+        return false;
+    }
+    // Items equal to nothing are rare, and all at the end.
+    let sorted = if items.last().is_some_and(equals_nothing) {
+        items.partition_point(|x| !equals_nothing(x))
+    } else {
+        items.len()
+    };
+    items[..sorted]
+        .binary_search_by(|x| set_cmp(x, item))
+        .is_ok()
 }
 
 fn not_orderable(op: CmpOp, a: &Value, b: &Value) -> EvalError {
@@ -643,7 +755,11 @@ fn range_contains(start: i128, stop: i128, step: i128, item: &Value) -> EvalResu
 /// `item in container`.
 fn contains(container: &Value, item: &Value) -> EvalResult<bool> {
     match container {
-        Value::Tuple(items) | Value::List(items) => Ok(items.iter().any(|x| py_eq(x, item))),
+        Value::Tuple(items) | Value::List(items) => {
+            // A linear scan: charged, so a loop of them cannot run away.
+            charge(items.len())?;
+            Ok(items.iter().any(|x| py_eq(x, item)))
+        }
         Value::Set(items) => {
             // CPython's set_contains retries an unhashable set key as a frozenset, so a set may
             // be looked up in a set (it is never found: set items are never sets here).
@@ -651,11 +767,14 @@ fn contains(container: &Value, item: &Value) -> EvalResult<bool> {
                 Value::Set(inner) => inner.iter().try_for_each(check_hashable)?,
                 _ => check_hashable(item)?,
             }
-            Ok(items.iter().any(|x| py_eq(x, item)))
+            Ok(set_contains(items, item))
         }
         Value::Range { start, stop, step } => range_contains(*start, *stop, *step, item),
         Value::Str(s) => match item {
-            Value::Str(sub) => Ok(s.contains(sub.as_str())),
+            Value::Str(sub) => {
+                charge(s.len())?;
+                Ok(s.contains(sub.as_str()))
+            }
             other => Err(EvalError::type_error(format!(
                 "'in <string>' requires string as left operand, not {}",
                 other.type_name()
@@ -860,6 +979,7 @@ pub fn slice(
     match v {
         Value::Tuple(items) | Value::List(items) => {
             let indices = slice_indices(lower, upper, step, int_from_usize(items.len()));
+            charge(usize::try_from(indices.count).unwrap_or(usize::MAX))?;
             let out = slice_items(items, &indices);
             Ok(if matches!(v, Value::Tuple(_)) {
                 Value::Tuple(out)
@@ -868,6 +988,7 @@ pub fn slice(
             })
         }
         Value::Str(s) => {
+            charge(s.len())?;
             let chars: Vec<char> = s.chars().collect();
             let indices = slice_indices(lower, upper, step, int_from_usize(chars.len()));
             Ok(Value::Str(
@@ -902,17 +1023,27 @@ pub fn slice(
 }
 
 /// The items of an iterable (tuple, list, set, range, str), in Python's iteration order.
+///
+/// This builds a `Vec`, charged to the work budget; generated comprehensions stream with
+/// [`iter`](super::stream::iter) instead.
 pub fn iterate(v: &Value) -> EvalResult<Vec<Value>> {
     match v {
-        Value::Tuple(items) | Value::List(items) | Value::Set(items) => Ok(items.clone()),
-        Value::Str(s) => Ok(s.chars().map(|c| Value::Str(c.to_string())).collect()),
+        Value::Tuple(items) | Value::List(items) | Value::Set(items) => {
+            charge(items.len())?;
+            Ok(items.clone())
+        }
+        Value::Str(s) => {
+            charge(s.len())?;
+            Ok(s.chars().map(|c| Value::Str(c.to_string())).collect())
+        }
         Value::Range { start, stop, step } => {
             let len = range_len(*start, *stop, *step)?;
             let n = usize::try_from(len).unwrap_or(usize::MAX);
             check_len(n)?;
-            Ok((0..len)
-                .map(|k| Value::Int(range_item(*start, *step, k)))
-                .collect())
+            // `n` is at most MAX_ITEMS here; a `u128` range would not size the Vec up front.
+            let mut items = Vec::with_capacity(n);
+            items.extend((0..n).map(|k| Value::Int(range_item(*start, *step, k as u128))));
+            Ok(items)
         }
         _ => Err(EvalError::type_error(format!(
             "'{}' object is not iterable",
@@ -946,34 +1077,64 @@ pub fn unpack(v: Value, n: usize) -> EvalResult<Vec<Value>> {
 }
 
 /// Builds a set: items deduplicated by Python equality (`1`, `1.0` and `True` are one item; the
-/// first one seen is kept), numbers first in ascending order (CPython iterates small non-negative
-/// int sets in ascending order), then the other items in insertion order. A list or set item is
-/// a `TypeError` (unhashable).
+/// first one seen is kept), in set order: numbers ascending, then `None`, strs, tuples, ranges
+/// and types, each sorted, then the items equal to nothing (NaNs) as inserted. A list or set item
+/// is a `TypeError` (unhashable). `O(n log n)`.
 pub fn make_set(items: Vec<Value>) -> EvalResult {
-    let mut out: Vec<Value> = Vec::with_capacity(items.len());
-    for item in items {
-        check_hashable(&item)?;
-        if !out.iter().any(|x| py_eq(x, &item)) {
-            out.push(item);
-        }
+    charge(items.len())?;
+    for item in &items {
+        check_hashable(item)?;
     }
-    // Stable: numbers by value (NaN after every number), then everything else as inserted.
-    out.sort_by(|a, b| match (a.as_num(), b.as_num()) {
-        (Some(x), Some(y)) => num_cmp(x, y).unwrap_or_else(|| {
-            let x_nan = matches!(x, Num::Float(f) if f.is_nan());
-            let y_nan = matches!(y, Num::Float(f) if f.is_nan());
-            x_nan.cmp(&y_nan)
-        }),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => Ordering::Equal,
-    });
-    Ok(Value::Set(out))
+    // Already in set order with no duplicates (`set(range(n))`, a set rebuilt): one pass.
+    if items
+        .windows(2)
+        .all(|w| set_cmp(&w[0], &w[1]) == Ordering::Less)
+        && !items.iter().any(equals_nothing)
+    {
+        return Ok(Value::Set(items));
+    }
+    // Only ints: equal ones are indistinguishable, so an unstable sort on the int is exact.
+    if items.iter().all(|x| matches!(x, Value::Int(_))) {
+        let mut ints: Vec<i128> = items
+            .iter()
+            .map(|x| match x {
+                Value::Int(i) => *i,
+                _ => 0,
+            })
+            .collect();
+        ints.sort_unstable();
+        ints.dedup();
+        return Ok(Value::Set(ints.into_iter().map(Value::Int).collect()));
+    }
+    let (mut sorted, odd): (Vec<Value>, Vec<Value>) =
+        items.into_iter().partition(|x| !equals_nothing(x));
+    // Stable, so among equal items the first one seen comes first and is the one kept.
+    sorted.sort_by(set_cmp);
+    sorted.dedup_by(|later, earlier| set_cmp(later, earlier) == Ordering::Equal);
+    sorted.extend(odd);
+    Ok(Value::Set(sorted))
+}
+
+/// A value from outside (a struct field) with every set in it put in set order, which lookups
+/// rely on. A set that cannot be one (an unhashable item) is left as it is.
+fn canonical(v: Value) -> Value {
+    match v {
+        Value::Set(items) => {
+            let items: Vec<Value> = items.into_iter().map(canonical).collect();
+            match make_set(items.clone()) {
+                Ok(set) => set,
+                Err(_) => Value::Set(items),
+            }
+        }
+        Value::Tuple(items) => Value::Tuple(items.into_iter().map(canonical).collect()),
+        Value::List(items) => Value::List(items.into_iter().map(canonical).collect()),
+        other => other,
+    }
 }
 
 /// A struct field as a formula value.
 pub fn param<T: Clone + Into<Value>>(field: &T) -> Value {
-    field.clone().into()
+    canonical(field.clone().into())
 }
 
 /// The final value of `flops` or `bytes` as a count: an int or bool, or a finite float `>= 0`
@@ -2017,7 +2178,15 @@ mod tests {
             (vec![b(true), i(1)], "{True}"),
             (ints(&[3, 1, 2, 1]), "{1, 2, 3}"),
             (vec![i(2), f(0.5), b(false)], "{False, 0.5, 2}"),
-            (vec![s("b"), i(1), s("a"), s("b")], "{1, 'b', 'a'}"),
+            (vec![s("b"), i(1), s("a"), s("b")], "{1, 'a', 'b'}"),
+            (
+                vec![s("b"), Value::None, tup(vec![]), s("a")],
+                "{None, 'a', 'b', ()}",
+            ),
+            (
+                vec![f(f64::NAN), s("a"), f(f64::NAN), i(-3)],
+                "{-3, 'a', nan, nan}",
+            ),
             (vec![tup(ints(&[1])), tup(vec![f(1.0)])], "{(1,)}"),
             (vec![f(f64::NAN), i(1)], "{1, nan}"),
             (vec![], "set()"),

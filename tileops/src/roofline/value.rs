@@ -104,8 +104,10 @@ pub enum Value {
     Tuple(Vec<Value>),
     /// A list.
     List(Vec<Value>),
-    /// A set: deduplicated by Python equality, numbers first in ascending order, then the other
-    /// items in insertion order (see [`__rt::make_set`](crate::roofline::__rt::make_set)).
+    /// A set: deduplicated by Python equality, in set order (numbers ascending, then `None`,
+    /// strs, tuples, ranges and types, each sorted, then NaN-like items as inserted), which makes
+    /// `in` a binary search. Build one with [`__rt::make_set`](crate::roofline::__rt::make_set);
+    /// a struct field converted by `__rt::param` is put in set order.
     Set(Vec<Value>),
     /// `range(start, stop, step)`; `step` is never 0 in values the runtime builds.
     Range {
