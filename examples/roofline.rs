@@ -28,8 +28,8 @@ use std::io::{BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use tileops::perf::files;
 use tileops::perf::calibrate_cpu as host_profiles;
+use tileops::perf::files;
 use tileops::perf::html;
 use tileops::perf::profile::{Profile, ProfileError};
 use tileops::perf::records::{RecordsError, Run};

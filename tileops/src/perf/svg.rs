@@ -36,8 +36,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::path::Path;
 use std::fmt::Write as _;
+use std::path::Path;
 
 use plotters::prelude::*;
 
