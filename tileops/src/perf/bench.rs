@@ -807,11 +807,11 @@ pub fn git_revision() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// `t` as a jiff timestamp; a time before 1970 or past jiff's range (year 9999) is clamped to
-/// the nearest end, which no clock of a bench machine reads.
+/// `t` as a jiff timestamp; a time outside jiff's range (years -9999 to 9999) is clamped to the
+/// nearest end, which no clock of a bench machine reads.
 fn timestamp(t: SystemTime) -> jiff::Timestamp {
     jiff::Timestamp::try_from(t).unwrap_or(if t < UNIX_EPOCH {
-        jiff::Timestamp::UNIX_EPOCH
+        jiff::Timestamp::MIN
     } else {
         jiff::Timestamp::MAX
     })
@@ -836,7 +836,6 @@ pub fn default_out_path(t: SystemTime) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::records::ComputeCapability;
     use std::time::Duration;
 
     #[test]
@@ -944,7 +943,10 @@ mod tests {
         assert_eq!(rfc3339_utc(t(951_782_400)), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339_utc(t(1_709_251_199)), "2024-02-29T23:59:59Z");
         assert_eq!(rfc3339_utc(t(4_102_444_800)), "2100-01-01T00:00:00Z");
-        assert_eq!(rfc3339_utc(UNIX_EPOCH - Duration::from_secs(5)), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_utc(UNIX_EPOCH - Duration::from_secs(5)),
+            "1969-12-31T23:59:55Z"
+        );
         assert_eq!(
             default_out_path(t(1_796_011_200)),
             PathBuf::from("target/bench/20261130T040000Z.json")

@@ -30,8 +30,8 @@
 
 pub mod bench;
 pub mod calibrate;
-pub mod cli;
 pub mod calibrate_gpu;
+pub mod cli;
 pub mod files;
 pub mod profile;
 pub mod records;

@@ -2256,10 +2256,17 @@ mod tests {
     #[test]
     fn csv_quotes_cells() {
         let text = csv_text([
-            vec!["a,b".to_owned(), "say \"hi\"".to_owned(), "plain".to_owned()],
+            vec![
+                "a,b".to_owned(),
+                "say \"hi\"".to_owned(),
+                "plain".to_owned(),
+            ],
             vec!["two\nlines".to_owned(), String::new(), "x".to_owned()],
         ]);
-        assert_eq!(text, "\"a,b\",\"say \"\"hi\"\"\",plain\n\"two\nlines\",,x\n");
+        assert_eq!(
+            text,
+            "\"a,b\",\"say \"\"hi\"\"\",plain\n\"two\nlines\",,x\n"
+        );
     }
 
     #[test]

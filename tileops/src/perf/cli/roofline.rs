@@ -159,7 +159,9 @@ where
     let argv = std::iter::once(std::ffi::OsString::from("roofline"))
         .chain(args.into_iter().map(Into::into));
     RooflineArgs::try_parse_from(argv).map_err(|e| match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => CliError::Help(e.render().to_string()),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            CliError::Help(e.render().to_string())
+        }
         _ => CliError::Usage(e.render().to_string()),
     })
 }
@@ -236,7 +238,11 @@ where
 ///
 /// # Errors
 /// [`CliError`] for bad arguments, records or profiles (exit status 2), before any output.
-pub fn run_with(args: &RooflineArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8, CliError> {
+pub fn run_with(
+    args: &RooflineArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, CliError> {
     if args.fail_on_regression.is_some() && args.compare.is_none() && args.baseline.is_none() {
         return Err(CliError::Usage(
             "--fail-on-regression needs a run to compare with: --compare OTHER.json or \
@@ -355,11 +361,10 @@ pub fn run_with(args: &RooflineArgs, out: &mut dyn Write, err: &mut dyn Write) -
         let slower = c.regressions(pct);
         regressed = !slower.is_empty();
         for row in &slower {
-            let interval = row
-                .interval
-                .map_or_else(|| "from the spreads".to_owned(), |i| {
-                    format!("95% interval {:.3}–{:.3}", i.low, i.high)
-                });
+            let interval = row.interval.map_or_else(
+                || "from the spreads".to_owned(),
+                |i| format!("95% interval {:.3}–{:.3}", i.low, i.high),
+            );
             let _ = writeln!(
                 err,
                 "roofline: regression: {} is {:.1}% slower ({interval}), beyond --fail-on-regression {pct}",
@@ -377,7 +382,11 @@ pub fn run_with(args: &RooflineArgs, out: &mut dyn Write, err: &mut dyn Write) -
     for e in &output_errors {
         let _ = writeln!(err, "roofline: {e}");
     }
-    Ok(exit_status(failed > 0, !output_errors.is_empty(), regressed))
+    Ok(exit_status(
+        failed > 0,
+        !output_errors.is_empty(),
+        regressed,
+    ))
 }
 
 /// The roofline CLI over this process's arguments.

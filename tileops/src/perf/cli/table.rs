@@ -51,7 +51,11 @@ const NOTE_CHARS: usize = 100;
 /// assert!(text.contains("2.000 ms") && text.contains("4.000 GB/s"), "{text}");
 /// assert!(text.contains("1 row skipped: CPU backend: 9000 B per call"), "{text}");
 /// ```
-pub fn console_table(records: &[Record], profile: Option<&Profile>, options: TableOptions) -> String {
+pub fn console_table(
+    records: &[Record],
+    profile: Option<&Profile>,
+    options: TableOptions,
+) -> String {
     let mut table = Table::new();
     table.load_preset(TABLE_STYLE);
     // Styling only when asked: comfy-table would otherwise decide from its own tty check.
@@ -107,7 +111,10 @@ const TABLE_STYLE: &str = "     -             ";
 /// One table row.
 fn row(r: &Record, profile: Option<&Profile>) -> Vec<Cell> {
     let stats = r.stats();
-    let time = |ms: Option<f64>| ms.map(|ms| scaled(ms / 1e3, Unit::Seconds)).unwrap_or_default();
+    let time = |ms: Option<f64>| {
+        ms.map(|ms| scaled(ms / 1e3, Unit::Seconds))
+            .unwrap_or_default()
+    };
     let rate = |amount: Option<u64>, unit: Unit| match (amount, stats) {
         (Some(a), Some(s)) => scaled(a as f64 / (s.median_ms / 1e3), unit),
         _ => String::new(),
@@ -184,7 +191,7 @@ pub fn collapsed_skips(records: &[Record]) -> Vec<(usize, String)> {
         let words: Vec<&str> = clause.split(' ').collect();
         let key = words
             .iter()
-            .map(|w| if w.contains(|c: char| c.is_ascii_digit()) { "N" } else { w })
+            .map(|w| numbers_as_n(w))
             .collect::<Vec<_>>()
             .join(" ");
         let slot = *index.entry(key.clone()).or_insert_with(|| {
@@ -197,18 +204,33 @@ pub fn collapsed_skips(records: &[Record]) -> Vec<(usize, String)> {
         .into_iter()
         .map(|(_, rows)| {
             let first = &rows[0];
-            let merged: Vec<&str> = (0..first.len())
+            let merged: Vec<String> = (0..first.len())
                 .map(|i| {
                     if rows.iter().all(|w| w[i] == first[i]) {
-                        first[i]
+                        first[i].to_owned()
                     } else {
-                        "N"
+                        numbers_as_n(first[i])
                     }
                 })
                 .collect();
             (rows.len(), merged.join(" "))
         })
         .collect()
+}
+
+/// `word` with each number in it (a digit, then digits, `.` and `_`) written `N`: `(4.2` is `(N`.
+fn numbers_as_n(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut in_number = false;
+    for c in word.chars() {
+        let continues = in_number && (c.is_ascii_digit() || c == '.' || c == '_');
+        if continues {
+            continue;
+        }
+        in_number = c.is_ascii_digit();
+        out.push(if in_number { 'N' } else { c });
+    }
+    out
 }
 
 /// `text` cut to `max` characters, the cut marked with `…`.
@@ -245,30 +267,59 @@ mod tests {
     }
 
     fn skipped(workload: &str, reason: &str) -> Record {
-        Record::new("rms_norm", "normalization", workload, "float32", DeviceInfo::new("cpu"))
-            .with_skip(reason)
+        Record::new(
+            "rms_norm",
+            "normalization",
+            workload,
+            "float32",
+            DeviceInfo::new("cpu"),
+        )
+        .with_skip(reason)
     }
 
     #[test]
     fn figures_scale_and_price_against_a_matching_profile() {
         let h200 = Profile::builtin("h200").unwrap();
-        let text = console_table(&[timed("softmax", 0.2)], Some(&h200), TableOptions::default());
+        let text = console_table(
+            &[timed("softmax", 0.2)],
+            Some(&h200),
+            TableOptions::default(),
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines[0].trim_start().starts_with("op"), "{text}");
         assert!(lines[1].trim().starts_with('-'), "{text}");
         // 2^29 bytes in 0.2 ms = 2.684 TB/s; 5 * 2^27 FLOP = 3.355 TFLOP/s; noise 20%.
-        for figure in ["200.0 µs", "180.0 µs", "220.0 µs", "2.684 TB/s", "3.355 TFLOP/s", "20.0%"] {
+        for figure in [
+            "200.0 µs",
+            "180.0 µs",
+            "220.0 µs",
+            "2.684 TB/s",
+            "3.355 TFLOP/s",
+            "20.0%",
+        ] {
             assert!(lines[2].contains(figure), "{figure}: {text}");
         }
         // SOL 0.1192 ms at 4502.4 GB/s over 0.2 ms: 59.6%, below.
-        assert!(lines[2].contains("59.6%") && lines[2].contains("below"), "{text}");
+        assert!(
+            lines[2].contains("59.6%") && lines[2].contains("below"),
+            "{text}"
+        );
         // Numbers are right-aligned under their header.
-        let end = lines[0].find("median").unwrap() + "median".len();
-        assert!(lines[2][..end].ends_with("200.0 µs"), "{text}");
+        let chars = |l: &str| l.chars().collect::<Vec<char>>();
+        let header = chars(lines[0]);
+        let end = (0..header.len())
+            .find(|&i| header[i..].starts_with(&chars("median")))
+            .unwrap()
+            + "median".len();
+        let row: String = chars(lines[2])[..end].iter().collect();
+        assert!(row.ends_with("200.0 µs"), "{text}");
         // Without a profile, no efficiency and no verdict.
         let plain = console_table(&[timed("softmax", 0.2)], None, TableOptions::default());
-        assert!(!plain.contains("59.6%") && !plain.contains("below"), "{plain}");
+        assert!(
+            !plain.contains("59.6%") && !plain.contains("below"),
+            "{plain}"
+        );
     }
 
     #[test]
@@ -277,7 +328,10 @@ mod tests {
         // 2^29 bytes in 0.1 ms: 5.4 TB/s, above the 4.8 TB/s peak: fail, in red.
         let records = [timed("softmax", 0.1)];
         let plain = console_table(&records, Some(&h200), TableOptions::default());
-        assert!(plain.contains("fail") && !plain.contains('\u{1b}'), "{plain}");
+        assert!(
+            plain.contains("fail") && !plain.contains('\u{1b}'),
+            "{plain}"
+        );
         let colored = console_table(
             &records,
             Some(&h200),
@@ -286,16 +340,29 @@ mod tests {
                 verbose: false,
             },
         );
-        assert!(colored.contains("\u{1b}[38;5;9mfail") || colored.contains("\u{1b}[31mfail")
-            || colored.contains("\u{1b}[38;5;1mfail"), "{colored:?}");
+        // Red, around the verdict only (comfy-table pads inside the escape).
+        let red = colored.find("\u{1b}[38;5;9m").expect("a red escape");
+        assert!(
+            colored[red..]
+                .trim_start_matches("\u{1b}[38;5;9m")
+                .trim_start()
+                .starts_with("fail"),
+            "{colored:?}"
+        );
     }
 
     #[test]
     fn skipped_rows_collapse_into_one_line_per_reason() {
         let records = [
             timed("softmax", 0.2),
-            skipped("a", "CPU backend: 9000 B per call (0.0 MB), over the budget of 10 B; raise it"),
-            skipped("b", "CPU backend: 12000 B per call (0.0 MB), over the budget of 10 B; raise it"),
+            skipped(
+                "a",
+                "CPU backend: 9000 B per call (0.0 MB), over the budget of 10 B; raise it",
+            ),
+            skipped(
+                "b",
+                "CPU backend: 12000 B per call (0.0 MB), over the budget of 10 B; raise it",
+            ),
             skipped("c", "manifest bench_skip_reason: needs a GPU"),
             timed("rms_norm", 0.3).with_emulated_run(),
         ];
@@ -308,7 +375,19 @@ mod tests {
             lines[4],
             "2 rows skipped: CPU backend: N B per call (0.0 MB), over the budget of 10 B"
         );
-        assert_eq!(lines[5], "1 row skipped: manifest bench_skip_reason: needs a GPU");
+        assert_eq!(numbers_as_n("(4.2"), "(N");
+        assert_eq!(numbers_as_n("x1_000y2"), "xNyN");
+        assert_eq!(
+            collapsed_skips(&[
+                skipped("a", "CPU backend: 9 B per call (4.2 MB)"),
+                skipped("b", "CPU backend: 10 B per call (16.8 MB)"),
+            ]),
+            [(2, "CPU backend: N B per call (N MB)".to_owned())]
+        );
+        assert_eq!(
+            lines[5],
+            "1 row skipped: manifest bench_skip_reason: needs a GPU"
+        );
         // --verbose: every row in the table, no collapsed lines.
         let verbose = console_table(
             &records,
@@ -320,7 +399,10 @@ mod tests {
         );
         assert_eq!(verbose.lines().count(), 2 + records.len(), "{verbose}");
         assert!(!verbose.contains("rows skipped"), "{verbose}");
-        assert!(verbose.contains("skipped: CPU backend: 12000 B per call"), "{verbose}");
+        assert!(
+            verbose.contains("skipped: CPU backend: 12000 B per call"),
+            "{verbose}"
+        );
         // Long reasons are cut in the verbose table (the records keep them whole).
         let long = console_table(
             &[skipped("x", &"x".repeat(200))],
@@ -332,6 +414,9 @@ mod tests {
         );
         let line = long.lines().nth(2).unwrap();
         assert!(line.ends_with("xxx…"), "{long}");
-        assert_eq!(line[line.find("skipped: ").unwrap()..].chars().count(), NOTE_CHARS);
+        assert_eq!(
+            line[line.find("skipped: ").unwrap()..].chars().count(),
+            NOTE_CHARS
+        );
     }
 }
