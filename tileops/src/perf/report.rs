@@ -1460,9 +1460,12 @@ impl RatioInterval {
         let usable = |s: &[f64]| {
             s.len() >= MIN_BOOTSTRAP_SAMPLES && s.iter().all(|t| t.is_finite() && *t > 0.0)
         };
-        if !(usable(current) && usable(other) && resamples > 0)
-            || !(confidence > 0.0 && confidence < 1.0)
-        {
+        let sound = usable(current)
+            && usable(other)
+            && resamples > 0
+            && confidence > 0.0
+            && confidence < 1.0;
+        if !sound {
             return None;
         }
         let mut rng = SplitMix64(seed);
