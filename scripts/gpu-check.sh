@@ -29,7 +29,7 @@
 #   6. torch_baseline  torch_baseline.py on those records, when python3 has PyTorch with CUDA:
 #                    baseline.json (PyTorch eager and torch.compile, same method; rows past its
 #                    time budget are written as skipped)
-#   7. roofline      bin/roofline on those records (with --baseline baseline.json when there is
+#   7. roofline      bin/roofline on those records (with --torch baseline.json when there is
 #                    one): roofline.md and roofline.svg
 #   8. calibrate     bin/calibrate ($CALIBRATE_ARGS, default --quick): calibrated-profile.yaml
 # Exit status: 0 when no step failed (skips are not failures), 1 otherwise.
@@ -226,7 +226,7 @@ else
     --out "$out/baseline.json" --budget-s 130
 fi
 baseline_args=()
-[[ -f "$out/baseline.json" ]] && baseline_args=(--baseline "$out/baseline.json")
+[[ -f "$out/baseline.json" ]] && baseline_args=(--torch "$out/baseline.json")
 if [[ -x "$bundle/bin/roofline" && -f "$out/records.json" ]]; then
   step roofline 60 bash -c '"$1" "$2" --profile "$3" --format md --svg "$4" "${@:6}" >"$5"' _ \
     "$bundle/bin/roofline" "$out/records.json" "${ROOFLINE_PROFILE:-h200}" "$out/roofline.svg" \

@@ -12,7 +12,7 @@ bytes and roof are copied from the tileops row (so the baseline is priced by the
 timing and the device are its own. A row that cannot be run (an op without an equivalent, an error,
 the time budget spent) is written as skipped, with the reason: no row is dropped. Then:
 
-    cargo run --example roofline -- RECORDS.json --baseline BASELINE.json
+    cargo run --example roofline -- RECORDS.json --torch BASELINE.json
 
 shows, per tileops row, its strongest (fastest) baseline and the time ratio.
 

@@ -11,10 +11,9 @@
 
 mod common;
 
-// The CLI itself, so that its arguments, table and file are tested too.
-#[allow(dead_code)]
-#[path = "../examples/bench_all.rs"]
-mod bench_all_cli;
+// The CLI itself (the library's, which the example wraps), so that its arguments, table and
+// file are tested too.
+use tileops::perf::cli::bench as bench_all_cli;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -24,7 +23,7 @@ use std::time::Duration;
 use bench_all_cli::CliError;
 use tileops::Device;
 use tileops::perf::bench::{self, BenchConfig, CpuBudget, Quiet, Selection};
-use tileops::perf::records::Run;
+use tileops::perf::records::{Run, TimingStats};
 use tileops::registry::{self, WorkloadCase};
 
 fn scratch(name: &str) -> PathBuf {
@@ -34,9 +33,8 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn cli(args: &[&str]) -> (Result<u8, CliError>, String, String) {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let result = bench_all_cli::run(&args, &mut out, &mut err);
+    let result = bench_all_cli::run(args, &mut out, &mut err);
     (
         result,
         String::from_utf8_lossy(&out).into_owned(),
@@ -122,6 +120,11 @@ fn softmax_on_the_cpu_gives_one_loadable_record_per_case_priced_by_eval_roofline
                 );
                 assert!(0.0 < p10 && p10 <= median && median <= p90);
                 assert!(record.noise().is_some_and(|n| n >= 0.0));
+                // Every raw sample is kept (at most 200 taken, under the 1000 bound), and they
+                // are the statistics' samples.
+                assert_eq!(record.samples_ms.len(), record.samples as usize);
+                let again = TimingStats::from_samples(&record.samples_ms).unwrap();
+                assert_eq!(again.median_ms, median);
             }
         }
     }
@@ -130,9 +133,17 @@ fn softmax_on_the_cpu_gives_one_loadable_record_per_case_priced_by_eval_roofline
         "{timed} timed, {skipped} skipped"
     );
 
-    // The table: a header, a rule and a line per record; no efficiency without a profile.
-    assert_eq!(table.lines().count(), 2 + cases.len(), "{table}");
-    assert!(table.starts_with("op "), "{table}");
+    // The table: a header, a rule and a line per timed record, then one line per kind of skip
+    // (here the CPU budget's); no efficiency without a profile.
+    assert_eq!(table.lines().count(), 2 + timed + 1, "{table}");
+    assert!(table.trim_start().starts_with("op "), "{table}");
+    let collapsed = table.lines().last().unwrap();
+    assert!(
+        collapsed.starts_with(&format!(
+            "{skipped} rows skipped: CPU backend: N B per call"
+        )),
+        "{table}"
+    );
     assert!(
         log.contains("efficiency blank: no built-in profile describes `cpu: "),
         "{log}"
@@ -264,7 +275,7 @@ fn an_unwritable_out_path_fails_at_once_and_runs_no_row() {
         assert_eq!(done.code(), 1, "{shown}: {done:?}");
         assert!(
             done.stderr
-                .starts_with(&format!("bench_all: cannot write the records to {shown}: ")),
+                .starts_with(&format!("bench: cannot write the records to {shown}: ")),
             "{shown}: {}",
             done.stderr
         );

@@ -7,7 +7,9 @@
 //! - editing a formula, in the user's manifest and in tileops's `manifest/`, changes the value after
 //!   a plain `cargo build` (no `touch`, no `clean`);
 //! - a formula mistake is a compile error from `cargo build`, located in the user's YAML;
-//! - a new family file is picked up, in either manifest (one that declares an op again now fails).
+//! - a new family file is picked up, in either manifest (one that declares an op again now fails);
+//! - the user's bench binary (`tileops::perf::cli::bench_main`) lists and benches the user's own
+//!   registered op together with tileops's.
 //!
 //! The steps share one copy and one target directory, so they run in sequence in one test.
 
@@ -111,6 +113,64 @@ fn a_downstream_crate_builds_edits_and_fails_like_a_user_sees_it() {
             3 * user_n * 2
         )),
         "{out}"
+    );
+
+    // 1b. The user's bench binary: the user's op is registered next to tileops's, listed, and a
+    // filtered CPU run times it (the prefill row over the CPU budget, skipped with the reason).
+    let out = cargo(&dir, &["run", "--quiet", "--bin", "bench", "--", "--list"]);
+    assert!(out.success, "bench --list failed:\n{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("scaled_residual_add (elementwise, manifest/ops.yaml): 3 cases"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("softmax (reduction, "),
+        "{}",
+        out.stdout
+    );
+    let records = copy.join("user-bench.json");
+    let out = cargo(
+        &dir,
+        &[
+            "run",
+            "--quiet",
+            "--bin",
+            "bench",
+            "--",
+            "--cpu",
+            "--filter",
+            "^scaled_residual_add/",
+            "--out",
+            records.to_str().unwrap(),
+        ],
+    );
+    assert!(out.success, "the user's bench failed:\n{}", out.stderr);
+    let benched = tileops::perf::records::Run::load(&records).unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<(&str, &str, bool)> = benched
+        .records
+        .iter()
+        .map(|r| (r.workload.as_str(), r.dtype.as_str(), r.skipped.is_none()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("llama-8b-prefill", "bfloat16", false),
+            ("decode", "bfloat16", true),
+            ("decode", "float32", true),
+        ],
+        "{}",
+        out.stderr
+    );
+    let decode = &benched.records[1];
+    assert_eq!(decode.bytes, Some(3 * 32 * 4096 * 2));
+    assert_eq!(decode.flops, Some(2 * 32 * 4096));
+    assert!(out.stdout.contains("scaled_residual_add"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("1 row skipped: CPU backend: "),
+        "{}",
+        out.stdout
     );
 
     // 2. Editing the user's formula changes its value after a plain cargo build.

@@ -6,9 +6,7 @@
 //! Chromium comes from `scripts/test.sh` (Debian's `chromium` package). Without it the test fails
 //! in CI (`CI` set) and prints `SKIP:` elsewhere.
 
-#[allow(dead_code)]
-#[path = "../examples/roofline.rs"]
-mod roofline_cli;
+use tileops::perf::cli::roofline as roofline_cli;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

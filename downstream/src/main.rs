@@ -1,15 +1,8 @@
 //! A user's crate: a library op used as a new user would, and an op of its own defined against its
-//! own manifest (`manifest/ops.yaml`).
+//! own manifest (`manifest/ops.yaml`, the op in `src/lib.rs`).
 use tileops::ops::Softmax;
 use tileops::{DType, Device, Tensor, TensorSpec};
-
-/// `y = x + alpha * residual`, planned for one shape. Only its roofline is modelled here.
-#[tileops::roofline_op("scaled_residual_add", register = false)]
-pub struct ScaledResidualAdd {
-    pub x: TensorSpec,
-    pub residual: TensorSpec,
-    pub alpha: f64,
-}
+use tileops_downstream_example::ScaledResidualAdd;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The library's op, planned on the best device (the CPU when there is no GPU).
@@ -33,6 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         residual: x.clone(),
         x,
         alpha: 0.5,
+        device: device.clone(),
     };
     let r = op.eval_roofline()?;
     println!("scaled_residual_add flops={} bytes={}", r.flops, r.bytes);

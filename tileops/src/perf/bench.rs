@@ -57,9 +57,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::profile::Profile;
 use super::records::{DeviceInfo, EMULATED_TIMING, Partial, Record, Run, RunMeta, TimingStats};
-use super::report::{self, Outcome, sig4};
 use crate::registry::{self, BenchOp, OpRegistration, StaticValue, WorkloadCase};
 use crate::{DType, Device, Error, Roofline, Tensor};
 
@@ -307,7 +305,7 @@ impl Case {
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// `--op` names no registered op.
-    #[error("no registered op is named `{name}`; registered: {}", known.join(", "))]
+    #[error("no registered op is named `{name}`{} (registered: {})", did_you_mean(name, known), known.join(", "))]
     UnknownOp {
         /// The name given.
         name: String,
@@ -315,7 +313,7 @@ pub enum BenchError {
         known: Vec<String>,
     },
     /// `--family` names no family of a registered op.
-    #[error("no registered op is of family `{name}`; families: {}", known.join(", "))]
+    #[error("no registered op is of family `{name}`{} (families: {})", did_you_mean(name, known), known.join(", "))]
     UnknownFamily {
         /// The family given.
         name: String,
@@ -353,6 +351,28 @@ pub enum BenchError {
         #[source]
         source: Error,
     },
+}
+
+/// The known name closest to `name` (Jaro-Winkler similarity at least 0.8, as clap suggests
+/// mistyped flags), if any.
+///
+/// ```
+/// let known = ["rms_norm".to_owned(), "softmax".to_owned()];
+/// assert_eq!(tileops::perf::bench::closest("sofmax", &known), Some("softmax"));
+/// assert_eq!(tileops::perf::bench::closest("gemm", &known), None);
+/// ```
+pub fn closest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(name, k), k))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.as_str())
+}
+
+/// `"; did you mean `x`?"` for an error message, empty without a close name.
+pub fn did_you_mean(name: &str, known: &[String]) -> String {
+    closest(name, known).map_or_else(String::new, |k| format!("; did you mean `{k}`?"))
 }
 
 /// The cases of the registered ops that `selection` picks, in registry order (ops by name, then
@@ -641,7 +661,14 @@ fn bench_case(
         };
     }
     match time_op(planned.as_ref(), config, timer) {
-        Ok(stats) => record.with_timing(timer.method(), stats),
+        Ok(samples) => {
+            let method = timer.method();
+            // `time_op` checked the samples, so this is never the skip.
+            match record.clone().with_samples(method, &samples) {
+                Some(timed) => timed,
+                None => record.with_skip("the timer returned a sample that is not a positive time"),
+            }
+        }
         Err(reason) => record.with_skip(reason),
     }
 }
@@ -657,11 +684,7 @@ fn run_once(op: &dyn BenchOp, config: &BenchConfig, timer: &mut Timer) -> Result
 }
 
 /// Cold call, warm-up, then the timed samples; `Err` is the skip reason.
-fn time_op(
-    op: &dyn BenchOp,
-    config: &BenchConfig,
-    timer: &mut Timer,
-) -> Result<TimingStats, String> {
+fn time_op(op: &dyn BenchOp, config: &BenchConfig, timer: &mut Timer) -> Result<Vec<f64>, String> {
     let budget = &config.time;
     let inputs = op
         .random_inputs(config.seed)
@@ -679,13 +702,16 @@ fn time_op(
         .map(|_| timer.sample(op, &inputs))
         .collect::<Result<Vec<f64>, Error>>()
         .map_err(failed)?;
-    TimingStats::from_samples(&samples).ok_or_else(|| {
-        format!(
-            "the timer returned a sample that is not a positive time ({} samples, min {:?})",
-            samples.len(),
-            samples.iter().copied().reduce(f64::min)
-        )
-    })
+    // The samples are the record's (Record::with_samples); checked here so that a bad one is
+    // the row's skip reason.
+    if TimingStats::from_samples(&samples).is_some() {
+        return Ok(samples);
+    }
+    Err(format!(
+        "the timer returned a sample that is not a positive time ({} samples, min {:?})",
+        samples.len(),
+        samples.iter().copied().reduce(f64::min)
+    ))
 }
 
 /// The relative spread of a timed record, `(p90 - p10) / median`; `None` for a skipped one.
@@ -781,21 +807,14 @@ pub fn git_revision() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// Civil date (year, month, day) and time of day of a Unix time, UTC.
-fn civil(t: SystemTime) -> (i64, u32, u32, u64) {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, of_day) = ((secs / 86_400) as i64, secs % 86_400);
-    // Howard Hinnant's days_from_civil inverse.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, of_day)
+/// `t` as a jiff timestamp; a time outside jiff's range (years -9999 to 9999) is clamped to the
+/// nearest end, which no clock of a bench machine reads.
+fn timestamp(t: SystemTime) -> jiff::Timestamp {
+    jiff::Timestamp::try_from(t).unwrap_or(if t < UNIX_EPOCH {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    })
 }
 
 /// `t` as RFC 3339 in UTC, to the second (`"2026-11-30T04:00:00Z"`).
@@ -806,160 +825,17 @@ fn civil(t: SystemTime) -> (i64, u32, u32, u64) {
 /// assert_eq!(tileops::perf::bench::rfc3339_utc(t), "2026-11-30T04:00:00Z");
 /// ```
 pub fn rfc3339_utc(t: SystemTime) -> String {
-    let (y, mo, d, s) = civil(t);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
+    timestamp(t).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// The default records path for a run started at `t`: `target/bench/<YYYYMMDDTHHMMSSZ>.json`.
 pub fn default_out_path(t: SystemTime) -> PathBuf {
-    let (y, mo, d, s) = civil(t);
-    PathBuf::from("target/bench").join(format!(
-        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z.json",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    ))
-}
-
-/// The console table of a run: op, workload, dtype, median / p10 / p90 (ms), noise, GB/s,
-/// TFLOP/s, and the efficiency against `profile` (blank without one, or for a row it cannot
-/// price), then the skip reason of a skipped row (its first clause, at most 100 characters; the
-/// records keep it whole) or, for a row run on an emulated device, `emulated: ran once for
-/// correctness, not timed` (its numbers all blank).
-///
-/// Efficiency comes from the roofline tool's own pricing ([`report::price`]), so the two agree.
-///
-/// ```
-/// use tileops::perf::bench::table;
-/// use tileops::perf::records::{DeviceInfo, Record, TimingStats};
-/// let record = Record::new("softmax", "reduction", "w", "float32", DeviceInfo::new("cpu: test"))
-///     .with_roofline(Some(5_000_000), Some(8_000_000))
-///     .with_timing("cpu_wall", TimingStats::new(10, 2.0, 1.9, 2.2));
-/// let text = table(&[record], None);
-/// assert!(text.lines().nth(2).unwrap().contains("4.000")); // 8 MB in 2 ms: 4 GB/s
-/// ```
-pub fn table(records: &[Record], profile: Option<&Profile>) -> String {
-    let header = [
-        "op",
-        "workload",
-        "dtype",
-        "median ms",
-        "p10 ms",
-        "p90 ms",
-        "noise",
-        "GB/s",
-        "TFLOP/s",
-        "efficiency",
-        "note",
-    ];
-    // Text columns are left-aligned, numbers right-aligned; the note is last and unpadded.
-    let numeric = [
-        false, false, false, true, true, true, true, true, true, true, false,
-    ];
-    let rows: Vec<[String; 11]> = records
-        .iter()
-        .map(|r| {
-            let stats = r.stats();
-            let ms = |v: Option<f64>| v.map(sig4).unwrap_or_default();
-            let rate = |amount: Option<u64>, unit: f64| match (amount, stats) {
-                (Some(a), Some(s)) => sig4(a as f64 / (s.median_ms / 1e3) / unit),
-                _ => String::new(),
-            };
-            let efficiency = profile
-                .and_then(|p| match report::price(r, p) {
-                    Outcome::Priced(priced) => Some(format!("{:.1}%", priced.efficiency() * 100.0)),
-                    Outcome::Blank(_) => None,
-                })
-                .unwrap_or_default();
-            [
-                r.op.clone(),
-                r.workload.clone(),
-                r.dtype.clone(),
-                ms(stats.map(|s| s.median_ms)),
-                ms(stats.map(|s| s.p10_ms)),
-                ms(stats.map(|s| s.p90_ms)),
-                r.noise()
-                    .map(|n| format!("{:.1}%", n * 100.0))
-                    .unwrap_or_default(),
-                rate(r.bytes, 1e9),
-                rate(r.flops, 1e12),
-                efficiency,
-                r.skipped
-                    .as_ref()
-                    .map(|reason| {
-                        if r.is_emulated() {
-                            return EMULATED_TABLE_NOTE.to_owned();
-                        }
-                        // The first clause: the rest (what to do about it) is in the records.
-                        let clause = reason.split("; ").next().unwrap_or(reason);
-                        shorten(&format!("skipped: {clause}"), NOTE_CHARS)
-                    })
-                    .unwrap_or_default(),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let mut out = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            let last = i + 1 == cells.len();
-            if last {
-                out.push_str(cell);
-            } else if numeric[i] {
-                let _ = write!(out, "{cell:>w$}  ", w = widths[i]);
-            } else {
-                let _ = write!(out, "{cell:<w$}  ", w = widths[i]);
-            }
-        }
-        out.trim_end().to_owned()
-    };
-    let mut out = String::new();
-    out.push_str(&line(&header.map(str::to_owned)));
-    out.push('\n');
-    let rule: Vec<String> = widths
-        .iter()
-        .enumerate()
-        .map(|(i, w)| "-".repeat(if i + 1 == widths.len() { 4 } else { *w }))
-        .collect();
-    out.push_str(&line(&rule));
-    out.push('\n');
-    for row in &rows {
-        out.push_str(&line(row));
-        out.push('\n');
-    }
-    out
-}
-
-/// The note of a row that ran on an emulated device.
-const EMULATED_TABLE_NOTE: &str = "emulated: ran once for correctness, not timed";
-
-/// The longest note the console table shows.
-const NOTE_CHARS: usize = 100;
-
-/// `text` cut to `max` characters, the cut marked with `…`.
-fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
+    PathBuf::from("target/bench").join(format!("{}.json", timestamp(t).strftime("%Y%m%dT%H%M%SZ")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::records::ComputeCapability;
     use std::time::Duration;
 
     #[test]
@@ -1061,43 +937,16 @@ mod tests {
     }
 
     #[test]
-    fn emulated_rows_show_no_number_in_the_table() {
-        let emu = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)");
-        let ran = Record::new("softmax", "reduction", "decode", "float32", emu.clone())
-            .with_roofline(Some(5_000_000), Some(8_000_000))
-            .with_roof("cuda_core.fp32")
-            .with_emulated_run();
-        let over = Record::new("softmax", "reduction", "prefill", "float32", emu)
-            .with_roofline(Some(5_000_000), Some(8_000_000_000))
-            .with_skip("emulated device: 8000000000 B per call; a GPU run times it");
-        let h200 = Profile::builtin("h200").unwrap();
-        let text = table(&[ran, over], Some(&h200));
-        let lines: Vec<&str> = text.lines().collect();
-        assert!(
-            lines[2].ends_with("emulated: ran once for correctness, not timed"),
-            "{text}"
-        );
-        assert!(
-            lines[3].ends_with("skipped: emulated device: 8000000000 B per call"),
-            "{text}"
-        );
-        // softmax, decode, float32, then only blanks up to the note.
-        let cells: Vec<&str> = lines[2].split_whitespace().collect();
-        assert_eq!(
-            &cells[..4],
-            ["softmax", "decode", "float32", "emulated:"],
-            "{text}"
-        );
-        assert!(!text.contains('%'), "{text}");
-    }
-
-    #[test]
     fn dates_are_rfc3339_utc() {
         let t = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
         assert_eq!(rfc3339_utc(t(0)), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339_utc(t(951_782_400)), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339_utc(t(1_709_251_199)), "2024-02-29T23:59:59Z");
         assert_eq!(rfc3339_utc(t(4_102_444_800)), "2100-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_utc(UNIX_EPOCH - Duration::from_secs(5)),
+            "1969-12-31T23:59:55Z"
+        );
         assert_eq!(
             default_out_path(t(1_796_011_200)),
             PathBuf::from("target/bench/20261130T040000Z.json")
@@ -1118,76 +967,6 @@ mod tests {
         assert_eq!(param_json(&StaticValue::Float(f64::INFINITY)), json!("inf"));
         assert_eq!(param_json(&StaticValue::List(&LIST)), json!([0, 2]));
         assert_eq!(param_json(&StaticValue::Str("mean")), json!("mean"));
-    }
-
-    fn timed(op: &str, median: f64) -> Record {
-        Record::new(
-            op,
-            "reduction",
-            "attn-weights-4k",
-            "bfloat16",
-            DeviceInfo::new("NVIDIA H200")
-                .with_compute_capability(ComputeCapability { major: 9, minor: 0 })
-                .with_l2_bytes(62_914_560),
-        )
-        .with_roofline(Some(5 << 27), Some(1 << 29))
-        .with_roof("cuda_core.fp32")
-        .with_timing(
-            "x",
-            TimingStats::new(100, median, median * 0.9, median * 1.1),
-        )
-    }
-
-    #[test]
-    fn table_aligns_columns_and_prices_against_a_matching_profile() {
-        let h200 = Profile::builtin("h200").unwrap();
-        let skipped = Record::new(
-            "rms_norm",
-            "normalization",
-            "llama-8b",
-            "float32",
-            DeviceInfo::new("NVIDIA H200"),
-        )
-        .with_skip("CPU backend: too big");
-        let records = [timed("softmax", 0.2), skipped];
-        let text = table(&records, Some(&h200));
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4, "{text}");
-        assert!(
-            lines[0].starts_with("op        workload         dtype     median ms"),
-            "{text}"
-        );
-        // 2^29 bytes in 0.2 ms = 2684 GB/s; 5 * 2^27 FLOP = 3.355 TFLOP/s; noise 20%.
-        assert!(lines[2].contains("2684"), "{text}");
-        assert!(lines[2].contains("3.355"), "{text}");
-        assert!(lines[2].contains("20.0%"), "{text}");
-        // SOL 0.1192 ms at 4502.4 GB/s over 0.2 ms: 59.6%.
-        assert!(lines[2].contains("59.6%"), "{text}");
-        assert!(
-            lines[3].ends_with("skipped: CPU backend: too big"),
-            "{text}"
-        );
-        let clause = Record::new("op", "f", "w", "float32", DeviceInfo::new("cpu"))
-            .with_skip("first clause; then advice");
-        assert!(
-            table(&[clause], None)
-                .trim_end()
-                .ends_with("skipped: first clause")
-        );
-        // Numbers are right-aligned under their header.
-        let end = lines[0].find("median ms").unwrap() + "median ms".len();
-        assert!(lines[2][..end].ends_with(" 0.2000"), "{text}");
-        // Without a profile the efficiency is blank.
-        let plain = table(&records[..1], None);
-        assert!(!plain.contains("59.6%"), "{plain}");
-        // Long reasons are cut in the table (the records keep them whole).
-        let long = Record::new("op", "f", "w", "float32", DeviceInfo::new("cpu"))
-            .with_skip("x".repeat(200));
-        let cut = table(&[long], None);
-        let line = cut.lines().nth(2).unwrap();
-        assert!(line.ends_with("xxx…"), "{cut}");
-        let note = &line[line.find("skipped: ").unwrap()..];
-        assert_eq!(note.chars().count(), NOTE_CHARS, "{cut}");
     }
 
     /// Stops the run once `after` cases have finished.

@@ -6,7 +6,9 @@
 //! [`profile`] and [`report`]s per row the speed-of-light time, efficiency, bound and verdict, and
 //! draws the [`svg`] chart. [`calibrate`] turns microbenchmark timings into a profile. Nothing here
 //! evaluates a formula or builds an op. Every file the tools read or write goes through [`files`]:
-//! bounded reads of regular files only, atomic writes.
+//! bounded reads of regular files only, atomic writes. [`cli`] is the tools themselves (`tileops
+//! bench`, `roofline`, `calibrate`), for the `tileops` binary, the examples and a downstream
+//! crate's own bench binary; [`units`] prints their figures.
 //!
 //! ```
 //! use tileops::perf::profile::Profile;
@@ -30,12 +32,14 @@ pub mod bench;
 pub mod calibrate;
 pub mod calibrate_cpu;
 pub mod calibrate_gpu;
+pub mod cli;
 pub mod files;
 pub mod html;
 pub mod profile;
 pub mod records;
 pub mod report;
 pub mod svg;
+pub mod units;
 
 /// A parser's message without the " at line L, column C" it appends: errors here show the position
 /// in their own `file:line:column` prefix.

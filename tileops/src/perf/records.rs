@@ -67,6 +67,15 @@ pub const EMULATED_TIMING: &str = "emulated";
 pub const EMULATED_NOTE: &str = "emulated device: ran once for correctness, not timed; an \
                                  emulator's timings say nothing about a GPU";
 
+/// The most raw sample times one record keeps ([`Record::samples_ms`]): 1000.
+///
+/// The bench harness takes at most 200 samples a row by default ([`crate::perf::bench::TimeBudget`]),
+/// so every sample is kept; a row timed with more keeps 1000 evenly spaced order statistics of its
+/// sorted samples (its quantiles, so a bootstrap of the median still sees the distribution), and
+/// `samples` still counts them all. At about 20 bytes a kept sample, a row adds at most 20 kB to
+/// its file: the few hundred rows of a bench_all run stay far below [`MAX_FILE_BYTES`].
+pub const MAX_KEPT_SAMPLES: usize = 1000;
+
 /// A CUDA compute capability, `major.minor` (`"9.0"`).
 ///
 /// ```
@@ -366,6 +375,11 @@ pub struct Record {
     /// Why the row was not timed; `None` for a timed row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// The raw sample times, ms, in the order taken (at most [`MAX_KEPT_SAMPLES`]); empty for a
+    /// skipped row and for files written before they were kept. `--compare` bootstraps the ratio of
+    /// medians from them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples_ms: Vec<f64>,
     /// The device the row was timed on.
     pub device: DeviceInfo,
 }
@@ -402,6 +416,7 @@ impl Record {
             p10_ms: None,
             p90_ms: None,
             skipped: Some("the bench never timed it".to_owned()),
+            samples_ms: Vec::new(),
             device,
         }
     }
@@ -454,7 +469,37 @@ impl Record {
         self.p10_ms = Some(stats.p10_ms);
         self.p90_ms = Some(stats.p90_ms);
         self.skipped = None;
+        self.samples_ms.clear();
         self
+    }
+
+    /// Marks the record timed by `method` from its raw samples (ms): the statistics
+    /// ([`TimingStats::from_samples`]) and the samples themselves, at most [`MAX_KEPT_SAMPLES`]
+    /// of them (see there for what is kept of more). `None` when there is no sample or one is
+    /// not a positive finite time.
+    ///
+    /// ```
+    /// use tileops::perf::records::{DeviceInfo, Record};
+    /// let r = Record::new("softmax", "reduction", "w", "float32", DeviceInfo::new("cpu: test"))
+    ///     .with_samples("cpu_wall", &[0.3, 0.1, 0.2])
+    ///     .unwrap();
+    /// assert_eq!((r.samples, r.median_ms), (3, Some(0.2)));
+    /// assert_eq!(r.samples_ms, [0.3, 0.1, 0.2]);
+    /// ```
+    pub fn with_samples(self, method: impl Into<String>, samples_ms: &[f64]) -> Option<Self> {
+        let stats = TimingStats::from_samples(samples_ms)?;
+        let mut record = self.with_timing(method, stats);
+        record.samples_ms = if samples_ms.len() <= MAX_KEPT_SAMPLES {
+            samples_ms.to_vec()
+        } else {
+            let mut sorted = samples_ms.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            let last = (sorted.len() - 1) as f64;
+            (0..MAX_KEPT_SAMPLES)
+                .map(|i| sorted[(i as f64 * last / (MAX_KEPT_SAMPLES - 1) as f64).round() as usize])
+                .collect()
+        };
+        Some(record)
     }
 
     /// Marks the record not timed, with the reason.
@@ -464,6 +509,7 @@ impl Record {
         self.median_ms = None;
         self.p10_ms = None;
         self.p90_ms = None;
+        self.samples_ms.clear();
         self.skipped = Some(reason.into());
         self
     }
@@ -902,7 +948,36 @@ fn check_record(record: &Record) -> Result<(), (&'static str, String)> {
                 "is set on a skipped row; a skipped row carries no timing".into(),
             ));
         }
+        if !record.samples_ms.is_empty() {
+            return Err((
+                "samples_ms",
+                "is set on a skipped row; a skipped row carries no timing".into(),
+            ));
+        }
         return Ok(());
+    }
+    if record.samples_ms.len() > MAX_KEPT_SAMPLES
+        || record.samples_ms.len() > record.samples as usize
+    {
+        return Err((
+            "samples_ms",
+            format!(
+                "holds {} samples; a row keeps at most {MAX_KEPT_SAMPLES}, and no more than its \
+                 `samples` ({})",
+                record.samples_ms.len(),
+                record.samples
+            ),
+        ));
+    }
+    if let Some(bad) = record
+        .samples_ms
+        .iter()
+        .find(|t| !(t.is_finite() && **t > 0.0))
+    {
+        return Err((
+            "samples_ms",
+            format!("holds {bad}; a time must be positive and finite"),
+        ));
     }
     if record.samples == 0 {
         return Err((

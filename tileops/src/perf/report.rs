@@ -941,7 +941,6 @@ impl Report {
 
     /// The rows as CSV (header line first; blank cells for missing numbers).
     pub fn to_csv(&self) -> String {
-        let mut out = String::new();
         let header = [
             "op",
             "family",
@@ -974,7 +973,7 @@ impl Report {
                 "baseline_call",
             ]);
         }
-        csv_row(&mut out, header.iter().map(|s| s.to_string()));
+        let mut lines = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
         for row in &self.rows {
             let p = row.priced();
             let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -987,8 +986,7 @@ impl Report {
                     row.baseline_call().map_or("", Call::as_str).to_owned(),
                 ]
             });
-            csv_row(
-                &mut out,
+            lines.push(
                 [
                     row.key.op.clone(),
                     row.family.clone(),
@@ -1021,10 +1019,11 @@ impl Report {
                     row.reason().unwrap_or_default(),
                 ]
                 .into_iter()
-                .chain(baseline_cells.into_iter().flatten()),
+                .chain(baseline_cells.into_iter().flatten())
+                .collect(),
             );
         }
-        out
+        csv_text(lines)
     }
 
     /// The report as JSON: `meta`, `profiles`, `rows` (every field, `null` where blank) and
@@ -1262,6 +1261,8 @@ mod json_view {
         other_median_ms: Option<f64>,
         other_p10_ms: Option<f64>,
         other_p90_ms: Option<f64>,
+        ratio_high: Option<f64>,
+        ratio_low: Option<f64>,
         time_ratio: Option<f64>,
         workload: &'a str,
     }
@@ -1281,6 +1282,8 @@ mod json_view {
                 other_median_ms: o.map(|s| s.median_ms),
                 other_p10_ms: o.map(|s| s.p10_ms),
                 other_p90_ms: o.map(|s| s.p90_ms),
+                ratio_high: row.interval.map(|i| i.high),
+                ratio_low: row.interval.map(|i| i.low),
                 time_ratio: row.time_ratio(),
                 workload: &row.key.workload,
             }
@@ -1385,28 +1388,163 @@ fn markdown_row(out: &mut String, cells: impl Iterator<Item = String>) {
     out.push('\n');
 }
 
-fn csv_row(out: &mut String, cells: impl Iterator<Item = String>) {
-    let cells: Vec<String> = cells
-        .map(|c| {
-            if c.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", c.replace('"', "\"\""))
-            } else {
-                c
-            }
+/// CSV text of `rows` (the header first), quoted by the csv crate (RFC 4180: a cell with a comma,
+/// a quote or a line break is quoted, its quotes doubled), one `\n`-terminated line per row.
+fn csv_text(rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    // A writer into memory: its only failure would be the buffer's I/O, which cannot fail.
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .flexible(true)
+        .from_writer(Vec::new());
+    for row in rows {
+        writer
+            .write_record(&row)
+            .expect("writing CSV into memory cannot fail");
+    }
+    let bytes = writer
+        .into_inner()
+        .expect("flushing CSV into memory cannot fail");
+    // Every cell was a `String`, so the bytes are UTF-8.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// How many bootstrap resamples [`RatioInterval::bootstrap`] draws for `--compare`: 2000.
+pub const BOOTSTRAP_RESAMPLES: u32 = 2000;
+
+/// The confidence of the comparison's intervals: 95%.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// The seed of the comparison's bootstrap: the same two files always give the same intervals,
+/// calls and gate.
+pub const BOOTSTRAP_SEED: u64 = 0x7113_0b00_75ee_d5ee;
+
+/// The fewest raw samples on each side for a bootstrap interval; with fewer, a resample has too
+/// few distinct medians for its percentiles to mean anything, and the call falls back to the
+/// spreads.
+pub const MIN_BOOTSTRAP_SAMPLES: usize = 5;
+
+/// A confidence interval of the ratio of medians `current / other` (below 1: the current run is
+/// faster).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RatioInterval {
+    /// The lower bound.
+    pub low: f64,
+    /// The upper bound.
+    pub high: f64,
+}
+
+impl RatioInterval {
+    /// The percentile bootstrap of `median(current) / median(other)`: `resamples` times, each
+    /// side is resampled with replacement to its own size and the ratio of the two medians taken;
+    /// the interval is the central `confidence` of those ratios. Deterministic for a `seed`.
+    /// `None` when either side has fewer than [`MIN_BOOTSTRAP_SAMPLES`] samples, `resamples` is
+    /// 0, `confidence` is not within (0, 1), or a sample is not a positive finite time.
+    ///
+    /// The generator is SplitMix64, written out here rather than taken from a crate, because the
+    /// intervals of a saved comparison must not move when a dependency changes its streams.
+    ///
+    /// ```
+    /// use tileops::perf::report::RatioInterval;
+    /// let base: Vec<f64> = (0..50).map(|i| 1.0 + 0.001 * (i % 7) as f64).collect();
+    /// let slower: Vec<f64> = base.iter().map(|t| t * 1.2).collect();
+    /// let i = RatioInterval::bootstrap(&slower, &base, 2000, 0.95, 1).unwrap();
+    /// assert!(i.low > 1.19 && i.high < 1.21, "{i:?}");
+    /// ```
+    pub fn bootstrap(
+        current: &[f64],
+        other: &[f64],
+        resamples: u32,
+        confidence: f64,
+        seed: u64,
+    ) -> Option<RatioInterval> {
+        let usable = |s: &[f64]| {
+            s.len() >= MIN_BOOTSTRAP_SAMPLES && s.iter().all(|t| t.is_finite() && *t > 0.0)
+        };
+        let sound = usable(current)
+            && usable(other)
+            && resamples > 0
+            && confidence > 0.0
+            && confidence < 1.0;
+        if !sound {
+            return None;
+        }
+        let mut rng = SplitMix64(seed);
+        let (mut a, mut b) = (vec![0.0; current.len()], vec![0.0; other.len()]);
+        let mut ratios: Vec<f64> = (0..resamples)
+            .map(|_| {
+                resample(current, &mut a, &mut rng);
+                resample(other, &mut b, &mut rng);
+                median_in_place(&mut a) / median_in_place(&mut b)
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let tail = (1.0 - confidence) / 2.0;
+        Some(RatioInterval {
+            low: super::records::percentile(&ratios, tail)?,
+            high: super::records::percentile(&ratios, 1.0 - tail)?,
         })
-        .collect();
-    out.push_str(&cells.join(","));
-    out.push('\n');
+    }
+
+    /// Faster when the whole interval is below 1, slower when it is above 1, same when it holds 1.
+    pub fn call(self) -> Call {
+        if self.high < 1.0 {
+            Call::Faster
+        } else if self.low > 1.0 {
+            Call::Slower
+        } else {
+            Call::Same
+        }
+    }
+}
+
+/// SplitMix64 (Steele, Lea and Flood 2014): small, fast, and fixed forever.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (Lemire's multiply-shift; its bias, below n / 2^64, is immaterial here).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
+/// Fills `into` with draws from `from`, with replacement.
+fn resample(from: &[f64], into: &mut [f64], rng: &mut SplitMix64) {
+    for slot in into.iter_mut() {
+        *slot = from[rng.below(from.len())];
+    }
+}
+
+/// The median (the mean of the two middle values for an even count, as [`TimingStats`] takes
+/// it), reordering `values`; they must not be empty.
+fn median_in_place(values: &mut [f64]) -> f64 {
+    let (mid, odd) = (values.len() / 2, values.len() % 2 == 1);
+    let (below, upper, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
+    let upper = *upper;
+    if odd {
+        return upper;
+    }
+    let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lower + upper) / 2.0
 }
 
 /// How one row compares between two runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
-    /// The current run's p90 is below the other run's p10: faster beyond the noise.
+    /// Faster beyond the noise: the ratio's confidence interval lies below 1 (without samples, the
+    /// current run's p90 is below the other run's p10).
     Faster,
-    /// The current run's p10 is above the other run's p90: slower beyond the noise.
+    /// Slower beyond the noise: the interval lies above 1 (without samples, the current run's p10
+    /// is above the other run's p90).
     Slower,
-    /// The spreads overlap.
+    /// The interval holds 1 (without samples, the spreads overlap).
     Same,
 }
 
@@ -1473,6 +1611,9 @@ pub struct CompareRow {
     pub current: Side,
     /// The other (reference) run's side.
     pub other: Side,
+    /// The [`CONFIDENCE`] bootstrap interval of the time ratio, when both sides are timed and
+    /// kept at least [`MIN_BOOTSTRAP_SAMPLES`] raw samples.
+    pub interval: Option<RatioInterval>,
 }
 
 impl CompareRow {
@@ -1481,12 +1622,45 @@ impl CompareRow {
         Some(self.current.stats()?.median_ms / self.other.stats()?.median_ms)
     }
 
-    /// Faster / slower when the p10–p90 spreads do not overlap, same when they do.
+    /// From the bootstrap interval when there is one ([`RatioInterval::call`]); for rows without
+    /// raw samples (files written before they were kept), from the p10–p90 spreads
+    /// ([`Call::from_spreads`]). `None` unless both sides are timed.
     pub fn call(&self) -> Option<Call> {
-        Some(Call::from_spreads(
-            self.current.stats()?,
-            self.other.stats()?,
-        ))
+        let (current, other) = (self.current.stats()?, self.other.stats()?);
+        Some(match self.interval {
+            Some(interval) => interval.call(),
+            None => Call::from_spreads(current, other),
+        })
+    }
+
+    /// Whether the current run is slower than the other by more than `pct` percent with
+    /// confidence: the interval's lower bound above `1 + pct / 100` (without an interval: the
+    /// current p10 above the other's p90 times that factor). `false` unless both sides are timed.
+    ///
+    /// ```
+    /// use tileops::perf::records::{DeviceInfo, Record, Run, RunMeta};
+    /// use tileops::perf::report::Comparison;
+    /// let device = DeviceInfo::new("cpu: test");
+    /// let run = |scale: f64| {
+    ///     let samples: Vec<f64> = (0..40).map(|i| scale * (1.0 + 0.002 * (i % 5) as f64)).collect();
+    ///     let r = Record::new("softmax", "reduction", "w", "float32", device.clone())
+    ///         .with_samples("cpu_wall", &samples)
+    ///         .unwrap();
+    ///     Run::new(RunMeta::new("abc", "2026-11-30T00:00:00Z", "0.1.0", device.clone()), vec![r])
+    /// };
+    /// let c = Comparison::build(&run(1.2), &run(1.0));
+    /// assert!(c.rows[0].slower_beyond(10.0) && !c.rows[0].slower_beyond(25.0));
+    /// assert!(!Comparison::build(&run(1.0), &run(1.0)).rows[0].slower_beyond(0.0));
+    /// ```
+    pub fn slower_beyond(&self, pct: f64) -> bool {
+        let factor = 1.0 + pct / 100.0;
+        let (Some(current), Some(other)) = (self.current.stats(), self.other.stats()) else {
+            return false;
+        };
+        match self.interval {
+            Some(interval) => interval.low > factor,
+            None => current.p10_ms > other.p90_ms * factor,
+        }
     }
 
     /// Why there is no call, `None` when there is one.
@@ -1516,7 +1690,9 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// Matches the two runs' rows by op, workload, dtype and impl.
+    /// Matches the two runs' rows by op, workload, dtype and impl, and bootstraps the interval of
+    /// each timed pair's ratio from their raw samples ([`RatioInterval::bootstrap`] with
+    /// [`BOOTSTRAP_RESAMPLES`], [`CONFIDENCE`] and [`BOOTSTRAP_SEED`]).
     pub fn build(current: &Run, other: &Run) -> Comparison {
         let others: HashMap<RecordKey, &Record> =
             other.records.iter().map(|r| (r.key(), r)).collect();
@@ -1525,11 +1701,23 @@ impl Comparison {
             .iter()
             .map(|r| {
                 let key = r.key();
-                let other = Side::of(others.get(&key).copied());
+                let theirs = others.get(&key).copied();
+                let interval = theirs
+                    .filter(|o| r.stats().is_some() && o.stats().is_some())
+                    .and_then(|o| {
+                        RatioInterval::bootstrap(
+                            &r.samples_ms,
+                            &o.samples_ms,
+                            BOOTSTRAP_RESAMPLES,
+                            CONFIDENCE,
+                            BOOTSTRAP_SEED,
+                        )
+                    });
                 CompareRow {
                     key,
                     current: Side::of(Some(r)),
-                    other,
+                    other: Side::of(theirs),
+                    interval,
                 }
             })
             .collect();
@@ -1544,6 +1732,7 @@ impl Comparison {
                 key: r.key(),
                 current: Side::Absent,
                 other: Side::of(Some(r)),
+                interval: None,
             });
         }
         Comparison {
@@ -1569,6 +1758,12 @@ impl Comparison {
         self.rows.iter().filter(|r| r.call() == Some(call)).count()
     }
 
+    /// The rows slower than the other run by more than `pct` percent with confidence
+    /// ([`CompareRow::slower_beyond`]): what `--fail-on-regression PCT` fails on.
+    pub fn regressions(&self, pct: f64) -> Vec<&CompareRow> {
+        self.rows.iter().filter(|r| r.slower_beyond(pct)).collect()
+    }
+
     /// The comparison as markdown.
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
@@ -1585,6 +1780,13 @@ impl Comparison {
             self.count(Call::Same),
             self.rows.iter().filter(|r| r.call().is_none()).count()
         );
+        let _ = writeln!(
+            out,
+            "Calls come from the {:.0}% bootstrap interval of the ratio of medians ({} resamples of \
+             the raw samples); a row without raw samples is called from the p10-p90 spreads.\n",
+            CONFIDENCE * 100.0,
+            BOOTSTRAP_RESAMPLES
+        );
         if let Some(note) = self.device_note() {
             let _ = writeln!(out, "Note: {note}.\n");
         }
@@ -1596,6 +1798,7 @@ impl Comparison {
             "current ms",
             "other ms",
             "time ratio",
+            "95% interval",
             "call",
             "note",
         ];
@@ -1612,6 +1815,7 @@ impl Comparison {
                     opt(row.current.stats().map(|s| s.median_ms), sig4),
                     opt(row.other.stats().map(|s| s.median_ms), sig4),
                     opt(row.time_ratio(), |r| format!("{r:.3}")),
+                    opt(row.interval, |i| format!("{:.3}–{:.3}", i.low, i.high)),
                     row.call().map(Call::as_str).unwrap_or_default().to_owned(),
                     row.note().unwrap_or_default(),
                 ]
@@ -1621,9 +1825,9 @@ impl Comparison {
         out
     }
 
-    /// The comparison as CSV.
+    /// The comparison as CSV: both sides' statistics, the bootstrap interval of the time ratio
+    /// (`ratio_low`, `ratio_high`), the ratio, the call and the note.
     pub fn to_csv(&self) -> String {
-        let mut out = String::new();
         let header = [
             "op",
             "workload",
@@ -1635,35 +1839,35 @@ impl Comparison {
             "other_median_ms",
             "other_p10_ms",
             "other_p90_ms",
+            "ratio_low",
+            "ratio_high",
             "time_ratio",
             "call",
             "note",
         ];
-        csv_row(&mut out, header.iter().map(|s| s.to_string()));
+        let mut lines = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
         for row in &self.rows {
             let (c, o) = (row.current.stats(), row.other.stats());
             let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
-            csv_row(
-                &mut out,
-                [
-                    row.key.op.clone(),
-                    row.key.workload.clone(),
-                    row.key.dtype.clone(),
-                    row.key.implementation.clone(),
-                    num(c.map(|s| s.median_ms)),
-                    num(c.map(|s| s.p10_ms)),
-                    num(c.map(|s| s.p90_ms)),
-                    num(o.map(|s| s.median_ms)),
-                    num(o.map(|s| s.p10_ms)),
-                    num(o.map(|s| s.p90_ms)),
-                    num(row.time_ratio()),
-                    row.call().map(Call::as_str).unwrap_or_default().to_owned(),
-                    row.note().unwrap_or_default(),
-                ]
-                .into_iter(),
-            );
+            lines.push(vec![
+                row.key.op.clone(),
+                row.key.workload.clone(),
+                row.key.dtype.clone(),
+                row.key.implementation.clone(),
+                num(c.map(|s| s.median_ms)),
+                num(c.map(|s| s.p10_ms)),
+                num(c.map(|s| s.p90_ms)),
+                num(o.map(|s| s.median_ms)),
+                num(o.map(|s| s.p10_ms)),
+                num(o.map(|s| s.p90_ms)),
+                num(row.interval.map(|i| i.low)),
+                num(row.interval.map(|i| i.high)),
+                num(row.time_ratio()),
+                row.call().map(Call::as_str).unwrap_or_default().to_owned(),
+                row.note().unwrap_or_default(),
+            ]);
         }
-        out
+        csv_text(lines)
     }
 
     /// The comparison as JSON: both runs' metadata, the device note and a row per key.
@@ -2054,17 +2258,18 @@ mod tests {
 
     #[test]
     fn csv_quotes_cells() {
-        let mut out = String::new();
-        csv_row(
-            &mut out,
-            [
+        let text = csv_text([
+            vec![
                 "a,b".to_owned(),
                 "say \"hi\"".to_owned(),
                 "plain".to_owned(),
-            ]
-            .into_iter(),
+            ],
+            vec!["two\nlines".to_owned(), String::new(), "x".to_owned()],
+        ]);
+        assert_eq!(
+            text,
+            "\"a,b\",\"say \"\"hi\"\"\",plain\n\"two\nlines\",,x\n"
         );
-        assert_eq!(out, "\"a,b\",\"say \"\"hi\"\"\",plain\n");
     }
 
     #[test]

@@ -1,0 +1,422 @@
+//! The console table `bench` prints: a row per timed (or emulated) record, figures in scaled
+//! units, verdicts coloured on a terminal, and the skipped rows collapsed into one line per reason.
+//!
+//! A CPU run skips most rows (over the reference budget); a line of about 150 characters per skip
+//! buried the timed rows. The records file keeps every row and its full reason; the console says
+//! each reason once, with its count, and lists the skipped rows only with `--verbose`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use comfy_table::{Cell, CellAlignment, Color, Table};
+
+use crate::perf::profile::Profile;
+use crate::perf::records::Record;
+use crate::perf::report::{self, Outcome, Verdict};
+use crate::perf::units::{Unit, scaled};
+
+/// How the table is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TableOptions {
+    /// Colour the verdicts (ANSI escapes): a terminal, no `NO_COLOR`.
+    pub color: bool,
+    /// List every skipped row in the table (each with its reason's first clause) instead of the
+    /// one line per reason.
+    pub verbose: bool,
+}
+
+/// The note of a row that ran on an emulated device.
+const EMULATED_TABLE_NOTE: &str = "emulated: ran once for correctness, not timed";
+
+/// The longest skip note a `--verbose` table shows.
+const NOTE_CHARS: usize = 100;
+
+/// The console table of a run, then (without `verbose`) one line per kind of skip reason.
+///
+/// Columns: op, workload, dtype, median / p10 / p90 (ns, µs, ms or s), noise
+/// (`(p90 - p10) / median`), bandwidth and compute rates (scaled, [`crate::perf::units`]),
+/// efficiency and verdict against `profile` ([`report::price`], the roofline tool's own pricing,
+/// so the two agree; blank without a profile or for a row it cannot price) and a note.
+///
+/// ```
+/// use tileops::perf::cli::table::{console_table, TableOptions};
+/// use tileops::perf::records::{DeviceInfo, Record, TimingStats};
+/// let device = DeviceInfo::new("cpu: test");
+/// let timed = Record::new("softmax", "reduction", "w", "float32", device.clone())
+///     .with_roofline(Some(5_000_000), Some(8_000_000))
+///     .with_timing("cpu_wall", TimingStats::new(10, 2.0, 1.9, 2.2));
+/// let skipped = Record::new("softmax", "reduction", "big", "float32", device)
+///     .with_skip("CPU backend: 9000 B per call, over the budget of 10 B");
+/// let text = console_table(&[timed, skipped], None, TableOptions::default());
+/// assert!(text.contains("2.000 ms") && text.contains("4.000 GB/s"), "{text}");
+/// assert!(text.contains("1 row skipped: CPU backend: 9000 B per call"), "{text}");
+/// ```
+pub fn console_table(
+    records: &[Record],
+    profile: Option<&Profile>,
+    options: TableOptions,
+) -> String {
+    let mut table = Table::new();
+    table.load_preset(TABLE_STYLE);
+    // Styling only when asked: comfy-table would otherwise decide from its own tty check.
+    if options.color {
+        table.enforce_styling();
+    } else {
+        table.force_no_tty();
+    }
+    table.set_header([
+        "op",
+        "workload",
+        "dtype",
+        "median",
+        "p10",
+        "p90",
+        "noise",
+        "bandwidth",
+        "compute",
+        "efficiency",
+        "verdict",
+        "note",
+    ]);
+    let shown = records
+        .iter()
+        .filter(|r| options.verbose || r.skipped.is_none() || r.is_emulated());
+    for r in shown {
+        table.add_row(row(r, profile));
+    }
+    for index in 3..10 {
+        if let Some(column) = table.column_mut(index) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out = String::new();
+    for line in table.lines() {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if !options.verbose {
+        for (count, reason) in collapsed_skips(records) {
+            let rows = if count == 1 { "row" } else { "rows" };
+            let _ = writeln!(out, "{count} {rows} skipped: {reason}");
+        }
+    }
+    out
+}
+
+/// The table's look: a line of dashes under the header, no borders. The 19 characters are
+/// comfy-table's components in order (borders, header line and intersections, ...); a space
+/// draws nothing.
+const TABLE_STYLE: &str = "     -             ";
+
+/// One table row.
+fn row(r: &Record, profile: Option<&Profile>) -> Vec<Cell> {
+    let stats = r.stats();
+    let time = |ms: Option<f64>| {
+        ms.map(|ms| scaled(ms / 1e3, Unit::Seconds))
+            .unwrap_or_default()
+    };
+    let rate = |amount: Option<u64>, unit: Unit| match (amount, stats) {
+        (Some(a), Some(s)) => scaled(a as f64 / (s.median_ms / 1e3), unit),
+        _ => String::new(),
+    };
+    let priced = profile.and_then(|p| match report::price(r, p) {
+        Outcome::Priced(priced) => Some(priced),
+        Outcome::Blank(_) => None,
+    });
+    let verdict = priced.as_ref().map(|p| p.verdict());
+    let mut verdict_cell = Cell::new(verdict.map(Verdict::as_str).unwrap_or_default());
+    if let Some(v) = verdict {
+        verdict_cell = verdict_cell.fg(verdict_color(v));
+    }
+    let note = match &r.skipped {
+        None => String::new(),
+        Some(_) if r.is_emulated() => EMULATED_TABLE_NOTE.to_owned(),
+        // The first clause: the rest (what to do about it) is in the records.
+        Some(reason) => shorten(
+            &format!("skipped: {}", reason.split("; ").next().unwrap_or(reason)),
+            NOTE_CHARS,
+        ),
+    };
+    vec![
+        Cell::new(&r.op),
+        Cell::new(&r.workload),
+        Cell::new(&r.dtype),
+        Cell::new(time(stats.map(|s| s.median_ms))),
+        Cell::new(time(stats.map(|s| s.p10_ms))),
+        Cell::new(time(stats.map(|s| s.p90_ms))),
+        Cell::new(
+            r.noise()
+                .map(|n| format!("{:.1}%", n * 100.0))
+                .unwrap_or_default(),
+        ),
+        Cell::new(rate(r.bytes, Unit::BytesPerSecond)),
+        Cell::new(rate(r.flops, Unit::FlopsPerSecond)),
+        Cell::new(
+            priced
+                .as_ref()
+                .map(|p| format!("{:.1}%", p.efficiency() * 100.0))
+                .unwrap_or_default(),
+        ),
+        verdict_cell,
+        Cell::new(note),
+    ]
+}
+
+/// A verdict's colour: red for the impossible, yellow for what needs a look, green at the
+/// ceiling, none for the ordinary.
+fn verdict_color(verdict: Verdict) -> Color {
+    match verdict {
+        Verdict::Fail => Color::Red,
+        Verdict::Anomaly => Color::Magenta,
+        Verdict::LatencyBound => Color::Yellow,
+        Verdict::AtCeiling => Color::Green,
+        Verdict::Below => Color::Reset,
+    }
+}
+
+/// The skipped rows (emulated runs aside) grouped by reason: `(count, reason)` in order of first
+/// appearance. Reasons that differ only in their numbers (`9000 B per call` in one row,
+/// `12000 B per call` in the next) are one group; the line keeps each word the group's rows share
+/// and shows `N` where their numbers differ. Only the reason's first clause is shown: the rest
+/// (what to do about it) is in the records.
+pub fn collapsed_skips(records: &[Record]) -> Vec<(usize, String)> {
+    let mut groups: Vec<(String, Vec<Vec<&str>>)> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for reason in records
+        .iter()
+        .filter(|r| !r.is_emulated())
+        .filter_map(|r| r.skipped.as_deref())
+    {
+        let clause = reason.split("; ").next().unwrap_or(reason);
+        let words: Vec<&str> = clause.split(' ').collect();
+        let key = words
+            .iter()
+            .map(|w| numbers_as_n(w))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let slot = *index.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[slot].1.push(words);
+    }
+    groups
+        .into_iter()
+        .map(|(_, rows)| {
+            let first = &rows[0];
+            let merged: Vec<String> = (0..first.len())
+                .map(|i| {
+                    if rows.iter().all(|w| w[i] == first[i]) {
+                        first[i].to_owned()
+                    } else {
+                        numbers_as_n(first[i])
+                    }
+                })
+                .collect();
+            (rows.len(), merged.join(" "))
+        })
+        .collect()
+}
+
+/// `word` with each number in it (a digit, then digits, `.` and `_`) written `N`: `(4.2` is `(N`.
+fn numbers_as_n(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut in_number = false;
+    for c in word.chars() {
+        let continues = in_number && (c.is_ascii_digit() || c == '.' || c == '_');
+        if continues {
+            continue;
+        }
+        in_number = c.is_ascii_digit();
+        out.push(if in_number { 'N' } else { c });
+    }
+    out
+}
+
+/// `text` cut to `max` characters, the cut marked with `…`.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::records::{ComputeCapability, DeviceInfo, TimingStats};
+
+    fn timed(op: &str, median: f64) -> Record {
+        Record::new(
+            op,
+            "reduction",
+            "attn-weights-4k",
+            "bfloat16",
+            DeviceInfo::new("NVIDIA H200")
+                .with_compute_capability(ComputeCapability { major: 9, minor: 0 })
+                .with_l2_bytes(62_914_560),
+        )
+        .with_roofline(Some(5 << 27), Some(1 << 29))
+        .with_roof("cuda_core.fp32")
+        .with_timing(
+            "x",
+            TimingStats::new(100, median, median * 0.9, median * 1.1),
+        )
+    }
+
+    fn skipped(workload: &str, reason: &str) -> Record {
+        Record::new(
+            "rms_norm",
+            "normalization",
+            workload,
+            "float32",
+            DeviceInfo::new("cpu"),
+        )
+        .with_skip(reason)
+    }
+
+    #[test]
+    fn figures_scale_and_price_against_a_matching_profile() {
+        let h200 = Profile::builtin("h200").unwrap();
+        let text = console_table(
+            &[timed("softmax", 0.2)],
+            Some(&h200),
+            TableOptions::default(),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].trim_start().starts_with("op"), "{text}");
+        assert!(lines[1].trim().starts_with('-'), "{text}");
+        // 2^29 bytes in 0.2 ms = 2.684 TB/s; 5 * 2^27 FLOP = 3.355 TFLOP/s; noise 20%.
+        for figure in [
+            "200.0 µs",
+            "180.0 µs",
+            "220.0 µs",
+            "2.684 TB/s",
+            "3.355 TFLOP/s",
+            "20.0%",
+        ] {
+            assert!(lines[2].contains(figure), "{figure}: {text}");
+        }
+        // SOL 0.1192 ms at 4502.4 GB/s over 0.2 ms: 59.6%, below.
+        assert!(
+            lines[2].contains("59.6%") && lines[2].contains("below"),
+            "{text}"
+        );
+        // Numbers are right-aligned under their header.
+        let chars = |l: &str| l.chars().collect::<Vec<char>>();
+        let header = chars(lines[0]);
+        let end = (0..header.len())
+            .find(|&i| header[i..].starts_with(&chars("median")))
+            .unwrap()
+            + "median".len();
+        let row: String = chars(lines[2])[..end].iter().collect();
+        assert!(row.ends_with("200.0 µs"), "{text}");
+        // Without a profile, no efficiency and no verdict.
+        let plain = console_table(&[timed("softmax", 0.2)], None, TableOptions::default());
+        assert!(
+            !plain.contains("59.6%") && !plain.contains("below"),
+            "{plain}"
+        );
+    }
+
+    #[test]
+    fn verdicts_are_coloured_only_when_asked() {
+        let h200 = Profile::builtin("h200").unwrap();
+        // 2^29 bytes in 0.1 ms: 5.4 TB/s, above the 4.8 TB/s peak: fail, in red.
+        let records = [timed("softmax", 0.1)];
+        let plain = console_table(&records, Some(&h200), TableOptions::default());
+        assert!(
+            plain.contains("fail") && !plain.contains('\u{1b}'),
+            "{plain}"
+        );
+        let colored = console_table(
+            &records,
+            Some(&h200),
+            TableOptions {
+                color: true,
+                verbose: false,
+            },
+        );
+        // Red, around the verdict only (comfy-table pads inside the escape).
+        let red = colored.find("\u{1b}[38;5;9m").expect("a red escape");
+        assert!(
+            colored[red..]
+                .trim_start_matches("\u{1b}[38;5;9m")
+                .trim_start()
+                .starts_with("fail"),
+            "{colored:?}"
+        );
+    }
+
+    #[test]
+    fn skipped_rows_collapse_into_one_line_per_reason() {
+        let records = [
+            timed("softmax", 0.2),
+            skipped(
+                "a",
+                "CPU backend: 9000 B per call (0.0 MB), over the budget of 10 B; raise it",
+            ),
+            skipped(
+                "b",
+                "CPU backend: 12000 B per call (0.0 MB), over the budget of 10 B; raise it",
+            ),
+            skipped("c", "manifest bench_skip_reason: needs a GPU"),
+            timed("rms_norm", 0.3).with_emulated_run(),
+        ];
+        let text = console_table(&records, None, TableOptions::default());
+        let lines: Vec<&str> = text.lines().collect();
+        // Header, rule, the timed row and the emulated one, then the two reasons.
+        assert_eq!(lines.len(), 6, "{text}");
+        assert!(lines[3].ends_with(EMULATED_TABLE_NOTE), "{text}");
+        assert_eq!(
+            lines[4],
+            "2 rows skipped: CPU backend: N B per call (0.0 MB), over the budget of 10 B"
+        );
+        assert_eq!(numbers_as_n("(4.2"), "(N");
+        assert_eq!(numbers_as_n("x1_000y2"), "xNyN");
+        assert_eq!(
+            collapsed_skips(&[
+                skipped("a", "CPU backend: 9 B per call (4.2 MB)"),
+                skipped("b", "CPU backend: 10 B per call (16.8 MB)"),
+            ]),
+            [(2, "CPU backend: N B per call (N MB)".to_owned())]
+        );
+        assert_eq!(
+            lines[5],
+            "1 row skipped: manifest bench_skip_reason: needs a GPU"
+        );
+        // --verbose: every row in the table, no collapsed lines.
+        let verbose = console_table(
+            &records,
+            None,
+            TableOptions {
+                color: false,
+                verbose: true,
+            },
+        );
+        assert_eq!(verbose.lines().count(), 2 + records.len(), "{verbose}");
+        assert!(!verbose.contains("rows skipped"), "{verbose}");
+        assert!(
+            verbose.contains("skipped: CPU backend: 12000 B per call"),
+            "{verbose}"
+        );
+        // Long reasons are cut in the verbose table (the records keep them whole).
+        let long = console_table(
+            &[skipped("x", &"x".repeat(200))],
+            None,
+            TableOptions {
+                color: false,
+                verbose: true,
+            },
+        );
+        let line = long.lines().nth(2).unwrap();
+        assert!(line.ends_with("xxx…"), "{long}");
+        assert_eq!(
+            line[line.find("skipped: ").unwrap()..].chars().count(),
+            NOTE_CHARS
+        );
+    }
+}
