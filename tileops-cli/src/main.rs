@@ -13,7 +13,6 @@
 //! those linked into this binary: tileops's own. A crate with ops of its own benches them with a
 //! binary of its own that calls [`tileops::perf::cli::bench_main`].
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -66,35 +65,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// `tileops manifest check`: every problem with the located messages `#[roofline_op]` gives, then
-/// a summary line per manifest; status 1 when any manifest has a problem.
+/// `tileops manifest check`: the library's command (the same as `tileops-manifest check`).
 fn check(paths: &[PathBuf], quiet: bool) -> ExitCode {
     let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let mut out = std::io::stdout().lock();
-    let mut failed = false;
-    for path in paths {
-        let report = tileops_manifest::check::check_manifest(&base, path);
-        failed |= !report.problems.is_empty();
-        for problem in &report.problems {
-            // A closed pipe (`| head`) ends the output quietly; the exit status still counts.
-            if writeln!(out, "error: {}\n", problem.render()).is_err() {
-                return ExitCode::from(u8::from(failed));
-            }
-        }
-        if !quiet {
-            let verdict = match report.problems.len() {
-                0 => "ok".to_owned(),
-                1 => "1 problem".to_owned(),
-                n => format!("{n} problems"),
-            };
-            let shown = tileops_manifest::load::display_path(&base, path);
-            let _ = writeln!(
-                out,
-                "{shown}: {} files, {} entries: {verdict}",
-                report.files, report.entries
-            );
-        }
-    }
-    let _ = out.flush();
+    let failed =
+        tileops_manifest::check::run_command(&base, paths, quiet, &mut std::io::stdout().lock());
     ExitCode::from(u8::from(failed))
 }

@@ -153,6 +153,47 @@ fn read_manifest(base: &Path, path: &Path) -> (Vec<Rc<FamilyFile>>, Vec<Diagnost
     (parsed, problems)
 }
 
+/// `check PATH…` as the commands run it (`tileops-manifest check`, `tileops manifest check`): every
+/// problem of each manifest with its located message, then, unless `quiet`, one summary line per
+/// manifest, all on `out`. Paths are shown relative to `base`. Returns whether any manifest had a
+/// problem (exit status 1). A closed pipe (`| head`) ends the output quietly; every manifest is
+/// still checked, so the answer counts them all.
+pub fn run_command(
+    base: &Path,
+    paths: &[PathBuf],
+    quiet: bool,
+    out: &mut dyn std::io::Write,
+) -> bool {
+    let mut failed = false;
+    let mut open = true;
+    for path in paths {
+        let report = check_manifest(base, path);
+        failed |= !report.problems.is_empty();
+        if !open {
+            continue;
+        }
+        for problem in &report.problems {
+            open &= writeln!(out, "error: {}\n", problem.render()).is_ok();
+        }
+        if !quiet && open {
+            let verdict = match report.problems.len() {
+                0 => "ok".to_owned(),
+                1 => "1 problem".to_owned(),
+                n => format!("{n} problems"),
+            };
+            let shown = load::display_path(base, path);
+            open &= writeln!(
+                out,
+                "{shown}: {} files, {} entries: {verdict}",
+                report.files, report.entries
+            )
+            .is_ok();
+        }
+    }
+    let _ = out.flush();
+    failed
+}
+
 /// The family files of a manifest path (see [`check_manifest`]).
 fn family_files(base: &Path, path: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
     let shown = load::display_path(base, path);

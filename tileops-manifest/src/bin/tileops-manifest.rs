@@ -9,10 +9,9 @@
 //! error).
 
 use clap::{Parser, Subcommand};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tileops_manifest::check::check_manifest;
+use tileops_manifest::check::run_command;
 
 #[derive(Parser)]
 #[command(
@@ -45,39 +44,6 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let Command::Check { paths, quiet } = cli.command;
     let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let mut out = std::io::stdout().lock();
-    let mut failed = false;
-    for path in &paths {
-        let report = check_manifest(&base, path);
-        for problem in &report.problems {
-            // A closed pipe (`| head`) ends the output quietly; the exit status still counts.
-            if writeln!(out, "error: {}\n", problem.render()).is_err() {
-                return ExitCode::from(if failed || !report.problems.is_empty() {
-                    1
-                } else {
-                    0
-                });
-            }
-        }
-        failed |= !report.problems.is_empty();
-        if !quiet {
-            let verdict = match report.problems.len() {
-                0 => "ok".to_owned(),
-                1 => "1 problem".to_owned(),
-                n => format!("{n} problems"),
-            };
-            let shown = tileops_manifest::load::display_path(&base, path);
-            let _ = writeln!(
-                out,
-                "{shown}: {} files, {} entries: {verdict}",
-                report.files, report.entries
-            );
-        }
-    }
-    let _ = out.flush();
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    let failed = run_command(&base, &paths, quiet, &mut std::io::stdout().lock());
+    ExitCode::from(u8::from(failed))
 }
