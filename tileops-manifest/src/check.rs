@@ -182,10 +182,14 @@ pub fn run_command(
                 n => format!("{n} problems"),
             };
             let shown = load::display_path(base, path);
+            let count = |n: usize, one: &str, many: &str| {
+                format!("{n} {}", if n == 1 { one } else { many })
+            };
             open &= writeln!(
                 out,
-                "{shown}: {} files, {} entries: {verdict}",
-                report.files, report.entries
+                "{shown}: {}, {}: {verdict}",
+                count(report.files, "file", "files"),
+                count(report.entries, "entry", "entries")
             )
             .is_ok();
         }
