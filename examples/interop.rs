@@ -55,7 +55,9 @@ fn run() -> Result<(), Error> {
         .map(|i| bf16::from_f32(0.5 + (i % 7) as f32 / 8.0))
         .collect();
     let x_slice = stream.clone_htod(&x_host).map_err(driver("copying x"))?;
-    let w_slice = stream.clone_htod(&w_host).map_err(driver("copying weight"))?;
+    let w_slice = stream
+        .clone_htod(&w_host)
+        .map_err(driver("copying weight"))?;
     let y_slice = stream
         .alloc_zeros::<bf16>(ROWS * N)
         .map_err(driver("allocating y"))?;

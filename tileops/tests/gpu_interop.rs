@@ -14,9 +14,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use common::{bound, gpu_or_skip, spec};
-use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
 use half::bf16;
 use tileops::ops::reference;
 use tileops::ops::{Gemm, RmsNorm, Softmax};
@@ -306,7 +304,7 @@ fn mismatched_buffers_are_errors_and_come_back() {
     let refused = Tensor::from_cuda_bytes(short, &x_spec, &caller.device).unwrap_err();
     assert!(
         matches!(
-            refused.error,
+            refused.error(),
             Error::BufferMismatch {
                 expected_bytes: 64,
                 got_bytes: 63,
@@ -322,7 +320,7 @@ fn mismatched_buffers_are_errors_and_come_back() {
     let typed = s.alloc_zeros::<bf16>(31).unwrap();
     let refused = Tensor::from_cuda_slice(typed, &x_spec, &caller.device).unwrap_err();
     assert!(matches!(
-        refused.error,
+        refused.error(),
         Error::BufferMismatch {
             expected_bytes: 64,
             got_bytes: 62,
@@ -334,7 +332,7 @@ fn mismatched_buffers_are_errors_and_come_back() {
     let refused = Tensor::from_cuda_slice(floats, &x_spec, &caller.device).unwrap_err();
     assert!(
         matches!(
-            refused.error,
+            refused.error(),
             Error::BufferDType {
                 buffer: DType::Float32,
                 ..
@@ -342,7 +340,7 @@ fn mismatched_buffers_are_errors_and_come_back() {
         ),
         "{refused}"
     );
-    assert_eq!(refused.slice.len(), 16);
+    assert_eq!(refused.slice().len(), 16);
     // `?` turns the refusal into the crate's error.
     let as_error: Result<Tensor, Error> = (|| {
         Ok(Tensor::from_cuda_slice(
@@ -358,7 +356,7 @@ fn mismatched_buffers_are_errors_and_come_back() {
     let refused = Tensor::from_cuda_bytes(s.alloc_zeros::<u8>(8).unwrap(), &huge, &caller.device)
         .unwrap_err();
     assert!(
-        matches!(refused.error, Error::ShapeOverflow { .. }),
+        matches!(refused.error(), Error::ShapeOverflow { .. }),
         "{refused}"
     );
 
@@ -366,7 +364,7 @@ fn mismatched_buffers_are_errors_and_come_back() {
     let refused =
         Tensor::from_cuda_bytes(s.alloc_zeros::<u8>(64).unwrap(), &x_spec, &Device::cpu())
             .unwrap_err();
-    assert!(matches!(refused.error, Error::Tensor(_)), "{refused}");
+    assert!(matches!(refused.error(), Error::Tensor(_)), "{refused}");
 
     // A typed take-out of the wrong type.
     let t = Tensor::zeros(&x_spec, &caller.device).unwrap();
@@ -405,11 +403,16 @@ fn another_context_is_refused() {
     let refused = Tensor::from_cuda_bytes(theirs, &spec(&[4, 8], DType::BFloat16), &caller.device)
         .unwrap_err();
     assert!(
-        matches!(refused.error, Error::WrongContext { .. }),
+        matches!(refused.error(), Error::WrongContext { .. }),
         "{refused}"
     );
     // On its own context it is a tensor, not equal to Device::cuda(0).
     let on_other = Device::from_cuda_stream(other, their_stream).unwrap();
     assert_ne!(on_other, caller.own);
-    Tensor::from_cuda_bytes(refused.slice, &spec(&[4, 8], DType::BFloat16), &on_other).unwrap();
+    Tensor::from_cuda_bytes(
+        refused.into_slice(),
+        &spec(&[4, 8], DType::BFloat16),
+        &on_other,
+    )
+    .unwrap();
 }

@@ -19,44 +19,65 @@ use crate::{Device, Error, TensorSpec};
 ///
 /// Converts into [`Error`] (dropping, and so freeing, the slice), so `?` works where the slice
 /// is not wanted back.
-pub struct FromCudaError<T> {
-    /// Why the slice was refused.
-    pub error: Error,
-    /// The slice, unchanged.
-    pub slice: CudaSlice<T>,
+pub struct FromCudaError<T>(Box<Refused<T>>);
+
+/// Boxed: a `Result` carrying it stays small.
+struct Refused<T> {
+    error: Error,
+    slice: CudaSlice<T>,
 }
 
 impl<T> FromCudaError<T> {
+    fn new(error: Error, slice: CudaSlice<T>) -> Self {
+        FromCudaError(Box::new(Refused { error, slice }))
+    }
+
+    /// Why the slice was refused.
+    pub fn error(&self) -> &Error {
+        &self.0.error
+    }
+
+    /// The slice, unchanged.
+    pub fn slice(&self) -> &CudaSlice<T> {
+        &self.0.slice
+    }
+
+    /// The slice back, for the caller to keep using.
+    pub fn into_slice(self) -> CudaSlice<T> {
+        self.0.slice
+    }
+
     /// The reason and the slice.
     pub fn into_parts(self) -> (Error, CudaSlice<T>) {
-        (self.error, self.slice)
+        let refused = *self.0;
+        (refused.error, refused.slice)
     }
 }
 
 impl<T> fmt::Debug for FromCudaError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FromCudaError")
-            .field("error", &self.error)
-            .field("slice_len", &self.slice.len())
+            .field("error", self.error())
+            .field("slice_len", &self.slice().len())
             .finish()
     }
 }
 
 impl<T> fmt::Display for FromCudaError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.error.fmt(f)
+        self.error().fmt(f)
     }
 }
 
 impl<T> std::error::Error for FromCudaError<T> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        Some(self.error())
     }
 }
 
 impl<T> From<FromCudaError<T>> for Error {
     fn from(err: FromCudaError<T>) -> Error {
-        err.error
+        err.0.error
     }
 }
 
@@ -98,16 +119,14 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor, FromCudaError<T>> {
         if T::DTYPE != spec.dtype {
-            return Err(FromCudaError {
-                error: Error::BufferDType {
-                    spec: spec.to_string(),
-                    buffer: T::DTYPE,
-                },
-                slice,
-            });
+            let error = Error::BufferDType {
+                spec: spec.to_string(),
+                buffer: T::DTYPE,
+            };
+            return Err(FromCudaError::new(error, slice));
         }
         if let Err(error) = check_buffer(spec, slice.num_bytes(), slice.stream(), device) {
-            return Err(FromCudaError { error, slice });
+            return Err(FromCudaError::new(error, slice));
         }
         Ok(Tensor::wrap_checked(retype::<T, u8>(slice), spec, device))
     }
@@ -129,8 +148,9 @@ impl Tensor {
     ///
     /// let bytes = stream.alloc_zeros::<u8>(63).expect("an allocation");
     /// let refused = Tensor::from_cuda_bytes(bytes, &spec, &device).unwrap_err();
-    /// assert!(matches!(refused.error, Error::BufferMismatch { expected_bytes: 64, got_bytes: 63, .. }));
-    /// let _still_mine = refused.slice; // not freed
+    /// assert!(matches!(refused.error(), Error::BufferMismatch { expected_bytes: 64, got_bytes: 63, .. }));
+    /// let still_mine = refused.into_slice(); // not freed
+    /// assert_eq!(still_mine.len(), 63);
     /// # Ok::<(), tileops::Error>(())
     /// ```
     pub fn from_cuda_bytes(
@@ -140,7 +160,7 @@ impl Tensor {
     ) -> Result<Tensor, FromCudaError<u8>> {
         match check_buffer(spec, slice.len(), slice.stream(), device) {
             Ok(()) => Ok(Tensor::wrap_checked(slice, spec, device)),
-            Err(error) => Err(FromCudaError { error, slice }),
+            Err(error) => Err(FromCudaError::new(error, slice)),
         }
     }
 
@@ -285,7 +305,7 @@ fn check_buffer(
 /// bytes are valid `U`s (the dtype's own type, or raw bytes).
 fn retype<T, U: DeviceRepr>(slice: CudaSlice<T>) -> CudaSlice<U> {
     let bytes = slice.num_bytes();
-    debug_assert!(bytes % std::mem::size_of::<U>() == 0);
+    debug_assert!(bytes.is_multiple_of(std::mem::size_of::<U>()));
     let stream = slice.stream().clone();
     // `leak` makes the stream wait for the slice's pending reads and writes, then gives up the
     // allocation without freeing it; `upgrade_device_ptr` makes the one owner of it again.
