@@ -57,6 +57,8 @@ cargo test --workspace --lib --bins --examples --benches "${cpu_tests[@]}" --loc
 cargo test --workspace --doc --locked
 # Huge shapes again in release, where unchecked size arithmetic would wrap instead of panicking.
 cargo test -p tileops --release --locked --test huge_shapes
+# The dense fp8 sweep (the float8 crate against the hand-written codec it replaced), fast in release.
+cargo test -p tileops --release --locked --lib fp8_oracle -- --ignored
 
 echo "== emulated GPU tests"
 bash scripts/emu-check.sh

@@ -19,7 +19,8 @@ const EMULATED_DEVICE_PREFIX: &str = "cuda-emu";
 /// A device: the CPU, or one CUDA GPU.
 ///
 /// Cloning is cheap; clones of one GPU share its context, stream and kernel cache (so do separate
-/// `Device::cuda(n)` calls with the same ordinal).
+/// `Device::cuda(n)` calls with the same ordinal). A caller that already has a cudarc context
+/// and stream builds the device on them with [`Device::from_cuda_stream`].
 ///
 /// ```
 /// use tileops::Device;
@@ -50,11 +51,17 @@ pub(crate) struct CudaDevice {
     pub(crate) capability: (u32, u32),
     pub(crate) sm_count: u32,
     pub(crate) ctx: Arc<CudaContext>,
+    /// Every launch, copy and cuBLAS call of this device is issued here.
     pub(crate) stream: Arc<CudaStream>,
-    /// Loaded modules, by kernel file name (`softmax.cu`).
-    pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
-    /// Entry points already looked up, by entry name.
-    pub(crate) functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    /// Loaded modules, by kernel file name (`softmax.cu`). A module belongs to a context, not a
+    /// stream: devices on other streams of the same primary context share this map.
+    pub(crate) modules: Arc<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
+    /// Entry points already looked up, by entry name (shared like `modules`).
+    pub(crate) functions: Arc<Mutex<HashMap<&'static str, CudaFunction>>>,
+    /// The cuBLAS/cuBLASLt handles and workspace of this device's stream (made at first gemm).
+    /// Per device, not per GPU: a handle is bound to one stream, and a workspace used by two
+    /// streams at once would race.
+    pub(crate) blas: crate::ops::BlasSlot,
 }
 
 impl Device {
@@ -80,6 +87,54 @@ impl Device {
         opened.insert(ordinal, dev.clone());
         Ok(Device {
             kind: Kind::Cuda(dev),
+        })
+    }
+
+    /// The GPU of `ctx`, with every tileops launch, copy and cuBLAS call issued to `stream`: ops
+    /// run on the caller's own stream, ordered with the caller's work on it.
+    ///
+    /// `stream` must belong to `ctx` (else [`Error::WrongContext`]). Kernels already loaded for
+    /// the same primary context (by [`Device::cuda`] or another device built here) are reused;
+    /// cuBLAS handles are made for this stream. The device equals [`Device::cuda`] of the same
+    /// ordinal when `ctx` is that GPU's primary context (cudarc's [`CudaContext::new`]): their
+    /// tensors are interchangeable, and cudarc's event tracking (on by default) orders work
+    /// across the two streams.
+    ///
+    /// ```no_run
+    /// use cudarc::driver::CudaContext;
+    /// use tileops::Device;
+    ///
+    /// let ctx = CudaContext::new(0).expect("a GPU");
+    /// let stream = ctx.new_stream().expect("a stream");
+    /// let device = Device::from_cuda_stream(ctx, stream.clone())?;
+    /// assert!(std::sync::Arc::ptr_eq(device.cuda_stream().unwrap(), &stream));
+    /// # Ok::<(), tileops::Error>(())
+    /// ```
+    pub fn from_cuda_stream(
+        ctx: Arc<CudaContext>,
+        stream: Arc<CudaStream>,
+    ) -> Result<Device, Error> {
+        if **stream.context() != *ctx {
+            return Err(Error::WrongContext {
+                what: "the stream".to_owned(),
+                expected: format!("the context passed (GPU {})", ctx.ordinal()),
+                got: format!("a context of GPU {}", stream.context().ordinal()),
+            });
+        }
+        let ordinal = ctx.ordinal();
+        // Kernels loaded in the primary context are valid on any of its streams: share the cache
+        // of `Device::cuda(ordinal)`, which uses that context, so nothing compiles or loads twice.
+        let shared = if ctx.is_primary() {
+            Device::cuda(ordinal)
+                .ok()
+                .and_then(|d| d.cuda_device().cloned())
+                .filter(|base| *base.ctx == *ctx)
+        } else {
+            None
+        };
+        let dev = describe(ordinal, ctx, stream, shared.as_deref())?;
+        Ok(Device {
+            kind: Kind::Cuda(Arc::new(dev)),
         })
     }
 
@@ -153,7 +208,9 @@ impl Device {
         self.cuda_device().map(|dev| &dev.ctx)
     }
 
-    /// The stream every tileops kernel and copy on this GPU is issued to.
+    /// The stream every tileops kernel, copy and cuBLAS call on this GPU is issued to: the
+    /// context's default stream for [`Device::cuda`], the caller's for
+    /// [`Device::from_cuda_stream`].
     pub fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
         self.cuda_device().map(|dev| &dev.stream)
     }
@@ -183,7 +240,9 @@ impl PartialEq for Device {
     fn eq(&self, other: &Self) -> bool {
         match (&self.kind, &other.kind) {
             (Kind::Cpu, Kind::Cpu) => true,
-            (Kind::Cuda(a), Kind::Cuda(b)) => a.ordinal == b.ordinal,
+            // Same GPU and same context: memory of one is usable by the other, whatever the
+            // streams (a non-primary context's memory is not another context's).
+            (Kind::Cuda(a), Kind::Cuda(b)) => a.ordinal == b.ordinal && *a.ctx == *b.ctx,
             _ => false,
         }
     }
@@ -248,6 +307,18 @@ fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
     }
     let ctx = guarded("creating a CUDA context", || CudaContext::new(ordinal))?
         .map_err(|e| Error::driver(format!("creating a context on GPU {ordinal}"), e))?;
+    let stream = ctx.default_stream();
+    describe(ordinal, ctx, stream, None)
+}
+
+/// The device state of `ctx` on `stream`; kernel caches shared with `shared` when given (same
+/// context), else empty.
+fn describe(
+    ordinal: usize,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    shared: Option<&CudaDevice>,
+) -> Result<CudaDevice, Error> {
     let name = ctx
         .name()
         .map_err(|e| Error::driver("reading the device name", e))?;
@@ -257,7 +328,6 @@ fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
     let sm_count = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(|e| Error::driver("reading the SM count", e))?;
-    let stream = ctx.default_stream();
     Ok(CudaDevice {
         ordinal,
         name,
@@ -265,8 +335,9 @@ fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
         sm_count: sm_count.max(1) as u32,
         ctx,
         stream,
-        modules: Mutex::new(HashMap::new()),
-        functions: Mutex::new(HashMap::new()),
+        modules: shared.map_or_else(Default::default, |d| d.modules.clone()),
+        functions: shared.map_or_else(Default::default, |d| d.functions.clone()),
+        blas: Default::default(),
     })
 }
 

@@ -181,6 +181,50 @@ pub enum Error {
         device: String,
     },
 
+    /// A caller's GPU buffer whose byte length is not the size of the spec it was wrapped as
+    /// ([`Tensor::from_cuda_slice`](crate::Tensor::from_cuda_slice)).
+    ///
+    /// ```
+    /// # use tileops::Error;
+    /// let err = Error::BufferMismatch { spec: "float32[2, 3]".into(), expected_bytes: 24, got_bytes: 20 };
+    /// assert_eq!(err.to_string(), "a GPU buffer of 20 bytes cannot hold float32[2, 3], which is 24 bytes");
+    /// ```
+    #[error(
+        "a GPU buffer of {got_bytes} bytes cannot hold {spec}, which is {expected_bytes} bytes"
+    )]
+    BufferMismatch {
+        /// The spec the buffer was to hold (`bfloat16[4, 8]`).
+        spec: String,
+        /// Its size, [`TensorSpec::size_in_bytes`](crate::TensorSpec::size_in_bytes).
+        expected_bytes: usize,
+        /// The buffer's length in bytes.
+        got_bytes: usize,
+    },
+
+    /// A typed GPU buffer whose element type is not the dtype it was to be used as
+    /// (a `CudaSlice<f32>` wrapped as bfloat16, a bfloat16 tensor viewed as `f32`).
+    #[error(
+        "a GPU buffer of {buffer} elements cannot be used as {spec}; wrap raw bytes with from_cuda_bytes"
+    )]
+    BufferDType {
+        /// The tensor's spec (`bfloat16[4, 8]`).
+        spec: String,
+        /// The dtype of the buffer's element type.
+        buffer: crate::DType,
+    },
+
+    /// A stream or buffer that belongs to another CUDA context (or GPU) than the one it is used
+    /// with: its memory or its work would not be valid there.
+    #[error("{what} belongs to {got}, but is used with {expected}")]
+    WrongContext {
+        /// What was passed (`the stream`, `the buffer`).
+        what: String,
+        /// The context or device it must belong to.
+        expected: String,
+        /// The one it belongs to.
+        got: String,
+    },
+
     /// Misuse of the tensor API: data length, dtype of a host copy, device mismatch.
     #[error("tensor: {0}")]
     Tensor(String),

@@ -44,9 +44,16 @@ pub use device::Device;
 pub use dtype::{DType, UnknownDType};
 pub use error::Error;
 pub use roofline::{Roofline, RooflineError};
-pub use tensor::Tensor;
+pub use tensor::{FromCudaError, Tensor};
 pub use tensor_spec::TensorSpec;
 pub use tileops_macros::roofline_op;
+
+/// The cudarc tileops is built on (0.19). GPU memory handed to tileops
+/// ([`Tensor::from_cuda_slice`], [`Device::from_cuda_stream`]) must be this crate's types: use
+/// this path, or depend on the same version.
+pub use cudarc;
+/// The `half` crate of tileops's `f16`/`bf16` elements.
+pub use half;
 
 /// Re-exports the generated code relies on; not part of the public API.
 #[doc(hidden)]

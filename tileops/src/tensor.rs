@@ -5,6 +5,9 @@
 //! few conversions that exist say so in their names (`from_f64_rounded`, `to_vec_f64`).
 
 mod convert;
+mod interop;
+
+pub use interop::FromCudaError;
 
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};

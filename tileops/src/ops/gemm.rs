@@ -1,7 +1,6 @@
 //! `gemm`: the dense matrix product `c = op(a) @ op(b)`, `op(t) = t.T` when its flag is set,
 //! through cuBLASLt on the GPU (plain cuBLAS `Sgemm` for strict float32).
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::mem::size_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -642,8 +641,17 @@ impl Drop for Preference {
     }
 }
 
-/// A cuBLASLt handle (kept for the life of the process, as the device is).
+/// A cuBLASLt handle, destroyed with the device that made it (never, for `Device::cuda`'s, which
+/// live as long as the process).
 struct LtHandle(lt_sys::cublasLtHandle_t);
+
+impl Drop for LtHandle {
+    fn drop(&mut self) {
+        // SAFETY: created by `lt::create_handle` in `Libraries::get`, destroyed once; every plan
+        // using it holds the `Libraries` (an `Arc`), so none is left.
+        let _ = unsafe { lt::destroy_handle(self.0) };
+    }
+}
 
 // SAFETY: a cuBLASLt handle may be used from any thread; tileops issues every call on the
 // device's one stream, which orders them.
@@ -651,8 +659,14 @@ unsafe impl Send for LtHandle {}
 // SAFETY: as above.
 unsafe impl Sync for LtHandle {}
 
-/// The BLAS state of one GPU, shared by every gemm plan on it: the cuBLASLt handle and its
-/// workspace, and a cuBLAS handle for strict float32 (made at first use).
+/// Where a device keeps its [`Libraries`] (`CudaDevice::blas`): empty until the first gemm plan,
+/// and left empty when making them failed, so a later plan retries.
+#[derive(Default)]
+pub(crate) struct BlasSlot(Mutex<Option<Arc<Libraries>>>);
+
+/// The BLAS state of one device (one stream), shared by every gemm plan on it: the cuBLASLt
+/// handle and its workspace, and a cuBLAS handle for strict float32 (made at first use), both
+/// issuing to the device's stream.
 struct Libraries {
     lt_handle: LtHandle,
     workspace: CudaSlice<u8>,
@@ -664,10 +678,12 @@ struct Libraries {
 impl Libraries {
     /// The libraries of `dev`, created at first use.
     fn get(dev: &CudaDevice) -> Result<Arc<Libraries>, Error> {
-        static OPENED: OnceLock<Mutex<HashMap<usize, Arc<Libraries>>>> = OnceLock::new();
-        let opened = OPENED.get_or_init(Default::default);
-        let mut opened = opened.lock().unwrap_or_else(|poison| poison.into_inner());
-        if let Some(libs) = opened.get(&dev.ordinal) {
+        let mut slot = dev
+            .blas
+            .0
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(libs) = slot.as_ref() {
             return Ok(libs.clone());
         }
         crate::libraries::cublas()?;
@@ -693,7 +709,7 @@ impl Libraries {
             stream: dev.stream.clone(),
             blas: OnceLock::new(),
         });
-        opened.insert(dev.ordinal, libs.clone());
+        *slot = Some(libs.clone());
         Ok(libs)
     }
 

@@ -39,6 +39,7 @@ mod bench_impls;
 pub use activation::{Gelu, GeluApproximate, Relu, Sigmoid, Silu};
 pub use fp8_quant::Fp8Quant;
 pub use fused_add_rms_norm::FusedAddRmsNorm;
+pub(crate) use gemm::BlasSlot;
 pub use gemm::Gemm;
 pub use layer_norm::LayerNorm;
 pub use log_softmax::LogSoftmax;

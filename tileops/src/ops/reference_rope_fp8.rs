@@ -19,7 +19,7 @@ pub const MIN_SCALE: f32 = 1.0 / (448.0 * 512.0);
 ///
 /// The same conversion as CUDA's `__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3)` (the
 /// `cvt.rn.satfinite.e4m3x2.f32` instruction on sm_89 and newer, the header's software path on
-/// older GPUs), ported from `cuda_fp8.hpp`.
+/// older GPUs), through the `float8` crate's port of `cuda_fp8.hpp`.
 ///
 /// ```
 /// use tileops::ops::reference_rope_fp8::fp8_e4m3_saturate;
@@ -31,47 +31,13 @@ pub const MIN_SCALE: f32 = 1.0 / (448.0 * 512.0);
 /// assert_eq!(fp8_e4m3_saturate(2f32.powi(-9)), 0x01); // the smallest subnormal
 /// ```
 pub fn fp8_e4m3_saturate(v: f32) -> u8 {
-    let bits = f64::from(v).to_bits();
-    let sign = ((bits >> 63) << 7) as u8;
-    let abs = bits & 0x7fff_ffff_ffff_ffff;
-    const INF: u64 = 0x7ff0_0000_0000_0000;
-    const MIN_DENORM_HALF: u64 = 0x3f50_0000_0000_0000; // 2^-10
-    const OVERFLOW: u64 = 0x407d_0000_0000_0000; // 464 = 448 + half an ulp
-    const MIN_NORMAL: u64 = 0x3f90_0000_0000_0000; // 2^-6
-    const HALF_ULP: u64 = 1 << (53 - 4 - 1);
-    if abs > INF {
+    // The `float8` crate ports the same header, NaN aside: it keeps a NaN's sign (-NaN is 0xFF),
+    // while the kernels' `cvt.rn.satfinite` always gives 0x7F. (The hand-written port it
+    // replaced is the oracle in tensor/convert/fp8_oracle.rs.)
+    if v.is_nan() {
         return 0x7f;
     }
-    let code = if abs <= MIN_DENORM_HALF {
-        0
-    } else if abs > OVERFLOW {
-        0x7e
-    } else {
-        let exp = (((bits >> 52) & 0x7ff) as i32 - 1023 + 7) as u32;
-        let mantissa = ((bits >> (53 - 4)) & 0x7) as u32;
-        if abs >= MIN_NORMAL {
-            let code = (exp << 3) | mantissa;
-            let round = bits & ((HALF_ULP << 1) - 1);
-            if round > HALF_ULP || (round == HALF_ULP && mantissa & 1 == 1) {
-                code + 1
-            } else {
-                code
-            }
-        } else {
-            // Subnormal: exp is 0 or wrapped below it; the shift brings in the implicit bit.
-            let shift = 1u32.wrapping_sub(exp);
-            let mantissa = mantissa | 0x8;
-            let code = mantissa >> shift;
-            let round = (bits | (1 << 52)) & ((HALF_ULP << (shift + 1)) - 1);
-            let half = HALF_ULP << shift;
-            if round > half || (round == half && code & 1 == 1) {
-                code + 1
-            } else {
-                code
-            }
-        }
-    };
-    sign | code as u8
+    float8::F8E4M3::from_f32(v).to_bits()
 }
 
 /// The value of a `float8_e4m3fn` code (NaN for 0x7F and 0xFF).
@@ -82,18 +48,8 @@ pub fn fp8_e4m3_saturate(v: f32) -> u8 {
 /// assert_eq!(fp8_e4m3_value(0x81), -(2f64.powi(-9)));
 /// ```
 pub fn fp8_e4m3_value(code: u8) -> f64 {
-    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
-    let exp = i32::from((code >> 3) & 0xf);
-    let man = f64::from(code & 0x7);
-    if exp == 0xf && code & 0x7 == 0x7 {
-        return f64::NAN;
-    }
-    let magnitude = if exp == 0 {
-        man / 8.0 * 2f64.powi(-6)
-    } else {
-        (1.0 + man / 8.0) * 2f64.powi(exp - 7)
-    };
-    sign * magnitude
+    // Exact: every e4m3 value is an f16 value, which `float8` decodes through.
+    float8::F8E4M3::from_bits(code).to_f64()
 }
 
 /// The larger of `a` and `b`, NaN when either is NaN: the max of `torch.amax` and of the kernels'
