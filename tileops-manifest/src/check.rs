@@ -207,21 +207,7 @@ fn family_files(base: &Path, path: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
         // A file; `load` says why when it is not a regular, readable one.
         return Ok(vec![path.to_path_buf()]);
     }
-    let entries = std::fs::read_dir(path).map_err(|e| {
-        Diagnostic::unlocated(format!("cannot read manifest directory {shown}: {e}"))
-    })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(Diagnostic::unlocated(format!(
-            "manifest directory {shown} holds no *.yaml file"
-        )));
-    }
-    Ok(files)
+    load::yaml_files_in(path, &shown)
 }
 
 /// Parse one family file from text (for tests and tools that hold the text already).

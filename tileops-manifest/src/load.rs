@@ -81,18 +81,7 @@ pub fn locate(base: &Path, explicit: Option<&str>) -> Result<Vec<PathBuf>, Diagn
     if kind(&root).is_ok_and(|k| k == Kind::File) {
         return Ok(vec![root]);
     }
-    let entries = std::fs::read_dir(&root).map_err(|e| {
-        Diagnostic::unlocated(format!(
-            "cannot read manifest directory {}: {e}",
-            root.display()
-        ))
-    })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
-    files.sort();
+    let files = yaml_files_in(&root, &root.display().to_string())?;
     // A `*.yaml` that is not a regular file is a mistake to report, not a file to skip quietly.
     for file in &files {
         if let Err(why) = kind(file).and_then(|k| match k {
@@ -106,10 +95,24 @@ pub fn locate(base: &Path, explicit: Option<&str>) -> Result<Vec<PathBuf>, Diagn
             )));
         }
     }
+    Ok(files)
+}
+
+/// The `*.yaml` / `*.yml` files of a manifest directory (not recursive), sorted by name; an error
+/// when it cannot be read or holds none. `shown` is how messages name the directory.
+pub fn yaml_files_in(dir: &Path, shown: &str) -> Result<Vec<PathBuf>, Diagnostic> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        Diagnostic::unlocated(format!("cannot read manifest directory {shown}: {e}"))
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
     if files.is_empty() {
         return Err(Diagnostic::unlocated(format!(
-            "manifest directory {} holds no *.yaml file",
-            root.display()
+            "manifest directory {shown} holds no *.yaml file"
         )));
     }
     Ok(files)
