@@ -14,41 +14,37 @@
 //! # Ok::<(), tileops::Error>(())
 //! ```
 
-mod activation;
-mod fused_add_rms_norm;
+// One module per manifest family (the `family:` of each entry), each with its ops and the f64
+// references of their CPU backend.
+mod elementwise;
+mod fused;
 mod gemm;
-mod layer_norm;
-mod log_softmax;
-mod norm_rows;
-mod reduce;
-pub mod reference;
-pub mod reference_gemm;
-pub mod reference_norm_act;
-pub mod reference_reduction;
-mod rms_norm;
-mod silu_and_mul;
-mod softmax;
+mod normalization;
+mod position_encoding;
+mod quantization;
+mod reduction;
 
-mod fp8_quant;
-mod qk_norm_rope_fp8;
+#[doc(hidden)]
+pub mod reference;
+#[doc(hidden)]
+pub mod reference_norm_act;
+#[doc(hidden)]
+pub mod reference_reduction;
+#[doc(hidden)]
 pub mod reference_rope_fp8;
-mod rope;
+#[doc(hidden)]
+pub use gemm::reference as reference_gemm;
 
 mod bench_impls;
 
-pub use activation::{Gelu, GeluApproximate, Relu, Sigmoid, Silu};
-pub use fp8_quant::Fp8Quant;
-pub use fused_add_rms_norm::FusedAddRmsNorm;
+pub use elementwise::{Gelu, GeluApproximate, Relu, Sigmoid, Silu, SiluAndMul};
+pub use fused::{QkNormRopeFp8, QkNormRopeFp8Output};
 pub(crate) use gemm::BlasSlot;
 pub use gemm::Gemm;
-pub use layer_norm::LayerNorm;
-pub use log_softmax::LogSoftmax;
-pub use qk_norm_rope_fp8::{QkNormRopeFp8, QkNormRopeFp8Output};
-pub use reduce::{Amax, Logsumexp, Mean, ReduceDim, Sum};
-pub use rms_norm::RmsNorm;
-pub use rope::Rope;
-pub use silu_and_mul::SiluAndMul;
-pub use softmax::Softmax;
+pub use normalization::{FusedAddRmsNorm, LayerNorm, RmsNorm};
+pub use position_encoding::Rope;
+pub use quantization::Fp8Quant;
+pub use reduction::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Softmax, Sum};
 
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 

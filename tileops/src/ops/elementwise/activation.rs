@@ -3,10 +3,10 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::reference_norm_act as reference;
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, ACTIVATION};
+use crate::ops::reference_norm_act as reference;
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 

@@ -2,9 +2,9 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, ROPE};
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
@@ -197,7 +197,7 @@ impl Rope {
             None => {
                 let pos = positions.to_vec::<i64>()?;
                 check_positions(OP, &pos, self.max_pos)?;
-                let (values, _) = super::reference_rope_fp8::rope(
+                let (values, _) = crate::ops::reference_rope_fp8::rope(
                     &x.host_f64()?,
                     &pos,
                     &cos_sin_cache.host_f64()?,
@@ -287,7 +287,7 @@ fn rope_threads(pairs: usize) -> u32 {
 }
 
 /// Refuses positions outside `[0, max_pos)` (the CPU path; the GPU writes NaN rows instead).
-pub(super) fn check_positions(
+pub(crate) fn check_positions(
     op: &'static str,
     positions: &[i64],
     max_pos: usize,
@@ -308,7 +308,7 @@ pub(super) fn check_positions(
 
 /// Positions for random inputs: distinct where the table allows (the manifest's ideal), spread
 /// over the table deterministically from `seed`.
-pub(super) fn random_positions(
+pub(crate) fn random_positions(
     tokens: usize,
     max_pos: usize,
     seed: u64,
@@ -321,7 +321,7 @@ pub(super) fn random_positions(
 }
 
 /// A valid cos/sin table: row p holds cos and sin of p * 10000^(-2i/head_dim).
-pub(super) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
+pub(crate) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
     let (rows, width) = (spec.shape[0], spec.shape[1]);
     let half = width / 2;
     let inv_freq: Vec<f64> = (0..half)
@@ -404,7 +404,7 @@ mod tests {
                 let p = random_positions(tokens, 7, 5, &cpu).unwrap();
                 let c = rope_table(&cs, &cpu).unwrap();
                 let y = op.forward(&x, &p, &c).unwrap();
-                let (want, _) = super::super::reference_rope_fp8::rope(
+                let (want, _) = crate::ops::reference_rope_fp8::rope(
                     &x.to_vec_f64().unwrap(),
                     &p.to_vec::<i64>().unwrap(),
                     &c.to_vec_f64().unwrap(),

@@ -3,8 +3,8 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
-use super::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
 use crate::kernels::{self, KernelSource};
+use crate::ops::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
 use crate::registry::{StaticValue, WorkloadCase};
 use crate::{DType, Error, Tensor, TensorSpec};
 

@@ -5,9 +5,9 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
 use crate::device::CudaDevice;
 use crate::kernels::{self, SOFTMAX};
+use crate::ops::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
 use crate::registry::RoofKey;
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -63,8 +63,8 @@ impl Output {
     /// The f64 reference, which is also the CPU path.
     fn reference(self, x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
         match self {
-            Output::Softmax => super::reference::softmax(x, outer, n, inner),
-            Output::LogSoftmax => super::reference_reduction::log_softmax(x, outer, n, inner),
+            Output::Softmax => crate::ops::reference::softmax(x, outer, n, inner),
+            Output::LogSoftmax => crate::ops::reference_reduction::log_softmax(x, outer, n, inner),
         }
     }
 }
@@ -429,7 +429,7 @@ mod tests {
             0
         );
         assert_eq!(
-            super::super::LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
+            crate::ops::LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
                 .unwrap()
                 .dim(),
             0

@@ -2,13 +2,13 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::norm_rows::{
+use super::rows::{
     buffers, check_eps, check_row_len, check_row_shape, check_same_dtype, last_dim, no_buffer,
     row_launch,
 };
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, RMS_NORM};
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::RoofKey;
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -124,7 +124,9 @@ impl RmsNorm {
         match self.device.cuda_device() {
             None => {
                 let (values, w) = (x.host_f64()?, weight.host_f64()?);
-                y.set_host_f64(&super::reference::rms_norm(&values, &w, self.n, self.eps))
+                y.set_host_f64(&crate::ops::reference::rms_norm(
+                    &values, &w, self.n, self.eps,
+                ))
             }
             Some(dev) => self.launch(dev, x, weight, y),
         }
@@ -174,7 +176,7 @@ mod tests {
                 let x = Tensor::random(&xs, 3, &cpu).unwrap();
                 let w = Tensor::random(&ws, 4, &cpu).unwrap();
                 let y = op.forward(&x, &w).unwrap();
-                let expect = super::super::reference::rms_norm(
+                let expect = crate::ops::reference::rms_norm(
                     &x.to_vec_f64().unwrap(),
                     &w.to_vec_f64().unwrap(),
                     n,

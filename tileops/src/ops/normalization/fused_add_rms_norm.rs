@@ -3,14 +3,14 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::norm_rows::{
+use super::rows::{
     buffers, check_norm_input, check_row_param, check_same_dtype, no_buffer, row_launch,
     workload_eps, workload_input,
 };
-use super::reference_norm_act as reference;
-use super::{check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, FUSED_ADD_RMS_NORM};
+use crate::ops::reference_norm_act as reference;
+use crate::ops::{check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -278,7 +278,7 @@ mod tests {
                     .collect();
                 let want_h = Tensor::from_f64_rounded(&sum, &xs, &cpu).unwrap();
                 assert_eq!(h.to_bytes().unwrap(), want_h.to_bytes().unwrap());
-                let want_y = super::super::reference::rms_norm(
+                let want_y = crate::ops::reference::rms_norm(
                     &want_h.to_vec_f64().unwrap(),
                     &w.to_vec_f64().unwrap(),
                     n,

@@ -2,13 +2,13 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::norm_rows::{
+use super::rows::{
     buffers, check_norm_input, check_row_param, no_buffer, row_launch, workload_eps, workload_input,
 };
-use super::reference_norm_act as reference;
-use super::{check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, LAYER_NORM};
+use crate::ops::reference_norm_act as reference;
+use crate::ops::{check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 

@@ -1,6 +1,8 @@
 //! `gemm`: the dense matrix product `c = op(a) @ op(b)`, `op(t) = t.T` when its flag is set,
 //! through cuBLASLt on the GPU (plain cuBLAS `Sgemm` for strict float32).
 
+pub mod reference;
+
 use std::ffi::c_void;
 use std::mem::size_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,8 +12,8 @@ use cudarc::cublas::{self, CudaBlas};
 use cudarc::cublaslt::{result as lt, sys as lt_sys};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
-use super::{check_extents, check_input};
 use crate::device::CudaDevice;
+use crate::ops::{check_extents, check_input};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
@@ -27,7 +29,7 @@ const OP: &str = "gemm";
 ///   would round the inputs to TF32). `allow_tf32` runs it through cuBLASLt with
 ///   `CUBLAS_COMPUTE_32F_FAST_TF32` instead: inputs rounded to 10 mantissa bits, like PyTorch's
 ///   `allow_tf32`.
-/// - The CPU path is the f64 reference ([`reference_gemm::gemm`](super::reference_gemm::gemm)),
+/// - The CPU path is the f64 reference ([`reference_gemm::gemm`](self::reference::gemm)),
 ///   rounded once to the output dtype; it ignores `allow_tf32`.
 ///
 /// ```
@@ -266,7 +268,7 @@ impl Gemm {
         check_input(OP, "c", c, &self.c, &self.device)?;
         match (self.device.cuda_device(), &self.gpu) {
             (None, _) => {
-                let values = super::reference_gemm::gemm(
+                let values = self::reference::gemm(
                     &a.host_f64()?,
                     &b.host_f64()?,
                     self.m,

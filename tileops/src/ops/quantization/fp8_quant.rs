@@ -2,9 +2,9 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, FP8_QUANT};
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
@@ -182,7 +182,7 @@ impl Fp8Quant {
             None => {
                 // Exact: every input dtype widens to f32 without rounding.
                 let values: Vec<f32> = x.host_f64()?.into_iter().map(|v| v as f32).collect();
-                let (codes, s) = super::reference_rope_fp8::fp8_quant(&values, self.group);
+                let (codes, s) = crate::ops::reference_rope_fp8::fp8_quant(&values, self.group);
                 let host = y
                     .host_bytes_mut()
                     .ok_or_else(|| Error::Tensor("fp8_quant: expected a CPU tensor".to_owned()))?;

@@ -9,10 +9,10 @@
 
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::reference_reduction::{self, ReduceKind};
-use super::{check_extents, check_float_dtype, check_input, launch, pow2_clamped};
 use crate::device::CudaDevice;
 use crate::kernels::{self, REDUCE};
+use crate::ops::reference_reduction::{self, ReduceKind};
+use crate::ops::{check_extents, check_float_dtype, check_input, launch, pow2_clamped};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::roofline::Value;
 use crate::{Device, Error, Tensor, TensorSpec};
