@@ -47,10 +47,11 @@ macro_rules! softmax_like {
 
             fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
                 let [x] = inputs else {
-                    return Err(Error::Tensor(format!(
-                        concat!($name, " takes 1 input, {} given"),
-                        inputs.len()
-                    )));
+                    return Err(Error::Arity {
+                        op: $name,
+                        expected: 1,
+                        got: inputs.len(),
+                    });
                 };
                 Ok(vec![self.forward(x)?])
             }
@@ -125,10 +126,11 @@ impl BenchOp for RmsNorm {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, weight] = inputs else {
-            return Err(Error::Tensor(format!(
-                "rms_norm takes 2 inputs (x, weight), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "rms_norm",
+                expected: 2,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(x, weight)?])
     }

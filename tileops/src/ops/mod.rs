@@ -69,12 +69,11 @@ fn check_float_dtype(
 
 /// Rejects tensors with no elements, and extents the kernels cannot index.
 fn check_extents(op: &'static str, field: &'static str, spec: &TensorSpec) -> Result<(), Error> {
-    let shape = format!("{:?}", spec.shape);
     if spec.shape.contains(&0) {
         return Err(Error::InvalidShape {
             op,
             field,
-            value: shape,
+            shape: spec.shape.clone(),
             reason: "empty tensors are not supported (a dimension is 0)".to_owned(),
         });
     }
@@ -87,7 +86,7 @@ fn check_extents(op: &'static str, field: &'static str, spec: &TensorSpec) -> Re
         return Err(Error::InvalidShape {
             op,
             field,
-            value: shape,
+            shape: spec.shape.clone(),
             reason: "too many elements to address".to_owned(),
         });
     }
@@ -170,7 +169,7 @@ mod launch {
         for slice in slices {
             let (ptr, _sync) = slice.device_ptr(stream);
             if ptr % 16 != 0 {
-                return Err(Error::launch(
+                return Err(Error::launch_refused(
                     kernel,
                     format!("buffer at {ptr:#x} is not 16-byte aligned"),
                 ));
@@ -184,7 +183,9 @@ mod launch {
         u32::try_from(blocks)
             .ok()
             .filter(|&b| b <= i32::MAX as u32)
-            .ok_or_else(|| Error::launch(kernel, format!("{blocks} blocks exceed the grid limit")))
+            .ok_or_else(|| {
+                Error::launch_refused(kernel, format!("{blocks} blocks exceed the grid limit"))
+            })
     }
 }
 

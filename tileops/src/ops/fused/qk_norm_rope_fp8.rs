@@ -89,7 +89,7 @@ fn bad_shape(field: &'static str, spec: &TensorSpec, reason: String) -> Error {
     Error::InvalidShape {
         op: OP,
         field,
-        value: format!("{:?}", spec.shape),
+        shape: spec.shape.clone(),
         reason,
     }
 }
@@ -321,7 +321,7 @@ impl QkNormRopeFp8 {
                         self.eps,
                     );
                     *codes_out.host_bytes_mut().ok_or_else(|| {
-                        Error::Tensor("qk_norm_rope_fp8: expected a CPU tensor".to_owned())
+                        Error::internal("qk_norm_rope_fp8: a CPU tensor without host data")
                     })? = codes;
                     let scales: Vec<f64> = scales.into_iter().map(f64::from).collect();
                     scales_out.set_host_f64(&scales)?;
@@ -342,7 +342,10 @@ impl QkNormRopeFp8 {
         inputs: [&Tensor; 6],
         out: &mut QkNormRopeFp8Output,
     ) -> Result<(), Error> {
-        let missing = || Error::Tensor("qk_norm_rope_fp8: GPU tensor without a buffer".to_owned());
+        let missing = || Error::MissingBuffer {
+            op: "qk_norm_rope_fp8",
+            field: "an input or output",
+        };
         let ins = inputs
             .iter()
             .map(|t| t.cuda_slice().ok_or_else(missing))
@@ -459,11 +462,11 @@ impl BenchOp for QkNormRopeFp8 {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [q, k, qw, kw, positions, cache] = inputs else {
-            return Err(Error::Tensor(format!(
-                "qk_norm_rope_fp8 takes 6 inputs (q, k, q_weight, k_weight, positions, \
-                 cos_sin_cache), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "qk_norm_rope_fp8",
+                expected: 6,
+                got: inputs.len(),
+            });
         };
         let out = self.forward(q, k, qw, kw, positions, cache)?;
         Ok(vec![out.q_fp8, out.k_fp8, out.q_scale, out.k_scale])

@@ -79,7 +79,7 @@ impl FusedAddRmsNorm {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "residual",
-                value: format!("{:?}", residual.shape),
+                shape: residual.shape.clone(),
                 reason: format!("must be the shape of x {x}"),
             });
         }
@@ -232,10 +232,11 @@ impl BenchOp for FusedAddRmsNorm {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, residual, weight] = inputs else {
-            return Err(Error::Tensor(format!(
-                "fused_add_rms_norm takes 3 inputs (x, residual, weight), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "fused_add_rms_norm",
+                expected: 3,
+                got: inputs.len(),
+            });
         };
         let (y, residual_out) = self.forward(x, residual, weight)?;
         Ok(vec![y, residual_out])

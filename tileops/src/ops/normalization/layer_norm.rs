@@ -191,10 +191,11 @@ impl BenchOp for LayerNorm {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, weight, bias] = inputs else {
-            return Err(Error::Tensor(format!(
-                "layer_norm takes 3 inputs (x, weight, bias), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "layer_norm",
+                expected: 3,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(x, weight, bias)?])
     }

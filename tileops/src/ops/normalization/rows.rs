@@ -38,7 +38,7 @@ pub(super) fn check_row_shape(
         return Err(Error::InvalidShape {
             op,
             field,
-            value: format!("{:?}", param.shape),
+            shape: param.shape.clone(),
             reason: format!("must be [{n}], the last dim of x {x}"),
         });
     }
@@ -64,7 +64,7 @@ pub(super) fn last_dim(op: &'static str, x: &TensorSpec) -> Result<usize, Error>
         return Err(Error::InvalidShape {
             op,
             field: "x",
-            value: "[]".to_owned(),
+            shape: Vec::new(),
             reason: format!("{op} needs at least one dimension to normalize over"),
         });
     };
@@ -77,7 +77,7 @@ pub(super) fn check_row_len(op: &'static str, x: &TensorSpec, n: usize) -> Resul
         return Err(Error::InvalidShape {
             op,
             field: "x",
-            value: format!("{:?}", x.shape),
+            shape: x.shape.clone(),
             reason: format!("rows of {n} elements; at most {} are supported", i32::MAX),
         });
     }
@@ -144,13 +144,16 @@ pub(super) fn workload_input(
 }
 
 /// The error for a tensor on a GPU device that has no device buffer.
-pub(super) fn no_buffer(op: &str) -> Error {
-    Error::Tensor(format!("{op}: GPU tensor without a buffer"))
+pub(super) fn no_buffer(op: &'static str) -> Error {
+    Error::MissingBuffer {
+        op,
+        field: "an input or output",
+    }
 }
 
 /// The device buffers of `inputs`, in order.
 pub(super) fn buffers<'a, const K: usize>(
-    op: &str,
+    op: &'static str,
     inputs: [&'a Tensor; K],
 ) -> Result<[&'a CudaSlice<u8>; K], Error> {
     let mut slices = Vec::with_capacity(K);

@@ -79,7 +79,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: "must be rank 3: [tokens, heads, head_dim]".to_owned(),
             });
         };
@@ -88,7 +88,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!("head_dim must be even and at most {MAX_HEAD_DIM}"),
             });
         }
@@ -104,7 +104,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "positions",
-                value: format!("{:?}", positions.shape),
+                shape: positions.shape.clone(),
                 reason: format!("must be [{tokens}], one position per token of x {x}"),
             });
         }
@@ -122,7 +122,7 @@ impl Rope {
                 return Err(Error::InvalidShape {
                     op: OP,
                     field: "cos_sin_cache",
-                    value: format!("{:?}", cos_sin_cache.shape),
+                    shape: cos_sin_cache.shape.clone(),
                     reason: format!(
                         "must be [max_pos, {head_dim}] with max_pos >= 1: rows of [cos | sin]"
                     ),
@@ -134,7 +134,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!("heads * head_dim must be at most {}", i32::MAX),
             });
         }
@@ -236,7 +236,10 @@ impl Rope {
         y: &mut Tensor,
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
-        let missing = || Error::Tensor("rope: GPU tensor without a buffer".to_owned());
+        let missing = || Error::MissingBuffer {
+            op: "rope",
+            field: "an input or output",
+        };
         let xs = x.cuda_slice().ok_or_else(missing)?;
         let ps = positions.cuda_slice().ok_or_else(missing)?;
         let cs = cos_sin_cache.cuda_slice().ok_or_else(missing)?;
@@ -367,10 +370,11 @@ impl BenchOp for Rope {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, positions, cache] = inputs else {
-            return Err(Error::Tensor(format!(
-                "rope takes 3 inputs (x, positions, cos_sin_cache), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "rope",
+                expected: 3,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(x, positions, cache)?])
     }

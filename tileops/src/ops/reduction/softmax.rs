@@ -96,7 +96,7 @@ impl SoftmaxPlan {
             return Err(Error::InvalidShape {
                 op,
                 field: "x",
-                value: "[]".to_owned(),
+                shape: Vec::new(),
                 reason: format!("{op} needs at least one dimension"),
             });
         }
@@ -116,7 +116,7 @@ impl SoftmaxPlan {
             return Err(Error::InvalidShape {
                 op,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!(
                     "the {op} dim has {n} elements; at most {} are supported",
                     i32::MAX
@@ -179,7 +179,10 @@ impl SoftmaxPlan {
         let dtype = spec.dtype;
         let bases = self.output.bases();
         let op = self.output.op();
-        let missing = || Error::Tensor(format!("{op}: GPU tensor without a buffer"));
+        let missing = || Error::MissingBuffer {
+            op,
+            field: "an input or output",
+        };
         let xs = x.cuda_slice().ok_or_else(missing)?;
         let ys = y.cuda_slice_mut().ok_or_else(missing)?;
         launch::check_aligned(op, &dev.stream, &[xs, ys])?;
