@@ -55,8 +55,11 @@ pub use cudarc;
 /// The `half` crate of tileops's `f16`/`bf16` elements.
 pub use half;
 
-/// Re-exports the generated code relies on; not part of the public API.
+/// Re-exports the generated code relies on; not part of the public API. The version in the
+/// name ties the code `tileops-macros` generates to this release of tileops (which pins the
+/// macro crate with `=`): a mismatched pair fails to compile instead of misbehaving.
 #[doc(hidden)]
-pub mod __private {
+pub mod __private_v0_1 {
+    pub use crate::roofline::__rt as rt;
     pub use inventory;
 }

@@ -157,7 +157,7 @@ pub fn check(expr: &Expr, layer: Layer, scope: &Scope) -> Checked {
 /// Generates a Rust expression of type `::tileops::roofline::Value` for a checked formula.
 ///
 /// The code reads the locals `py_<name>` for every name in [`Checked::names`] (a
-/// `::tileops::roofline::__rt::InputRef` for tensor inputs, a `Value` for the rest — including
+/// `::tileops::__private_v0_1::rt::InputRef` for tensor inputs, a `Value` for the rest — including
 /// `py_elem_bytes`) and uses `?` on `Result<_, ::tileops::roofline::EvalError>`, so it belongs in
 /// a closure or function returning that error. `scope` must be the one the formula was checked
 /// with: it tells tensor inputs (and their presence tests) from values.

@@ -213,7 +213,13 @@ impl FromWorkload for FusedAddRmsNorm {
         let x = workload_input(OP, case, "x", None)?;
         let residual = case.input_spec("residual").unwrap_or_else(|| x.clone());
         let weight = workload_input(OP, case, "weight", Some(&x))?;
-        FusedAddRmsNorm::new(device, x, residual, weight, workload_eps(OP, case, 1e-6)?)
+        FusedAddRmsNorm::new(
+            device,
+            x,
+            residual,
+            weight,
+            workload_eps::<FusedAddRmsNorm>(case)?,
+        )
     }
 }
 

@@ -172,7 +172,7 @@ impl FromWorkload for LayerNorm {
         let x = workload_input(OP, case, "x", None)?;
         let weight = workload_input(OP, case, "weight", Some(&x))?;
         let bias = workload_input(OP, case, "bias", Some(&x))?;
-        LayerNorm::new(device, x, weight, bias, workload_eps(OP, case, 1e-5)?)
+        LayerNorm::new(device, x, weight, bias, workload_eps::<LayerNorm>(case)?)
     }
 }
 

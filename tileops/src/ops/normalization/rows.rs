@@ -5,7 +5,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::kernels::{self, KernelSource};
 use crate::ops::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
-use crate::registry::{StaticValue, WorkloadCase};
+use crate::registry::{ManifestOp, StaticValue, WorkloadCase};
 use crate::{DType, Error, Tensor, TensorSpec};
 
 /// Checks that `param` has the dtype of `x`.
@@ -108,21 +108,27 @@ pub(super) fn check_norm_input(op: &'static str, x: &TensorSpec, eps: f64) -> Re
     Ok(n)
 }
 
-/// `eps` from a workload row, `default` when absent or null.
-pub(super) fn workload_eps(
-    op: &'static str,
-    case: &WorkloadCase,
-    default: f64,
-) -> Result<f64, Error> {
-    match case.workload.param("eps") {
-        None | Some(StaticValue::None) => Ok(default),
-        Some(value) => value.as_f64().ok_or_else(|| Error::InvalidParam {
-            op,
+/// `eps` from a workload row, else the default `Op`'s manifest declares (the workload rows carry
+/// the declared defaults already; this covers a row built by hand).
+pub(super) fn workload_eps<Op: ManifestOp>(case: &WorkloadCase) -> Result<f64, Error> {
+    let value = match case.workload.param("eps") {
+        None | Some(StaticValue::None) => Op::default_param("eps"),
+        Some(value) => Some(*value),
+    };
+    let Some(value) = value else {
+        return Err(Error::InvalidParam {
+            op: Op::NAME,
             field: "eps",
-            value: format!("{value:?}"),
-            reason: "must be a number".to_owned(),
-        }),
-    }
+            value: "missing".to_owned(),
+            reason: "the workload gives none and the manifest declares no default".to_owned(),
+        });
+    };
+    value.as_f64().ok_or_else(|| Error::InvalidParam {
+        op: Op::NAME,
+        field: "eps",
+        value: format!("{value:?}"),
+        reason: "must be a number".to_owned(),
+    })
 }
 
 /// The spec of input `name` in a workload row, or `[N]` of the case dtype (N the last dim of
