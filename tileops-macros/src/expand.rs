@@ -1,10 +1,10 @@
 //! Code generation: the struct, its `eval_roofline`, and its registration.
 //!
-//! Block 1 binds only the names the formulas reference (struct fields, `elem_bytes`, fixed-rank dims)
-//! and then resolves `vars` in declaration order; Block 2 evaluates `flops` and `bytes`. Each formula
+//! The binding block binds only the names the formulas reference (struct fields, `elem_bytes`, fixed-rank dims)
+//! and then resolves `vars` in declaration order; the arithmetic block evaluates `flops` and `bytes`. Each formula
 //! is copied into plain Rust by the formula codegen; nothing parses a formula at run time.
 //!
-//! Block 1 is flat: one `let` declares every name, then each is assigned in order. A `let` per name
+//! The binding block is flat: one `let` declares every name, then each is assigned in order. A `let` per name
 //! would nest one debug-info scope per binding, and LLVM's DWARF writer recurses once per scope, so
 //! an entry of a few thousand vars overflowed rustc's stack; assignments nest nothing.
 
@@ -272,14 +272,14 @@ fn inline_body(
     let fields = struct_fields(x.item);
     let field = |name: &str| find_field(&fields, name);
     let mut problems = Vec::new();
-    // Which struct fields Block 1 reads, in manifest order; the missing ones are reported together.
+    // Which struct fields the binding block reads, in manifest order; the missing ones are reported together.
     let mut needed: Vec<String> = Vec::new();
     let mut need = |name: &str| {
         if !needed.iter().any(|f| f == name) {
             needed.push(name.to_owned());
         }
     };
-    // Every local Block 1 assigns, declared by one `let` (see the module docs).
+    // Every local the binding block assigns, declared by one `let` (see the module docs).
     let mut locals: Vec<Ident> = Vec::new();
     let mut declare = |ident: &Ident| {
         if !locals.contains(ident) {
@@ -388,10 +388,10 @@ fn inline_body(
     let (flops_value, bytes_value) = (evaluate(op, flops), evaluate(op, bytes));
     let (flops_text, bytes_text) = (flops.source.text.as_str(), bytes.source.text.as_str());
     Ok(quote! {
-        // Block 1: bind the referenced names, then resolve vars in declaration order.
+        // The binding block: bind the referenced names, then resolve vars in declaration order.
         #declaration
         #(#bindings)*
-        // Block 2: the arithmetic layer.
+        // The arithmetic block: flops and bytes.
         let flops = #flops_value;
         let bytes = #bytes_value;
         ::core::result::Result::Ok(::tileops::Roofline {
@@ -531,7 +531,7 @@ fn fixed_dims(
     }
 }
 
-/// Every name Block 1 reads must be a named field of the struct. The error is located in the YAML
+/// Every name the binding block reads must be a named field of the struct. The error is located in the YAML
 /// (the entry) and spanned at the struct's name.
 fn check_fields(
     x: &Expansion<'_>,

@@ -1,5 +1,5 @@
 //! The syntax tree of one formula: a Python 3 expression restricted to the subset in
-//! `docs/formula-language.md`.
+//! `tileops/docs/formula-language.md`.
 //!
 //! Every node carries a byte span into the formula string, so the checker can point inside the
 //! formula. Parentheses leave no node (as in Python's `ast`); a composite node's span runs from its

@@ -3,7 +3,7 @@
 //! `::tileops::roofline::EvalError` (the body of a closure returning
 //! `Result<Value, EvalError>`).
 //!
-//! Conventions (shared with the expansion pass that binds Block 1):
+//! Conventions (shared with the expansion pass, which writes the binding block):
 //! - a formula name `n` is the Rust local `py_n`, a `Value`, except a tensor input, whose local
 //!   `py_n` is an `InputRef` (`::tileops::__private_v0_1::rt::input`);
 //! - comprehension variables are `py_n` locals of the loops generated here, so they shadow like

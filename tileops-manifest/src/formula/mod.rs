@@ -1,10 +1,10 @@
-//! The manifest formula language (`docs/formula-language.md`): a Python 3 expression subset,
+//! The manifest formula language (`tileops/docs/formula-language.md`): a Python 3 expression subset,
 //! parsed, checked against its layer's names, and turned into Rust at compile time.
 //!
 //! The pipeline for one formula string:
 //! 1. [`parse`] → an [`Expr`] tree with byte spans, or the first syntax error;
 //! 2. [`check`] → every name/form error for its [`Layer`] and [`Scope`], and the free names it
-//!    reads (what Block 1 must bind);
+//!    reads (what the binding block must bind);
 //! 3. [`codegen`] → a Rust expression of type `::tileops::roofline::Value`.
 //!
 //! ```text
@@ -16,10 +16,6 @@
 //! ```
 //!
 //! Spans are byte offsets into the formula string; the caller maps them into the manifest file.
-
-// The expansion pass that calls this module is written separately; until it lands, parts of the
-// API are only exercised by tests.
-#![allow(dead_code)]
 
 pub mod ast;
 mod check;
@@ -64,7 +60,7 @@ impl fmt::Display for FormulaError {
 
 impl std::error::Error for FormulaError {}
 
-/// Which block a formula belongs to (seed §4.4.3); each allows different constructs and names.
+/// Which block a formula belongs to (tileops/docs/formula-language.md, "Layers and names"); each allows different constructs and names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Layer {
     /// A `vars` entry: the whole syntax; tensor inputs (through `.shape`, `.ndim` and presence
