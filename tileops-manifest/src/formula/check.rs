@@ -42,7 +42,7 @@ pub const TYPE_HELPERS: &[&str] = &["int", "float", "bool", "tuple", "list", "se
 /// The attributes a tensor input exposes.
 const INPUT_ATTRS: &[&str] = &["shape", "ndim"];
 
-/// The result of [`check`](super::check): every error, and the free names read.
+/// The result of [`check`](fn@super::check): every error, and the free names read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checked {
     /// All errors in the formula, in source order; empty when the formula is valid.

@@ -3,9 +3,9 @@
 //!
 //! The pipeline for one formula string:
 //! 1. [`parse`] → an [`Expr`] tree with byte spans, or the first syntax error;
-//! 2. [`check`] → every name/form error for its [`Layer`] and [`Scope`], and the free names it
-//!    reads (what the binding block must bind);
-//! 3. [`codegen`] → a Rust expression of type `::tileops::roofline::Value`.
+//! 2. [`check`](fn@check) → every name/form error for its [`Layer`] and [`Scope`], and the free
+//!    names it reads (what the binding block must bind);
+//! 3. [`codegen`](fn@codegen) → a Rust expression of type `::tileops::roofline::Value`.
 //!
 //! ```text
 //! let scope = Scope::new().input("x", false).param("dim");
@@ -39,11 +39,15 @@ pub use parser::{MAX_DEPTH, MAX_FOR_CLAUSES, MAX_NESTING};
 /// Messages start lowercase, name code in backticks, have no trailing period, and stay stable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FormulaError {
+    /// Byte range in the formula string of the text the error is about.
     pub span: Range<usize>,
+    /// What is wrong, in the style above (e.g. "lambda expressions are not supported in
+    /// formulas").
     pub message: String,
 }
 
 impl FormulaError {
+    /// An error at `span` (byte offsets into the formula string) saying `message`.
     pub fn new(span: Range<usize>, message: impl Into<String>) -> Self {
         FormulaError {
             span,
@@ -108,25 +112,31 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// An empty scope: no inputs, params, vars or dims.
     pub fn new() -> Self {
         Scope::default()
     }
 
+    /// Adds the tensor input `name` (from `signature.inputs`); `optional` is its `optional:`
+    /// flag (`true`: the input may be absent). Replaces an earlier entry of the same name.
     pub fn input(mut self, name: impl Into<String>, optional: bool) -> Self {
         self.inputs.insert(name.into(), optional);
         self
     }
 
+    /// Adds the param `name` (from `signature.params`).
     pub fn param(mut self, name: impl Into<String>) -> Self {
         self.params.insert(name.into());
         self
     }
 
+    /// Adds the var `name`, a `vars` entry declared before the formula being checked.
     pub fn var(mut self, name: impl Into<String>) -> Self {
         self.vars.insert(name.into());
         self
     }
 
+    /// Adds the dim name `name`, bound by a fixed-rank input shape (`M` in `shape: "[M, K]"`).
     pub fn dim(mut self, name: impl Into<String>) -> Self {
         self.dims.insert(name.into());
         self
