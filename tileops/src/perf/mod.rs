@@ -39,6 +39,7 @@ pub mod profile;
 pub mod records;
 pub mod report;
 pub mod svg;
+pub mod table;
 pub mod units;
 
 /// A parser's message without the " at line L, column C" it appends: errors here show the position

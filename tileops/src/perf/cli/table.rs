@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use comfy_table::{Cell, CellAlignment, Color, Table};
+use comfy_table::Color;
 
 use crate::perf::profile::Profile;
 use crate::perf::records::Record;
 use crate::perf::report::{self, Outcome, Verdict};
+use crate::perf::table::{Cell, Column, Table};
 use crate::perf::units::{Unit, scaled};
 
 /// How the table is drawn.
@@ -56,15 +57,7 @@ pub fn console_table(
     profile: Option<&Profile>,
     options: TableOptions,
 ) -> String {
-    let mut table = Table::new();
-    table.load_preset(TABLE_STYLE);
-    // Styling only when asked: comfy-table would otherwise decide from its own tty check.
-    if options.color {
-        table.enforce_styling();
-    } else {
-        table.force_no_tty();
-    }
-    table.set_header([
+    let columns = [
         "op",
         "workload",
         "dtype",
@@ -77,23 +70,25 @@ pub fn console_table(
         "efficiency",
         "verdict",
         "note",
-    ]);
+    ];
+    // The figures, median to efficiency, are right-aligned.
+    let mut table = Table::new(
+        columns
+            .into_iter()
+            .enumerate()
+            .map(|(i, header)| match i {
+                3..=9 => Column::right(header),
+                _ => Column::left(header),
+            })
+            .collect(),
+    );
     let shown = records
         .iter()
         .filter(|r| options.verbose || r.skipped.is_none() || r.is_emulated());
     for r in shown {
-        table.add_row(row(r, profile));
+        table.push(row(r, profile));
     }
-    for index in 3..10 {
-        if let Some(column) = table.column_mut(index) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    let mut out = String::new();
-    for line in table.lines() {
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let mut out = table.to_console(options.color);
     if !options.verbose {
         for (count, reason) in collapsed_skips(records) {
             let rows = if count == 1 { "row" } else { "rows" };
@@ -102,11 +97,6 @@ pub fn console_table(
     }
     out
 }
-
-/// The table's look: a line of dashes under the header, no borders. The 19 characters are
-/// comfy-table's components in order (borders, header line and intersections, ...); a space
-/// draws nothing.
-const TABLE_STYLE: &str = "     -             ";
 
 /// One table row.
 fn row(r: &Record, profile: Option<&Profile>) -> Vec<Cell> {
@@ -126,7 +116,7 @@ fn row(r: &Record, profile: Option<&Profile>) -> Vec<Cell> {
     let verdict = priced.as_ref().map(|p| p.verdict());
     let mut verdict_cell = Cell::new(verdict.map(Verdict::as_str).unwrap_or_default());
     if let Some(v) = verdict {
-        verdict_cell = verdict_cell.fg(verdict_color(v));
+        verdict_cell = verdict_cell.with_color(verdict_color(v));
     }
     let note = match &r.skipped {
         None => String::new(),
