@@ -40,6 +40,7 @@ use super::calibrate::{
     check_working_set, close_to, fma_chain_value, fma_flops, gemm_flops, hbm_read_sum,
     uniform_value,
 };
+use super::cli::meta;
 use super::profile::{DeviceMismatch, Profile};
 use crate::device::CudaDevice;
 use crate::kernels::{self, CALIBRATE};
@@ -153,17 +154,17 @@ pub fn calibrate(
     if device.is_emulated() {
         return Err(CalibrateGpuError::Emulated(device.to_string()));
     }
-    let info = super::bench::device_info(device);
+    let info = meta::device_info(device);
     base.describes(&info)
         .map_err(CalibrateGpuError::BaseMismatch)?;
     let provenance = Provenance {
         device: info.name.clone(),
         driver: info.driver.clone().unwrap_or_else(|| "unknown".to_owned()),
-        date: super::bench::rfc3339_utc(std::time::SystemTime::now()),
+        date: meta::rfc3339_utc(std::time::SystemTime::now()),
         tool: format!(
             "tileops calibrate {} ({})",
             env!("CARGO_PKG_VERSION"),
-            super::bench::git_revision()
+            meta::git_revision()
         ),
     };
     let mut writer = ProfileWriter::from_base(base, provenance);

@@ -27,8 +27,8 @@ use std::time::SystemTime;
 
 use clap::Parser;
 
+use super::meta;
 use crate::Device;
-use crate::perf::bench;
 use crate::perf::calibrate_cpu;
 use crate::perf::calibrate_gpu::{self, CalibrateOptions};
 use crate::perf::files;
@@ -214,7 +214,7 @@ pub fn main_with(args: &CalibrateArgs) -> ExitCode {
         Err(e) => return fail(1, e),
     };
     let path = args.out.clone().unwrap_or_else(|| {
-        let stamp = bench::default_out_path(SystemTime::now());
+        let stamp = meta::default_out_path(SystemTime::now());
         let stem = stamp
             .file_stem()
             .map_or_else(|| "now".into(), |s| s.to_string_lossy().into_owned());
