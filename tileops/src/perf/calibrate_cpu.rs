@@ -39,6 +39,7 @@ use super::calibrate::{CalibrateError, HbmMix, Measured, ProfileWriter, Provenan
 use super::cli::meta;
 use super::profile::{DeviceKind, DeviceSpec, Profile, ProfileError};
 use crate::Device;
+use crate::registry::RoofKey;
 
 /// The smallest array, bytes, whatever the cache: below it a pass is too short to time well.
 const MIN_ARRAY_BYTES: u64 = 64 << 20;
@@ -369,8 +370,12 @@ pub fn writer(
             rates.memory_read_one_core / 1e9
         ),
     )?;
-    w.measured("hbm", memory)?;
-    for (key, (one, all)) in [("cpu.fp64", rates.fma_f64), ("cpu.fp32", rates.fma_f32)] {
+    w.measured(RoofKey::HBM.as_str(), memory)?;
+    let fma = [
+        (RoofKey::CPU_FP64.as_str(), rates.fma_f64),
+        (RoofKey::CPU_FP32.as_str(), rates.fma_f32),
+    ];
+    for (key, (one, all)) in fma {
         let roof = Measured::best_of(
             key,
             all,

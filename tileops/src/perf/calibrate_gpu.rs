@@ -44,6 +44,7 @@ use super::cli::meta;
 use super::profile::{DeviceMismatch, Profile};
 use crate::device::CudaDevice;
 use crate::kernels::{self, CALIBRATE};
+use crate::registry::RoofKey;
 use crate::{Device, Error};
 
 /// How much to measure.
@@ -172,10 +173,11 @@ pub fn calibrate(
 
     let hbm = base.hbm().theoretical;
     let l2 = info.l2_bytes.unwrap_or(base.device.l2_bytes);
-    writer.measured("hbm", bench.hbm(hbm, l2, options, log)?)?;
+    writer.measured(RoofKey::HBM.as_str(), bench.hbm(hbm, l2, options, log)?)?;
 
-    if let Some(roof) = base.roof("cuda_core.fp32") {
-        writer.measured("cuda_core.fp32", bench.fma(roof.theoretical, options, log)?)?;
+    let fp32 = RoofKey::CUDA_CORE_FP32.as_str();
+    if let Some(roof) = base.roof(fp32) {
+        writer.measured(fp32, bench.fma(roof.theoretical, options, log)?)?;
     }
 
     // SAFETY: probing the library never panics (notes/cuda.md).
@@ -212,10 +214,11 @@ impl GemmDtype {
 
     fn roof(self) -> &'static str {
         match self {
-            GemmDtype::F16 => "tensor_core.fp16",
-            GemmDtype::Bf16 => "tensor_core.bf16",
-            GemmDtype::Tf32 => "tensor_core.tf32",
+            GemmDtype::F16 => RoofKey::TENSOR_CORE_FP16,
+            GemmDtype::Bf16 => RoofKey::TENSOR_CORE_BF16,
+            GemmDtype::Tf32 => RoofKey::TENSOR_CORE_TF32,
         }
+        .as_str()
     }
 
     fn elem_bytes(self) -> u64 {
@@ -454,7 +457,7 @@ impl<'a> Bench<'a> {
             options.fma_repeats
         );
         Ok(Measured::best_of(
-            "cuda_core.fp32",
+            RoofKey::CUDA_CORE_FP32.as_str(),
             theoretical,
             &rates,
             &method,

@@ -33,6 +33,7 @@ use crate::perf::calibrate_cpu;
 use crate::perf::calibrate_gpu::{self, CalibrateOptions};
 use crate::perf::files;
 use crate::perf::profile::Profile;
+use crate::registry::RoofKey;
 
 const AFTER_HELP: &str = "\
 On an emulated device (cuda-emu): no profile is written; each kernel runs once on a tiny working
@@ -107,7 +108,11 @@ fn calibrate_host(args: &CalibrateArgs) -> ExitCode {
 fn print_host_roofs(profile: &Profile) {
     say!("roof               theoretical   calibration   effective");
     for (key, roof) in &profile.roofs {
-        let unit = if key == "hbm" { "GB/s" } else { "GFLOP/s" };
+        let unit = if key == RoofKey::HBM.as_str() {
+            "GB/s"
+        } else {
+            "GFLOP/s"
+        };
         say!(
             "{key:<18} {:>11.1}   {:>11.4}   {:>9.1} {unit}",
             roof.theoretical / 1e9,
@@ -232,7 +237,11 @@ pub fn main_with(args: &CalibrateArgs) -> ExitCode {
     };
     say!("roof               theoretical   calibration   effective");
     for (key, roof) in &profile.roofs {
-        let unit = if key == "hbm" { 1e9 } else { 1e12 };
+        let unit = if key == RoofKey::HBM.as_str() {
+            1e9
+        } else {
+            1e12
+        };
         say!(
             "{key:<18} {:>11.1}   {:>11.4}   {:>9.1} {}",
             roof.theoretical / unit,
