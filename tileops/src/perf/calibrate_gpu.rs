@@ -180,7 +180,8 @@ pub fn calibrate(
         writer.measured(fp32, bench.fma(roof.theoretical, options, log)?)?;
     }
 
-    // SAFETY: probing the library never panics (notes/cuda.md).
+    // SAFETY: the probe only tries to load libcublas and says whether it could: it takes no
+    // pointers, and loading runs nothing but the library's initialisers, as any cuBLAS call would.
     if unsafe { cublas::sys::is_culib_present() } {
         for dtype in GemmDtype::ALL {
             let Some(roof) = base.roof(dtype.roof()) else {
@@ -661,7 +662,8 @@ pub fn check_kernels(
     bench.check_hbm(&mut pass)?;
     bench.check_fma(&mut pass)?;
     bench.check_fills(&mut pass)?;
-    // SAFETY: probing the library never panics (notes/cuda.md).
+    // SAFETY: the probe only tries to load libcublas and says whether it could: it takes no
+    // pointers, and loading runs nothing but the library's initialisers, as any cuBLAS call would.
     if unsafe { cublas::sys::is_culib_present() } {
         for dtype in GemmDtype::ALL {
             bench.check_gemm(dtype, &mut pass)?;

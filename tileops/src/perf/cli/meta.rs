@@ -81,7 +81,7 @@ fn timestamp(t: SystemTime) -> jiff::Timestamp {
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
 /// let t = UNIX_EPOCH + Duration::from_secs(1_796_011_200);
-/// assert_eq!(tileops::perf::bench::rfc3339_utc(t), "2026-11-30T04:00:00Z");
+/// assert_eq!(tileops::perf::cli::meta::rfc3339_utc(t), "2026-11-30T04:00:00Z");
 /// ```
 pub fn rfc3339_utc(t: SystemTime) -> String {
     timestamp(t).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()

@@ -5,7 +5,7 @@
 //! a [`Report`] or a [`Comparison`] as markdown, CSV or JSON. This file builds the [`Report`]:
 //! a [`Row`] per record, each tileops row's strongest [`Baseline`], and the [`Summary`].
 //!
-//! Per record (architecture.md, "Bench records and the roofline verdicts"):
+//! Per record:
 //! `memory_ms = bytes / hbm.effective`, `compute_ms = flops / roof.effective`,
 //! `sol_ms = max(memory_ms, compute_ms)`, `efficiency = sol_ms / median_ms`, and the bound is the
 //! larger term (compute on a tie). The verdict, first rule that holds:
