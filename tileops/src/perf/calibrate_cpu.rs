@@ -158,16 +158,7 @@ pub fn cache_levels(dir: &Path) -> Result<Vec<(u32, u64)>, HostError> {
 /// [`HostError::Cache`] when the cache sizes cannot be read.
 pub fn host_info() -> Result<HostInfo, HostError> {
     let device_name = meta::device_info(&Device::cpu()).name;
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let model = meta::cpu_model();
     let levels = cache_levels(Path::new("/sys/devices/system/cpu/cpu0/cache"))?;
     let llc_bytes = levels.iter().map(|&(_, s)| s).max().unwrap_or(0);
     let l2_bytes = levels

@@ -28,7 +28,13 @@ pub fn device_info(device: &Device) -> DeviceInfo {
     if device.is_cuda() {
         return gpu_info(device);
     }
-    let model = std::fs::read_to_string("/proc/cpuinfo")
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    DeviceInfo::new(format!("cpu: {} ({threads} threads)", cpu_model()))
+}
+
+/// The host CPU's model name (`/proc/cpuinfo`'s `model name`), else the architecture (`x86_64`).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|text| {
             text.lines()
@@ -37,9 +43,7 @@ pub fn device_info(device: &Device) -> DeviceInfo {
                 .map(|(_, v)| v.trim().to_owned())
         })
         .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    DeviceInfo::new(format!("cpu: {model} ({threads} threads)"))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
 }
 
 /// `git rev-parse HEAD` in the working directory (with `-dirty` when tracked files changed), else

@@ -2,7 +2,8 @@
 //!
 //! One concern a file: [`price`](mod@price) judges one record (the verdict rules below),
 //! [`compare`](mod@compare) sets two runs side by side with bootstrap intervals, and `render` writes
-//! a [`Report`] or a [`Comparison`] as markdown, CSV or JSON. This file builds the [`Report`]:
+//! a [`Report`] or a [`Comparison`] as markdown, CSV or JSON, the chart ([`crate::perf::svg`])
+//! and the page ([`crate::perf::html`]). This file builds the [`Report`]:
 //! a [`Row`] per record, each tileops row's strongest [`Baseline`], and the [`Summary`].
 //!
 //! Per record:
@@ -44,7 +45,7 @@
 
 pub mod compare;
 pub mod price;
-mod render;
+pub(super) mod render;
 #[cfg(test)]
 mod tests;
 

@@ -33,9 +33,9 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Bound, Report, Row, Verdict, sig4};
 use super::svg::{Chart, escape_xml as esc};
-use super::table::{self, Cell, Table};
+use crate::perf::report::{Bound, Report, Row, Verdict, sig4};
+use crate::perf::table::{self, Cell, Table};
 
 /// The page's style: readable defaults, verdict colours matching the chart's markers.
 const STYLE: &str = "

@@ -41,10 +41,10 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::files;
-use super::profile::Profile;
-use super::records::RecordKey;
-use super::report::{Report, Row, Verdict, sig4};
+use crate::perf::files;
+use crate::perf::profile::Profile;
+use crate::perf::records::RecordKey;
+use crate::perf::report::{Report, Row, Verdict, sig4};
 use crate::registry::RoofKey;
 
 /// Width of the chart, pixels.
