@@ -104,111 +104,104 @@ const SCRIPT: &str = "
 ";
 
 /// A column of the rows table: its key (for `#sort=`), header, whether numeric, and its cell.
-struct Column {
+struct RowsColumn {
     key: &'static str,
     header: &'static str,
     numeric: bool,
     cell: fn(&Row) -> Cell,
 }
 
-fn text(s: impl Into<String>) -> Cell {
-    Cell::new(s)
-}
-
-fn num(v: Option<f64>, shown: impl Fn(f64) -> String) -> Cell {
-    Cell::number(v, shown)
-}
-
-const COLUMNS: [Column; 15] = [
-    Column {
+/// The rows table's columns, in order (`vs_baseline` only shown when some row has a baseline).
+const COLUMNS: [RowsColumn; 15] = [
+    RowsColumn {
         key: "op",
         header: "op",
         numeric: false,
-        cell: |r| text(r.key.op.clone()),
+        cell: |r| Cell::new(r.key.op.clone()),
     },
-    Column {
+    RowsColumn {
         key: "family",
         header: "family",
         numeric: false,
-        cell: |r| text(r.family.clone()),
+        cell: |r| Cell::new(r.family.clone()),
     },
-    Column {
+    RowsColumn {
         key: "workload",
         header: "workload",
         numeric: false,
-        cell: |r| text(r.key.workload.clone()),
+        cell: |r| Cell::new(r.key.workload.clone()),
     },
-    Column {
+    RowsColumn {
         key: "dtype",
         header: "dtype",
         numeric: false,
-        cell: |r| text(r.key.dtype.clone()),
+        cell: |r| Cell::new(r.key.dtype.clone()),
     },
-    Column {
+    RowsColumn {
         key: "impl",
         header: "impl",
         numeric: false,
-        cell: |r| text(r.key.implementation.clone()),
+        cell: |r| Cell::new(r.key.implementation.clone()),
     },
-    Column {
+    RowsColumn {
         key: "roof",
         header: "roof",
         numeric: false,
-        cell: |r| text(r.roof.clone().unwrap_or_default()),
+        cell: |r| Cell::new(r.roof.clone().unwrap_or_default()),
     },
-    Column {
+    RowsColumn {
         key: "median_ms",
         header: "median ms",
         numeric: true,
-        cell: |r| num(r.stats.map(|s| s.median_ms), sig4),
+        cell: |r| Cell::number(r.stats.map(|s| s.median_ms), sig4),
     },
-    Column {
+    RowsColumn {
         key: "gb_s",
         header: "GB/s",
         numeric: true,
-        cell: |r| num(r.achieved_bytes_per_s().map(|v| v / 1e9), sig4),
+        cell: |r| Cell::number(r.achieved_bytes_per_s().map(|v| v / 1e9), sig4),
     },
-    Column {
+    RowsColumn {
         key: "gflop_s",
         header: "GFLOP/s",
         numeric: true,
-        cell: |r| num(r.achieved_flops_per_s().map(|v| v / 1e9), sig4),
+        cell: |r| Cell::number(r.achieved_flops_per_s().map(|v| v / 1e9), sig4),
     },
-    Column {
+    RowsColumn {
         key: "sol_ms",
         header: "SOL ms",
         numeric: true,
-        cell: |r| num(r.sol_ms(), sig4),
+        cell: |r| Cell::number(r.sol_ms(), sig4),
     },
-    Column {
+    RowsColumn {
         key: "bound",
         header: "bound",
         numeric: false,
-        cell: |r| text(r.bound().map_or("", Bound::as_str)),
+        cell: |r| Cell::new(r.bound().map_or("", Bound::as_str)),
     },
-    Column {
+    RowsColumn {
         key: "efficiency",
         header: "efficiency",
         numeric: true,
-        cell: |r| num(r.efficiency(), |e| format!("{:.1}%", e * 100.0)),
+        cell: |r| Cell::number(r.efficiency(), |e| format!("{:.1}%", e * 100.0)),
     },
-    Column {
+    RowsColumn {
         key: "verdict",
         header: "verdict",
         numeric: false,
-        cell: |r| text(r.verdict().map_or("", Verdict::as_str)),
+        cell: |r| Cell::new(r.verdict().map_or("", Verdict::as_str)),
     },
-    Column {
+    RowsColumn {
         key: "vs_baseline",
         header: "vs baseline",
         numeric: true,
-        cell: |r| num(r.baseline_ratio(), |v| format!("{v:.3}")),
+        cell: |r| Cell::number(r.baseline_ratio(), |v| format!("{v:.3}")),
     },
-    Column {
+    RowsColumn {
         key: "reason",
         header: "reason",
         numeric: false,
-        cell: |r| text(r.reason().unwrap_or_default()),
+        cell: |r| Cell::new(r.reason().unwrap_or_default()),
     },
 ];
 
@@ -280,7 +273,7 @@ fn summary(out: &mut String, report: &Report) {
 /// blank one).
 fn table(out: &mut String, report: &Report) {
     // The baseline column only when some row has a baseline, as in the other formats.
-    let columns: Vec<&Column> = COLUMNS
+    let columns: Vec<&RowsColumn> = COLUMNS
         .iter()
         .filter(|c| c.key != "vs_baseline" || report.has_baselines())
         .collect();
