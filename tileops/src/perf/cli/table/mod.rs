@@ -4,6 +4,9 @@
 //! A CPU run skips most rows (over the reference budget); a line of about 150 characters per skip
 //! buried the timed rows. The records file keeps every row and its full reason; the console says
 //! each reason once, with its count, and lists the skipped rows only with `--verbose`.
+//!
+//! The table is drawn by the crate's one table renderer, the same that writes the roofline
+//! report's markdown, CSV and HTML tables.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -36,7 +39,7 @@ const NOTE_CHARS: usize = 100;
 ///
 /// Columns: op, workload, dtype, median / p10 / p90 (ns, µs, ms or s), noise
 /// (`(p90 - p10) / median`), bandwidth and compute rates (scaled, [`crate::perf::units`]),
-/// efficiency and verdict against `profile` ([`report::price`], the roofline tool's own pricing,
+/// efficiency and verdict against `profile` ([`report::price()`], the roofline tool's own pricing,
 /// so the two agree; blank without a profile or for a row it cannot price) and a note.
 ///
 /// ```
