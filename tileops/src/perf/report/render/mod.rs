@@ -53,6 +53,8 @@ impl Report {
         if let Some(sentence) = self.baseline_summary() {
             let _ = writeln!(out, "{sentence}\n");
         }
+        // Left-aligned throughout (`---`), figures included: the rows table of a saved report
+        // keeps the layout its readers and diffs know; only the summary tables align numbers.
         let mut columns: Vec<Column> = [
             "op",
             "workload",
