@@ -1,9 +1,8 @@
-//! Reference implementations in f64 of layer_norm, fused_add_rms_norm and the activations: the
-//! CPU path of those ops, and the yardstick of their GPU tests.
+//! The f64 references of the elementwise family (the activations and `silu_and_mul`): the CPU
+//! backends of those ops, and the yardstick of their GPU tests.
 //!
-//! Non-finite inputs follow the formulas as written (as PyTorch's kernels evaluate them): a NaN
-//! or an infinity in a LayerNorm row makes the row NaN; `gelu(-inf)` and `silu(-inf)` are
-//! `-inf * 0 = NaN`; `relu` keeps NaN.
+//! Non-finite inputs follow the formulas as written (as PyTorch's kernels evaluate them):
+//! `gelu(-inf)` and `silu(-inf)` are `-inf * 0 = NaN`; `relu` keeps NaN.
 //!
 //! The deep negative tail of `sigmoid`, `silu` (so `silu_and_mul`) and `gelu_tanh` matches
 //! PyTorch's CUDA kernels: they evaluate `1 / (1 + exp(-x))` and `x / (1 + exp(-x))` in f32
@@ -15,50 +14,6 @@
 //! subnormals included (IEEE division, not `__fdividef`, which returns 0 once the denominator
 //! exceeds 2^126). tileops's kernels (activation.cu, silu_and_mul.cu) do the same.
 
-/// LayerNorm of `x` viewed as rows of `n`: `(x - mean) / sqrt(var + eps) * weight + bias`, with
-/// the biased variance (the mean of squared deviations), as `torch.nn.functional.layer_norm`.
-///
-/// # Panics
-///
-/// When `weight` or `bias` does not hold `n` values, or `x` is not whole rows of `n > 0`.
-///
-/// ```
-/// let y = tileops::ops::reference_norm_act::layer_norm(&[1.0, 3.0], &[1.0, 2.0], &[0.0, 1.0], 2, 0.0);
-/// assert_eq!(y, vec![-1.0, 3.0]);
-/// ```
-pub fn layer_norm(x: &[f64], weight: &[f64], bias: &[f64], n: usize, eps: f64) -> Vec<f64> {
-    assert_eq!(weight.len(), n, "weight must hold n values");
-    assert_eq!(bias.len(), n, "bias must hold n values");
-    assert!(
-        n > 0 && x.len().is_multiple_of(n),
-        "x must be whole rows of n"
-    );
-    let mut y = Vec::with_capacity(x.len());
-    for row in x.chunks_exact(n) {
-        let mean = row.iter().sum::<f64>() / n as f64;
-        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
-        let rstd = 1.0 / (var + eps).sqrt();
-        y.extend(
-            row.iter()
-                .zip(weight.iter().zip(bias))
-                .map(|(v, (w, b))| (v - mean) * rstd * w + b),
-        );
-    }
-    y
-}
-
-/// RMSNorm of `h` rows of `n` (the sum `x + residual`, already rounded to the dtype by the
-/// caller): `h / sqrt(mean(h^2) + eps) * weight`. The fused op's `y`; its `residual_out` is `h`.
-///
-/// ```
-/// let y = tileops::ops::reference_norm_act::fused_add_rms_norm_y(&[3.0, 4.0], &[1.0, 1.0], 2, 0.0);
-/// let r = (12.5f64).sqrt();
-/// assert_eq!(y, vec![3.0 / r, 4.0 / r]);
-/// ```
-pub fn fused_add_rms_norm_y(h: &[f64], weight: &[f64], n: usize, eps: f64) -> Vec<f64> {
-    super::reference::rms_norm(h, weight, n, eps)
-}
-
 /// `max(x, 0)`, NaN kept.
 pub fn relu(x: f64) -> f64 {
     if x < 0.0 { 0.0 } else { x }
@@ -67,7 +22,7 @@ pub fn relu(x: f64) -> f64 {
 /// `x * Phi(x)`, Phi the standard normal CDF (`gelu(x, approximate='none')`).
 ///
 /// ```
-/// use tileops::ops::reference_norm_act::gelu_erf;
+/// use tileops::ops::reference::gelu_erf;
 /// assert!((gelu_erf(1.0) - 0.8413447460685429).abs() < 1e-15);
 /// assert!(gelu_erf(f64::NEG_INFINITY).is_nan());
 /// ```
@@ -86,7 +41,7 @@ pub fn gelu_erf(x: f64) -> f64 {
 /// and tileops's kernel keep those tiny values).
 ///
 /// ```
-/// use tileops::ops::reference_norm_act::gelu_tanh;
+/// use tileops::ops::reference::gelu_tanh;
 /// assert!((gelu_tanh(1.0) - 0.8411919906082768).abs() < 1e-15);
 /// // The last f32 input whose denominator is finite, and the next one.
 /// assert!((gelu_tanh(-10.060965538024902) / -2.9567015957199496e-38 - 1.0).abs() < 1e-12);
@@ -110,7 +65,7 @@ pub fn gelu_tanh(x: f64) -> f64 {
 /// `(-88.7228, -87.3365)`.
 ///
 /// ```
-/// use tileops::ops::reference_norm_act::sigmoid;
+/// use tileops::ops::reference::sigmoid;
 /// assert!((sigmoid(-88.5) / 3.672301681915042e-39 - 1.0).abs() < 1e-12);
 /// assert_eq!(sigmoid(-88.8), 0.0);
 /// ```
@@ -124,7 +79,7 @@ pub fn sigmoid(x: f64) -> f64 {
 /// f32 denominator overflows (`x < -88.7228`: `-0`, NaN at `-inf`), the f64 value elsewhere.
 ///
 /// ```
-/// use tileops::ops::reference_norm_act::silu;
+/// use tileops::ops::reference::silu;
 /// assert!((silu(-88.5) / -3.2499869884948124e-37 - 1.0).abs() < 1e-12);
 /// assert!(silu(-100.0) == 0.0 && silu(-100.0).is_sign_negative());
 /// assert!(silu(f64::NEG_INFINITY).is_nan());
@@ -140,7 +95,7 @@ pub fn silu(x: f64) -> f64 {
 /// beyond what CUDA's 2-ulp `expf` can round the other way.
 ///
 /// ```
-/// use tileops::ops::reference_norm_act::f32_exp_overflows;
+/// use tileops::ops::reference::f32_exp_overflows;
 /// assert!(!f32_exp_overflows(88.72283));
 /// assert!(f32_exp_overflows(88.72284));
 /// assert!(f32_exp_overflows(f32::INFINITY));
@@ -167,8 +122,8 @@ fn recip_one_plus_exp(t_f32: f32, t: f64) -> f64 {
 /// When `x` is not whole rows of `2n`, `n > 0`.
 ///
 /// ```
-/// let y = tileops::ops::reference_norm_act::silu_and_mul(&[0.0, 1.0, 5.0, 2.0], 2);
-/// assert_eq!(y, vec![0.0, 2.0 * tileops::ops::reference_norm_act::silu(1.0)]);
+/// let y = tileops::ops::reference::silu_and_mul(&[0.0, 1.0, 5.0, 2.0], 2);
+/// assert_eq!(y, vec![0.0, 2.0 * tileops::ops::reference::silu(1.0)]);
 /// ```
 pub fn silu_and_mul(x: &[f64], n: usize) -> Vec<f64> {
     assert!(
@@ -187,7 +142,7 @@ pub fn silu_and_mul(x: &[f64], n: usize) -> Vec<f64> {
 /// `|x| < 1.5`, the continued fraction above (where `1 - erf` would cancel). The standard library has no erf.
 ///
 /// ```
-/// use tileops::ops::reference_norm_act::erfc;
+/// use tileops::ops::reference::erfc;
 /// assert!((erfc(3.0) / 2.209049699858544e-05 - 1.0).abs() < 1e-13);
 /// assert_eq!(erfc(f64::INFINITY), 0.0);
 /// assert_eq!(erfc(f64::NEG_INFINITY), 2.0);
@@ -392,30 +347,6 @@ mod tests {
         let y = gelu_tanh(first);
         assert!(y == 0.0 && y.is_sign_negative(), "{y:e}");
         assert!(gelu_tanh(-1e30) == 0.0 && gelu_tanh(-1e30).is_sign_negative());
-    }
-
-    #[test]
-    fn layer_norm_rows() {
-        let y = layer_norm(
-            &[1.0, 2.0, 3.0, 4.0, 5.0, 5.0],
-            &[1.0; 3],
-            &[0.5; 3],
-            3,
-            0.0,
-        );
-        let r = (2.0f64 / 3.0).sqrt();
-        assert!((y[0] - (0.5 - 1.0 / r)).abs() < 1e-12);
-        assert!((y[1] - 0.5).abs() < 1e-12);
-        // A constant row: var 0, eps keeps it finite; every output is the bias.
-        let y = layer_norm(&[5.0, 5.0], &[2.0; 2], &[0.25; 2], 2, 1e-5);
-        assert_eq!(y, vec![0.25, 0.25]);
-        // A length-1 row is (x - x) * .. + b = b.
-        assert_eq!(layer_norm(&[7.0], &[3.0], &[1.5], 1, 1e-5), vec![1.5]);
-        assert!(
-            layer_norm(&[1.0, f64::INFINITY], &[1.0; 2], &[0.0; 2], 2, 1e-5)
-                .iter()
-                .all(|v| v.is_nan())
-        );
     }
 
     #[test]

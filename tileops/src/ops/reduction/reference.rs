@@ -1,9 +1,42 @@
-//! Reference implementations in f64 of `log_softmax` and the reductions (`sum`, `mean`, `amax`,
-//! `logsumexp`): the CPU path of those ops, and the yardstick of their GPU tests.
+//! The f64 references of the reduction family (`softmax`, `log_softmax` and the reductions
+//! `sum`, `mean`, `amax`, `logsumexp`): the CPU backends of those ops, and the yardstick of their
+//! GPU tests.
 //!
-//! They follow PyTorch's semantics for non-finite inputs: a log_softmax row with a NaN or `+inf`,
-//! or with every element `-inf`, is all NaN; `amax` propagates NaN; `logsumexp` of a row of only
-//! `-inf` is `-inf`, of a row with a `+inf` (and no NaN) is `+inf`.
+//! They follow PyTorch's semantics for non-finite inputs: a softmax or log_softmax row with a NaN
+//! or `+inf`, or with every element `-inf`, is all NaN; `amax` propagates NaN; `logsumexp` of a
+//! row of only `-inf` is `-inf`, of a row with a `+inf` (and no NaN) is `+inf`.
+
+/// Softmax of `x` viewed as `[outer, n, inner]`, over the middle dimension.
+///
+/// # Panics
+///
+/// When `x.len() != outer * n * inner` (the ops validate shapes before calling it).
+///
+/// ```
+/// let y = tileops::ops::reference::softmax(&[0.0, 0.0, f64::NEG_INFINITY], 1, 3, 1);
+/// assert_eq!(y, vec![0.5, 0.5, 0.0]);
+/// ```
+pub fn softmax(x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
+    assert_eq!(
+        x.len(),
+        outer * n * inner,
+        "x must hold outer * n * inner values"
+    );
+    let mut y = vec![0.0; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |k: usize| o * n * inner + k * inner + i;
+            // f64::max ignores NaN, like the kernels' max; NaN then reaches every output
+            // through the sum.
+            let max = (0..n).map(|k| x[at(k)]).fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = (0..n).map(|k| (x[at(k)] - max).exp()).sum();
+            for k in 0..n {
+                y[at(k)] = (x[at(k)] - max).exp() / sum;
+            }
+        }
+    }
+    y
+}
 
 /// What a reduction computes over each set of reduced elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,7 +71,7 @@ impl ReduceKind {
 /// When `x.len() != outer * n * inner` (the ops validate shapes before calling it).
 ///
 /// ```
-/// let y = tileops::ops::reference_reduction::log_softmax(&[0.0, 0.0], 1, 2, 1);
+/// let y = tileops::ops::reference::log_softmax(&[0.0, 0.0], 1, 2, 1);
 /// assert_eq!(y, vec![-(2f64.ln()), -(2f64.ln())]);
 /// ```
 pub fn log_softmax(x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
@@ -77,7 +110,7 @@ fn nan_max(a: f64, b: f64) -> f64 {
 /// When `x.len()` is not the product of `shape`, or an axis is out of range.
 ///
 /// ```
-/// use tileops::ops::reference_reduction::{ReduceKind, reduce};
+/// use tileops::ops::reference::{ReduceKind, reduce};
 /// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
 /// assert_eq!(reduce(&x, &[2, 3], &[1], ReduceKind::Sum), vec![6.0, 15.0]);
 /// assert_eq!(reduce(&x, &[2, 3], &[0], ReduceKind::Amax), vec![4.0, 5.0, 6.0]);
@@ -152,7 +185,7 @@ mod tests {
         let x: Vec<f64> = (0..24).map(|v| f64::from(v) * 0.37 - 3.0).collect();
         for (outer, n, inner) in [(1, 24, 1), (4, 6, 1), (2, 3, 4), (1, 4, 6)] {
             let y = log_softmax(&x, outer, n, inner);
-            let s = super::super::reference::softmax(&x, outer, n, inner);
+            let s = softmax(&x, outer, n, inner);
             for (a, b) in y.iter().zip(&s) {
                 assert!((a - b.ln()).abs() < 1e-12);
             }
@@ -226,5 +259,33 @@ mod tests {
             vec![-3.5]
         );
         assert_eq!(reduce(&[-3.5], &[1], &[0], ReduceKind::Mean), vec![-3.5]);
+    }
+
+    #[test]
+    fn softmax_rows_sum_to_one_over_any_dim() {
+        let x: Vec<f64> = (0..24).map(|v| f64::from(v) * 0.37 - 3.0).collect();
+        for (outer, n, inner) in [(1, 24, 1), (4, 6, 1), (2, 3, 4), (1, 4, 6)] {
+            let y = softmax(&x, outer, n, inner);
+            for o in 0..outer {
+                for i in 0..inner {
+                    let total: f64 = (0..n).map(|k| y[o * n * inner + k * inner + i]).sum();
+                    assert!((total - 1.0).abs() < 1e-12, "{outer} {n} {inner}: {total}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_non_finite_rows_follow_pytorch() {
+        let inf = f64::INFINITY;
+        assert!(softmax(&[-inf, -inf], 1, 2, 1).iter().all(|v| v.is_nan()));
+        assert!(
+            softmax(&[1.0, f64::NAN], 1, 2, 1)
+                .iter()
+                .all(|v| v.is_nan())
+        );
+        assert!(softmax(&[1.0, inf], 1, 2, 1).iter().all(|v| v.is_nan()));
+        assert_eq!(softmax(&[5.0], 1, 1, 1), vec![1.0]);
+        assert_eq!(softmax(&[-inf, 2.0], 1, 2, 1), vec![0.0, 1.0]);
     }
 }
