@@ -123,9 +123,10 @@ macro_rules! pointwise_op {
 }
 
 /// One activation without params: the struct, its plan and workload hooks, and
-/// [`pointwise_op!`]. `$base` is its kernel in `activation.cu`, `$f` its f64 reference.
+/// [`pointwise_op!`]. Its kernel in `activation.cu` is named after the op; `$f` is its f64
+/// reference.
 macro_rules! activation {
-    ($(#[$doc:meta])* $name:ident, $op:literal, $base:literal, $f:path) => {
+    ($(#[$doc:meta])* $name:ident, $op:literal, $f:path) => {
         $(#[$doc])*
         #[crate::roofline_op($op)]
         #[derive(Debug, Clone)]
@@ -151,7 +152,10 @@ macro_rules! activation {
             }
 
             fn kernel(&self) -> Kernel {
-                Kernel { base: $base, f: $f }
+                Kernel {
+                    base: Self::NAME,
+                    f: $f,
+                }
             }
         }
 
@@ -183,7 +187,6 @@ activation!(
     /// ```
     Relu,
     "relu",
-    "relu",
     reference::relu
 );
 
@@ -201,7 +204,6 @@ activation!(
     /// # Ok::<(), tileops::Error>(())
     /// ```
     Silu,
-    "silu",
     "silu",
     reference::silu
 );
@@ -221,7 +223,6 @@ activation!(
     /// # Ok::<(), tileops::Error>(())
     /// ```
     Sigmoid,
-    "sigmoid",
     "sigmoid",
     reference::sigmoid
 );
