@@ -11,7 +11,7 @@ use cudarc::driver::CudaSlice;
 
 use super::launch::check_aligned;
 use crate::device::CudaDevice;
-use crate::registry::ManifestOp;
+use crate::registry::{ManifestOp, StaticValue, WorkloadCase};
 use crate::{Device, Error, Tensor};
 
 /// The two backends of an op with `I` inputs and `O` outputs (in and out of `forward_into`).
@@ -149,4 +149,38 @@ pub(crate) fn exact_inputs<Op: ManifestOp, const K: usize>(
         expected: K,
         got: inputs.len(),
     })
+}
+
+/// Param `name` of a workload row for `Op`: the row's value, else (absent or null) the default
+/// the manifest declares; [`Error::InvalidParam`] when there is neither.
+pub(crate) fn workload_param<Op: ManifestOp>(
+    case: &WorkloadCase,
+    name: &'static str,
+) -> Result<StaticValue, Error> {
+    match case.workload.param(name) {
+        None | Some(StaticValue::None) => Op::default_param(name),
+        Some(value) => Some(*value),
+    }
+    .ok_or_else(|| Error::InvalidParam {
+        op: Op::NAME,
+        field: name,
+        value: "missing".to_owned(),
+        reason: "the workload gives none and the manifest declares no default".to_owned(),
+    })
+}
+
+/// Boolean param `name` of a workload row for `Op` (the manifest's default when absent).
+pub(crate) fn workload_bool<Op: ManifestOp>(
+    case: &WorkloadCase,
+    name: &'static str,
+) -> Result<bool, Error> {
+    match workload_param::<Op>(case, name)? {
+        StaticValue::Bool(b) => Ok(b),
+        value => Err(Error::InvalidParam {
+            op: Op::NAME,
+            field: name,
+            value: format!("{value:?}"),
+            reason: "must be true or false".to_owned(),
+        }),
+    }
 }

@@ -24,28 +24,41 @@ mod position_encoding;
 mod quantization;
 mod reduction;
 
+/// The f64 references of every family, in one flat module: the CPU backends and the yardstick of
+/// the GPU tests (`tileops::ops::reference::gemm`, `::rope`, `::fp8_quant`, ...).
 #[doc(hidden)]
-pub mod reference;
+pub mod reference {
+    pub use super::fused::reference::*;
+    pub use super::gemm::reference::*;
+    pub use super::position_encoding::reference::*;
+    pub use super::quantization::reference::*;
+    // Until the other families' references move under their family (their engineer's lines
+    // `pub use super::{elementwise,normalization,reduction}::reference::*` replace this one):
+    // the items of the old flat file, `ops/reference.rs`.
+    pub use super::reference_unsplit::*;
+}
+// The old flat file of softmax and rms_norm (the other families'), behind `reference` above.
+#[path = "reference.rs"]
+mod reference_unsplit;
+// The old path of the fp8 rules, for the test oracle in tensor/convert/fp8_oracle.rs (not this
+// family's file): crate-private and test-only, to go once that file says `ops::reference`.
+#[cfg(test)]
+pub(crate) use reference as reference_rope_fp8;
 #[doc(hidden)]
 pub mod reference_norm_act;
 #[doc(hidden)]
 pub mod reference_reduction;
-#[doc(hidden)]
-pub mod reference_rope_fp8;
-#[doc(hidden)]
-pub use gemm::reference as reference_gemm;
 
 mod backend;
 mod bench_impls;
 mod launch;
 
 pub use elementwise::{Gelu, GeluApproximate, Relu, Sigmoid, Silu, SiluAndMul};
-pub use fused::{QkNormRopeFp8, QkNormRopeFp8Output};
-pub(crate) use gemm::BlasSlot;
-pub use gemm::Gemm;
+pub use fused::{QkNormRopeFp8, QkNormRopeFp8Builder, QkNormRopeFp8Output, qk_norm_rope_fp8};
+pub use gemm::{Gemm, GemmOptions, gemm};
 pub use normalization::{FusedAddRmsNorm, LayerNorm, RmsNorm};
-pub use position_encoding::Rope;
-pub use quantization::Fp8Quant;
+pub use position_encoding::{Rope, rope};
+pub use quantization::{Fp8Quant, fp8_quant};
 pub use reduction::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Softmax, Sum};
 
 use crate::{DType, Device, Error, Tensor, TensorSpec};
