@@ -4,6 +4,9 @@
 use crate::ops::position_encoding::reference::{assert_head_rows, rope_row, table_row};
 use crate::ops::quantization::reference::{fp8_e4m3_saturate, fp8_scale};
 
+/// One tensor (q or k) of `qk_norm_rope_fp8`: `x` viewed as `[tokens, heads, head_dim]`; per head
+/// row, RMS norm with `weight` (f64), NeoX RoPE at the token's position (f64), then fp8 with one
+/// scale per row: `scale = fp8_scale(max |y|)` (the max in f64, then rounded to f32; NaN
 /// propagating, as `torch.amax`), codes `fp8_e4m3_saturate(y * (1 / scale))`.
 ///
 /// Returns the codes, the scales and the exact (unquantized) rotated values, for error bounds.
@@ -13,7 +16,7 @@ use crate::ops::quantization::reference::{fp8_e4m3_saturate, fp8_scale};
 ///
 /// # Panics
 ///
-/// When the lengths do not match (as [`rope`], and `weight.len() == head_dim`).
+/// When the lengths do not match (as [`rope`](crate::ops::reference::rope), and `weight.len() == head_dim`).
 ///
 /// ```
 /// use tileops::ops::reference::qk_norm_rope_fp8;

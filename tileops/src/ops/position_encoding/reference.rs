@@ -93,9 +93,5 @@ pub fn rope(
     (y, magnitude)
 }
 
-/// One tensor (q or k) of `qk_norm_rope_fp8`: `x` viewed as `[tokens, heads, head_dim]`; per head
-/// row, RMS norm with `weight` (f64), NeoX RoPE at the token's position (f64), then fp8 with one
-/// scale per row: `scale = fp8_scale(max |y|)` (the max in f64, then rounded to f32; NaN
-
 #[cfg(test)]
 mod tests;
