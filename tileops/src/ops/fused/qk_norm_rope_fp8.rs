@@ -176,7 +176,7 @@ impl QkNormRopeFp8Builder {
 fn default_eps() -> Result<f64, Error> {
     QkNormRopeFp8::default_param("eps")
         .and_then(|value| value.as_f64())
-        .ok_or_else(|| Error::internal("qk_norm_rope_fp8: the manifest declares no numeric eps"))
+        .ok_or_else(|| Error::internal(format!("{OP}: the manifest declares no numeric eps")))
 }
 
 fn bad_shape(field: &'static str, spec: &TensorSpec, reason: String) -> Error {

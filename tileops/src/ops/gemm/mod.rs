@@ -197,7 +197,7 @@ impl Gemm {
                     op: OP,
                     field,
                     shape: spec.shape.clone(),
-                    reason: format!("gemm takes matrices (rank 2), not rank {}", spec.rank()),
+                    reason: format!("{OP} takes matrices (rank 2), not rank {}", spec.rank()),
                 });
             }
             check_extents(OP, field, spec)?;
@@ -399,7 +399,7 @@ impl Backends<2, 1> for Gemm {
         let gpu = self
             .gpu
             .as_ref()
-            .ok_or_else(|| Error::internal("gemm: a GPU device without its GPU plan"))?;
+            .ok_or_else(|| Error::internal(format!("{OP}: a GPU device without its GPU plan")))?;
         gpu.run(dev, a, b, c)
     }
 }
