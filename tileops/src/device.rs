@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::Error;
 
@@ -52,15 +52,8 @@ pub(crate) struct CudaDevice {
     pub(crate) ctx: Arc<CudaContext>,
     /// Every launch, copy and cuBLAS call of this device is issued here.
     pub(crate) stream: Arc<CudaStream>,
-    /// Loaded modules, by kernel file name (`softmax.cu`). A module belongs to a context, not a
-    /// stream: devices on other streams of the same primary context share this map.
-    pub(crate) modules: Arc<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
-    /// Entry points already looked up, by entry name (shared like `modules`).
-    pub(crate) functions: Arc<Mutex<HashMap<&'static str, CudaFunction>>>,
-    /// The cuBLAS/cuBLASLt handles and workspace of this device's stream (made at first gemm).
-    /// Per device, not per GPU: a handle is bound to one stream, and a workspace used by two
-    /// streams at once would race.
-    pub(crate) blas: crate::ops::BlasSlot,
+    /// What the kernels module caches for this device (opaque here: only `kernels` reads it).
+    pub(crate) kernels: crate::kernels::Cache,
 }
 
 impl Device {
@@ -137,16 +130,15 @@ impl Device {
         })
     }
 
-    /// The first CUDA GPU when one is usable, else the CPU; prints one line to stderr saying which
-    /// it picked and why (once per process). `TILEOPS_DEVICE=cpu` forces the CPU.
+    /// The first CUDA GPU when one is usable, else the CPU; `TILEOPS_DEVICE=cpu` forces the CPU.
+    ///
+    /// Prints nothing (a library does not write to stderr): a tool that wants to say which device
+    /// it runs on, and why, calls [`Device::probe_best`] and prints its sentence.
     pub fn best() -> Device {
-        static ANNOUNCED: OnceLock<()> = OnceLock::new();
-        let (device, why) = Device::probe_best();
-        ANNOUNCED.get_or_init(|| eprintln!("tileops: running on {device} ({why})"));
-        device
+        Device::probe_best().0
     }
 
-    /// Like [`Device::best`], silently: the device and a sentence saying why it was picked.
+    /// Like [`Device::best`], with a sentence saying why that device was picked.
     pub fn probe_best() -> (Device, String) {
         if std::env::var("TILEOPS_DEVICE").is_ok_and(|v| v.eq_ignore_ascii_case("cpu")) {
             return (Device::cpu(), "TILEOPS_DEVICE=cpu".to_owned());
@@ -276,6 +268,8 @@ fn guarded<T>(what: &str, call: impl FnOnce() -> T) -> Result<T, Error> {
 
 fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
     // `CudaContext::new` panics without libcuda.so: probe the library first (never panics).
+    // SAFETY: `is_culib_present` only tries to load the driver library with the dynamic loader
+    // and reports whether it could; it reads no caller memory and has no precondition.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(Error::DriverMissing {
             detail: "libcuda.so could not be loaded by the dynamic linker".to_owned(),
@@ -303,7 +297,7 @@ fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
     describe(ordinal, ctx, stream, None)
 }
 
-/// The device state of `ctx` on `stream`; kernel caches shared with `shared` when given (same
+/// The device state of `ctx` on `stream`; the kernels' cache shared with `shared` when given (same
 /// context), else empty.
 fn describe(
     ordinal: usize,
@@ -327,9 +321,7 @@ fn describe(
         sm_count: sm_count.max(1) as u32,
         ctx,
         stream,
-        modules: shared.map_or_else(Default::default, |d| d.modules.clone()),
-        functions: shared.map_or_else(Default::default, |d| d.functions.clone()),
-        blas: Default::default(),
+        kernels: shared.map_or_else(Default::default, |d| d.kernels.for_another_stream()),
     })
 }
 

@@ -133,6 +133,8 @@ pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error>
     let program = Program(prog);
 
     let opts = options(target, &toolkit.include_dir);
+    // SAFETY: `program` is a live program made above (destroyed only by its `Drop`), and the
+    // options are owned strings that outlive the call.
     let compiled = unsafe { cudarc::nvrtc::result::compile_program(program.0, &opts) };
     let log = program.log();
     if let Err(e) = compiled {
@@ -170,6 +172,7 @@ pub fn supported_archs() -> Result<Vec<u32>, Error> {
             searched: String::new(),
         })?;
     let mut archs = vec![0i32; count.max(0) as usize];
+    // SAFETY: `archs` holds the `count` entries NVRTC just reported it will write.
     unsafe { nvrtc::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
         .result()
         .map_err(|e| Error::NvrtcMissing {
@@ -210,6 +213,8 @@ impl Program {
             return Err("NVRTC produced no CUBIN (virtual architecture?)".to_owned());
         }
         let mut cubin = vec![0u8; size];
+        // SAFETY: the program is alive and compiled; `cubin` holds the `size` bytes NVRTC
+        // reported.
         unsafe { nvrtc::nvrtcGetCUBIN(self.0, cubin.as_mut_ptr().cast()) }
             .result()
             .map_err(|e| format!("nvrtcGetCUBIN: {e}"))?;

@@ -1,10 +1,18 @@
-//! The CUDA kernels: `.cu` files under `tileops/kernels/`, embedded in the binary, compiled by
-//! NVRTC at first use for the device's own architecture (CUBIN, with PTX for the driver's JIT as
-//! the fallback), and cached per device and kernel file.
+//! The CUDA kernels and libraries behind the ops: `.cu` files under `tileops/kernels/`, embedded
+//! in the binary, compiled by NVRTC at first use for the device's own architecture (CUBIN, with
+//! PTX for the driver's JIT as the fallback), and cached per device and kernel file; and the
+//! cuBLAS/cuBLASLt state of the gemm op ([`blas`]).
 //!
-//! The compile API is public so that a machine without a GPU can still compile every kernel and
-//! read ptxas's register and spill report (see `tests/kernel_compile.rs`).
+//! The layering is one way: ops call this module, this module calls the device's context and
+//! stream. What this module caches per device (loaded modules, looked-up entry points, BLAS
+//! handles) lives in a [`Cache`] that the device holds as one opaque field and only this module
+//! reads or writes.
+//!
+//! The compile API (`compile`, `Target`, `Compiled`, `toolkit`, ...) is reachable but hidden from
+//! the docs: it is there so that a machine without a GPU can still compile every kernel and read
+//! ptxas's register and spill report (see `tests/kernel_compile.rs`), not for users.
 
+pub(crate) mod blas;
 mod compile;
 mod toolkit;
 
@@ -14,11 +22,41 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
+#[doc(hidden)]
 pub use compile::{Compiled, ResourceUsage, Target, compile, supported_archs};
+#[doc(hidden)]
 pub use toolkit::{Toolkit, toolkit};
 
 use crate::Error;
 use crate::device::CudaDevice;
+
+/// What this module keeps per device, held by the device as one opaque field.
+///
+/// Modules and entry points belong to a context, not a stream: devices on other streams of the
+/// same primary context share them ([`Cache::for_another_stream`]). The BLAS state is per
+/// stream: a handle is bound to one stream, and a workspace used by two streams at once would
+/// race.
+#[derive(Default)]
+pub(crate) struct Cache {
+    /// Loaded modules, by kernel file name (`softmax.cu`).
+    modules: Arc<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
+    /// Entry points already looked up, by entry name.
+    functions: Arc<Mutex<HashMap<&'static str, CudaFunction>>>,
+    /// The cuBLAS/cuBLASLt handles and workspace of the device's stream (made at first gemm).
+    blas: blas::Slot,
+}
+
+impl Cache {
+    /// The cache of another device on the same context but another stream: the same modules and
+    /// entry points, its own (empty) BLAS state.
+    pub(crate) fn for_another_stream(&self) -> Cache {
+        Cache {
+            modules: self.modules.clone(),
+            functions: self.functions.clone(),
+            blas: blas::Slot::default(),
+        }
+    }
+}
 
 /// One kernel file and the entry points it defines.
 #[derive(Debug)]
@@ -345,7 +383,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Compiles (once) and loads (once per device) `source`: a CUBIN for the device's own `sm_XX`,
 /// else PTX for `compute_XX` (or the newest architecture this NVRTC knows below it).
 fn module(dev: &CudaDevice, source: &'static KernelSource) -> Result<Arc<CudaModule>, Error> {
-    if let Some(module) = lock(&dev.modules).get(source.file) {
+    if let Some(module) = lock(&dev.kernels.modules).get(source.file) {
         return Ok(module.clone());
     }
     let (major, minor) = dev.capability;
@@ -377,7 +415,7 @@ fn module(dev: &CudaDevice, source: &'static KernelSource) -> Result<Arc<CudaMod
         });
         match attempt {
             Ok(module) => {
-                lock(&dev.modules).insert(source.file, module.clone());
+                lock(&dev.kernels.modules).insert(source.file, module.clone());
                 return Ok(module);
             }
             Err(err) => {
@@ -395,14 +433,14 @@ pub(crate) fn function(
     source: &'static KernelSource,
     entry: &'static str,
 ) -> Result<CudaFunction, Error> {
-    if let Some(function) = lock(&dev.functions).get(entry) {
+    if let Some(function) = lock(&dev.kernels.functions).get(entry) {
         return Ok(function.clone());
     }
     let module = module(dev, source)?;
     let function = module
         .load_function(entry)
         .map_err(|e| Error::launch(entry, e))?;
-    lock(&dev.functions).insert(entry, function.clone());
+    lock(&dev.kernels.functions).insert(entry, function.clone());
     Ok(function)
 }
 

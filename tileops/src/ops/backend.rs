@@ -170,6 +170,22 @@ pub(crate) fn workload_param<Op: ManifestOp>(
     })
 }
 
+/// Boolean param `name` of a workload row for `Op` (the manifest's default when absent).
+pub(crate) fn workload_bool<Op: ManifestOp>(
+    case: &WorkloadCase,
+    name: &'static str,
+) -> Result<bool, Error> {
+    match workload_param::<Op>(case, name)? {
+        StaticValue::Bool(b) => Ok(b),
+        value => Err(Error::InvalidParam {
+            op: Op::NAME,
+            field: name,
+            value: format!("{value:?}"),
+            reason: "must be true or false".to_owned(),
+        }),
+    }
+}
+
 /// `BenchOp` for an op of one input `x` and one output, written once: random `x`,
 /// `forward(x)`, and the traffic of `x` read once and the output (`|op| spec`) written once.
 /// The op has `ROOF`, `x()`, `device()` and `forward(&Tensor)`.

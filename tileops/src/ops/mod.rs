@@ -24,17 +24,19 @@ mod position_encoding;
 mod quantization;
 mod reduction;
 
-/// The f64 references of the CPU backends, for tests and tools; not part of the stable API.
+/// The f64 references of every family, in one flat module: the CPU backends and the yardstick of
+/// the GPU tests (`tileops::ops::reference::gemm`, `::rope`, `::fp8_quant`, ...); not part of the
+/// stable API.
 #[doc(hidden)]
 pub mod reference {
     pub use super::elementwise::reference::*;
+    pub use super::fused::reference::*;
+    pub use super::gemm::reference::*;
     pub use super::normalization::reference::*;
+    pub use super::position_encoding::reference::*;
+    pub use super::quantization::reference::*;
     pub use super::reduction::reference::*;
 }
-#[doc(hidden)]
-pub mod reference_rope_fp8;
-#[doc(hidden)]
-pub use gemm::reference as reference_gemm;
 
 mod backend;
 mod launch;
@@ -42,14 +44,13 @@ mod launch;
 pub use elementwise::{
     Gelu, GeluApproximate, Relu, Sigmoid, Silu, SiluAndMul, gelu, relu, sigmoid, silu, silu_and_mul,
 };
-pub use fused::{QkNormRopeFp8, QkNormRopeFp8Output};
-pub(crate) use gemm::BlasSlot;
-pub use gemm::Gemm;
+pub use fused::{QkNormRopeFp8, QkNormRopeFp8Builder, QkNormRopeFp8Output, qk_norm_rope_fp8};
+pub use gemm::{Gemm, GemmOptions, gemm};
 pub use normalization::{
     FusedAddRmsNorm, LayerNorm, RmsNorm, fused_add_rms_norm, layer_norm, rms_norm,
 };
-pub use position_encoding::Rope;
-pub use quantization::Fp8Quant;
+pub use position_encoding::{Rope, rope};
+pub use quantization::{Fp8Quant, fp8_quant};
 pub use reduction::{
     Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Softmax, Sum, amax, log_softmax, logsumexp, mean,
     softmax, sum,

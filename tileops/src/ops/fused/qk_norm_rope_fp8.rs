@@ -1,16 +1,21 @@
 //! `qk_norm_rope_fp8`: the fused case study of seed 002 — per head row of q and k, RMS norm with
 //! a weight, NeoX RoPE, fp8 quantization with one scale per row, in one kernel and one pass.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, QK_NORM_ROPE_FP8};
-use crate::ops::position_encoding::rope::{check_positions, random_positions, rope_table};
-use crate::ops::{check_extents, check_input, launch};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::ops::backend::{self, Backends, exact_inputs, workload_param};
+use crate::ops::launch::{grid_dim, launch};
+use crate::ops::position_encoding::rope::{
+    check_positions, check_positions_spec, cos_sin_cache_rows, random_positions, rope_table,
+};
+use crate::ops::quantization::fp8_quant::store_fp8;
+use crate::ops::{check_extents, check_input};
+use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "qk_norm_rope_fp8";
+const OP: &str = QkNormRopeFp8::NAME;
 
 /// The head row length the kernel (and the seed's per-row FLOP ledger) is written for.
 pub const HEAD_DIM: usize = 128;
@@ -54,16 +59,15 @@ pub struct QkNormRopeFp8Output {
 ///
 /// let device = Device::best();
 /// let bf16 = |shape: &[usize]| TensorSpec::new(shape, DType::BFloat16);
-/// let op = QkNormRopeFp8::new(
-///     &device,
+/// // q and k of 2 tokens (4 and 1 heads), a table of 8 positions; the weights ([128], q's
+/// // dtype), the positions (int64 [tokens]) and eps (the manifest's 1e-6) take their defaults.
+/// let op = QkNormRopeFp8::builder(
 ///     bf16(&[2, 4, 128]),
 ///     bf16(&[2, 1, 128]),
-///     bf16(&[128]),
-///     bf16(&[128]),
-///     TensorSpec::new([2], DType::Int64),
 ///     TensorSpec::new([8, 128], DType::Float32),
-///     1e-6,
-/// )?;
+/// )
+/// .eps(1e-6)
+/// .build(&device)?;
 /// let r = op.eval_roofline()?;
 /// assert_eq!(r.flops, 1155 * 2 * 5); // the seed's 1155 FLOP per head row
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -85,6 +89,96 @@ pub struct QkNormRopeFp8 {
     max_pos: usize,
 }
 
+/// The plan of a [`QkNormRopeFp8`] before it is checked: q, k and the table are given, the rest
+/// has defaults that [`QkNormRopeFp8Builder::build`] checks like any given spec.
+///
+/// ```
+/// use tileops::ops::QkNormRopeFp8;
+/// use tileops::{DType, Device, TensorSpec};
+///
+/// let q = TensorSpec::new([3, 8, 128], DType::Float16);
+/// let k = TensorSpec::new([3, 2, 128], DType::Float16);
+/// let table = TensorSpec::new([64, 128], DType::Float32);
+/// let op = QkNormRopeFp8::builder(q, k, table)
+///     .q_weight(TensorSpec::new([128], DType::Float16))
+///     .positions(TensorSpec::new([3], DType::Int64))
+///     .eps(1e-5)
+///     .build(&Device::cpu())?;
+/// assert_eq!(op.eps(), 1e-5);
+/// // A weight in another dtype than q is refused when the plan is built.
+/// let bad = QkNormRopeFp8::builder(op.q().clone(), op.k().clone(), TensorSpec::new([64, 128], DType::Float32))
+///     .k_weight(TensorSpec::new([128], DType::BFloat16))
+///     .build(&Device::cpu());
+/// assert!(bad.is_err());
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build`"]
+pub struct QkNormRopeFp8Builder {
+    q: TensorSpec,
+    k: TensorSpec,
+    cos_sin_cache: TensorSpec,
+    q_weight: Option<TensorSpec>,
+    k_weight: Option<TensorSpec>,
+    positions: Option<TensorSpec>,
+    eps: Option<f64>,
+}
+
+impl QkNormRopeFp8Builder {
+    /// The weight of q's norm (default `[128]` in q's dtype).
+    pub fn q_weight(mut self, q_weight: TensorSpec) -> Self {
+        self.q_weight = Some(q_weight);
+        self
+    }
+
+    /// The weight of k's norm (default `[128]` in q's dtype).
+    pub fn k_weight(mut self, k_weight: TensorSpec) -> Self {
+        self.k_weight = Some(k_weight);
+        self
+    }
+
+    /// The positions (default int64 `[tokens]` for the tokens of q).
+    pub fn positions(mut self, positions: TensorSpec) -> Self {
+        self.positions = Some(positions);
+        self
+    }
+
+    /// The epsilon of the norm (default: the manifest's).
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = Some(eps);
+        self
+    }
+
+    /// Plans the op on `device`: the checks of [`QkNormRopeFp8`], in its field order.
+    pub fn build(self, device: &Device) -> Result<QkNormRopeFp8, Error> {
+        let weight = || TensorSpec::new([HEAD_DIM], self.q.dtype);
+        let positions = self.positions.clone().unwrap_or_else(|| {
+            TensorSpec::new([self.q.shape.first().copied().unwrap_or(0)], DType::Int64)
+        });
+        let eps = match self.eps {
+            Some(eps) => eps,
+            None => default_eps()?,
+        };
+        QkNormRopeFp8::plan(
+            device,
+            self.q.clone(),
+            self.k.clone(),
+            self.q_weight.clone().unwrap_or_else(weight),
+            self.k_weight.clone().unwrap_or_else(weight),
+            positions,
+            self.cos_sin_cache,
+            eps,
+        )
+    }
+}
+
+/// The manifest's default `eps`.
+fn default_eps() -> Result<f64, Error> {
+    QkNormRopeFp8::default_param("eps")
+        .and_then(|value| value.as_f64())
+        .ok_or_else(|| Error::internal(format!("{OP}: the manifest declares no numeric eps")))
+}
+
 fn bad_shape(field: &'static str, spec: &TensorSpec, reason: String) -> Error {
     Error::InvalidShape {
         op: OP,
@@ -98,12 +192,32 @@ impl QkNormRopeFp8 {
     /// The roof an optimal implementation is priced against: CUDA cores (seed 002, M2).
     pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
 
-    /// Plans the fused op. Errors when `q` or `k` is not rank 3 with head_dim 128, or empty; when
-    /// they disagree in tokens or dtype (bfloat16 or float16); when a weight is not `[128]` of
-    /// q's dtype; when `positions` is not int64 `[tokens]`; when the table is not float32
+    /// Starts a plan for `q` `[tokens, q_heads, 128]`, `k` `[tokens, k_heads, 128]` and the
+    /// table `cos_sin_cache` `[max_pos, 128]`; the weights, positions and eps have defaults (see
+    /// [`QkNormRopeFp8Builder`]), and [`build`](QkNormRopeFp8Builder::build) checks the plan.
+    ///
+    /// `build` errors when `q` or `k` is not rank 3 with head_dim 128, or empty; when they
+    /// disagree in tokens or dtype (bfloat16 or float16); when a weight is not `[128]` of q's
+    /// dtype; when `positions` is not int64 `[tokens]`; when the table is not float32
     /// `[max_pos >= 1, 128]`; or when `eps` is negative or not finite.
+    pub fn builder(
+        q: TensorSpec,
+        k: TensorSpec,
+        cos_sin_cache: TensorSpec,
+    ) -> QkNormRopeFp8Builder {
+        QkNormRopeFp8Builder {
+            q,
+            k,
+            cos_sin_cache,
+            q_weight: None,
+            k_weight: None,
+            positions: None,
+            eps: None,
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    fn plan(
         device: &Device,
         q: TensorSpec,
         k: TensorSpec,
@@ -168,40 +282,8 @@ impl QkNormRopeFp8 {
                 return Err(bad_shape(field, spec, format!("must be [{HEAD_DIM}]")));
             }
         }
-        if positions.dtype != DType::Int64 {
-            return Err(Error::InvalidDType {
-                op: OP,
-                field: "positions",
-                value: positions.dtype,
-                supported: "int64".to_owned(),
-            });
-        }
-        if positions.shape != [tokens] {
-            return Err(bad_shape(
-                "positions",
-                &positions,
-                format!("must be [{tokens}], one position per token"),
-            ));
-        }
-        if cos_sin_cache.dtype != DType::Float32 {
-            return Err(Error::InvalidDType {
-                op: OP,
-                field: "cos_sin_cache",
-                value: cos_sin_cache.dtype,
-                supported: "float32".to_owned(),
-            });
-        }
-        let max_pos = match cos_sin_cache.shape.as_slice() {
-            &[rows, HEAD_DIM] if rows > 0 => rows,
-            _ => {
-                return Err(bad_shape(
-                    "cos_sin_cache",
-                    &cos_sin_cache,
-                    format!("must be [max_pos, {HEAD_DIM}] with max_pos >= 1"),
-                ));
-            }
-        };
-        check_extents(OP, "cos_sin_cache", &cos_sin_cache)?;
+        check_positions_spec(OP, &positions, tokens)?;
+        let max_pos = cos_sin_cache_rows(OP, &cos_sin_cache, HEAD_DIM)?;
         if !(eps.is_finite() && eps >= 0.0) {
             return Err(Error::InvalidParam {
                 op: OP,
@@ -302,79 +384,62 @@ impl QkNormRopeFp8 {
         check_input(OP, "k_fp8", &out.k_fp8, &ks, d)?;
         check_input(OP, "q_scale", &out.q_scale, &qss, d)?;
         check_input(OP, "k_scale", &out.k_scale, &kss, d)?;
-        match d.cuda_device() {
-            None => {
-                let pos = positions.to_vec::<i64>()?;
-                check_positions(OP, &pos, self.max_pos)?;
-                let cache = cos_sin_cache.host_f64()?;
-                for (x, w, heads, codes_out, scales_out) in [
-                    (q, q_weight, self.q_heads, &mut out.q_fp8, &mut out.q_scale),
-                    (k, k_weight, self.k_heads, &mut out.k_fp8, &mut out.k_scale),
-                ] {
-                    let (codes, scales, _) = crate::ops::reference_rope_fp8::qk_norm_rope_fp8(
-                        &x.host_f64()?,
-                        &w.host_f64()?,
-                        &pos,
-                        &cache,
-                        heads,
-                        HEAD_DIM,
-                        self.eps,
-                    );
-                    *codes_out.host_bytes_mut().ok_or_else(|| {
-                        Error::internal("qk_norm_rope_fp8: a CPU tensor without host data")
-                    })? = codes;
-                    let scales: Vec<f64> = scales.into_iter().map(f64::from).collect();
-                    scales_out.set_host_f64(&scales)?;
-                }
-                Ok(())
-            }
-            Some(dev) => self.launch(
-                dev,
-                [q, k, q_weight, k_weight, positions, cos_sin_cache],
-                out,
-            ),
-        }
-    }
-
-    fn launch(
-        &self,
-        dev: &CudaDevice,
-        inputs: [&Tensor; 6],
-        out: &mut QkNormRopeFp8Output,
-    ) -> Result<(), Error> {
-        let missing = || Error::MissingBuffer {
-            op: "qk_norm_rope_fp8",
-            field: "an input or output",
-        };
-        let ins = inputs
-            .iter()
-            .map(|t| t.cuda_slice().ok_or_else(missing))
-            .collect::<Result<Vec<_>, _>>()?;
-        let [q, k, qw, kw, pos, cache] = ins.as_slice() else {
-            return Err(missing());
-        };
         let QkNormRopeFp8Output {
             q_fp8,
             k_fp8,
             q_scale,
             k_scale,
         } = out;
-        let q_out = q_fp8.cuda_slice_mut().ok_or_else(missing)?;
-        let k_out = k_fp8.cuda_slice_mut().ok_or_else(missing)?;
-        let q_sc = q_scale.cuda_slice_mut().ok_or_else(missing)?;
-        let k_sc = k_scale.cuda_slice_mut().ok_or_else(missing)?;
-        launch::check_aligned(
-            OP,
-            &dev.stream,
-            &[
-                *q, *k, *qw, *kw, *pos, *cache, &*q_out, &*k_out, &*q_sc, &*k_sc,
-            ],
-        )?;
+        backend::forward(
+            self,
+            [q, k, q_weight, k_weight, positions, cos_sin_cache],
+            [q_fp8, k_fp8, q_scale, k_scale],
+        )
+    }
+}
+
+impl Backends<6, 4> for QkNormRopeFp8 {
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Not `cpu_f64`: int64 positions, fp8 codes and f32 scales, for q and for k.
+    fn cpu(
+        &self,
+        [q, k, q_weight, k_weight, positions, cos_sin_cache]: [&Tensor; 6],
+        [q_fp8, k_fp8, q_scale, k_scale]: [&mut Tensor; 4],
+    ) -> Result<(), Error> {
+        let pos = positions.to_vec::<i64>()?;
+        check_positions(OP, &pos, self.max_pos)?;
+        let cache = cos_sin_cache.host_f64()?;
+        for (x, w, heads, codes_out, scales_out) in [
+            (q, q_weight, self.q_heads, q_fp8, q_scale),
+            (k, k_weight, self.k_heads, k_fp8, k_scale),
+        ] {
+            let (codes, scales, _) = super::reference::qk_norm_rope_fp8(
+                &x.host_f64()?,
+                &w.host_f64()?,
+                &pos,
+                &cache,
+                heads,
+                HEAD_DIM,
+                self.eps,
+            );
+            store_fp8(OP, codes, &scales, codes_out, scales_out)?;
+        }
+        Ok(())
+    }
+
+    fn cuda(
+        &self,
+        dev: &CudaDevice,
+        [q, k, qw, kw, pos, cache]: [&CudaSlice<u8>; 6],
+        [q_out, k_out, q_sc, k_sc]: [&mut CudaSlice<u8>; 4],
+    ) -> Result<(), Error> {
         let entry = kernels::entry(&QK_NORM_ROPE_FP8, "qk_norm_rope_fp8", self.q.dtype)?;
-        let threads = fused_threads(self.q_heads + self.k_heads);
         let cfg = LaunchConfig {
-            grid_dim: (launch::grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
-            block_dim: (threads, 1, 1),
+            grid_dim: (grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
+            block_dim: (fused_threads(self.q_heads + self.k_heads), 1, 1),
             shared_mem_bytes: 0,
         };
         let (tokens, q_heads, k_heads, max_pos, eps) = (
@@ -384,30 +449,16 @@ impl QkNormRopeFp8 {
             self.max_pos as i64,
             self.eps as f32,
         );
-        let function = kernels::function(dev, &QK_NORM_ROPE_FP8, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(*q)
-            .arg(*k)
-            .arg(*qw)
-            .arg(*kw)
-            .arg(*pos)
-            .arg(*cache)
-            .arg(&mut *q_out)
-            .arg(&mut *k_out)
-            .arg(&mut *q_sc)
-            .arg(&mut *k_sc)
-            .arg(&tokens)
-            .arg(&q_heads)
-            .arg(&k_heads)
-            .arg(&max_pos)
-            .arg(&eps);
         // SAFETY: qk_norm_rope_fp8_*(const T* q, const T* k, const T* qw, const T* kw,
         // const long long* positions, const float* cache, uchar* q_out, uchar* k_out,
         // float* q_scale, float* k_scale, long long tokens, int q_heads, int k_heads,
-        // long long max_pos, float eps); every buffer holds what its spec says (checked against the
-        // plan); the block is 32..512 threads, a multiple of 32 (the launch bounds).
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        // long long max_pos, float eps); every buffer holds what its spec says (checked against
+        // the plan); the block is 32..512 threads, a multiple of 32 (the launch bounds).
+        unsafe {
+            launch!(dev, &QK_NORM_ROPE_FP8, entry, cfg;
+                q, k, qw, kw, pos, cache, q_out, k_out, q_sc, k_sc,
+                &tokens, &q_heads, &k_heads, &max_pos, &eps)
+        }
     }
 }
 
@@ -418,28 +469,26 @@ fn fused_threads(rows: usize) -> u32 {
 
 impl FromWorkload for QkNormRopeFp8 {
     /// q, k and the weights in the case dtype, positions int64, the table float32; `eps` from the
-    /// row, 1e-6 when absent or null.
+    /// row, else the manifest's default.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let d = case.dtype;
-        let eps = match case.workload.param("eps") {
-            None | Some(StaticValue::None) => 1e-6,
-            Some(value) => value.as_f64().ok_or_else(|| Error::InvalidParam {
-                op: OP,
-                field: "eps",
-                value: format!("{value:?}"),
-                reason: "must be a number".to_owned(),
-            })?,
-        };
-        QkNormRopeFp8::new(
-            device,
+        let value = workload_param::<QkNormRopeFp8>(case, "eps")?;
+        let eps = value.as_f64().ok_or_else(|| Error::InvalidParam {
+            op: OP,
+            field: "eps",
+            value: format!("{value:?}"),
+            reason: "must be a number".to_owned(),
+        })?;
+        QkNormRopeFp8::builder(
             case.require_input_as(OP, "q", d)?,
             case.require_input_as(OP, "k", d)?,
-            case.require_input_as(OP, "q_weight", d)?,
-            case.require_input_as(OP, "k_weight", d)?,
-            case.require_input_as(OP, "positions", DType::Int64)?,
             case.require_input_as(OP, "cos_sin_cache", DType::Float32)?,
-            eps,
         )
+        .q_weight(case.require_input_as(OP, "q_weight", d)?)
+        .k_weight(case.require_input_as(OP, "k_weight", d)?)
+        .positions(case.require_input_as(OP, "positions", DType::Int64)?)
+        .eps(eps)
+        .build(device)
     }
 }
 
@@ -461,13 +510,7 @@ impl BenchOp for QkNormRopeFp8 {
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [q, k, qw, kw, positions, cache] = inputs else {
-            return Err(Error::Arity {
-                op: "qk_norm_rope_fp8",
-                expected: 6,
-                got: inputs.len(),
-            });
-        };
+        let [q, k, qw, kw, positions, cache] = exact_inputs::<Self, 6>(inputs)?;
         let out = self.forward(q, k, qw, kw, positions, cache)?;
         Ok(vec![out.q_fp8, out.k_fp8, out.q_scale, out.k_scale])
     }
@@ -490,19 +533,16 @@ impl BenchOp for QkNormRopeFp8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::reference_rope_fp8::qk_norm_rope_fp8;
+    use crate::ops::fused::reference::qk_norm_rope_fp8;
 
     fn plan(tokens: usize, q_heads: usize, k_heads: usize, dtype: DType) -> QkNormRopeFp8 {
-        QkNormRopeFp8::new(
-            &Device::cpu(),
+        QkNormRopeFp8::builder(
             TensorSpec::new([tokens, q_heads, 128], dtype),
             TensorSpec::new([tokens, k_heads, 128], dtype),
-            TensorSpec::new([128], dtype),
-            TensorSpec::new([128], dtype),
-            TensorSpec::new([tokens], DType::Int64),
             TensorSpec::new([9, 128], DType::Float32),
-            1e-6,
         )
+        .eps(1e-6)
+        .build(&Device::cpu())
         .unwrap()
     }
 

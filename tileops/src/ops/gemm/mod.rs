@@ -1,27 +1,100 @@
-//! `gemm`: the dense matrix product `c = op(a) @ op(b)`, `op(t) = t.T` when its flag is set,
-//! through cuBLASLt on the GPU (plain cuBLAS `Sgemm` for strict float32).
+//! The `gemm` family of the manifest: the dense matrix product `c = op(a) @ op(b)`,
+//! `op(t) = t.T` when its option is set, through cuBLASLt on the GPU (plain cuBLAS `Sgemm` for
+//! strict float32; see `kernels::blas`) and the f64 reference on the CPU.
 
-pub mod reference;
+pub(crate) mod reference;
 
-use crate::libraries::catch_library_panic;
+use std::sync::Arc;
 
-use std::ffi::c_void;
-use std::mem::size_of;
-use std::sync::{Arc, Mutex, OnceLock};
-
-use cudarc::cublas::{self, CudaBlas};
-use cudarc::cublaslt::{result as lt, sys as lt_sys};
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::CudaSlice;
 
 use crate::device::CudaDevice;
+use crate::kernels::blas::{ColMajor, MatmulPlan, OP_N, OP_T, Problem};
+use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs, workload_bool};
 use crate::ops::{check_extents, check_input};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "gemm";
+const OP: &str = Gemm::NAME;
+
+/// How the operands of a [`Gemm`] are read: named options instead of positional flags.
+///
+/// `Default` is the plain product `a @ b` in strict float32 when the dtype is float32; the
+/// setters chain, as candle's and PyTorch's keyword arguments read:
+///
+/// ```
+/// use tileops::ops::GemmOptions;
+///
+/// // x @ w.T with an nn.Linear weight w of shape [N, K].
+/// let linear = GemmOptions::new().trans_b(true);
+/// assert_eq!(linear, GemmOptions { trans_b: true, ..GemmOptions::default() });
+/// assert!(!linear.trans_a && !linear.allow_tf32);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct GemmOptions {
+    /// `a` is stored `[K, M]` and used transposed.
+    pub trans_a: bool,
+    /// `b` is stored `[N, K]` (an `nn.Linear` weight) and used transposed.
+    pub trans_b: bool,
+    /// float32 only: run on the tensor cores as TF32 (inputs rounded to 10 mantissa bits, like
+    /// PyTorch's `allow_tf32`). Ignored by the CPU backend.
+    pub allow_tf32: bool,
+}
+
+impl GemmOptions {
+    /// The plain product `a @ b`: no transposes, strict float32 (the same as `default()`).
+    pub const fn new() -> GemmOptions {
+        GemmOptions {
+            trans_a: false,
+            trans_b: false,
+            allow_tf32: false,
+        }
+    }
+
+    /// Sets [`trans_a`](GemmOptions::trans_a).
+    pub const fn trans_a(mut self, trans_a: bool) -> GemmOptions {
+        self.trans_a = trans_a;
+        self
+    }
+
+    /// Sets [`trans_b`](GemmOptions::trans_b).
+    pub const fn trans_b(mut self, trans_b: bool) -> GemmOptions {
+        self.trans_b = trans_b;
+        self
+    }
+
+    /// Sets [`allow_tf32`](GemmOptions::allow_tf32).
+    pub const fn allow_tf32(mut self, allow_tf32: bool) -> GemmOptions {
+        self.allow_tf32 = allow_tf32;
+        self
+    }
+}
+
+/// `op(a) @ op(b)` in one call: plans a [`Gemm`] for the tensors' specs on their device and runs
+/// it. Build the plan once with [`Gemm::new`] when the same shapes run repeatedly (on a GPU the
+/// plan holds the cuBLASLt algorithm).
+///
+/// ```
+/// use tileops::ops::{self, GemmOptions};
+/// use tileops::{Device, Tensor};
+///
+/// let cpu = Device::cpu();
+/// let a = Tensor::from_f32_slice(&[1.0, 2.0, 3.0, 4.0], [2, 2], &cpu)?;
+/// let b = Tensor::from_f32_slice(&[1.0, 0.0, 1.0, 1.0], [2, 2], &cpu)?;
+/// let c = ops::gemm(&a, &b, GemmOptions::default())?;
+/// assert_eq!(c.to_vec_f32()?, vec![3.0, 2.0, 7.0, 4.0]);
+/// // With b used transposed: a @ b.T.
+/// let c = ops::gemm(&a, &b, GemmOptions::new().trans_b(true))?;
+/// assert_eq!(c.to_vec_f32()?, vec![1.0, 3.0, 3.0, 7.0]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn gemm(a: &Tensor, b: &Tensor, options: GemmOptions) -> Result<Tensor, Error> {
+    Gemm::new(a.device(), a.spec().clone(), b.spec().clone(), options)?.forward(a, b)
+}
 
 /// The dense matrix product `c = op(a) @ op(b)` of row-major matrices, as `torch.matmul` (with
-/// `a.T` / `b.T` for the trans flags), in float16 or bfloat16 with f32 accumulation, or float32.
+/// `a.T` / `b.T` for the transpose options), in float16 or bfloat16 with f32 accumulation, or
+/// float32.
 ///
 /// - `a` is stored `[M, K]`, or `[K, M]` with `trans_a`; `b` is stored `[K, N]`, or `[N, K]` with
 ///   `trans_b` (an `nn.Linear` weight); `c` is `[M, N]`, in the dtype of `a` and `b`.
@@ -30,18 +103,19 @@ const OP: &str = "gemm";
 ///   would round the inputs to TF32). `allow_tf32` runs it through cuBLASLt with
 ///   `CUBLAS_COMPUTE_32F_FAST_TF32` instead: inputs rounded to 10 mantissa bits, like PyTorch's
 ///   `allow_tf32`.
-/// - The CPU path is the f64 reference ([`reference_gemm::gemm`](self::reference::gemm)),
-///   rounded once to the output dtype; it ignores `allow_tf32`.
+/// - The CPU path is the f64 reference (`tileops::ops::reference::gemm`), rounded once to the
+///   output dtype; it ignores `allow_tf32`.
 ///
 /// ```
-/// use tileops::ops::Gemm;
+/// use tileops::ops::{Gemm, GemmOptions};
 /// use tileops::{DType, Device, Tensor, TensorSpec};
 ///
 /// let device = Device::best();
 /// // x @ w.T with an nn.Linear weight w of shape [N, K].
 /// let x = TensorSpec::new([4, 64], DType::BFloat16);
 /// let w = TensorSpec::new([32, 64], DType::BFloat16);
-/// let gemm = Gemm::new(&device, x.clone(), w.clone(), false, true, false)?;
+/// let linear = GemmOptions::new().trans_b(true);
+/// let gemm = Gemm::new(&device, x.clone(), w.clone(), linear)?;
 /// let (m, n, k) = gemm.mnk();
 /// assert_eq!((m, n, k), (4, 32, 64));
 /// let ones = Tensor::full(&x, 1.0, &device)?;
@@ -51,9 +125,9 @@ const OP: &str = "gemm";
 /// assert!(y.to_vec_f32()?.iter().all(|&v| v == 32.0));
 ///
 /// // Plans are checked up front: inner dims must agree, dtypes must match.
-/// assert!(Gemm::new(&device, x.clone(), w.clone(), false, false, false).is_err());
+/// assert!(Gemm::new(&device, x.clone(), w.clone(), GemmOptions::default()).is_err());
 /// let w16 = TensorSpec::new([32, 64], DType::Float16);
-/// assert!(Gemm::new(&device, x, w16, false, true, false).is_err());
+/// assert!(Gemm::new(&device, x, w16, linear).is_err());
 /// # Ok::<(), tileops::Error>(())
 /// ```
 #[crate::roofline_op("gemm")]
@@ -77,11 +151,12 @@ pub struct Gemm {
     /// The output spec `[M, N]`.
     c: TensorSpec,
     /// The GPU plan, made in `new` on a GPU: the cuBLASLt descriptors and algorithm, or cuBLAS.
-    gpu: Option<Arc<GpuPlan>>,
+    gpu: Option<Arc<MatmulPlan>>,
 }
 
 impl Gemm {
-    /// Plans `op(a) @ op(b)` for operands like `a` and `b` (as stored) on `device`.
+    /// Plans `op(a) @ op(b)` for operands like `a` and `b` (as stored) on `device`, read as
+    /// `options` say.
     ///
     /// Errors when `a` or `b` is not rank 2, has an empty dimension or a dimension beyond
     /// `i32::MAX`; when a dtype is not float16, bfloat16 or float32, or the two differ; when the
@@ -92,10 +167,13 @@ impl Gemm {
         device: &Device,
         a: TensorSpec,
         b: TensorSpec,
-        trans_a: bool,
-        trans_b: bool,
-        allow_tf32: bool,
+        options: GemmOptions,
     ) -> Result<Gemm, Error> {
+        let GemmOptions {
+            trans_a,
+            trans_b,
+            allow_tf32,
+        } = options;
         const SUPPORTED: [DType; 3] = [DType::Float16, DType::BFloat16, DType::Float32];
         if !SUPPORTED.contains(&a.dtype) {
             return Err(Error::InvalidDType {
@@ -119,7 +197,7 @@ impl Gemm {
                     op: OP,
                     field,
                     shape: spec.shape.clone(),
-                    reason: format!("gemm takes matrices (rank 2), not rank {}", spec.rank()),
+                    reason: format!("{OP} takes matrices (rank 2), not rank {}", spec.rank()),
                 });
             }
             check_extents(OP, field, spec)?;
@@ -197,7 +275,13 @@ impl Gemm {
             gpu: None,
         };
         if let Some(dev) = device.cuda_device() {
-            plan.gpu = Some(Arc::new(GpuPlan::new(dev, &plan)?));
+            let problem = Problem {
+                dtype: plan.a.dtype,
+                allow_tf32,
+                cm: col_major(&plan),
+                what: plan.describe(),
+            };
+            plan.gpu = Some(Arc::new(MatmulPlan::new(dev, problem)?));
         }
         Ok(plan)
     }
@@ -242,6 +326,30 @@ impl Gemm {
         self.allow_tf32
     }
 
+    /// The options the plan was made with.
+    pub fn options(&self) -> GemmOptions {
+        GemmOptions {
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            allow_tf32: self.allow_tf32,
+        }
+    }
+
+    /// The problem in words, for cuBLAS errors: `bfloat16 [M, K] x [K, N] trans_b`.
+    fn describe(&self) -> String {
+        format!(
+            "{}{} [{}, {}] x [{}, {}]{}{}",
+            self.a.dtype,
+            if self.allow_tf32 { " as TF32" } else { "" },
+            self.m,
+            self.k,
+            self.k,
+            self.n,
+            if self.trans_a { " trans_a" } else { "" },
+            if self.trans_b { " trans_b" } else { "" },
+        )
+    }
+
     /// The logical sizes `(M, N, K)`: `c[M, N] = op(a)[M, K] @ op(b)[K, N]`.
     pub fn mnk(&self) -> (usize, usize, usize) {
         (self.m, self.n, self.k)
@@ -267,498 +375,64 @@ impl Gemm {
         check_input(OP, "a", a, &self.a, &self.device)?;
         check_input(OP, "b", b, &self.b, &self.device)?;
         check_input(OP, "c", c, &self.c, &self.device)?;
-        match (self.device.cuda_device(), &self.gpu) {
-            (None, _) => {
-                let values = self::reference::gemm(
-                    &a.host_f64()?,
-                    &b.host_f64()?,
-                    self.m,
-                    self.n,
-                    self.k,
-                    self.trans_a,
-                    self.trans_b,
-                );
-                c.set_host_f64(&values)
-            }
-            (Some(dev), Some(gpu)) => gpu.run(dev, a, b, c),
-            (Some(_), None) => Err(Error::internal("gemm: a GPU device without its GPU plan")),
-        }
+        backend::forward(self, [a, b], [c])
     }
 }
 
-/// `CUBLAS_OP_N` / `CUBLAS_OP_T`, as the `TRANSA`/`TRANSB` descriptor attributes take them.
-const OP_N: i32 = 0;
-const OP_T: i32 = 1;
-
-/// How one planned product runs on the GPU.
-enum GpuPlan {
-    /// float16, bfloat16, TF32: cuBLASLt with descriptors and an algorithm chosen at plan time.
-    Lt(LtPlan),
-    /// Strict float32: cuBLAS `Sgemm`.
-    Sgemm(SgemmPlan),
-}
-
-impl std::fmt::Debug for GpuPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GpuPlan::Lt(plan) => write!(f, "cuBLASLt({})", plan.what),
-            GpuPlan::Sgemm(_) => f.write_str("cuBLAS Sgemm"),
-        }
-    }
-}
-
-/// The column-major problem cuBLAS sees. Row-major `C[M, N] = op(A) @ op(B)` is column-major
-/// `C^T[N, M] = op(B)^T @ op(A)^T`, and a row-major matrix read column-major is its transpose: so
-/// cuBLAS's first operand is `b` (transposed iff `trans_b`), its second `a` (iff `trans_a`), with
-/// `m = N`, `n = M`, and each leading dimension the stored row length.
-#[derive(Debug, Clone, Copy)]
-struct ColMajor {
-    op_first: i32,
-    op_second: i32,
-    /// cuBLAS's m, n, k: N, M, K.
-    m: u64,
-    n: u64,
-    k: u64,
-    /// Stored row lengths: of b, of a, of c.
-    ld_first: i64,
-    ld_second: i64,
-    ld_c: i64,
-}
-
-impl ColMajor {
-    fn of(plan: &Gemm) -> ColMajor {
-        let op = |t: bool| if t { OP_T } else { OP_N };
-        ColMajor {
-            op_first: op(plan.trans_b),
-            op_second: op(plan.trans_a),
-            m: plan.n as u64,
-            n: plan.m as u64,
-            k: plan.k as u64,
-            ld_first: plan.b.shape[1] as i64,
-            ld_second: plan.a.shape[1] as i64,
-            ld_c: plan.n as i64,
-        }
+impl Backends<2, 1> for Gemm {
+    fn device(&self) -> &Device {
+        &self.device
     }
 
-    /// (rows, cols) of the first operand as stored, column-major: `op_first` applied gives m x k.
-    fn first_dims(&self) -> (u64, u64) {
-        if self.op_first == OP_T {
-            (self.k, self.m)
-        } else {
-            (self.m, self.k)
-        }
+    fn cpu(&self, [a, b]: [&Tensor; 2], [c]: [&mut Tensor; 1]) -> Result<(), Error> {
+        cpu_f64([a, b], c, |[a, b]| {
+            reference::gemm(&a, &b, self.m, self.n, self.k, self.trans_a, self.trans_b)
+        })
     }
 
-    /// (rows, cols) of the second operand as stored: `op_second` applied gives k x n.
-    fn second_dims(&self) -> (u64, u64) {
-        if self.op_second == OP_T {
-            (self.n, self.k)
-        } else {
-            (self.k, self.n)
-        }
-    }
-}
-
-/// A cuBLASLt product, ready to run: descriptors, layouts and the algorithm the heuristic chose.
-struct LtPlan {
-    libs: Arc<Libraries>,
-    desc: lt_sys::cublasLtMatmulDesc_t,
-    layouts: [lt_sys::cublasLtMatrixLayout_t; 3],
-    algo: lt_sys::cublasLtMatmulAlgo_t,
-    what: String,
-}
-
-// SAFETY: the descriptors are created once and only read afterwards (cuBLASLt does not mutate
-// them in `cublasLtMatmul`), and destroyed once, in `Drop`.
-unsafe impl Send for LtPlan {}
-// SAFETY: as above.
-unsafe impl Sync for LtPlan {}
-
-impl Drop for LtPlan {
-    fn drop(&mut self) {
-        // SAFETY: each handle was created by cuBLASLt in `LtPlan::new` and is destroyed once.
-        unsafe {
-            for layout in self.layouts {
-                if !layout.is_null() {
-                    let _ = lt::destroy_matrix_layout(layout);
-                }
-            }
-            if !self.desc.is_null() {
-                let _ = lt::destroy_matmul_desc(self.desc);
-            }
-        }
-    }
-}
-
-struct SgemmPlan {
-    libs: Arc<Libraries>,
-    cm: ColMajor,
-}
-
-impl GpuPlan {
-    fn new(dev: &CudaDevice, plan: &Gemm) -> Result<GpuPlan, Error> {
-        let libs = Libraries::get(dev)?;
-        if plan.a.dtype == DType::Float32 && !plan.allow_tf32 {
-            libs.sgemm()?;
-            return Ok(GpuPlan::Sgemm(SgemmPlan {
-                libs,
-                cm: ColMajor::of(plan),
-            }));
-        }
-        LtPlan::new(libs, dev, plan).map(GpuPlan::Lt)
-    }
-
-    fn run(&self, dev: &CudaDevice, a: &Tensor, b: &Tensor, c: &mut Tensor) -> Result<(), Error> {
-        let missing = || Error::MissingBuffer {
-            op: "gemm",
-            field: "an input or output",
-        };
-        let a = a.cuda_slice().ok_or_else(missing)?;
-        let b = b.cuda_slice().ok_or_else(missing)?;
-        let c = c.cuda_slice_mut().ok_or_else(missing)?;
-        dev.ctx
-            .bind_to_thread()
-            .map_err(|e| Error::driver("binding the CUDA context for cuBLAS", e))?;
-        match self {
-            GpuPlan::Lt(plan) => plan.run(dev, a, b, c),
-            GpuPlan::Sgemm(plan) => plan.run(dev, a, b, c),
-        }
-    }
-}
-
-impl LtPlan {
-    fn new(libs: Arc<Libraries>, dev: &CudaDevice, plan: &Gemm) -> Result<LtPlan, Error> {
-        let dtype = plan.a.dtype;
-        let (data_type, compute) = match dtype {
-            DType::Float16 => (
-                lt_sys::cudaDataType::CUDA_R_16F,
-                lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            ),
-            DType::BFloat16 => (
-                lt_sys::cudaDataType::CUDA_R_16BF,
-                lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            ),
-            _ => (
-                lt_sys::cudaDataType::CUDA_R_32F,
-                lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-            ),
-        };
-        let cm = ColMajor::of(plan);
-        let what = format!(
-            "{dtype}{} [{}, {}] x [{}, {}]{}{}",
-            if plan.allow_tf32 { " as TF32" } else { "" },
-            plan.m,
-            plan.k,
-            plan.k,
-            plan.n,
-            if plan.trans_a { " trans_a" } else { "" },
-            if plan.trans_b { " trans_b" } else { "" },
-        );
-        let fail = |call: &str, e: lt::CublasError| Error::blas(format!("{call} ({what})"), e);
-        dev.ctx
-            .bind_to_thread()
-            .map_err(|e| Error::driver("binding the CUDA context for cuBLASLt", e))?;
-        let mut out = LtPlan {
-            libs,
-            desc: std::ptr::null_mut(),
-            layouts: [std::ptr::null_mut(); 3],
-            algo: lt_sys::cublasLtMatmulAlgo_t { data: [0; 8] },
-            what: what.clone(),
-        };
-        out.desc = lt::create_matmul_desc(compute, lt_sys::cudaDataType::CUDA_R_32F)
-            .map_err(|e| fail("cublasLtMatmulDescCreate", e))?;
-        for (attr, value) in [
-            (
-                lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
-                cm.op_first,
-            ),
-            (
-                lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
-                cm.op_second,
-            ),
-        ] {
-            // SAFETY: `desc` is live; TRANSA/TRANSB take a cublasOperation_t (a C enum, i32).
-            unsafe {
-                lt::set_matmul_desc_attribute(
-                    out.desc,
-                    attr,
-                    (&value as *const i32).cast::<c_void>(),
-                    size_of::<i32>(),
-                )
-            }
-            .map_err(|e| fail("cublasLtMatmulDescSetAttribute", e))?;
-        }
-        let (r1, c1) = cm.first_dims();
-        let (r2, c2) = cm.second_dims();
-        for (slot, (rows, cols, ld)) in [
-            (r1, c1, cm.ld_first),
-            (r2, c2, cm.ld_second),
-            (cm.m, cm.n, cm.ld_c),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            out.layouts[slot] = lt::create_matrix_layout(data_type, rows, cols, ld)
-                .map_err(|e| fail("cublasLtMatrixLayoutCreate", e))?;
-        }
-        let pref = Preference::new(out.libs.workspace_bytes).map_err(|e| fail("preference", e))?;
-        let [first, second, c_layout] = out.layouts;
-        // SAFETY: every descriptor is live; C and D share one layout (D = C, beta = 0).
-        let heuristic = unsafe {
-            lt::get_matmul_algo_heuristic(
-                out.libs.lt_handle.0,
-                out.desc,
-                first,
-                second,
-                c_layout,
-                c_layout,
-                pref.0,
-            )
-        }
-        .map_err(|e| fail("cublasLtMatmulAlgoGetHeuristic (no algorithm)", e))?;
-        if heuristic.workspaceSize > out.libs.workspace_bytes {
-            return Err(Error::launch_refused(
-                format!("cublasLtMatmulAlgoGetHeuristic ({what})"),
-                format!(
-                    "the algorithm needs {} workspace bytes, {} are allocated",
-                    heuristic.workspaceSize, out.libs.workspace_bytes
-                ),
-            ));
-        }
-        out.algo = heuristic.algo;
-        Ok(out)
-    }
-
-    fn run(
+    fn cuda(
         &self,
         dev: &CudaDevice,
-        a: &CudaSlice<u8>,
-        b: &CudaSlice<u8>,
-        c: &mut CudaSlice<u8>,
+        [a, b]: [&CudaSlice<u8>; 2],
+        [c]: [&mut CudaSlice<u8>; 1],
     ) -> Result<(), Error> {
-        let stream = &dev.stream;
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let (pa, _ra) = a.device_ptr(stream);
-        let (pb, _rb) = b.device_ptr(stream);
-        let (pc, _rc) = c.device_ptr_mut(stream);
-        let (pw, _rw) = self.libs.workspace.device_ptr(stream);
-        let [first, second, c_layout] = self.layouts;
-        // SAFETY: the buffers hold the planned operands (checked against the plan's specs by
-        // `forward_into`); cuBLAS's first operand is b and its second a (see `ColMajor`); the
-        // workspace holds `workspace_bytes`, at least what the algorithm asked for; alpha and
-        // beta are f32 as the f32 scale type requires; C and D are the same buffer, and beta = 0
-        // means C is not read.
-        unsafe {
-            lt::matmul(
-                self.libs.lt_handle.0,
-                self.desc,
-                (&alpha as *const f32).cast(),
-                (&beta as *const f32).cast(),
-                pb as *const c_void,
-                first,
-                pa as *const c_void,
-                second,
-                pc as *const c_void,
-                c_layout,
-                pc as *mut c_void,
-                c_layout,
-                &self.algo,
-                pw as *mut c_void,
-                self.libs.workspace_bytes,
-                stream.cu_stream() as lt_sys::cudaStream_t,
-            )
-        }
-        .map_err(|e| Error::blas(format!("cublasLtMatmul ({})", self.what), e))
-    }
-}
-
-impl SgemmPlan {
-    fn run(
-        &self,
-        dev: &CudaDevice,
-        a: &CudaSlice<u8>,
-        b: &CudaSlice<u8>,
-        c: &mut CudaSlice<u8>,
-    ) -> Result<(), Error> {
-        let blas = self.libs.sgemm()?;
-        let stream = &dev.stream;
-        let cm = self.cm;
-        let op = |o: i32| {
-            if o == OP_T {
-                cublas::sys::cublasOperation_t::CUBLAS_OP_T
-            } else {
-                cublas::sys::cublasOperation_t::CUBLAS_OP_N
-            }
-        };
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let (pa, _ra) = a.device_ptr(stream);
-        let (pb, _rb) = b.device_ptr(stream);
-        let (pc, _rc) = c.device_ptr_mut(stream);
-        // Every size was checked against i32::MAX in `Gemm::new`.
-        let int = |v: u64| v as i32;
-        // SAFETY: as in `LtPlan::run`: float32 buffers of the planned shapes, b first; the
-        // handle's stream is the device stream (set in `Libraries::sgemm`).
-        unsafe {
-            cublas::result::sgemm(
-                *blas.handle(),
-                op(cm.op_first),
-                op(cm.op_second),
-                int(cm.m),
-                int(cm.n),
-                int(cm.k),
-                &alpha,
-                pb as *const f32,
-                cm.ld_first as i32,
-                pa as *const f32,
-                cm.ld_second as i32,
-                &beta,
-                pc as *mut f32,
-                cm.ld_c as i32,
-            )
-        }
-        .map_err(|e| Error::blas("cublasSgemm", e))
-    }
-}
-
-/// A cuBLASLt preference descriptor that allows `workspace` bytes, destroyed on drop.
-struct Preference(lt_sys::cublasLtMatmulPreference_t);
-
-impl Preference {
-    fn new(workspace: usize) -> Result<Preference, lt::CublasError> {
-        let pref = Preference(lt::create_matmul_pref()?);
-        let bytes = workspace as u64;
-        // SAFETY: a live preference; MAX_WORKSPACE_BYTES takes a uint64_t.
-        unsafe {
-            lt::set_matmul_pref_attribute(
-                pref.0,
-                lt_sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                (&bytes as *const u64).cast(),
-                size_of::<u64>(),
-            )?;
-        }
-        Ok(pref)
-    }
-}
-
-impl Drop for Preference {
-    fn drop(&mut self) {
-        // SAFETY: created in `Preference::new`, destroyed once.
-        let _ = unsafe { lt::destroy_matmul_pref(self.0) };
-    }
-}
-
-/// A cuBLASLt handle, destroyed with the device that made it (never, for `Device::cuda`'s, which
-/// live as long as the process).
-struct LtHandle(lt_sys::cublasLtHandle_t);
-
-impl Drop for LtHandle {
-    fn drop(&mut self) {
-        // SAFETY: created by `lt::create_handle` in `Libraries::get`, destroyed once; every plan
-        // using it holds the `Libraries` (an `Arc`), so none is left.
-        let _ = unsafe { lt::destroy_handle(self.0) };
-    }
-}
-
-// SAFETY: a cuBLASLt handle may be used from any thread; tileops issues every call on the
-// device's one stream, which orders them.
-unsafe impl Send for LtHandle {}
-// SAFETY: as above.
-unsafe impl Sync for LtHandle {}
-
-/// Where a device keeps its [`Libraries`] (`CudaDevice::blas`): empty until the first gemm plan,
-/// and left empty when making them failed, so a later plan retries.
-#[derive(Default)]
-pub(crate) struct BlasSlot(Mutex<Option<Arc<Libraries>>>);
-
-/// The BLAS state of one device (one stream), shared by every gemm plan on it: the cuBLASLt
-/// handle and its workspace, and a cuBLAS handle for strict float32 (made at first use), both
-/// issuing to the device's stream.
-struct Libraries {
-    lt_handle: LtHandle,
-    workspace: CudaSlice<u8>,
-    workspace_bytes: usize,
-    stream: Arc<cudarc::driver::CudaStream>,
-    blas: OnceLock<Result<CudaBlas, String>>,
-}
-
-impl Libraries {
-    /// The libraries of `dev`, created at first use.
-    fn get(dev: &CudaDevice) -> Result<Arc<Libraries>, Error> {
-        let mut slot = dev
-            .blas
-            .0
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        if let Some(libs) = slot.as_ref() {
-            return Ok(libs.clone());
-        }
-        crate::libraries::cublas()?;
-        dev.ctx
-            .bind_to_thread()
-            .map_err(|e| Error::driver("binding the CUDA context for cuBLASLt", e))?;
-        let lt_handle = catch_library_panic(lt::create_handle)
-            .map_err(|message| Error::BlasInit {
-                context: "creating a cuBLASLt handle".to_owned(),
-                message,
-            })?
-            .map_err(|e| Error::blas("creating a cuBLASLt handle", e))?;
-        let lt_handle = LtHandle(lt_handle);
-        // NVIDIA's recommendation: 32 MiB on Hopper, 4 MiB before.
-        let workspace_bytes = if dev.capability.0 >= 9 {
-            32 << 20
-        } else {
-            4 << 20
-        };
-        // SAFETY: cuBLASLt writes the workspace before reading it.
-        let workspace = unsafe { dev.stream.alloc::<u8>(workspace_bytes) }
-            .map_err(|e| Error::driver("allocating the cuBLASLt workspace", e))?;
-        let libs = Arc::new(Libraries {
-            lt_handle,
-            workspace,
-            workspace_bytes,
-            stream: dev.stream.clone(),
-            blas: OnceLock::new(),
-        });
-        *slot = Some(libs.clone());
-        Ok(libs)
-    }
-
-    /// The cuBLAS handle for strict float32, on the device stream.
-    fn sgemm(&self) -> Result<&CudaBlas, Error> {
-        self.blas
-            .get_or_init(|| {
-                catch_library_panic(|| CudaBlas::new(self.stream.clone()))?
-                    .map_err(|e| e.to_string())
-            })
+        let gpu = self
+            .gpu
             .as_ref()
-            .map_err(|message| Error::BlasInit {
-                context: "creating a cuBLAS handle".to_owned(),
-                message: message.clone(),
-            })
+            .ok_or_else(|| Error::internal(format!("{OP}: a GPU device without its GPU plan")))?;
+        gpu.run(dev, a, b, c)
+    }
+}
+
+/// The column-major problem cuBLAS sees for `plan` (see [`ColMajor`]): b first, then a.
+fn col_major(plan: &Gemm) -> ColMajor {
+    let op = |t: bool| if t { OP_T } else { OP_N };
+    ColMajor {
+        op_first: op(plan.trans_b),
+        op_second: op(plan.trans_a),
+        m: plan.n as u64,
+        n: plan.m as u64,
+        k: plan.k as u64,
+        ld_first: plan.b.shape[1] as i64,
+        ld_second: plan.a.shape[1] as i64,
+        ld_c: plan.n as i64,
     }
 }
 
 impl FromWorkload for Gemm {
     /// `a_shape`, `b_shape` and the case dtype; `trans_a`, `trans_b` and `allow_tf32` from the
-    /// row, false when absent or null.
+    /// row, else the manifest's defaults.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let flag = |name: &'static str| match case.workload.param(name) {
-            None | Some(StaticValue::None) => Ok(false),
-            Some(StaticValue::Bool(b)) => Ok(*b),
-            Some(value) => Err(Error::InvalidParam {
-                op: OP,
-                field: name,
-                value: format!("{value:?}"),
-                reason: "must be true or false".to_owned(),
-            }),
+        let options = GemmOptions {
+            trans_a: workload_bool::<Gemm>(case, "trans_a")?,
+            trans_b: workload_bool::<Gemm>(case, "trans_b")?,
+            allow_tf32: workload_bool::<Gemm>(case, "allow_tf32")?,
         };
         Gemm::new(
             device,
             case.require_input(OP, "a")?,
             case.require_input(OP, "b")?,
-            flag("trans_a")?,
-            flag("trans_b")?,
-            flag("allow_tf32")?,
+            options,
         )
     }
 }
@@ -776,13 +450,7 @@ impl BenchOp for Gemm {
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [a, b] = inputs else {
-            return Err(Error::Arity {
-                op: "gemm",
-                expected: 2,
-                got: inputs.len(),
-            });
-        };
+        let [a, b] = exact_inputs::<Self, 2>(inputs)?;
         Ok(vec![self.forward(a, b)?])
     }
 
@@ -796,178 +464,4 @@ impl BenchOp for Gemm {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::registry::RooflineModel;
-
-    fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
-        TensorSpec::new(shape, dtype)
-    }
-
-    #[test]
-    fn sizes_follow_the_trans_flags() {
-        let cpu = Device::cpu();
-        let f = DType::Float16;
-        for (a, b, ta, tb) in [
-            (&[3, 5][..], &[5, 7][..], false, false),
-            (&[5, 3], &[5, 7], true, false),
-            (&[3, 5], &[7, 5], false, true),
-            (&[5, 3], &[7, 5], true, true),
-        ] {
-            let op = Gemm::new(&cpu, spec(a, f), spec(b, f), ta, tb, false).unwrap();
-            assert_eq!(op.mnk(), (3, 7, 5), "{a:?} {b:?} {ta} {tb}");
-            assert_eq!(op.c(), &spec(&[3, 7], f));
-            // The manifest's formulas read M, N, K through the same flags.
-            let roof = op.roofline().unwrap();
-            assert_eq!(roof.flops, 2 * 3 * 7 * 5);
-            assert_eq!(roof.bytes, (3 * 5 + 5 * 7 + 3 * 7) * 2);
-        }
-    }
-
-    #[test]
-    fn roofs_follow_the_dtype_and_tf32() {
-        let cpu = Device::cpu();
-        let plan = |dtype, tf32| {
-            Gemm::new(
-                &cpu,
-                spec(&[2, 2], dtype),
-                spec(&[2, 2], dtype),
-                false,
-                false,
-                tf32,
-            )
-            .unwrap()
-            .roof()
-        };
-        assert_eq!(plan(DType::Float16, false).0, "tensor_core.fp16");
-        assert_eq!(plan(DType::BFloat16, false).0, "tensor_core.bf16");
-        assert_eq!(plan(DType::Float32, true).0, "tensor_core.tf32");
-        assert_eq!(plan(DType::Float32, false), RoofKey::CUDA_CORE_FP32);
-    }
-
-    #[test]
-    fn col_major_view_swaps_the_operands() {
-        let cpu = Device::cpu();
-        let f = DType::BFloat16;
-        // a stored [K=5, M=3] (trans_a), b stored [N=7, K=5] (trans_b).
-        let op = Gemm::new(&cpu, spec(&[5, 3], f), spec(&[7, 5], f), true, true, false).unwrap();
-        let cm = ColMajor::of(&op);
-        assert_eq!((cm.m, cm.n, cm.k), (7, 3, 5));
-        assert_eq!((cm.op_first, cm.op_second), (OP_T, OP_T));
-        assert_eq!((cm.ld_first, cm.ld_second, cm.ld_c), (5, 3, 7));
-        // Stored column-major: b is [K, N] = 5 x 7 (ld 5), a is [M, K] = 3 x 5 (ld 3).
-        assert_eq!(cm.first_dims(), (5, 7));
-        assert_eq!(cm.second_dims(), (3, 5));
-        let op = Gemm::new(
-            &cpu,
-            spec(&[3, 5], f),
-            spec(&[5, 7], f),
-            false,
-            false,
-            false,
-        )
-        .unwrap();
-        let cm = ColMajor::of(&op);
-        assert_eq!((cm.op_first, cm.op_second), (OP_N, OP_N));
-        assert_eq!((cm.ld_first, cm.ld_second, cm.ld_c), (7, 5, 7));
-        assert_eq!(cm.first_dims(), (7, 5));
-        assert_eq!(cm.second_dims(), (5, 3));
-    }
-
-    #[test]
-    fn cpu_forward_matches_the_reference_in_every_dtype_and_layout() {
-        let cpu = Device::cpu();
-        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let (m, n, k) = (5, 9, 13);
-                let a = TensorSpec::new(if ta { [k, m] } else { [m, k] }, dtype);
-                let b = TensorSpec::new(if tb { [n, k] } else { [k, n] }, dtype);
-                let op = Gemm::new(&cpu, a.clone(), b.clone(), ta, tb, false).unwrap();
-                let x = Tensor::random(&a, 3, &cpu).unwrap();
-                let y = Tensor::random(&b, 4, &cpu).unwrap();
-                let c = op.forward(&x, &y).unwrap();
-                assert_eq!(c.spec(), &spec(&[m, n], dtype));
-                let want = crate::ops::reference_gemm::gemm(
-                    &x.to_vec_f64().unwrap(),
-                    &y.to_vec_f64().unwrap(),
-                    m,
-                    n,
-                    k,
-                    ta,
-                    tb,
-                );
-                let want = Tensor::from_f64_rounded(&want, c.spec(), &cpu).unwrap();
-                assert_eq!(c.to_bytes().unwrap(), want.to_bytes().unwrap());
-                // And against a plain loop on the widened values.
-                let (xa, yb) = (x.to_vec_f64().unwrap(), y.to_vec_f64().unwrap());
-                let got = c.to_vec_f64().unwrap();
-                for i in 0..m {
-                    for j in 0..n {
-                        let s: f64 = (0..k)
-                            .map(|p| {
-                                let av = if ta { xa[p * m + i] } else { xa[i * k + p] };
-                                let bv = if tb { yb[j * k + p] } else { yb[p * n + j] };
-                                av * bv
-                            })
-                            .sum();
-                        let tol = s.abs() * 4e-3 + 1e-6;
-                        assert!((got[i * n + j] - s).abs() <= tol, "{dtype} {ta} {tb}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn cpu_edge_shapes_and_non_finite_values() {
-        let cpu = Device::cpu();
-        // 1 x 1 x 1.
-        let s = spec(&[1, 1], DType::BFloat16);
-        let op = Gemm::new(&cpu, s.clone(), s.clone(), false, false, false).unwrap();
-        let x = Tensor::full(&s, 3.0, &cpu).unwrap();
-        let y = Tensor::full(&s, -0.5, &cpu).unwrap();
-        assert_eq!(
-            op.forward(&x, &y).unwrap().to_vec_f32().unwrap(),
-            vec![-1.5]
-        );
-        // An inf meeting a 0 gives NaN, a NaN spreads over its row, an inf over its column.
-        let a = spec(&[2, 2], DType::Float16);
-        let op = Gemm::new(&cpu, a.clone(), a.clone(), false, false, false).unwrap();
-        let inf = f64::INFINITY;
-        let x = Tensor::from_f64_rounded(&[inf, 1.0, f64::NAN, 1.0], &a, &cpu).unwrap();
-        let y = Tensor::from_f64_rounded(&[0.0, 1.0, 1.0, 1.0], &a, &cpu).unwrap();
-        let c = op.forward(&x, &y).unwrap().to_vec_f32().unwrap();
-        assert!(c[0].is_nan() && c[2].is_nan() && c[3].is_nan(), "{c:?}");
-        assert_eq!(c[1], f32::INFINITY);
-        // float16 overflow rounds to inf, as a GPU's f32 accumulator converted to half does.
-        let s = spec(&[1, 4], DType::Float16);
-        let t = spec(&[4, 1], DType::Float16);
-        let op = Gemm::new(&cpu, s.clone(), t.clone(), false, false, false).unwrap();
-        let x = Tensor::full(&s, 60000.0, &cpu).unwrap();
-        let y = Tensor::full(&t, 1.0, &cpu).unwrap();
-        assert_eq!(
-            op.forward(&x, &y).unwrap().to_vec_f32().unwrap(),
-            vec![f32::INFINITY]
-        );
-    }
-
-    #[test]
-    fn every_workload_row_plans_on_the_cpu() {
-        let registration = crate::registry::find("gemm").expect("gemm is registered");
-        let mut cases = 0;
-        for workload in registration.workloads {
-            for case in workload.cases() {
-                let op = Gemm::from_workload(&Device::cpu(), &case).unwrap();
-                let (m, n, k) = op.mnk();
-                let roof = op.roofline().unwrap();
-                assert_eq!(roof.flops, 2 * (m * n * k) as u64, "{}", case.name());
-                let elem = case.dtype.size_in_bytes();
-                assert_eq!(roof.bytes, ((m * k + k * n + m * n) * elem) as u64);
-                let traffic = op.traffic().unwrap();
-                assert_eq!(traffic.min_bytes().unwrap(), roof.bytes, "{}", case.name());
-                cases += 1;
-            }
-        }
-        assert_eq!(cases, 12);
-    }
-}
+mod tests;

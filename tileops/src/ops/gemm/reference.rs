@@ -35,7 +35,7 @@ const THREAD_THRESHOLD: usize = 1 << 22;
 /// When `a.len() != m * k` or `b.len() != k * n` (the op validates shapes before calling it).
 ///
 /// ```
-/// use tileops::ops::reference_gemm::gemm;
+/// use tileops::ops::reference::gemm;
 /// // [[1, 2], [3, 4]] @ [[5, 6], [7, 8]]
 /// let c = gemm(&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0], 2, 2, 2, false, false);
 /// assert_eq!(c, vec![19.0, 22.0, 43.0, 50.0]);

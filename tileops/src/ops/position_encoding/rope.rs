@@ -1,14 +1,16 @@
 //! `rope`: NeoX rotary position embedding with a cos/sin table given as an input.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, ROPE};
-use crate::ops::{check_extents, check_float_dtype, check_input, launch};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
+use crate::ops::backend::{self, Backends, exact_inputs};
+use crate::ops::launch::{grid_dim, launch};
+use crate::ops::{check_extents, check_float_dtype, check_input};
+use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "rope";
+const OP: &str = Rope::NAME;
 
 /// The widest head row the kernels stage a table row for (in shared memory, 4 bytes each).
 const MAX_HEAD_DIM: usize = 8192;
@@ -92,44 +94,8 @@ impl Rope {
                 reason: format!("head_dim must be even and at most {MAX_HEAD_DIM}"),
             });
         }
-        if positions.dtype != DType::Int64 {
-            return Err(Error::InvalidDType {
-                op: OP,
-                field: "positions",
-                value: positions.dtype,
-                supported: "int64".to_owned(),
-            });
-        }
-        if positions.shape != [tokens] {
-            return Err(Error::InvalidShape {
-                op: OP,
-                field: "positions",
-                shape: positions.shape.clone(),
-                reason: format!("must be [{tokens}], one position per token of x {x}"),
-            });
-        }
-        if cos_sin_cache.dtype != DType::Float32 {
-            return Err(Error::InvalidDType {
-                op: OP,
-                field: "cos_sin_cache",
-                value: cos_sin_cache.dtype,
-                supported: "float32".to_owned(),
-            });
-        }
-        let max_pos = match cos_sin_cache.shape.as_slice() {
-            &[rows, width] if width == head_dim && rows > 0 => rows,
-            _ => {
-                return Err(Error::InvalidShape {
-                    op: OP,
-                    field: "cos_sin_cache",
-                    shape: cos_sin_cache.shape.clone(),
-                    reason: format!(
-                        "must be [max_pos, {head_dim}] with max_pos >= 1: rows of [cos | sin]"
-                    ),
-                });
-            }
-        };
-        check_extents(OP, "cos_sin_cache", &cos_sin_cache)?;
+        check_positions_spec(OP, &positions, tokens)?;
+        let max_pos = cos_sin_cache_rows(OP, &cos_sin_cache, head_dim)?;
         if i32::try_from(heads * head_dim).is_err() {
             return Err(Error::InvalidShape {
                 op: OP,
@@ -193,21 +159,7 @@ impl Rope {
     ) -> Result<(), Error> {
         self.check_inputs(x, positions, cos_sin_cache)?;
         check_input(OP, "y", y, &self.x, &self.device)?;
-        match self.device.cuda_device() {
-            None => {
-                let pos = positions.to_vec::<i64>()?;
-                check_positions(OP, &pos, self.max_pos)?;
-                let (values, _) = crate::ops::reference_rope_fp8::rope(
-                    &x.host_f64()?,
-                    &pos,
-                    &cos_sin_cache.host_f64()?,
-                    self.heads,
-                    self.head_dim,
-                );
-                y.set_host_f64(&values)
-            }
-            Some(dev) => self.launch(dev, x, positions, cos_sin_cache, y),
-        }
+        backend::forward(self, [x, positions, cos_sin_cache], [y])
     }
 
     fn check_inputs(
@@ -226,25 +178,38 @@ impl Rope {
             &self.device,
         )
     }
+}
 
-    fn launch(
+impl Backends<3, 1> for Rope {
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Not `cpu_f64`: the positions stay int64 (checked against the table, not widened).
+    fn cpu(
+        &self,
+        [x, positions, cos_sin_cache]: [&Tensor; 3],
+        [y]: [&mut Tensor; 1],
+    ) -> Result<(), Error> {
+        let pos = positions.to_vec::<i64>()?;
+        check_positions(OP, &pos, self.max_pos)?;
+        let (values, _) = super::reference::rope(
+            &x.host_f64()?,
+            &pos,
+            &cos_sin_cache.host_f64()?,
+            self.heads,
+            self.head_dim,
+        );
+        y.set_host_f64(&values)
+    }
+
+    fn cuda(
         &self,
         dev: &CudaDevice,
-        x: &Tensor,
-        positions: &Tensor,
-        cos_sin_cache: &Tensor,
-        y: &mut Tensor,
+        [xs, ps, cs]: [&CudaSlice<u8>; 3],
+        [ys]: [&mut CudaSlice<u8>; 1],
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
-        let missing = || Error::MissingBuffer {
-            op: "rope",
-            field: "an input or output",
-        };
-        let xs = x.cuda_slice().ok_or_else(missing)?;
-        let ps = positions.cuda_slice().ok_or_else(missing)?;
-        let cs = cos_sin_cache.cuda_slice().ok_or_else(missing)?;
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
-        launch::check_aligned(OP, &dev.stream, &[xs, ps, cs, ys])?;
         let per_vector = 16 / dtype.size_in_bytes();
         let half = self.head_dim / 2;
         let (base, pairs) = if half.is_multiple_of(per_vector) {
@@ -253,10 +218,9 @@ impl Rope {
             ("rope_scalar", self.heads * half)
         };
         let entry = kernels::entry(&ROPE, base, dtype)?;
-        let threads = rope_threads(pairs);
         let cfg = LaunchConfig {
-            grid_dim: (launch::grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
-            block_dim: (threads, 1, 1),
+            grid_dim: (grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
+            block_dim: (rope_threads(pairs), 1, 1),
             shared_mem_bytes: (self.head_dim * 4) as u32,
         };
         let (tokens, heads, head_dim, max_pos) = (
@@ -265,22 +229,15 @@ impl Rope {
             self.head_dim as i32,
             self.max_pos as i64,
         );
-        let function = kernels::function(dev, &ROPE, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs)
-            .arg(ps)
-            .arg(cs)
-            .arg(&mut *ys)
-            .arg(&tokens)
-            .arg(&heads)
-            .arg(&head_dim)
-            .arg(&max_pos);
         // SAFETY: rope_*(const T*, const long long*, const float*, T*, long long, int, int,
         // long long); x and y hold tokens * heads * head_dim elements, positions tokens, the
-        // table max_pos * head_dim floats; head_dim * 4 <= 32 KiB of dynamic shared memory (under
-        // the 48 KiB default); the block is within the launch bounds (512).
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        // table max_pos * head_dim floats (each buffer matches the plan's spec); head_dim * 4 <=
+        // 32 KiB of dynamic shared memory (under the 48 KiB default); the block is within the
+        // launch bounds (512).
+        unsafe {
+            launch!(dev, &ROPE, entry, cfg;
+                xs, ps, cs, ys, &tokens, &heads, &head_dim, &max_pos)
+        }
     }
 }
 
@@ -307,6 +264,64 @@ pub(crate) fn check_positions(
             reason: format!("positions must lie in [0, {max_pos}), the rows of cos_sin_cache"),
         }),
     }
+}
+
+/// Checks a `positions` spec: int64 `[tokens]`, one position per token (shared with the fused
+/// ops that apply RoPE).
+pub(crate) fn check_positions_spec(
+    op: &'static str,
+    positions: &TensorSpec,
+    tokens: usize,
+) -> Result<(), Error> {
+    if positions.dtype != DType::Int64 {
+        return Err(Error::InvalidDType {
+            op,
+            field: "positions",
+            value: positions.dtype,
+            supported: "int64".to_owned(),
+        });
+    }
+    if positions.shape != [tokens] {
+        return Err(Error::InvalidShape {
+            op,
+            field: "positions",
+            shape: positions.shape.clone(),
+            reason: format!("must be [{tokens}], one position per token"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a `cos_sin_cache` spec, float32 `[max_pos >= 1, head_dim]` with rows `[cos | sin]`,
+/// and returns `max_pos`.
+pub(crate) fn cos_sin_cache_rows(
+    op: &'static str,
+    cos_sin_cache: &TensorSpec,
+    head_dim: usize,
+) -> Result<usize, Error> {
+    if cos_sin_cache.dtype != DType::Float32 {
+        return Err(Error::InvalidDType {
+            op,
+            field: "cos_sin_cache",
+            value: cos_sin_cache.dtype,
+            supported: "float32".to_owned(),
+        });
+    }
+    let max_pos = match cos_sin_cache.shape.as_slice() {
+        &[rows, width] if width == head_dim && rows > 0 => rows,
+        _ => {
+            return Err(Error::InvalidShape {
+                op,
+                field: "cos_sin_cache",
+                shape: cos_sin_cache.shape.clone(),
+                reason: format!(
+                    "must be [max_pos, {head_dim}] with max_pos >= 1: rows of [cos | sin]"
+                ),
+            });
+        }
+    };
+    check_extents(op, "cos_sin_cache", cos_sin_cache)?;
+    Ok(max_pos)
 }
 
 /// Positions for random inputs: distinct where the table allows (the manifest's ideal), spread
@@ -369,13 +384,7 @@ impl BenchOp for Rope {
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [x, positions, cache] = inputs else {
-            return Err(Error::Arity {
-                op: "rope",
-                expected: 3,
-                got: inputs.len(),
-            });
-        };
+        let [x, positions, cache] = exact_inputs::<Self, 3>(inputs)?;
         Ok(vec![self.forward(x, positions, cache)?])
     }
 
@@ -408,7 +417,7 @@ mod tests {
                 let p = random_positions(tokens, 7, 5, &cpu).unwrap();
                 let c = rope_table(&cs, &cpu).unwrap();
                 let y = op.forward(&x, &p, &c).unwrap();
-                let (want, _) = crate::ops::reference_rope_fp8::rope(
+                let (want, _) = super::super::reference::rope(
                     &x.to_vec_f64().unwrap(),
                     &p.to_vec::<i64>().unwrap(),
                     &c.to_vec_f64().unwrap(),

@@ -1,14 +1,16 @@
 //! `fp8_quant`: dynamic float8_e4m3fn quantization with per-token or per-group f32 scales.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, FP8_QUANT};
-use crate::ops::{check_extents, check_float_dtype, check_input, launch};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::ops::backend::{self, Backends, exact_inputs, workload_param};
+use crate::ops::launch::{grid_dim, launch};
+use crate::ops::{check_extents, check_float_dtype, check_input};
+use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "fp8_quant";
+const OP: &str = Fp8Quant::NAME;
 
 /// Dynamic fp8 quantization of `x` `[M, K]` (float32, float16 or bfloat16): each group of
 /// `group_size` consecutive elements of a row (the whole row when `group_size` is 0 or `K`) gets a
@@ -21,7 +23,7 @@ const OP: &str = "fp8_quant";
 /// values (`[NaN, 1, 2, 3]` gives scale NaN, not 3 / 448). Other groups are unaffected. An
 /// infinity (in a group without NaN) makes its group's scale infinite: its finite codes 0, its own
 /// code NaN (`inf * 0`). The CPU path and the kernels agree code for code (see
-/// `reference_rope_fp8`).
+/// `tileops::ops::reference::fp8_quant`).
 ///
 /// ```
 /// use tileops::ops::Fp8Quant;
@@ -178,38 +180,30 @@ impl Fp8Quant {
         check_input(OP, "x", x, &self.x, &self.device)?;
         check_input(OP, "y", y, &self.y_spec(), &self.device)?;
         check_input(OP, "scales", scales, &self.scales, &self.device)?;
-        match self.device.cuda_device() {
-            None => {
-                // Exact: every input dtype widens to f32 without rounding.
-                let values: Vec<f32> = x.host_f64()?.into_iter().map(|v| v as f32).collect();
-                let (codes, s) = crate::ops::reference_rope_fp8::fp8_quant(&values, self.group);
-                let host = y
-                    .host_bytes_mut()
-                    .ok_or_else(|| Error::internal("fp8_quant: a CPU tensor without host data"))?;
-                *host = codes;
-                let s: Vec<f64> = s.into_iter().map(f64::from).collect();
-                scales.set_host_f64(&s)
-            }
-            Some(dev) => self.launch(dev, x, y, scales),
-        }
+        backend::forward(self, [x], [y, scales])
+    }
+}
+
+impl Backends<1, 2> for Fp8Quant {
+    fn device(&self) -> &Device {
+        &self.device
     }
 
-    fn launch(
+    /// Not `cpu_f64`: the output is fp8 codes and f32 scales, computed in f32 as the kernels do.
+    fn cpu(&self, [x]: [&Tensor; 1], [y, scales]: [&mut Tensor; 2]) -> Result<(), Error> {
+        // Exact: every input dtype widens to f32 without rounding.
+        let values: Vec<f32> = x.host_f64()?.into_iter().map(|v| v as f32).collect();
+        let (codes, s) = super::reference::fp8_quant(&values, self.group);
+        store_fp8(OP, codes, &s, y, scales)
+    }
+
+    fn cuda(
         &self,
         dev: &CudaDevice,
-        x: &Tensor,
-        y: &mut Tensor,
-        scales: &mut Tensor,
+        [xs]: [&CudaSlice<u8>; 1],
+        [ys, ss]: [&mut CudaSlice<u8>; 2],
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
-        let missing = || Error::MissingBuffer {
-            op: "fp8_quant",
-            field: "an input or output",
-        };
-        let xs = x.cuda_slice().ok_or_else(missing)?;
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
-        let ss = scales.cuda_slice_mut().ok_or_else(missing)?;
-        launch::check_aligned(OP, &dev.stream, &[xs, &*ys, &*ss])?;
         let (entry, blocks, block) = match quant_plan(self.group, dtype) {
             QuantPlan::Rows {
                 threads_per_group,
@@ -226,43 +220,57 @@ impl Fp8Quant {
             ),
         };
         let cfg = LaunchConfig {
-            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+            grid_dim: (grid_dim(entry, blocks)?, 1, 1),
             block_dim: (block.0, block.1, 1),
             shared_mem_bytes: 0,
         };
         let (groups, group) = (self.groups as i64, self.group as i32);
-        let function = kernels::function(dev, &FP8_QUANT, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs)
-            .arg(&mut *ys)
-            .arg(&mut *ss)
-            .arg(&groups)
-            .arg(&group);
         // SAFETY: fp8_quant_*(const T*, unsigned char*, float*, long long, int); x and y hold
-        // groups * group elements, scales groups floats; the block shape follows the kernels'
-        // contract (power-of-two threads per group, 256 threads or one group per block, <= 512;
-        // or 1024 x 1 for the loop kernel).
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        // groups * group elements, scales groups floats (each buffer matches the plan's spec);
+        // the block shape follows the kernels' contract (power-of-two threads per group, 256
+        // threads or one group per block, <= 512; or 1024 x 1 for the loop kernel).
+        unsafe { launch!(dev, &FP8_QUANT, entry, cfg; xs, ys, ss, &groups, &group) }
     }
 }
 
+/// Stores fp8 `codes` into the host tensor `y` (float8_e4m3fn) and `scales` into `scales_out`
+/// (float32): the CPU tail of every quantizing op.
+pub(crate) fn store_fp8(
+    op: &'static str,
+    codes: Vec<u8>,
+    scales: &[f32],
+    y: &mut Tensor,
+    scales_out: &mut Tensor,
+) -> Result<(), Error> {
+    let host = y
+        .host_bytes_mut()
+        .ok_or_else(|| Error::internal(format!("{op}: a CPU tensor without host data")))?;
+    if host.len() != codes.len() {
+        return Err(Error::internal(format!(
+            "{op}: {} codes for a tensor of {} bytes",
+            codes.len(),
+            host.len()
+        )));
+    }
+    *host = codes;
+    let scales: Vec<f64> = scales.iter().copied().map(f64::from).collect();
+    scales_out.set_host_f64(&scales)
+}
+
 impl FromWorkload for Fp8Quant {
-    /// `x_shape` in the case dtype; `group_size` from the row, 0 when absent or null.
+    /// `x_shape` in the case dtype; `group_size` from the row, else the manifest's default.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let x = case.require_input(OP, "x")?;
-        let group_size = match case.workload.param("group_size") {
-            None | Some(StaticValue::None) => 0,
-            Some(value) => value
-                .as_int()
-                .and_then(|g| usize::try_from(g).ok())
-                .ok_or_else(|| Error::InvalidParam {
-                    op: OP,
-                    field: "group_size",
-                    value: format!("{value:?}"),
-                    reason: "must be a non-negative integer".to_owned(),
-                })?,
-        };
+        let value = workload_param::<Fp8Quant>(case, "group_size")?;
+        let group_size = value
+            .as_int()
+            .and_then(|g| usize::try_from(g).ok())
+            .ok_or_else(|| Error::InvalidParam {
+                op: OP,
+                field: "group_size",
+                value: format!("{value:?}"),
+                reason: "must be a non-negative integer".to_owned(),
+            })?;
         Fp8Quant::new(device, x, group_size)
     }
 }
@@ -277,13 +285,7 @@ impl BenchOp for Fp8Quant {
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [x] = inputs else {
-            return Err(Error::Arity {
-                op: "fp8_quant",
-                expected: 1,
-                got: inputs.len(),
-            });
-        };
+        let [x] = exact_inputs::<Self, 1>(inputs)?;
         let (y, scales) = self.forward(x)?;
         Ok(vec![y, scales])
     }
@@ -299,7 +301,7 @@ impl BenchOp for Fp8Quant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::reference_rope_fp8::{fp8_e4m3_value, fp8_quant};
+    use crate::ops::quantization::reference::{fp8_e4m3_value, fp8_quant};
 
     #[test]
     fn cpu_forward_matches_the_reference_in_every_dtype() {

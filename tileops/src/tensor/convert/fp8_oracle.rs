@@ -11,7 +11,7 @@
 
 use super::{decode_f64, encode_f64};
 use crate::DType;
-use crate::ops::reference_rope_fp8::{fp8_e4m3_saturate, fp8_e4m3_value};
+use crate::ops::reference::{fp8_e4m3_saturate, fp8_e4m3_value};
 
 /// The previous tensor codec of an 8-bit float format (round to nearest even, in one rounding;
 /// e4m3fn overflow and NaN give NaN, e5m2 overflow gives infinity).
