@@ -37,11 +37,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<(), Error> {
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let driver = |what: &'static str| {
-        move |e: tileops::cudarc::driver::DriverError| Error::Driver {
+        move |source: tileops::cudarc::driver::DriverError| Error::Driver {
             context: what.to_owned(),
-            message: e.to_string(),
+            source,
         }
     };
 
@@ -101,9 +101,10 @@ fn run() -> Result<(), Error> {
          error {worst:.2e} (bound {bound:.0e})"
     );
     if !same || worst > bound {
-        return Err(Error::Tensor(format!(
+        return Err(format!(
             "the result does not match (same buffer: {same}, worst error {worst:e})"
-        )));
+        )
+        .into());
     }
     println!("interop: OK");
     Ok(())

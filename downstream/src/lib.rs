@@ -1,7 +1,7 @@
 //! A user's crate: an op of its own, defined against its own manifest (`manifest/ops.yaml`) and
 //! registered, so that its bench binary (`src/bin/bench.rs`) times it together with tileops's ops.
 
-use tileops::registry::{BenchOp, FromWorkload, RoofKey, WorkloadCase};
+use tileops::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, WorkloadCase};
 use tileops::{Device, Error, Tensor, TensorSpec};
 
 /// `y = x + alpha * residual`, planned for one shape on one device. Its roofline comes from the
@@ -18,14 +18,15 @@ pub struct ScaledResidualAdd {
 impl ScaledResidualAdd {
     /// `y = x + alpha * residual` for tensors of `x`'s spec.
     pub fn forward(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor, Error> {
-        if x.spec() != &self.x || residual.spec() != &self.residual {
-            return Err(Error::Tensor(format!(
-                "scaled_residual_add planned for {:?} and {:?}, called with {:?} and {:?}",
-                self.x,
-                self.residual,
-                x.spec(),
-                residual.spec()
-            )));
+        for (field, tensor, planned) in [("x", x, &self.x), ("residual", residual, &self.residual)] {
+            if tensor.spec() != planned {
+                return Err(Error::InputMismatch {
+                    op: Self::NAME,
+                    field,
+                    expected: planned.to_string(),
+                    actual: tensor.spec().to_string(),
+                });
+            }
         }
         let (a, b) = (x.to_vec_f64()?, residual.to_vec_f64()?);
         let y: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a + self.alpha * b).collect();
@@ -65,10 +66,11 @@ impl BenchOp for ScaledResidualAdd {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, residual] = inputs else {
-            return Err(Error::Tensor(format!(
-                "scaled_residual_add takes 2 inputs, got {}",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: Self::NAME,
+                expected: 2,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(x, residual)?])
     }

@@ -1,11 +1,11 @@
 //! The CUDA kernels and libraries behind the ops: `.cu` files under `tileops/kernels/`, embedded
 //! in the binary, compiled by NVRTC at first use for the device's own architecture (CUBIN, with
 //! PTX for the driver's JIT as the fallback), and cached per device and kernel file; and the
-//! cuBLAS/cuBLASLt state of the gemm op ([`blas`]).
+//! cuBLAS/cuBLASLt state of the gemm op (`blas`).
 //!
 //! The layering is one way: ops call this module, this module calls the device's context and
 //! stream. What this module caches per device (loaded modules, looked-up entry points, BLAS
-//! handles) lives in a [`Cache`] that the device holds as one opaque field and only this module
+//! handles) lives in a `Cache` that the device holds as one opaque field and only this module
 //! reads or writes.
 //!
 //! The compile API (`compile`, `Target`, `Compiled`, `toolkit`, ...) is reachable but hidden from

@@ -372,9 +372,9 @@ pub enum BenchError {
     Timer {
         /// The device.
         device: String,
-        /// What failed.
+        /// What failed (boxed: a bench error stays small on the `Ok` path of every call).
         #[source]
-        source: Error,
+        source: Box<Error>,
     },
 }
 
@@ -500,7 +500,7 @@ pub fn run(
 ) -> Result<Run, BenchError> {
     let mut timer = Timer::new(device).map_err(|source| BenchError::Timer {
         device: device.to_string(),
-        source,
+        source: Box::new(source),
     })?;
     observer.started(cases.len());
     let mut records = Vec::with_capacity(cases.len());

@@ -1,6 +1,6 @@
 //! The elementwise activations `relu`, `gelu` (erf and tanh forms), `silu` and `sigmoid`: one
 //! input of any shape, one output of the same shape and dtype. What they share (the API, the two
-//! backends, the bench hooks) is written once in [`pointwise_op!`]; each op only names its kernel
+//! backends, the bench hooks) is written once in `pointwise_op!`; each op only names its kernel
 //! and its f64 reference.
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
@@ -123,7 +123,7 @@ macro_rules! pointwise_op {
 }
 
 /// One activation without params: the struct, its plan and workload hooks, and
-/// [`pointwise_op!`]. Its kernel in `activation.cu` is named after the op; `$f` is its f64
+/// `pointwise_op!`. Its kernel in `activation.cu` is named after the op; `$f` is its f64
 /// reference.
 macro_rules! activation {
     ($(#[$doc:meta])* $name:ident, $op:literal, $f:path) => {

@@ -55,6 +55,8 @@ records could not be written; 2 for bad arguments (an unknown op, family or dtyp
 matches nothing); 130 (SIGINT) or 143 (SIGTERM) when interrupted, the finished rows written.";
 
 /// The command line of `bench`.
+// The field docs are the `--help` text, where `<name>` is a placeholder, not an HTML tag.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "bench",
@@ -417,11 +419,13 @@ pub fn run_until(
             source,
         })?;
     }
-    let device = if args.cpu {
-        Device::cpu()
+    // The tool, not the library, says which device it runs on and why.
+    let (device, why) = if args.cpu {
+        (Device::cpu(), "--cpu".to_owned())
     } else {
-        Device::best()
+        Device::probe_best()
     };
+    let _ = writeln!(err, "bench: running on {device} ({why})");
     let config = BenchConfig {
         cpu: CpuBudget {
             max_bytes: args.cpu_max_bytes,

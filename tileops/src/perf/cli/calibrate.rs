@@ -42,6 +42,8 @@ set and its result is checked (exit status 0 when all pass, 1 otherwise).
 Exit status: 0; 1 when a measurement or the file failed; 2 without a GPU or for bad arguments.";
 
 /// The command line of `calibrate`.
+// The field docs are the `--help` text, where `<name>` is a placeholder, not an HTML tag.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "calibrate",
