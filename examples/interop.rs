@@ -72,7 +72,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let w = Tensor::from_cuda_slice(w_slice, &w_spec, &device)?;
     let mut y = Tensor::from_cuda_slice(y_slice, &x_spec, &device)?;
 
-    let op = RmsNorm::new(&device, x_spec.clone(), w_spec, EPS)?;
+    let op = RmsNorm::new(x_spec.clone(), w_spec, EPS, &device)?;
     op.forward_into(&x, &w, &mut y)?;
 
     // The output back in the caller's hands: the same allocation, still on its stream, which

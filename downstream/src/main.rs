@@ -8,12 +8,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The library's op, planned on the best device (the CPU when there is no GPU).
     let device = Device::best();
     let spec = TensorSpec::new([32, 32, 4096], DType::BFloat16);
-    let softmax = Softmax::new(&device, spec, -1)?;
+    let softmax = Softmax::new(spec, -1, &device)?;
     let r = softmax.eval_roofline()?;
     println!("softmax flops={} bytes={}", r.flops, r.bytes);
     let small = TensorSpec::new([2, 3], DType::Float32);
     let y =
-        Softmax::new(&device, small.clone(), -1)?.forward(&Tensor::random(&small, 7, &device)?)?;
+        Softmax::new(small.clone(), -1, &device)?.forward(&Tensor::random(&small, 7, &device)?)?;
     let row: f32 = y.to_vec_f32()?[..3].iter().sum();
     println!(
         "softmax row sum={row:.4} on {}",

@@ -9,7 +9,7 @@
 /// use tileops::ops::Softmax;
 /// use tileops::{DType, Device, Error, TensorSpec};
 ///
-/// let err = Softmax::new(&Device::cpu(), TensorSpec::new([4, 8], DType::Float32), 2).unwrap_err();
+/// let err = Softmax::new(TensorSpec::new([4, 8], DType::Float32), 2, &Device::cpu()).unwrap_err();
 /// assert!(matches!(err, Error::InvalidParam { op: "softmax", field: "dim", .. }));
 /// assert!(err.to_string().contains("dim"), "{err}");
 /// ```

@@ -10,7 +10,7 @@
 //!
 //! let device = Device::best(); // the GPU when one is usable, else the CPU
 //! let x = TensorSpec::new([32, 32, 4096], DType::BFloat16);
-//! let softmax = Softmax::new(&device, x.clone(), -1)?; // validates rank, dim and dtype
+//! let softmax = Softmax::new(x.clone(), -1, &device)?; // validates rank, dim and dtype
 //! let roofline = softmax.eval_roofline()?; // the manifest's formulas, in plain Rust
 //! assert_eq!((roofline.flops, roofline.bytes), (20_971_520, 16_777_216));
 //! let y = softmax.forward(&Tensor::random(&x, 0, &device)?)?;

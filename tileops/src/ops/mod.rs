@@ -7,7 +7,7 @@
 //!
 //! let device = Device::cpu();
 //! let spec = TensorSpec::new([2, 3], DType::Float32);
-//! let softmax = Softmax::new(&device, spec.clone(), -1)?;
+//! let softmax = Softmax::new(spec.clone(), -1, &device)?;
 //! let x = Tensor::from_f32_slice(&[1.0, 2.0, 3.0, 0.0, 0.0, 0.0], [2, 3], &device)?;
 //! let y = softmax.forward(&x)?.to_vec_f32()?;
 //! assert!((y[3] - 1.0 / 3.0).abs() < 1e-7);

@@ -143,7 +143,7 @@ macro_rules! activation {
 
             /// Plans the activation for inputs like `x`: any shape (rank 0 included) without an
             /// empty dimension, in float32, float16 or bfloat16.
-            pub fn new(device: &Device, x: TensorSpec) -> Result<$name, Error> {
+            pub fn new(x: TensorSpec, device: &Device) -> Result<$name, Error> {
                 plan(Self::NAME, &x)?;
                 Ok($name {
                     x,
@@ -162,7 +162,7 @@ macro_rules! activation {
         impl FromWorkload for $name {
             /// `x_shape` and the case dtype.
             fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-                $name::new(device, case.require_input(Self::NAME, "x")?)
+                $name::new(case.require_input(Self::NAME, "x")?, device)
             }
         }
 
@@ -178,7 +178,7 @@ activation!(
     /// use tileops::{DType, Device, Tensor, TensorSpec};
     ///
     /// let device = Device::cpu();
-    /// let relu = Relu::new(&device, TensorSpec::new([3], DType::Float32))?;
+    /// let relu = Relu::new(TensorSpec::new([3], DType::Float32), &device)?;
     /// let x = Tensor::from_f32_slice(&[-1.0, 0.5, f32::NAN], [3], &device)?;
     /// let y = relu.forward(&x)?.to_vec_f32()?;
     /// assert_eq!(&y[..2], &[0.0, 0.5]);
@@ -198,7 +198,7 @@ activation!(
     /// use tileops::{DType, Device, Tensor, TensorSpec};
     ///
     /// let device = Device::cpu();
-    /// let silu = Silu::new(&device, TensorSpec::new([2], DType::Float32))?;
+    /// let silu = Silu::new(TensorSpec::new([2], DType::Float32), &device)?;
     /// let x = Tensor::from_f32_slice(&[0.0, 20.0], [2], &device)?;
     /// assert_eq!(silu.forward(&x)?.to_vec_f32()?, vec![0.0, 20.0]);
     /// # Ok::<(), tileops::Error>(())
@@ -217,7 +217,7 @@ activation!(
     ///
     /// let device = Device::cpu();
     /// let spec = TensorSpec::new([2], DType::BFloat16);
-    /// let sigmoid = Sigmoid::new(&device, spec.clone())?;
+    /// let sigmoid = Sigmoid::new(spec.clone(), &device)?;
     /// let x = Tensor::from_f64_rounded(&[0.0, f64::NEG_INFINITY], &spec, &device)?;
     /// assert_eq!(sigmoid.forward(&x)?.to_vec_f32()?, vec![0.5, 0.0]);
     /// # Ok::<(), tileops::Error>(())
@@ -273,13 +273,13 @@ impl std::str::FromStr for GeluApproximate {
 ///
 /// let device = Device::cpu();
 /// let spec = TensorSpec::new([2], DType::Float32);
-/// let gelu = Gelu::new(&device, spec.clone(), GeluApproximate::None)?;
+/// let gelu = Gelu::new(spec.clone(), GeluApproximate::None, &device)?;
 /// let x = Tensor::from_f32_slice(&[0.0, 1.0], [2], &device)?;
 /// let y = gelu.forward(&x)?.to_vec_f32()?;
 /// assert_eq!(y[0], 0.0);
 /// assert!((y[1] - 0.841_344_7).abs() < 1e-6);
 /// assert_eq!(gelu.eval_roofline().unwrap().flops, 10);
-/// let tanh = Gelu::new(&device, spec, "tanh".parse()?)?;
+/// let tanh = Gelu::new(spec, "tanh".parse()?, &device)?;
 /// assert_eq!(tanh.eval_roofline().unwrap().flops, 18);
 /// # Ok::<(), tileops::Error>(())
 /// ```
@@ -300,9 +300,9 @@ impl Gelu {
     /// Plans a GELU of inputs like `x` (any shape without an empty dimension, in float32,
     /// float16 or bfloat16).
     pub fn new(
-        device: &Device,
         x: TensorSpec,
         approximate: GeluApproximate,
+        device: &Device,
     ) -> Result<Gelu, Error> {
         plan(Self::NAME, &x)?;
         Ok(Gelu {
@@ -350,7 +350,7 @@ impl FromWorkload for Gelu {
                 });
             }
         };
-        Gelu::new(device, x, approximate)
+        Gelu::new(x, approximate, device)
     }
 }
 
@@ -396,25 +396,25 @@ mod tests {
         for dtype in DTYPES {
             for shape in [vec![1], vec![7], vec![3, 33], vec![2, 2, 64], vec![]] {
                 let spec = TensorSpec::new(shape, dtype);
-                let relu = Relu::new(&cpu, spec.clone()).unwrap();
+                let relu = Relu::new(spec.clone(), &cpu).unwrap();
                 check("relu", |x| relu.forward(x).unwrap(), reference::relu, &spec);
-                let silu = Silu::new(&cpu, spec.clone()).unwrap();
+                let silu = Silu::new(spec.clone(), &cpu).unwrap();
                 check("silu", |x| silu.forward(x).unwrap(), reference::silu, &spec);
-                let sigmoid = Sigmoid::new(&cpu, spec.clone()).unwrap();
+                let sigmoid = Sigmoid::new(spec.clone(), &cpu).unwrap();
                 check(
                     "sigmoid",
                     |x| sigmoid.forward(x).unwrap(),
                     reference::sigmoid,
                     &spec,
                 );
-                let gelu = Gelu::new(&cpu, spec.clone(), GeluApproximate::None).unwrap();
+                let gelu = Gelu::new(spec.clone(), GeluApproximate::None, &cpu).unwrap();
                 check(
                     "gelu",
                     |x| gelu.forward(x).unwrap(),
                     reference::gelu_erf,
                     &spec,
                 );
-                let gelu = Gelu::new(&cpu, spec.clone(), GeluApproximate::Tanh).unwrap();
+                let gelu = Gelu::new(spec.clone(), GeluApproximate::Tanh, &cpu).unwrap();
                 check(
                     "gelu tanh",
                     |x| gelu.forward(x).unwrap(),
@@ -431,7 +431,7 @@ mod tests {
         let spec = TensorSpec::new([3], DType::Float32);
         let x = Tensor::from_f32_slice(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY], [3], &cpu)
             .unwrap();
-        let y = Relu::new(&cpu, spec.clone())
+        let y = Relu::new(spec.clone(), &cpu)
             .unwrap()
             .forward(&x)
             .unwrap()
@@ -441,14 +441,14 @@ mod tests {
             y[0].is_nan() && y[1] == f32::INFINITY && y[2] == 0.0,
             "{y:?}"
         );
-        let y = Sigmoid::new(&cpu, spec.clone())
+        let y = Sigmoid::new(spec.clone(), &cpu)
             .unwrap()
             .forward(&x)
             .unwrap()
             .to_vec_f32()
             .unwrap();
         assert!(y[0].is_nan() && y[1] == 1.0 && y[2] == 0.0, "{y:?}");
-        let y = Gelu::new(&cpu, spec, GeluApproximate::Tanh)
+        let y = Gelu::new(spec, GeluApproximate::Tanh, &cpu)
             .unwrap()
             .forward(&x)
             .unwrap()
@@ -484,22 +484,22 @@ mod tests {
         let cpu = Device::cpu();
         let spec = TensorSpec::new([2048, 4096], DType::BFloat16);
         let n = 2048 * 4096u64;
-        let relu = Relu::new(&cpu, spec.clone())
+        let relu = Relu::new(spec.clone(), &cpu)
             .unwrap()
             .eval_roofline()
             .unwrap();
         assert_eq!((relu.flops, relu.bytes), (n, 4 * n));
-        let silu = Silu::new(&cpu, spec.clone())
+        let silu = Silu::new(spec.clone(), &cpu)
             .unwrap()
             .eval_roofline()
             .unwrap();
         assert_eq!((silu.flops, silu.bytes), (5 * n, 4 * n));
-        let sig = Sigmoid::new(&cpu, spec.clone())
+        let sig = Sigmoid::new(spec.clone(), &cpu)
             .unwrap()
             .eval_roofline()
             .unwrap();
         assert_eq!((sig.flops, sig.bytes), (4 * n, 4 * n));
-        let gelu = Gelu::new(&cpu, spec.clone(), GeluApproximate::Tanh)
+        let gelu = Gelu::new(spec.clone(), GeluApproximate::Tanh, &cpu)
             .unwrap()
             .eval_roofline()
             .unwrap();

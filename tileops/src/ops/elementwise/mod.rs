@@ -24,7 +24,7 @@ use crate::{Error, Tensor};
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn gelu(x: &Tensor, approximate: GeluApproximate) -> Result<Tensor, Error> {
-    Gelu::new(x.device(), x.spec().clone(), approximate)?.forward(x)
+    Gelu::new(x.spec().clone(), approximate, x.device())?.forward(x)
 }
 
 /// `max(x, 0)` in one call: plans a [`Relu`] for `x`'s spec on its device and runs it.
@@ -38,7 +38,7 @@ pub fn gelu(x: &Tensor, approximate: GeluApproximate) -> Result<Tensor, Error> {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn relu(x: &Tensor) -> Result<Tensor, Error> {
-    Relu::new(x.device(), x.spec().clone())?.forward(x)
+    Relu::new(x.spec().clone(), x.device())?.forward(x)
 }
 
 /// `1 / (1 + exp(-x))` in one call: plans a [`Sigmoid`] for `x`'s spec on its device and runs it.
@@ -52,7 +52,7 @@ pub fn relu(x: &Tensor) -> Result<Tensor, Error> {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn sigmoid(x: &Tensor) -> Result<Tensor, Error> {
-    Sigmoid::new(x.device(), x.spec().clone())?.forward(x)
+    Sigmoid::new(x.spec().clone(), x.device())?.forward(x)
 }
 
 /// `x * sigmoid(x)` in one call: plans a [`Silu`] for `x`'s spec on its device and runs it.
@@ -66,7 +66,7 @@ pub fn sigmoid(x: &Tensor) -> Result<Tensor, Error> {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn silu(x: &Tensor) -> Result<Tensor, Error> {
-    Silu::new(x.device(), x.spec().clone())?.forward(x)
+    Silu::new(x.spec().clone(), x.device())?.forward(x)
 }
 
 /// SwiGLU of `x` (`[..., 2N]`: gate then up) in one call, `silu(gate) * up` of shape `[..., N]`:
@@ -81,5 +81,5 @@ pub fn silu(x: &Tensor) -> Result<Tensor, Error> {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn silu_and_mul(x: &Tensor) -> Result<Tensor, Error> {
-    SiluAndMul::new(x.device(), x.spec().clone())?.forward(x)
+    SiluAndMul::new(x.spec().clone(), x.device())?.forward(x)
 }

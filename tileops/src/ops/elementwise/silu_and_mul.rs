@@ -28,12 +28,12 @@ const MAX_ROW_BLOCKS: usize = 65535;
 /// use tileops::{DType, Device, Tensor, TensorSpec};
 ///
 /// let device = Device::cpu();
-/// let op = SiluAndMul::new(&device, TensorSpec::new([1, 4], DType::Float32))?;
+/// let op = SiluAndMul::new(TensorSpec::new([1, 4], DType::Float32), &device)?;
 /// assert_eq!(op.y().shape, vec![1, 2]);
 /// let x = Tensor::from_f32_slice(&[0.0, 30.0, 5.0, 2.0], [1, 4], &device)?;
 /// assert_eq!(op.forward(&x)?.to_vec_f32()?, vec![0.0, 60.0]);
 /// // The last dim must be even.
-/// assert!(SiluAndMul::new(&device, TensorSpec::new([1, 5], DType::Float32)).is_err());
+/// assert!(SiluAndMul::new(TensorSpec::new([1, 5], DType::Float32), &device).is_err());
 /// # Ok::<(), tileops::Error>(())
 /// ```
 #[crate::roofline_op("silu_and_mul")]
@@ -57,7 +57,7 @@ impl SiluAndMul {
     ///
     /// Errors when `x` has rank 0 or an empty dimension, when its last dim is odd, or when its
     /// dtype is not float32, float16 or bfloat16.
-    pub fn new(device: &Device, x: TensorSpec) -> Result<SiluAndMul, Error> {
+    pub fn new(x: TensorSpec, device: &Device) -> Result<SiluAndMul, Error> {
         check_float_dtype(OP, "x", &x)?;
         let Some(&last) = x.shape.last() else {
             return Err(Error::InvalidShape {
@@ -183,7 +183,7 @@ impl FromWorkload for SiluAndMul {
     /// `x_shape` and the case dtype.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let x = case.require_input(OP, "x")?;
-        SiluAndMul::new(device, x)
+        SiluAndMul::new(x, device)
     }
 }
 
@@ -200,7 +200,7 @@ mod tests {
         for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
             for shape in [vec![2], vec![3, 14], vec![2, 2, 64], vec![1, 2]] {
                 let spec = TensorSpec::new(shape.clone(), dtype);
-                let op = SiluAndMul::new(&cpu, spec.clone()).unwrap();
+                let op = SiluAndMul::new(spec.clone(), &cpu).unwrap();
                 let mut values = Tensor::random(&spec, 5, &cpu)
                     .unwrap()
                     .to_vec_f64()
@@ -228,8 +228,8 @@ mod tests {
     #[test]
     fn roofline_follows_the_manifest() {
         let op = SiluAndMul::new(
-            &Device::cpu(),
             TensorSpec::new([2048, 28672], DType::BFloat16),
+            &Device::cpu(),
         )
         .unwrap();
         let r = op.eval_roofline().unwrap();

@@ -89,7 +89,7 @@ impl GemmOptions {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn gemm(a: &Tensor, b: &Tensor, options: GemmOptions) -> Result<Tensor, Error> {
-    Gemm::new(a.device(), a.spec().clone(), b.spec().clone(), options)?.forward(a, b)
+    Gemm::new(a.spec().clone(), b.spec().clone(), options, a.device())?.forward(a, b)
 }
 
 /// The dense matrix product `c = op(a) @ op(b)` of row-major matrices, as `torch.matmul` (with
@@ -115,7 +115,7 @@ pub fn gemm(a: &Tensor, b: &Tensor, options: GemmOptions) -> Result<Tensor, Erro
 /// let x = TensorSpec::new([4, 64], DType::BFloat16);
 /// let w = TensorSpec::new([32, 64], DType::BFloat16);
 /// let linear = GemmOptions::new().trans_b(true);
-/// let gemm = Gemm::new(&device, x.clone(), w.clone(), linear)?;
+/// let gemm = Gemm::new(x.clone(), w.clone(), linear, &device)?;
 /// let (m, n, k) = gemm.mnk();
 /// assert_eq!((m, n, k), (4, 32, 64));
 /// let ones = Tensor::full(&x, 1.0, &device)?;
@@ -125,9 +125,9 @@ pub fn gemm(a: &Tensor, b: &Tensor, options: GemmOptions) -> Result<Tensor, Erro
 /// assert!(y.to_vec_f32()?.iter().all(|&v| v == 32.0));
 ///
 /// // Plans are checked up front: inner dims must agree, dtypes must match.
-/// assert!(Gemm::new(&device, x.clone(), w.clone(), GemmOptions::default()).is_err());
+/// assert!(Gemm::new(x.clone(), w.clone(), GemmOptions::default(), &device).is_err());
 /// let w16 = TensorSpec::new([32, 64], DType::Float16);
-/// assert!(Gemm::new(&device, x, w16, linear).is_err());
+/// assert!(Gemm::new(x, w16, linear, &device).is_err());
 /// # Ok::<(), tileops::Error>(())
 /// ```
 #[crate::roofline_op("gemm")]
@@ -164,10 +164,10 @@ impl Gemm {
     /// a dtype other than float32; and, on a GPU, when cuBLAS/cuBLASLt cannot be loaded or has no
     /// algorithm for the problem.
     pub fn new(
-        device: &Device,
         a: TensorSpec,
         b: TensorSpec,
         options: GemmOptions,
+        device: &Device,
     ) -> Result<Gemm, Error> {
         let GemmOptions {
             trans_a,
@@ -429,10 +429,10 @@ impl FromWorkload for Gemm {
             allow_tf32: workload_bool::<Gemm>(case, "allow_tf32")?,
         };
         Gemm::new(
-            device,
             case.require_input(OP, "a")?,
             case.require_input(OP, "b")?,
             options,
+            device,
         )
     }
 }

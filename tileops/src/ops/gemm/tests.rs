@@ -16,10 +16,10 @@ fn sizes_follow_the_trans_flags() {
         (&[5, 3], &[7, 5], true, true),
     ] {
         let op = Gemm::new(
-            &cpu,
             spec(a, f),
             spec(b, f),
             GemmOptions::new().trans_a(ta).trans_b(tb),
+            &cpu,
         )
         .unwrap();
         assert_eq!(op.mnk(), (3, 7, 5), "{a:?} {b:?} {ta} {tb}");
@@ -36,10 +36,10 @@ fn roofs_follow_the_dtype_and_tf32() {
     let cpu = Device::cpu();
     let plan = |dtype, tf32| {
         Gemm::new(
-            &cpu,
             spec(&[2, 2], dtype),
             spec(&[2, 2], dtype),
             GemmOptions::new().allow_tf32(tf32),
+            &cpu,
         )
         .unwrap()
         .roof()
@@ -56,10 +56,10 @@ fn col_major_view_swaps_the_operands() {
     let f = DType::BFloat16;
     // a stored [K=5, M=3] (trans_a), b stored [N=7, K=5] (trans_b).
     let op = Gemm::new(
-        &cpu,
         spec(&[5, 3], f),
         spec(&[7, 5], f),
         GemmOptions::new().trans_a(true).trans_b(true),
+        &cpu,
     )
     .unwrap();
     let cm = col_major(&op);
@@ -69,7 +69,7 @@ fn col_major_view_swaps_the_operands() {
     // Stored column-major: b is [K, N] = 5 x 7 (ld 5), a is [M, K] = 3 x 5 (ld 3).
     assert_eq!(cm.first_dims(), (5, 7));
     assert_eq!(cm.second_dims(), (3, 5));
-    let op = Gemm::new(&cpu, spec(&[3, 5], f), spec(&[5, 7], f), GemmOptions::new()).unwrap();
+    let op = Gemm::new(spec(&[3, 5], f), spec(&[5, 7], f), GemmOptions::new(), &cpu).unwrap();
     let cm = col_major(&op);
     assert_eq!((cm.op_first, cm.op_second), (OP_N, OP_N));
     assert_eq!((cm.ld_first, cm.ld_second, cm.ld_c), (7, 5, 7));
@@ -86,10 +86,10 @@ fn cpu_forward_matches_the_reference_in_every_dtype_and_layout() {
             let a = TensorSpec::new(if ta { [k, m] } else { [m, k] }, dtype);
             let b = TensorSpec::new(if tb { [n, k] } else { [k, n] }, dtype);
             let op = Gemm::new(
-                &cpu,
                 a.clone(),
                 b.clone(),
                 GemmOptions::new().trans_a(ta).trans_b(tb),
+                &cpu,
             )
             .unwrap();
             let x = Tensor::random(&a, 3, &cpu).unwrap();
@@ -132,7 +132,7 @@ fn cpu_edge_shapes_and_non_finite_values() {
     let cpu = Device::cpu();
     // 1 x 1 x 1.
     let s = spec(&[1, 1], DType::BFloat16);
-    let op = Gemm::new(&cpu, s.clone(), s.clone(), GemmOptions::new()).unwrap();
+    let op = Gemm::new(s.clone(), s.clone(), GemmOptions::new(), &cpu).unwrap();
     let x = Tensor::full(&s, 3.0, &cpu).unwrap();
     let y = Tensor::full(&s, -0.5, &cpu).unwrap();
     assert_eq!(
@@ -141,7 +141,7 @@ fn cpu_edge_shapes_and_non_finite_values() {
     );
     // An inf meeting a 0 gives NaN, a NaN spreads over its row, an inf over its column.
     let a = spec(&[2, 2], DType::Float16);
-    let op = Gemm::new(&cpu, a.clone(), a.clone(), GemmOptions::new()).unwrap();
+    let op = Gemm::new(a.clone(), a.clone(), GemmOptions::new(), &cpu).unwrap();
     let inf = f64::INFINITY;
     let x = Tensor::from_f64_rounded(&[inf, 1.0, f64::NAN, 1.0], &a, &cpu).unwrap();
     let y = Tensor::from_f64_rounded(&[0.0, 1.0, 1.0, 1.0], &a, &cpu).unwrap();
@@ -151,7 +151,7 @@ fn cpu_edge_shapes_and_non_finite_values() {
     // float16 overflow rounds to inf, as a GPU's f32 accumulator converted to half does.
     let s = spec(&[1, 4], DType::Float16);
     let t = spec(&[4, 1], DType::Float16);
-    let op = Gemm::new(&cpu, s.clone(), t.clone(), GemmOptions::new()).unwrap();
+    let op = Gemm::new(s.clone(), t.clone(), GemmOptions::new(), &cpu).unwrap();
     let x = Tensor::full(&s, 60000.0, &cpu).unwrap();
     let y = Tensor::full(&t, 1.0, &cpu).unwrap();
     assert_eq!(

@@ -30,7 +30,7 @@ const OP: &str = FusedAddRmsNorm::NAME;
 /// let device = Device::cpu();
 /// let spec = TensorSpec::new([1, 2], DType::Float32);
 /// let w_spec = TensorSpec::new([2], DType::Float32);
-/// let op = FusedAddRmsNorm::new(&device, spec.clone(), spec.clone(), w_spec.clone(), 0.0)?;
+/// let op = FusedAddRmsNorm::new(spec.clone(), spec.clone(), w_spec.clone(), 0.0, &device)?;
 /// let x = Tensor::from_f32_slice(&[1.0, 3.0], [1, 2], &device)?;
 /// let residual = Tensor::from_f32_slice(&[2.0, 1.0], [1, 2], &device)?;
 /// let weight = Tensor::full(&w_spec, 1.0, &device)?;
@@ -68,11 +68,11 @@ impl FusedAddRmsNorm {
     /// bfloat16 or they differ, when `residual` is not `x`'s spec, when `weight` is not `[N]` for
     /// `N` the last dim of `x`, or when `eps` is negative or not finite.
     pub fn new(
-        device: &Device,
         x: TensorSpec,
         residual: TensorSpec,
         weight: TensorSpec,
         eps: f64,
+        device: &Device,
     ) -> Result<FusedAddRmsNorm, Error> {
         let n = check_norm_input(OP, &x, eps)?;
         check_same_dtype(OP, "residual", &residual, &x)?;
@@ -212,11 +212,11 @@ impl FromWorkload for FusedAddRmsNorm {
         let residual = case.input_spec("residual").unwrap_or_else(|| x.clone());
         let weight = workload_input(OP, case, "weight", Some(&x))?;
         FusedAddRmsNorm::new(
-            device,
             x,
             residual,
             weight,
             workload_eps::<FusedAddRmsNorm>(case)?,
+            device,
         )
     }
 }
@@ -263,7 +263,7 @@ mod tests {
                 let xs = TensorSpec::new(shape.clone(), dtype);
                 let ws = TensorSpec::new([n], dtype);
                 let op =
-                    FusedAddRmsNorm::new(&cpu, xs.clone(), xs.clone(), ws.clone(), 1e-6).unwrap();
+                    FusedAddRmsNorm::new(xs.clone(), xs.clone(), ws.clone(), 1e-6, &cpu).unwrap();
                 let x = Tensor::random(&xs, 3, &cpu).unwrap();
                 let r = Tensor::random(&xs, 4, &cpu).unwrap();
                 let w = Tensor::random(&ws, 5, &cpu).unwrap();
@@ -298,7 +298,7 @@ mod tests {
         let cpu = Device::cpu();
         let xs = TensorSpec::new([2, 3], DType::Float32);
         let ws = TensorSpec::new([3], DType::Float32);
-        let op = FusedAddRmsNorm::new(&cpu, xs.clone(), xs.clone(), ws.clone(), 1e-6).unwrap();
+        let op = FusedAddRmsNorm::new(xs.clone(), xs.clone(), ws.clone(), 1e-6, &cpu).unwrap();
         let x =
             Tensor::from_f32_slice(&[1.0, f32::NAN, 2.0, 1.0, 1.0, f32::INFINITY], [2, 3], &cpu)
                 .unwrap();
@@ -317,7 +317,7 @@ mod tests {
         let cpu = Device::cpu();
         let x = TensorSpec::new([2048, 8192], DType::BFloat16);
         let w = TensorSpec::new([8192], DType::BFloat16);
-        let r = FusedAddRmsNorm::new(&cpu, x.clone(), x, w, 1e-6)
+        let r = FusedAddRmsNorm::new(x.clone(), x, w, 1e-6, &cpu)
             .unwrap()
             .eval_roofline()
             .unwrap();
@@ -332,11 +332,11 @@ mod tests {
         let w = TensorSpec::new([8], DType::Float16);
         assert!(matches!(
             FusedAddRmsNorm::new(
-                &cpu,
                 x.clone(),
                 TensorSpec::new([2, 8], DType::Float32),
                 w.clone(),
-                1e-6
+                1e-6,
+                &cpu
             ),
             Err(Error::InvalidDType {
                 field: "residual",
@@ -345,11 +345,11 @@ mod tests {
         ));
         assert!(matches!(
             FusedAddRmsNorm::new(
-                &cpu,
                 x.clone(),
                 TensorSpec::new([1, 8], DType::Float16),
                 w,
-                1e-6
+                1e-6,
+                &cpu
             ),
             Err(Error::InvalidShape {
                 field: "residual",

@@ -26,7 +26,7 @@ const OP: &str = LayerNorm::NAME;
 /// let device = Device::best();
 /// let x_spec = TensorSpec::new([8, 4096], DType::BFloat16);
 /// let p_spec = TensorSpec::new([4096], DType::BFloat16);
-/// let norm = LayerNorm::new(&device, x_spec.clone(), p_spec.clone(), p_spec.clone(), 1e-5)?;
+/// let norm = LayerNorm::new(x_spec.clone(), p_spec.clone(), p_spec.clone(), 1e-5, &device)?;
 /// let x = Tensor::random(&x_spec, 1, &device)?;
 /// let weight = Tensor::full(&p_spec, 1.0, &device)?;
 /// let bias = Tensor::full(&p_spec, 0.0, &device)?;
@@ -37,7 +37,7 @@ const OP: &str = LayerNorm::NAME;
 ///
 /// // The bias must be [N] for N the last dim of x.
 /// let bad = TensorSpec::new([8], DType::BFloat16);
-/// assert!(LayerNorm::new(&device, x_spec, p_spec, bad, 1e-5).is_err());
+/// assert!(LayerNorm::new(x_spec, p_spec, bad, 1e-5, &device).is_err());
 /// # Ok::<(), tileops::Error>(())
 /// ```
 #[crate::roofline_op("layer_norm")]
@@ -67,11 +67,11 @@ impl LayerNorm {
     /// bfloat16 or they differ, when `weight` or `bias` is not `[N]` for `N` the last dim of `x`,
     /// or when `eps` is negative or not finite.
     pub fn new(
-        device: &Device,
         x: TensorSpec,
         weight: TensorSpec,
         bias: TensorSpec,
         eps: f64,
+        device: &Device,
     ) -> Result<LayerNorm, Error> {
         let n = check_norm_input(OP, &x, eps)?;
         check_row_param(OP, "weight", &weight, &x, n)?;
@@ -172,7 +172,7 @@ impl FromWorkload for LayerNorm {
         let x = workload_input(OP, case, "x", None)?;
         let weight = workload_input(OP, case, "weight", Some(&x))?;
         let bias = workload_input(OP, case, "bias", Some(&x))?;
-        LayerNorm::new(device, x, weight, bias, workload_eps::<LayerNorm>(case)?)
+        LayerNorm::new(x, weight, bias, workload_eps::<LayerNorm>(case)?, device)
     }
 }
 
@@ -215,7 +215,7 @@ mod tests {
                 let n = *shape.last().unwrap();
                 let xs = TensorSpec::new(shape.clone(), dtype);
                 let ps = TensorSpec::new([n], dtype);
-                let op = LayerNorm::new(&cpu, xs.clone(), ps.clone(), ps.clone(), 1e-5).unwrap();
+                let op = LayerNorm::new(xs.clone(), ps.clone(), ps.clone(), 1e-5, &cpu).unwrap();
                 let mut values = Tensor::random(&xs, 3, &cpu).unwrap().to_vec_f64().unwrap();
                 if values.len() > n {
                     // Row 1 carries a NaN: all of it is NaN.
@@ -250,7 +250,7 @@ mod tests {
         let cpu = Device::cpu();
         let x = TensorSpec::new([2048, 4096], DType::Float16);
         let p = TensorSpec::new([4096], DType::Float16);
-        let r = LayerNorm::new(&cpu, x, p.clone(), p, 1e-5)
+        let r = LayerNorm::new(x, p.clone(), p, 1e-5, &cpu)
             .unwrap()
             .eval_roofline()
             .unwrap();
@@ -265,21 +265,21 @@ mod tests {
         let p = TensorSpec::new([8], DType::Float16);
         assert!(matches!(
             LayerNorm::new(
-                &cpu,
                 x.clone(),
                 p.clone(),
                 TensorSpec::new([8], DType::BFloat16),
-                1e-5
+                1e-5,
+                &cpu
             ),
             Err(Error::InvalidDType { field: "bias", .. })
         ));
         assert!(matches!(
             LayerNorm::new(
-                &cpu,
                 x.clone(),
                 TensorSpec::new([9], DType::Float16),
                 p.clone(),
-                1e-5
+                1e-5,
+                &cpu
             ),
             Err(Error::InvalidShape {
                 field: "weight",
@@ -287,7 +287,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            LayerNorm::new(&cpu, x, p.clone(), p, f64::NAN),
+            LayerNorm::new(x, p.clone(), p, f64::NAN, &cpu),
             Err(Error::InvalidParam { field: "eps", .. })
         ));
     }

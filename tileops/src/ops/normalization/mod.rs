@@ -27,7 +27,7 @@ use crate::{Error, Tensor};
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor, Error> {
-    RmsNorm::new(x.device(), x.spec().clone(), weight.spec().clone(), eps)?.forward(x, weight)
+    RmsNorm::new(x.spec().clone(), weight.spec().clone(), eps, x.device())?.forward(x, weight)
 }
 
 /// LayerNorm of `x` over its last dim with `weight` and `bias` (each `[N]`), in one call: plans
@@ -47,7 +47,7 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor, Error> 
 /// ```
 pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Result<Tensor, Error> {
     let spec = |t: &Tensor| t.spec().clone();
-    LayerNorm::new(x.device(), spec(x), spec(weight), spec(bias), eps)?.forward(x, weight, bias)
+    LayerNorm::new(spec(x), spec(weight), spec(bias), eps, x.device())?.forward(x, weight, bias)
 }
 
 /// The residual add fused with RMSNorm, in one call: `(y, residual_out)` with
@@ -74,6 +74,6 @@ pub fn fused_add_rms_norm(
     eps: f64,
 ) -> Result<(Tensor, Tensor), Error> {
     let spec = |t: &Tensor| t.spec().clone();
-    FusedAddRmsNorm::new(x.device(), spec(x), spec(residual), spec(weight), eps)?
+    FusedAddRmsNorm::new(spec(x), spec(residual), spec(weight), eps, x.device())?
         .forward(x, residual, weight)
 }

@@ -26,7 +26,7 @@ const OP: &str = RmsNorm::NAME;
 /// let device = Device::best();
 /// let x_spec = TensorSpec::new([8, 4096], DType::BFloat16);
 /// let w_spec = TensorSpec::new([4096], DType::BFloat16);
-/// let norm = RmsNorm::new(&device, x_spec.clone(), w_spec.clone(), 1e-6)?;
+/// let norm = RmsNorm::new(x_spec.clone(), w_spec.clone(), 1e-6, &device)?;
 /// let x = Tensor::random(&x_spec, 1, &device)?;
 /// let weight = Tensor::full(&w_spec, 1.0, &device)?;
 /// let y = norm.forward(&x, &weight)?.to_vec_f32()?;
@@ -34,7 +34,7 @@ const OP: &str = RmsNorm::NAME;
 /// assert!((mean_square - 1.0).abs() < 0.02);
 ///
 /// // The weight must be [N] for N the last dim of x.
-/// assert!(RmsNorm::new(&device, x_spec, TensorSpec::new([8], DType::BFloat16), 1e-6).is_err());
+/// assert!(RmsNorm::new(x_spec, TensorSpec::new([8], DType::BFloat16), 1e-6, &device).is_err());
 /// # Ok::<(), tileops::Error>(())
 /// ```
 #[crate::roofline_op("rms_norm")]
@@ -62,10 +62,10 @@ impl RmsNorm {
     /// bfloat16 or the two differ, when `weight` is not `[N]` for `N` the last dim of `x`, or
     /// when `eps` is negative or not finite.
     pub fn new(
-        device: &Device,
         x: TensorSpec,
         weight: TensorSpec,
         eps: f64,
+        device: &Device,
     ) -> Result<RmsNorm, Error> {
         check_float_dtype(OP, "x", &x)?;
         check_float_dtype(OP, "weight", &weight)?;
@@ -183,7 +183,7 @@ impl FromWorkload for RmsNorm {
             ),
         };
         let eps = super::rows::workload_eps::<RmsNorm>(case)?;
-        RmsNorm::new(device, x, weight, eps)
+        RmsNorm::new(x, weight, eps, device)
     }
 }
 
@@ -225,7 +225,7 @@ mod tests {
                 let n = *shape.last().unwrap();
                 let xs = TensorSpec::new(shape.clone(), dtype);
                 let ws = TensorSpec::new([n], dtype);
-                let op = RmsNorm::new(&cpu, xs.clone(), ws.clone(), 1e-5).unwrap();
+                let op = RmsNorm::new(xs.clone(), ws.clone(), 1e-5, &cpu).unwrap();
                 let x = Tensor::random(&xs, 3, &cpu).unwrap();
                 let w = Tensor::random(&ws, 4, &cpu).unwrap();
                 let y = op.forward(&x, &w).unwrap();
@@ -250,7 +250,7 @@ mod tests {
         let cpu = Device::cpu();
         let x = TensorSpec::new([2, 8], DType::Float16);
         assert!(matches!(
-            RmsNorm::new(&cpu, x.clone(), TensorSpec::new([8], DType::Float32), 1e-6),
+            RmsNorm::new(x.clone(), TensorSpec::new([8], DType::Float32), 1e-6, &cpu),
             Err(Error::InvalidDType {
                 field: "weight",
                 ..
@@ -258,10 +258,10 @@ mod tests {
         ));
         assert!(matches!(
             RmsNorm::new(
-                &cpu,
                 x.clone(),
                 TensorSpec::new([2, 8], DType::Float16),
-                1e-6
+                1e-6,
+                &cpu
             ),
             Err(Error::InvalidShape {
                 field: "weight",
@@ -269,7 +269,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            RmsNorm::new(&cpu, x, TensorSpec::new([8], DType::Float16), -1.0),
+            RmsNorm::new(x, TensorSpec::new([8], DType::Float16), -1.0, &cpu),
             Err(Error::InvalidParam { field: "eps", .. })
         ));
     }

@@ -26,10 +26,10 @@ use crate::{Error, Tensor};
 /// ```
 pub fn rope(x: &Tensor, positions: &Tensor, cos_sin_cache: &Tensor) -> Result<Tensor, Error> {
     Rope::new(
-        x.device(),
         x.spec().clone(),
         positions.spec().clone(),
         cos_sin_cache.spec().clone(),
+        x.device(),
     )?
     .forward(x, positions, cos_sin_cache)
 }

@@ -32,8 +32,8 @@ const MAX_HEAD_DIM: usize = 8192;
 ///
 /// let device = Device::best();
 /// let x = TensorSpec::new([2, 4, 8], DType::BFloat16);
-/// let rope = Rope::new(&device, x.clone(), TensorSpec::new([2], DType::Int64),
-///                      TensorSpec::new([16, 8], DType::Float32))?;
+/// let positions = TensorSpec::new([2], DType::Int64);
+/// let rope = Rope::new(x.clone(), positions, TensorSpec::new([16, 8], DType::Float32), &device)?;
 /// // Position 0 of this table is the identity rotation (cos 1, sin 0).
 /// let mut table = vec![0.0f32; 16 * 8];
 /// table[..4].fill(1.0);
@@ -71,10 +71,10 @@ impl Rope {
     /// odd or above 8192; when `positions` is not int64 `[tokens]`; or when the table is not
     /// float32 `[max_pos, head_dim]` with `max_pos >= 1`.
     pub fn new(
-        device: &Device,
         x: TensorSpec,
         positions: TensorSpec,
         cos_sin_cache: TensorSpec,
+        device: &Device,
     ) -> Result<Rope, Error> {
         check_float_dtype(OP, "x", &x)?;
         let &[tokens, heads, head_dim] = x.shape.as_slice() else {
@@ -362,10 +362,10 @@ impl FromWorkload for Rope {
     /// `x_shape` in the case dtype, `positions_shape` int64, `cos_sin_cache_shape` float32.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         Rope::new(
-            device,
             case.require_input_as(OP, "x", case.dtype)?,
             case.require_input_as(OP, "positions", DType::Int64)?,
             case.require_input_as(OP, "cos_sin_cache", DType::Float32)?,
+            device,
         )
     }
 }
@@ -412,7 +412,7 @@ mod tests {
                 let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
                 let cs = TensorSpec::new([7, head_dim], DType::Float32);
                 let ps = TensorSpec::new([tokens], DType::Int64);
-                let op = Rope::new(&cpu, xs.clone(), ps, cs.clone()).unwrap();
+                let op = Rope::new(xs.clone(), ps, cs.clone(), &cpu).unwrap();
                 let x = Tensor::random(&xs, 3, &cpu).unwrap();
                 let p = random_positions(tokens, 7, 5, &cpu).unwrap();
                 let c = rope_table(&cs, &cpu).unwrap();
@@ -436,10 +436,10 @@ mod tests {
         let xs = TensorSpec::new([2, 1, 4], DType::Float32);
         let cs = TensorSpec::new([3, 4], DType::Float32);
         let op = Rope::new(
-            &cpu,
             xs.clone(),
             TensorSpec::new([2], DType::Int64),
             cs.clone(),
+            &cpu,
         )
         .unwrap();
         let x = Tensor::random(&xs, 1, &cpu).unwrap();

@@ -31,7 +31,7 @@ const OP: &str = Fp8Quant::NAME;
 ///
 /// let device = Device::best();
 /// let spec = TensorSpec::new([2, 4], DType::Float32);
-/// let quant = Fp8Quant::new(&device, spec, 0)?;
+/// let quant = Fp8Quant::new(spec, 0, &device)?;
 /// let x = Tensor::from_f32_slice(&[1.0, -2.0, 0.5, 0.0, 3.0, 3.0, 3.0, 3.0], [2, 4], &device)?;
 /// let (y, scales) = quant.forward(&x)?;
 /// assert_eq!(scales.to_vec_f32()?, vec![2.0 / 448.0, 3.0 / 448.0]);
@@ -97,7 +97,7 @@ impl Fp8Quant {
     ///
     /// Errors when `x` is not rank 2, empty, or not float32/float16/bfloat16, or when
     /// `group_size` does not divide `K`.
-    pub fn new(device: &Device, x: TensorSpec, group_size: usize) -> Result<Fp8Quant, Error> {
+    pub fn new(x: TensorSpec, group_size: usize, device: &Device) -> Result<Fp8Quant, Error> {
         check_float_dtype(OP, "x", &x)?;
         let &[m, k] = x.shape.as_slice() else {
             return Err(Error::InvalidShape {
@@ -271,7 +271,7 @@ impl FromWorkload for Fp8Quant {
                 value: format!("{value:?}"),
                 reason: "must be a non-negative integer".to_owned(),
             })?;
-        Fp8Quant::new(device, x, group_size)
+        Fp8Quant::new(x, group_size, device)
     }
 }
 
@@ -315,7 +315,7 @@ mod tests {
                 ([5, 9], 3),
             ] {
                 let xs = TensorSpec::new(shape, dtype);
-                let op = Fp8Quant::new(&cpu, xs.clone(), group_size).unwrap();
+                let op = Fp8Quant::new(xs.clone(), group_size, &cpu).unwrap();
                 let x = Tensor::random(&xs, 9, &cpu).unwrap();
                 let (y, s) = op.forward(&x).unwrap();
                 let values: Vec<f32> = x.to_vec_f32().unwrap();

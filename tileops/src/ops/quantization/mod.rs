@@ -23,5 +23,5 @@ use crate::{Error, Tensor};
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn fp8_quant(x: &Tensor, group_size: usize) -> Result<(Tensor, Tensor), Error> {
-    Fp8Quant::new(x.device(), x.spec().clone(), group_size)?.forward(x)
+    Fp8Quant::new(x.spec().clone(), group_size, x.device())?.forward(x)
 }

@@ -18,15 +18,15 @@ softmax_op!(
     ///
     /// let device = Device::best();
     /// let spec = TensorSpec::new([4, 1000], DType::BFloat16);
-    /// let log_softmax = LogSoftmax::new(&device, spec.clone(), -1)?;
+    /// let log_softmax = LogSoftmax::new(spec.clone(), -1, &device)?;
     /// let x = Tensor::random(&spec, 0, &device)?;
     /// let y = log_softmax.forward(&x)?;
     /// let row: f32 = y.to_vec_f32()?[..1000].iter().map(|v| v.exp()).sum();
     /// assert!((row - 1.0).abs() < 0.05);
     ///
     /// // Plans are checked up front: dim out of range, unsupported dtypes...
-    /// assert!(LogSoftmax::new(&device, spec.clone(), 2).is_err());
-    /// assert!(LogSoftmax::new(&device, TensorSpec::new([4], DType::Int32), 0).is_err());
+    /// assert!(LogSoftmax::new(spec.clone(), 2, &device).is_err());
+    /// assert!(LogSoftmax::new(TensorSpec::new([4], DType::Int32), 0, &device).is_err());
     /// // ...and inputs against the plan.
     /// let other = Tensor::random(&TensorSpec::new([4, 999], DType::BFloat16), 0, &device)?;
     /// assert!(log_softmax.forward(&other).is_err());

@@ -23,7 +23,7 @@ use crate::{Error, Tensor};
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn softmax(x: &Tensor, dim: i64) -> Result<Tensor, Error> {
-    Softmax::new(x.device(), x.spec().clone(), dim)?.forward(x)
+    Softmax::new(x.spec().clone(), dim, x.device())?.forward(x)
 }
 
 /// log_softmax of `x` along `dim` (Python-style: `-1` is the last), in one call: plans a
@@ -39,7 +39,7 @@ pub fn softmax(x: &Tensor, dim: i64) -> Result<Tensor, Error> {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn log_softmax(x: &Tensor, dim: i64) -> Result<Tensor, Error> {
-    LogSoftmax::new(x.device(), x.spec().clone(), dim)?.forward(x)
+    LogSoftmax::new(x.spec().clone(), dim, x.device())?.forward(x)
 }
 
 /// `torch.sum(x, dim, keepdim)` in one call: plans a [`Sum`] for `x`'s spec on its device and
@@ -55,7 +55,7 @@ pub fn log_softmax(x: &Tensor, dim: i64) -> Result<Tensor, Error> {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn sum(x: &Tensor, dim: impl Into<ReduceDim>, keepdim: bool) -> Result<Tensor, Error> {
-    Sum::new(x.device(), x.spec().clone(), dim, keepdim)?.forward(x)
+    Sum::new(x.spec().clone(), dim, keepdim, x.device())?.forward(x)
 }
 
 /// `torch.mean(x, dim, keepdim)` in one call: plans a [`Mean`] for `x`'s spec on its device and
@@ -70,7 +70,7 @@ pub fn sum(x: &Tensor, dim: impl Into<ReduceDim>, keepdim: bool) -> Result<Tenso
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn mean(x: &Tensor, dim: impl Into<ReduceDim>, keepdim: bool) -> Result<Tensor, Error> {
-    Mean::new(x.device(), x.spec().clone(), dim, keepdim)?.forward(x)
+    Mean::new(x.spec().clone(), dim, keepdim, x.device())?.forward(x)
 }
 
 /// `torch.amax(x, dim, keepdim)` in one call: plans an [`Amax`] for `x`'s spec on its device and
@@ -85,7 +85,7 @@ pub fn mean(x: &Tensor, dim: impl Into<ReduceDim>, keepdim: bool) -> Result<Tens
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn amax(x: &Tensor, dim: impl Into<ReduceDim>, keepdim: bool) -> Result<Tensor, Error> {
-    Amax::new(x.device(), x.spec().clone(), dim, keepdim)?.forward(x)
+    Amax::new(x.spec().clone(), dim, keepdim, x.device())?.forward(x)
 }
 
 /// `torch.logsumexp(x, dim, keepdim)` in one call: plans a [`Logsumexp`] for `x`'s spec on its
@@ -101,5 +101,5 @@ pub fn amax(x: &Tensor, dim: impl Into<ReduceDim>, keepdim: bool) -> Result<Tens
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn logsumexp(x: &Tensor, dim: impl Into<ReduceDim>, keepdim: bool) -> Result<Tensor, Error> {
-    Logsumexp::new(x.device(), x.spec().clone(), dim, keepdim)?.forward(x)
+    Logsumexp::new(x.spec().clone(), dim, keepdim, x.device())?.forward(x)
 }

@@ -507,10 +507,10 @@ macro_rules! reduce_op {
             /// bfloat16; when a dim is outside `[-rank, rank)`, the list is empty, or two dims
             /// name the same axis.
             pub fn new(
-                device: &Device,
                 x: TensorSpec,
                 dim: impl Into<ReduceDim>,
                 keepdim: bool,
+                device: &Device,
             ) -> Result<Self, Error> {
                 let dim = dim.into();
                 let plan = ReducePlan::new(Self::NAME, $kind, &x, &dim, keepdim)?;
@@ -595,7 +595,7 @@ macro_rules! reduce_op {
             /// row, else the manifest's defaults (it declares none for `dim`).
             fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
                 let (x, dim, keepdim) = workload_params::<$name>(case)?;
-                $name::new(device, x, dim, keepdim)
+                $name::new(x, dim, keepdim, device)
             }
         }
 
@@ -651,14 +651,15 @@ reduce_op!(
     /// use tileops::{DType, Device, Tensor, TensorSpec};
     ///
     /// let device = Device::cpu();
-    /// let sum = Sum::new(&device, TensorSpec::new([2, 3], DType::Float32), -1, false)?;
+    /// let sum = Sum::new(TensorSpec::new([2, 3], DType::Float32), -1, false, &device)?;
     /// let x = Tensor::from_f32_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3], &device)?;
     /// assert_eq!(sum.forward(&x)?.to_vec_f32()?, vec![6.0, 15.0]);
     /// // Several dims, kept with size 1:
-    /// let all = Sum::new(&device, TensorSpec::new([2, 3], DType::Float32), [0, 1], true)?;
+    /// let all = Sum::new(TensorSpec::new([2, 3], DType::Float32), [0, 1], true, &device)?;
     /// assert_eq!(all.y().shape, vec![1, 1]);
     /// // Bad dims are errors, not panics.
-    /// assert!(Sum::new(&device, TensorSpec::new([2, 3], DType::Float32), [1, -1], false).is_err());
+    /// let x = TensorSpec::new([2, 3], DType::Float32);
+    /// assert!(Sum::new(x, [1, -1], false, &device).is_err());
     /// # Ok::<(), tileops::Error>(())
     /// ```
     Sum,
@@ -675,7 +676,7 @@ reduce_op!(
     /// use tileops::{DType, Device, Tensor, TensorSpec};
     ///
     /// let device = Device::cpu();
-    /// let mean = Mean::new(&device, TensorSpec::new([2, 2], DType::Float32), 0, true)?;
+    /// let mean = Mean::new(TensorSpec::new([2, 2], DType::Float32), 0, true, &device)?;
     /// let x = Tensor::from_f32_slice(&[1.0, 2.0, 3.0, 5.0], [2, 2], &device)?;
     /// let y = mean.forward(&x)?;
     /// assert_eq!(y.shape(), &[1, 2]);
@@ -696,7 +697,7 @@ reduce_op!(
     /// use tileops::{DType, Device, Tensor, TensorSpec};
     ///
     /// let device = Device::cpu();
-    /// let amax = Amax::new(&device, TensorSpec::new([2, 2], DType::Float32), 1, false)?;
+    /// let amax = Amax::new(TensorSpec::new([2, 2], DType::Float32), 1, false, &device)?;
     /// let x = Tensor::from_f32_slice(&[1.0, -2.0, f32::NAN, 5.0], [2, 2], &device)?;
     /// let y = amax.forward(&x)?.to_vec_f32()?;
     /// assert_eq!(y[0], 1.0);
@@ -717,7 +718,7 @@ reduce_op!(
     /// use tileops::{DType, Device, Tensor, TensorSpec};
     ///
     /// let device = Device::cpu();
-    /// let lse = Logsumexp::new(&device, TensorSpec::new([2, 2], DType::Float32), -1, false)?;
+    /// let lse = Logsumexp::new(TensorSpec::new([2, 2], DType::Float32), -1, false, &device)?;
     /// let x = Tensor::from_f32_slice(&[0.0, 0.0, f32::NEG_INFINITY, f32::NEG_INFINITY], [2, 2], &device)?;
     /// let y = lse.forward(&x)?.to_vec_f32()?;
     /// assert!((y[0] - 2f32.ln()).abs() < 1e-7);
@@ -797,26 +798,26 @@ mod tests {
     fn roofline_binds_int_and_list_dims_as_the_manifest_expects() {
         let cpu = Device::cpu();
         // sum hidden-state-reduce: [2048, 4096], dim=-1, float32.
-        let op = Sum::new(&cpu, spec(&[2048, 4096], DType::Float32), -1, false).unwrap();
+        let op = Sum::new(spec(&[2048, 4096], DType::Float32), -1, false, &cpu).unwrap();
         let r = op.eval_roofline().unwrap();
         assert_eq!((r.flops, r.bytes), (2048 * 4096, (2048 * 4096 + 2048) * 4));
         // sum 3d-multidim-reduce: [4, 128, 4096], dim=[0, 2], float16: M = 128, N = 16384.
-        let op = Sum::new(&cpu, spec(&[4, 128, 4096], DType::Float16), [0, 2], false).unwrap();
+        let op = Sum::new(spec(&[4, 128, 4096], DType::Float16), [0, 2], false, &cpu).unwrap();
         let r = op.eval_roofline().unwrap();
         assert_eq!((r.flops, r.bytes), (128 * 16384, (128 * 16384 + 128) * 2));
         // mean dim0-keepdim: M = 4096, N = 2048, flops M * (N + 1).
-        let op = Mean::new(&cpu, spec(&[2048, 4096], DType::BFloat16), 0, true).unwrap();
+        let op = Mean::new(spec(&[2048, 4096], DType::BFloat16), 0, true, &cpu).unwrap();
         let r = op.eval_roofline().unwrap();
         assert_eq!((r.flops, r.bytes), (4096 * 2049, (4096 * 2048 + 4096) * 2));
         // logsumexp 3d-multidim-reduce with a list dim and negative entries: 4 M N.
         let op =
-            Logsumexp::new(&cpu, spec(&[4, 128, 4096], DType::Float16), [-3, -1], true).unwrap();
+            Logsumexp::new(spec(&[4, 128, 4096], DType::Float16), [-3, -1], true, &cpu).unwrap();
         let r = op.eval_roofline().unwrap();
         assert_eq!(
             (r.flops, r.bytes),
             (4 * 128 * 16384, (128 * 16384 + 128) * 2)
         );
-        let op = Amax::new(&cpu, spec(&[64, 32768], DType::BFloat16), -1, false).unwrap();
+        let op = Amax::new(spec(&[64, 32768], DType::BFloat16), -1, false, &cpu).unwrap();
         let r = op.eval_roofline().unwrap();
         assert_eq!((r.flops, r.bytes), (64 * 32768, (64 * 32768 + 64) * 2));
     }
@@ -847,13 +848,13 @@ mod tests {
     fn output_shapes_follow_keepdim() {
         let cpu = Device::cpu();
         let s = spec(&[4, 128, 4096], DType::Float16);
-        let op = Sum::new(&cpu, s.clone(), [2, 0], false).unwrap();
+        let op = Sum::new(s.clone(), [2, 0], false, &cpu).unwrap();
         assert_eq!(op.y().shape, vec![128]);
         assert_eq!(op.axes(), &[0, 2]);
         assert_eq!(op.dim(), &ReduceDim::Many(vec![2, 0]));
-        let op = Sum::new(&cpu, s.clone(), [2, 0], true).unwrap();
+        let op = Sum::new(s.clone(), [2, 0], true, &cpu).unwrap();
         assert_eq!(op.y().shape, vec![1, 128, 1]);
-        let op = Amax::new(&cpu, s.clone(), [0, 1, 2], false).unwrap();
+        let op = Amax::new(s.clone(), [0, 1, 2], false, &cpu).unwrap();
         assert_eq!(op.y().shape, Vec::<usize>::new());
         assert_eq!(op.y().numel().unwrap(), 1);
     }
@@ -863,7 +864,7 @@ mod tests {
         let s = spec(shape, dtype);
         let (y, axes) = match kind {
             ReduceKind::Sum => {
-                let op = Sum::new(&cpu, s.clone(), dim, keepdim).unwrap();
+                let op = Sum::new(s.clone(), dim, keepdim, &cpu).unwrap();
                 let x = Tensor::random(&s, 3, &cpu).unwrap();
                 (
                     (op.forward(&x).unwrap(), x),
@@ -871,7 +872,7 @@ mod tests {
                 )
             }
             ReduceKind::Mean => {
-                let op = Mean::new(&cpu, s.clone(), dim, keepdim).unwrap();
+                let op = Mean::new(s.clone(), dim, keepdim, &cpu).unwrap();
                 let x = Tensor::random(&s, 3, &cpu).unwrap();
                 (
                     (op.forward(&x).unwrap(), x),
@@ -879,7 +880,7 @@ mod tests {
                 )
             }
             ReduceKind::Amax => {
-                let op = Amax::new(&cpu, s.clone(), dim, keepdim).unwrap();
+                let op = Amax::new(s.clone(), dim, keepdim, &cpu).unwrap();
                 let x = Tensor::random(&s, 3, &cpu).unwrap();
                 (
                     (op.forward(&x).unwrap(), x),
@@ -887,7 +888,7 @@ mod tests {
                 )
             }
             ReduceKind::Logsumexp => {
-                let op = Logsumexp::new(&cpu, s.clone(), dim, keepdim).unwrap();
+                let op = Logsumexp::new(s.clone(), dim, keepdim, &cpu).unwrap();
                 let x = Tensor::random(&s, 3, &cpu).unwrap();
                 (
                     (op.forward(&x).unwrap(), x),

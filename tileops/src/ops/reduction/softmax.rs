@@ -213,9 +213,9 @@ macro_rules! softmax_op {
             /// Errors when `x` has rank 0, no elements, or a dtype other than float32, float16
             /// or bfloat16, or when `dim` is outside `[-rank, rank)`.
             pub fn new(
-                device: &crate::Device,
                 x: crate::TensorSpec,
                 dim: i64,
+                device: &crate::Device,
             ) -> Result<Self, crate::Error> {
                 use crate::registry::ManifestOp;
                 let plan = $crate::ops::reduction::softmax::SoftmaxPlan::new(
@@ -312,7 +312,7 @@ macro_rules! softmax_op {
                         value: format!("{value:?}"),
                         reason: "must be an integer".to_owned(),
                     })?;
-                $name::new(device, x, dim)
+                $name::new(x, dim, device)
             }
         }
 
@@ -333,15 +333,15 @@ softmax_op!(
     ///
     /// let device = Device::best();
     /// let spec = TensorSpec::new([4, 1000], DType::BFloat16);
-    /// let softmax = Softmax::new(&device, spec.clone(), -1)?;
+    /// let softmax = Softmax::new(spec.clone(), -1, &device)?;
     /// let x = Tensor::random(&spec, 0, &device)?;
     /// let y = softmax.forward(&x)?;
     /// let row: f32 = y.to_vec_f32()?[..1000].iter().sum();
     /// assert!((row - 1.0).abs() < 0.02);
     ///
     /// // Plans are checked up front: dim out of range, unsupported dtypes...
-    /// assert!(Softmax::new(&device, spec.clone(), 2).is_err());
-    /// assert!(Softmax::new(&device, TensorSpec::new([4], DType::Int32), 0).is_err());
+    /// assert!(Softmax::new(spec.clone(), 2, &device).is_err());
+    /// assert!(Softmax::new(TensorSpec::new([4], DType::Int32), 0, &device).is_err());
     /// // ...and inputs against the plan.
     /// let other = Tensor::random(&TensorSpec::new([4, 999], DType::BFloat16), 0, &device)?;
     /// assert!(softmax.forward(&other).is_err());
@@ -414,13 +414,13 @@ mod tests {
             assert_eq!((plan.outer, plan.n, plan.inner), (1, 2, 60));
         }
         assert_eq!(
-            Softmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
+            Softmax::new(spec(&[2, 3], DType::Float32), 0, &cpu)
                 .unwrap()
                 .dim(),
             0
         );
         assert_eq!(
-            LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
+            LogSoftmax::new(spec(&[2, 3], DType::Float32), 0, &cpu)
                 .unwrap()
                 .dim(),
             0
