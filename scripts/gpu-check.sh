@@ -174,6 +174,8 @@ tests() {
   [[ -f "$log" ]] || return 0 # skipped: the time budget was spent
   if ! awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) s += $i }
       END { exit !(s > 0) }' "$log"; then
+    # In place of the step's own row (its last line): libtest passed, but nothing was tested.
+    sed -i '$d' "$summary"
     echo "| $name | FAIL (no test ran: the filters selected none) | 0 | logs/$name.log |" >>"$summary"
     echo "   FAIL (no test ran)"
     failed=1
