@@ -62,22 +62,29 @@ count() {
 run() {
   local name="$1" log="$2"
   shift 2
-  local t0 rc before="$failed" before_passed="$passed"
+  local t0 rc before="$failed"
   t0=$(now)
   "$@" >"$log" 2>&1
   rc=$?
   count "$log"
-  if ((rc == 0 && passed == before_passed && failed == before)); then
-    # A filter that selects nothing passes with "0 passed": that is no test run, not a pass.
-    rc=1
-    echo "    no test ran (log: ${log#"$root"/})"
-  fi
   if ((rc != 0)); then
     ((failed == before)) && failed=$((failed + 1))
     failures+=("$name (log: ${log#"$root"/})")
     grep -E '^(test .* FAILED|cuda-emu: |thread .* panicked)|ERROR: AddressSanitizer' "$log" | head -20 | sed 's/^/    /'
   fi
   echo "  $name: exit $rc, $(since "$t0") s"
+}
+
+# run_tests NAME LOG COMMAND...: `run` for a libtest run, which is also a failure when it ran no
+# test (a filter that selects nothing passes with "0 passed").
+run_tests() {
+  local before_passed="$passed" before_failed="$failed"
+  run "$@"
+  if ((passed == before_passed && failed == before_failed)); then
+    failed=$((failed + 1))
+    failures+=("$1: no test ran (log: ${2#"$root"/})")
+    echo "    $1: no test ran"
+  fi
 }
 
 link_driver() { # DIR SO: the stand-in driver under the names cudarc and tileops load
@@ -146,7 +153,7 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE [PRELOAD]
   for r in "${gpu_runs[@]}"; do
     label="${r%%|*}"
     read -r -a filters <<<"${r#*|}"
-    run "it ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
+    run_tests "it ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
       env LD_LIBRARY_PATH="$lib" TILEOPS_REQUIRE_GPU=1 CUDA_EMU_SCHEDULE="$schedule" \
       CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" \
       ${preload:+LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1} \
@@ -165,7 +172,7 @@ for pass in $passes; do
 done
 
 echo "== bench_all, the roofline report and calibrate on the emulated device (tests/it/bench_all.rs)"
-run "bench_all emulated" "$work/logs/bench-all.log" \
+run_tests "bench_all emulated" "$work/logs/bench-all.log" \
   env TILEOPS_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
   cargo test -p tileops-suite --profile emulated --locked --test it \
   bench_all::bench_all_on_the_emulated_device
