@@ -1,19 +1,17 @@
 //! Build script of the root package (examples and integration tests).
 //!
-//! When the TileOPs compatibility suite is beside the repository (`../shared/tileops-compat/`),
-//! generate one `#[roofline_op]` struct per inline entry of its family files, with the entry's
-//! inputs and params as fields, for `tests/tileops_compat.rs`; set `cfg(tileops_compat)` so the
-//! test compiles them. Without the suite the test prints `SKIP:`. Nothing is copied from it: the
+//! Generates, from the TileOPs compatibility suite vendored in `tests/tileops-compat/`, one
+//! `#[roofline_op]` struct per inline entry of its family files, with the entry's inputs and params
+//! as fields, for `tests/it/tileops_compat.rs`. A suite that cannot be read is a build error. The
 //! macro reads the files in place at compile time.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use tileops_manifest::manifest::RooflineSpec;
 
-const COMPAT_DIR: &str = "../shared/tileops-compat";
+const COMPAT_DIR: &str = "tests/tileops-compat";
 
 fn main() {
-    println!("cargo:rustc-check-cfg=cfg(tileops_compat)");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={COMPAT_DIR}");
     let crate_dir = PathBuf::from(
@@ -22,16 +20,8 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("tileops_compat.rs");
     let dir = crate_dir.join(COMPAT_DIR);
-    let code = match generate(&dir) {
-        Ok(code) => {
-            println!("cargo:rustc-cfg=tileops_compat");
-            code
-        }
-        Err(why) => {
-            println!("cargo:warning=TileOPs compatibility suite not generated: {why}");
-            format!("pub const UNAVAILABLE: &str = {why:?};\n")
-        }
-    };
+    let code = generate(&dir)
+        .unwrap_or_else(|why| panic!("the TileOPs compatibility suite ({COMPAT_DIR}): {why}"));
     std::fs::write(&out, code).expect("OUT_DIR is writable");
 }
 

@@ -7,19 +7,24 @@
 #
 # 1. builds the emulator twice: the normal build, and an AddressSanitizer build;
 # 2. runs the emulator's own tests (schedules, shuffles, planted kernel bugs; the ASan self-test);
-# 3. runs every tileops GPU test binary with TILEOPS_REQUIRE_GPU=1 (nothing skips):
+# 3. runs every tileops GPU test (the tests under a `gpu` module of the `it` test binary:
+#    `normalization::gpu::...`, `coverage::gpu::...`) with TILEOPS_REQUIRE_GPU=1 (nothing skips),
+#    the coverage tests (`coverage::gpu::`) in a process of their own, as their check of the
+#    entry points launched reads that process's list:
 #      pass A  schedule round-robin, every launch compared with warp-greedy
 #      pass B  schedule random (seeded, preempting at loads), every launch compared with reverse
 #      pass C  the ASan build, round-robin
 #    "compared": each launch runs under both schedules from the same device memory and fails on
 #    any differing byte (a race);
-# 4. runs tests/bench_all.rs's emulated-device test (bench_all, roofline, calibrate's kernel check);
+# 4. runs the root package's emulated-device test of bench_all (`--test it
+#    bench_all::bench_all_on_the_emulated_device`: bench_all, roofline, calibrate's kernel check);
 #    rehearses the GPU check (scripts/gpu-rehearsal.sh: gpu-prepare.sh + gpu-check.sh against the
 #    emulated device), when that script exists;
 # 5. prints the entry points launched across all of it.
 #
 # Ends with `emulated: P passed, F failed; entry points launched: L of T` and exits non-zero on any
-# failure or on an entry point that never launched. Times of each phase go to stdout.
+# failure, on a test run whose filter selected no test, or on an entry point that never launched.
+# Times of each phase go to stdout.
 # Environment: EMU_CHECK_SEED (random schedule's seed, default 1), EMU_CHECK_PASSES (default
 # "A B C"), EMU_CHECK_REHEARSAL=0 to leave out step 4.
 set -uo pipefail
@@ -70,6 +75,18 @@ run() {
   echo "  $name: exit $rc, $(since "$t0") s"
 }
 
+# run_tests NAME LOG COMMAND...: `run` for a libtest run, which is also a failure when it ran no
+# test (a filter that selects nothing passes with "0 passed").
+run_tests() {
+  local before_passed="$passed" before_failed="$failed"
+  run "$@"
+  if ((passed == before_passed && failed == before_failed)); then
+    failed=$((failed + 1))
+    failures+=("$1: no test ran (log: ${2#"$root"/})")
+    echo "    $1: no test ran"
+  fi
+}
+
 link_driver() { # DIR SO: the stand-in driver under the names cudarc and tileops load
   local n
   for n in libcuda.so libcuda.so.1 libcublas.so.13 libcublasLt.so.13; do ln -sf "$2" "$1/$n"; done
@@ -101,37 +118,46 @@ run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
 
 echo "== build the GPU tests"
 t0=$(now)
-# Optimised (profile `emulated`): the f64 references are slow in a debug build.
-cargo test -p tileops --profile emulated --tests --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
+# Optimised (profile `emulated`): the f64 references are slow in a debug build. The GPU tests are
+# those of tileops's `it` test binary under a `gpu` module.
+cargo test -p tileops --profile emulated --test it --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
   python3 -c '
-import json, os, sys
+import json, sys
 for line in sys.stdin:
     try:
         m = json.loads(line)
     except ValueError:
         continue
-    exe = m.get("executable")
-    if exe and os.path.basename(exe).startswith("gpu_"):
-        print(exe)' | sort >"$work/gpu-tests.txt"
-mapfile -t binaries <"$work/gpu-tests.txt"
-if ((${#binaries[@]} == 0)); then
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "it":
+        print(m["executable"])' >"$work/gpu-tests.txt"
+it_exe="$(head -n 1 "$work/gpu-tests.txt")"
+if [[ -z "$it_exe" || ! -x "$it_exe" ]]; then
   tail -40 "$work/logs/build-tests.log"
-  echo "emu-check: no GPU test binary was built"
+  echo "emu-check: tileops's it test binary was not built"
   exit 1
 fi
-echo "  ${#binaries[@]} binaries: $(since "$t0") s"
+echo "  $(basename "$it_exe"), $("$it_exe" --list gpu:: 2>/dev/null | grep -c ': test$') GPU tests: $(since "$t0") s"
+
+# The runs of one pass, as `label|filter arguments`: the coverage tests by themselves (each checks
+# the entry points its process launched), then every other GPU test.
+gpu_runs=(
+  "coverage|coverage::gpu::"
+  "gpu|gpu:: --skip coverage::gpu::"
+)
 
 gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE [PRELOAD]
   local name="$1" lib="$2" schedule="$3" compare="$4" preload="${5:-}"
-  local t0 b
+  local t0 r label filters
   echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer}"
   t0=$(now)
-  for b in "${binaries[@]}"; do
-    run "$(basename "$b" | sed 's/-[0-9a-f]*$//') [$name]" "$work/logs/pass-$name-$(basename "$b").log" \
+  for r in "${gpu_runs[@]}"; do
+    label="${r%%|*}"
+    read -r -a filters <<<"${r#*|}"
+    run_tests "it ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
       env LD_LIBRARY_PATH="$lib" TILEOPS_REQUIRE_GPU=1 CUDA_EMU_SCHEDULE="$schedule" \
       CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" \
       ${preload:+LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1} \
-      "$b" --test-threads=2
+      "$it_exe" "${filters[@]}" --test-threads=2
   done
   echo "  pass $name: $(since "$t0") s"
 }
@@ -145,11 +171,11 @@ for pass in $passes; do
   esac
 done
 
-echo "== bench_all, the roofline report and calibrate on the emulated device (tests/bench_all.rs)"
-run "bench_all emulated" "$work/logs/bench-all.log" \
+echo "== bench_all, the roofline report and calibrate on the emulated device (tests/it/bench_all.rs)"
+run_tests "bench_all emulated" "$work/logs/bench-all.log" \
   env TILEOPS_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
-  cargo test -p tileops-suite --profile emulated --locked --test bench_all \
-  bench_all_on_the_emulated_device
+  cargo test -p tileops-suite --profile emulated --locked --test it \
+  bench_all::bench_all_on_the_emulated_device
 
 if [[ "${EMU_CHECK_REHEARSAL:-1}" != 0 && -f scripts/gpu-rehearsal.sh ]]; then
   echo "== the GPU check, rehearsed on the emulated device"

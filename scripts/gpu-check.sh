@@ -19,11 +19,17 @@
 #
 # Steps:
 #   1. device        nvidia-smi, driver and GPU (emulated: the stand-in driver)
-#   2. tests/*       every tileops test executable, with TILEOPS_REQUIRE_GPU=1 and
-#                    TILEOPS_REQUIRE_NVRTC=1 (a missing GPU or NVRTC fails instead of skipping);
-#                    gpu_ops prints the worst relative error per op and dtype
-#   3. memcheck      compute-sanitizer --tool memcheck on gpu_ops (skipped when not installed)
-#   4. racecheck     compute-sanitizer --tool racecheck on gpu_ops (shared-memory hazards)
+#   2. tests/it      tileops's integration tests, with TILEOPS_REQUIRE_GPU=1 and
+#                    TILEOPS_REQUIRE_NVRTC=1 (a missing GPU or NVRTC fails instead of skipping),
+#                    selected by libtest filters on their module paths: test-accuracy (every op
+#                    against its reference, `*_match(es)_the_reference`, printing the worst relative
+#                    error per op and dtype), test-gpu (the other GPU tests, `gpu::`), test-cpu
+#                    (the rest, `--skip gpu::`); a filter that selects no test is a failure. Then
+#                    every other test executable of the bundle (tileops_unit, the unit tests).
+#   3. memcheck      compute-sanitizer --tool memcheck on the op tests of softmax and rms_norm
+#                    (`reduction::gpu::softmax::`, `normalization::gpu::rms_norm::`; skipped when
+#                    compute-sanitizer is not installed)
+#   4. racecheck     compute-sanitizer --tool racecheck on the same tests (shared-memory hazards)
 #   5. bench_all     bin/bench_all, if the bundle has it: records.json
 #                    (arguments: $BENCH_ALL_ARGS, default `--out OUTDIR/records.json`)
 #   6. torch_baseline  torch_baseline.py on those records, when python3 has PyTorch with CUDA:
@@ -159,20 +165,48 @@ if [[ -d "$bundle/nvrtc/nvidia/cu13" ]]; then
 fi
 export TILEOPS_REQUIRE_GPU=1 TILEOPS_REQUIRE_NVRTC=1
 
-# 2. Every test executable; gpu_ops first (it is the point), the rest after.
-tests=()
-[[ -x "$bundle/tests/gpu_ops" ]] && tests+=("$bundle/tests/gpu_ops")
+# tests NAME LIMIT_S EXE ARGS...: `step`, then a failure when the run's filters selected no test
+# (libtest passes with "0 passed" then).
+tests() {
+  local name="$1" log="$out/logs/$1.log"
+  rm -f "$log"
+  step "$@"
+  [[ -f "$log" ]] || return 0 # skipped: the time budget was spent
+  if ! awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) s += $i }
+      END { exit !(s > 0) }' "$log"; then
+    # In place of the step's own row (its last line): libtest passed, but nothing was tested.
+    sed -i '$d' "$summary"
+    echo "| $name | FAIL (no test ran: the filters selected none) | 0 | logs/$name.log |" >>"$summary"
+    echo "   FAIL (no test ran)"
+    failed=1
+  fi
+}
+
+# 2. The tests: tileops's integration tests (`it`) by filters, the op-accuracy tests first (they are
+# the point), then every other test executable (tileops_unit).
+it="$bundle/tests/it"
+# The op-accuracy tests: every op x dtype x shape against the f64 reference (`WORST` lines).
+accuracy=(_matches_the_reference _match_the_reference)
+others=()
 for t in "$bundle"/tests/*; do
-  [[ -x "$t" && "$(basename "$t")" != gpu_ops ]] && tests+=("$t")
+  [[ -x "$t" && "$(basename "$t")" != it ]] && others+=("$t")
 done
+count_tests=$((${#others[@]} + $([[ -x "$it" ]] && echo 1 || echo 0)))
 if [[ "$skip_tests" == 1 ]]; then
-  skip tests "GPU_CHECK_SKIP_TESTS=1: ${#tests[@]} test executable(s) not run"
-elif ((${#tests[@]} == 0)); then
+  skip tests "GPU_CHECK_SKIP_TESTS=1: $count_tests test executable(s) not run"
+elif ((count_tests == 0)); then
   skip tests "no test executables in the bundle"
-fi
-if [[ "$skip_tests" != 1 ]]; then
-  for t in "${tests[@]}"; do
-    step "test-$(basename "$t")" 150 "$t" --test-threads=1 --nocapture
+else
+  if [[ -x "$it" ]]; then
+    tests test-accuracy 150 "$it" --test-threads=1 --nocapture "${accuracy[@]}"
+    tests test-gpu 240 "$it" --test-threads=1 --nocapture gpu:: \
+      --skip _matches_the_reference --skip _match_the_reference
+    tests test-cpu 150 "$it" --test-threads=1 --nocapture --skip gpu::
+  else
+    skip test-accuracy "no tests/it executable in the bundle"
+  fi
+  for t in "${others[@]}"; do
+    tests "test-$(basename "$t")" 150 "$t" --test-threads=1 --nocapture
   done
 fi
 
@@ -190,14 +224,17 @@ elif [[ "$skip_tests" == 1 ]]; then
 elif [[ -z "$sanitizer" ]]; then
   skip memcheck "compute-sanitizer not found"
   skip racecheck "compute-sanitizer not found"
-elif [[ ! -x "$bundle/tests/gpu_ops" ]]; then
-  skip memcheck "no gpu_ops test executable in the bundle"
-  skip racecheck "no gpu_ops test executable in the bundle"
+elif [[ ! -x "$it" ]]; then
+  skip memcheck "no tests/it executable in the bundle"
+  skip racecheck "no tests/it executable in the bundle"
 else
-  step memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 99 --print-limit 20 \
-    "$bundle/tests/gpu_ops" --test-threads=1
-  step racecheck 120 "$sanitizer" --tool racecheck --error-exitcode 99 --print-limit 20 \
-    "$bundle/tests/gpu_ops" --test-threads=1
+  # The op tests of softmax and rms_norm: accuracy over every dtype and shape, the CPU-tensor
+  # refusal, forward's own allocation.
+  op_tests=(reduction::gpu::softmax:: normalization::gpu::rms_norm::)
+  tests memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 99 --print-limit 20 \
+    "$it" --test-threads=1 "${op_tests[@]}"
+  tests racecheck 120 "$sanitizer" --tool racecheck --error-exitcode 99 --print-limit 20 \
+    "$it" --test-threads=1 "${op_tests[@]}"
 fi
 
 # 5-8. The benchmark, its baselines, its roofline report and a calibration, when the bundle has
@@ -248,12 +285,12 @@ fi
 {
   echo
   echo "total: $(($(date +%s) - start)) s, $([[ $failed == 0 ]] && echo PASS || echo FAIL)"
-  if [[ -f "$out/logs/test-gpu_ops.log" ]]; then
+  if [[ -f "$out/logs/test-accuracy.log" ]]; then
     echo
-    echo "## worst relative error per op and dtype (gpu_ops)"
+    echo "## worst relative error per op and dtype (test-accuracy)"
     echo
-    grep -h '^WORST' "$out/logs/test-gpu_ops.log" | sed 's/^/    /'
-    grep -h '^SKIP' "$out/logs/test-gpu_ops.log" | sed 's/^/    /'
+    grep -h '^WORST' "$out/logs/test-accuracy.log" | sed 's/^/    /'
+    grep -h '^SKIP' "$out/logs/test-accuracy.log" | sed 's/^/    /'
   fi
   for log in "$out"/logs/*.log; do
     name="$(basename "$log" .log)"

@@ -6,7 +6,9 @@
 #   bash scripts/gpu-prepare.sh [BUNDLE_DIR]        # default: target/gpu-bundle
 #
 # The bundle holds:
-#   tests/<name>        tileops's test executables (release), found via cargo's JSON messages
+#   tests/<name>        tileops's test executables (release), found via cargo's JSON messages:
+#                       tests/it (the integration tests, one binary; gpu-check.sh selects its GPU
+#                       tests by filters on their module paths) and tests/tileops_unit (the unit tests)
 #   bin/<name>          the workspace's release examples (bench_all and the roofline tool, if present)
 #   nvrtc/              the pinned NVRTC 13.0 library and CUDA headers from .cuda-wheels, so kernels
 #                       compile for the device's own sm_XX without a toolkit on the GPU machine.

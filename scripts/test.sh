@@ -43,20 +43,25 @@ echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases 
 python3 -m unittest discover -s scripts -p 'test_*.py'
 
 echo "== cargo test (every target but the GPU tests, which emu-check.sh runs on the emulated device)"
-# The GPU test binaries (tileops/tests/gpu_*.rs) would only print SKIP here, with no GPU; they run
-# below instead, on the emulated device with TILEOPS_REQUIRE_GPU=1, so nothing skips in CI.
-mapfile -t cpu_tests < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+# Each crate has one integration-test binary, `it` (cuda-emu keeps its own test targets). The GPU
+# tests (tileops's `it`, every one under a `gpu` module: `normalization::gpu::...`) would only print
+# SKIP here, with no GPU; they run below instead, on the emulated device with TILEOPS_REQUIRE_GPU=1,
+# so nothing skips in CI. libtest's --skip matches any substring of a test's path, so it is given to
+# the `it` binaries only (no test of theirs but tileops's GPU tests has `gpu::` in its path; unit
+# tests such as tileops's `perf::calibrate_gpu::tests::...` do).
+# bench_all's emulated-device test runs in emu-check.sh too (it needs the emulator's libraries).
+mapfile -t other_tests < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
 for package in json.load(sys.stdin)["packages"]:
     for target in package["targets"]:
-        if "test" in target["kind"] and not target["name"].startswith("gpu_"):
+        if "test" in target["kind"] and target["name"] != "it":
             print("--test=" + target["name"])')
-# bench_all's emulated-device test runs in emu-check.sh too (it needs the emulator's libraries).
-cargo test --workspace --lib --bins --examples --benches "${cpu_tests[@]}" --locked -- \
-    --skip bench_all_on_the_emulated_device
+cargo test --workspace --lib --bins --examples --benches "${other_tests[@]}" --locked
+cargo test --workspace --test it --locked -- \
+    --skip gpu:: --skip bench_all::bench_all_on_the_emulated_device
 cargo test --workspace --doc --locked
 # Huge shapes again in release, where unchecked size arithmetic would wrap instead of panicking.
-cargo test -p tileops --release --locked --test huge_shapes
+cargo test -p tileops --release --locked --test it huge_shapes::
 # The dense fp8 sweep (the float8 crate against the hand-written codec it replaced), fast in release.
 cargo test -p tileops --release --locked --lib fp8_oracle -- --ignored
 

@@ -1,0 +1,21 @@
+//! The root package's integration tests (tileops-suite, the downstream user's view), one test
+//! binary: `cargo test --test it`. A module per check; the helpers for running the built tools in
+//! their own processes are in `common`.
+//!
+//! `cargo test --test it -- bench_all::` runs one module's tests. bench_all's emulated-device test
+//! (`bench_all::bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure`) needs
+//! cuda-emu's libraries (`TILEOPS_EMU_LIB`): scripts/emu-check.sh runs it, scripts/test.sh skips it.
+
+mod common;
+
+mod bench_all;
+mod bytes_oracle;
+mod downstream;
+mod formula_limits;
+mod generated_code;
+mod html_report;
+mod registry;
+mod roofline_tool;
+mod tileops_compat;
+mod tileops_constructs;
+mod ui;

@@ -1,0 +1,77 @@
+//! `tileops-manifest check`, run as a user runs it: on the repository's manifest, on the TileOPs
+//! compatibility suite vendored in `tests/tileops-compat/`, and on a directory of bad files,
+//! with the output compared to a reviewed snapshot.
+
+use std::process::{Command, Output};
+
+/// Run the command from the crate directory (so paths in messages are stable).
+fn check(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tileops-manifest"))
+        .arg("check")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the tileops-manifest binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("UTF-8 output")
+}
+
+#[test]
+fn the_repository_manifest_is_clean() {
+    let output = check(&["../manifest"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    insta::assert_snapshot!(text, @"../manifest: 7 files, 18 entries: ok\n");
+}
+
+#[test]
+fn the_tileops_compatibility_suite_checks() {
+    let output = check(&["../tests/tileops-compat"]);
+    insta::assert_snapshot!("tileops_compat", stdout(&output));
+}
+
+#[test]
+fn bad_files_get_every_problem_located_and_exit_1() {
+    let output = check(&["tests/bad"]);
+    assert_eq!(output.status.code(), Some(1));
+    insta::assert_snapshot!("bad_files", stdout(&output));
+}
+
+#[test]
+fn quiet_prints_only_problems_and_several_paths_are_separate_manifests() {
+    // The same op in two manifests is no clash: each PATH is its own manifest.
+    let output = check(&["--quiet", "../manifest", "tests/bad/twice.yaml"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert_eq!(stdout(&output), "");
+}
+
+#[test]
+fn a_missing_path_is_a_problem_and_the_others_are_still_checked() {
+    let output = check(&["tests/absent", "../manifest"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.starts_with("error: cannot read manifest tests/absent: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("../manifest: 7 files, 18 entries: ok"),
+        "{text}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_suggestion() {
+    let output = Command::new(env!("CARGO_BIN_EXE_tileops-manifest"))
+        .arg("chek")
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("a similar subcommand exists: 'check'"),
+        "{err}"
+    );
+}

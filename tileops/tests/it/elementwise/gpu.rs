@@ -1,0 +1,223 @@
+//! The activations (gelu, relu, sigmoid, silu) and silu_and_mul on the GPU against the f64
+//! reference: every op x dtype x shape (edge cases included) on fresh random inputs, outputs
+//! poisoned first so that an element the kernel never writes shows up.
+//!
+//! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
+//! it fails instead. `-- --nocapture` prints one row per case and a `WORST <op> <dtype>` line.
+
+use crate::common::{
+    ACTIVATIONS, DTYPES, POISON, Report, activation_forward, download, gpu_or_skip,
+};
+use crate::common::{input_with, worst_error};
+use crate::normalization::gpu::layer_norm::{label, relative};
+use tileops::ops::reference_norm_act as reference;
+use tileops::ops::{Relu, SiluAndMul};
+use tileops::{DType, Device, Tensor, TensorSpec};
+
+/// Scattered special values for elementwise inputs: NaN, infinities, signed zeros, the far tails.
+fn scattered_specials(len: usize) -> Vec<(usize, f64)> {
+    let values = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        -100.0,
+        100.0,
+        -30.0,
+        12.0,
+    ];
+    (0..values.len())
+        .map(|k| ((k * 7919 + 3) % len.max(1), values[k]))
+        .collect()
+}
+
+/// The deep negative tail, where the f32 denominators `1 + exp(-x)` of sigmoid, silu and
+/// silu_and_mul cross 2^126 (`__fdividef` would return 0 from there) and then overflow (the
+/// results become signed zeros, as PyTorch's): x = -87, the f32 values either side of
+/// `ln(2^126)` and of `ln(f32::MAX)`, -88.5, -88.8, -89, -100, -inf.
+const TAIL: [f64; 12] = [
+    -87.0,
+    -87.3365,
+    -87.3366,
+    -88.0,
+    -88.5,
+    -88.72283_f32 as f64,
+    -88.72284_f32 as f64,
+    -88.8,
+    -89.0,
+    -100.0,
+    -1e30,
+    f64::NEG_INFINITY,
+];
+
+/// gelu_tanh's own tail: where `0.5 x (1 + tanh(u))` would cancel, and the f32 values either
+/// side of where the kernel's `1 + exp(-2u)` overflows (-0 from the second on).
+const GELU_TANH_TAIL: [f64; 4] = [-6.0, -8.0, -10.060965538024902, -10.060966491699219];
+
+/// The tail values an activation's inputs get: [`TAIL`], and [`GELU_TANH_TAIL`] for gelu_tanh.
+fn tail_values(name: &str) -> Vec<f64> {
+    let extra: &[f64] = if name == "gelu_tanh" {
+        &GELU_TANH_TAIL
+    } else {
+        &[]
+    };
+    TAIL.iter().chain(extra).copied().collect()
+}
+
+/// [`tail_values`] at every third element from the middle of an input of `len`, so that they
+/// land in whole vectors and (from 4096 elements on) clear of [`scattered_specials`]; none for
+/// inputs shorter than 64 (their few elements keep the scattered specials).
+fn tail_specials(len: usize, name: &str) -> Vec<(usize, f64)> {
+    if len < 64 {
+        return Vec::new();
+    }
+    tail_values(name)
+        .into_iter()
+        .enumerate()
+        .map(|(j, v)| (len / 2 + 3 * j, v))
+        .collect()
+}
+
+/// [`TAIL`] in the gates of a SwiGLU input of `rows` x `2n`: gate element j (row-major over the
+/// gates) from the middle row on, each times a random `up`.
+fn gate_tail_specials(rows: usize, n: usize) -> Vec<(usize, f64)> {
+    let first = rows / 2 * n;
+    TAIL.iter()
+        .enumerate()
+        .map(|(j, &v)| (first + j, v))
+        .take_while(|&(g, _)| g < rows * n)
+        .map(|(g, v)| ((g / n) * 2 * n + g % n, v))
+        .collect()
+}
+
+/// Panics unless every value of `tail`, rounded to the dtype of `x`, is in `x`.
+fn assert_holds_tail(x: &Tensor, tail: &[f64]) {
+    let spec = TensorSpec::new([tail.len()], x.dtype());
+    let rounded = Tensor::from_f64_rounded(tail, &spec, &Device::cpu())
+        .expect("rounded tail")
+        .to_vec_f64()
+        .expect("rounded tail");
+    let xs = x.to_vec_f64().expect("x");
+    for v in rounded {
+        assert!(xs.contains(&v), "the input lacks the tail value {v}");
+    }
+}
+
+/// Elementwise shapes: shorter than one vector, odd, one row, many blocks, and (`big`) more
+/// vectors than one wave of blocks covers on an H200, so the grid-stride loop wraps.
+const ACT_CASES: &[(&[usize], bool)] = &[
+    (&[1], false),
+    (&[7], false),
+    (&[3, 33], false),
+    (&[1, 4096], false),
+    (&[257, 1001], false),
+    (&[1, 14336], false),
+    (&[4099, 2300], true),
+];
+
+pub(crate) fn activation_cases(device: &Device, with_big: bool) -> Report {
+    let mut report = Report::new(22, 30);
+    let mut seed = 3000;
+    for (name, f) in ACTIVATIONS {
+        for dtype in DTYPES {
+            for &(shape, big) in ACT_CASES {
+                if big && !with_big {
+                    continue;
+                }
+                seed += 1;
+                let spec = TensorSpec::new(shape, dtype);
+                // The tail first: the scattered specials win where the two meet.
+                let mut specials = tail_specials(spec.numel().unwrap(), name);
+                specials.extend(scattered_specials(spec.numel().unwrap()));
+                let x = input_with(&spec, seed, &specials, device);
+                if spec.numel().unwrap() >= 4096 {
+                    assert_holds_tail(&x, &tail_values(name));
+                }
+                let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
+                activation_forward(name, device, &spec, &x, &mut y);
+                let got = download(device, &y);
+                let want: Vec<f64> = x.to_vec_f64().expect("x").into_iter().map(f).collect();
+                let err = worst_error(&got, &want, &relative(&want), dtype);
+                report.record(name, label(shape, true), dtype, err, &got, &want);
+            }
+        }
+    }
+    report
+}
+
+/// SwiGLU inputs `[rows, 2N]`: N of one element, odd N (scalar kernel), N a whole number of
+/// vectors in f32 only, in every dtype, the Llama-8B width, more rows than the grid's y extent.
+const SWIGLU_CASES: &[&[usize]] = &[
+    &[1, 2],
+    &[3, 14],
+    &[4, 8],
+    &[5, 16],
+    &[37, 8200],
+    &[2, 3, 64],
+    &[16, 28672],
+    &[70000, 16],
+];
+
+pub(crate) fn silu_and_mul_cases(device: &Device) -> Report {
+    let mut report = Report::new(22, 30);
+    let mut seed = 4000;
+    for dtype in DTYPES {
+        for &shape in SWIGLU_CASES {
+            seed += 1;
+            let spec = TensorSpec::new(shape, dtype);
+            let op = SiluAndMul::new(device, spec.clone()).expect("valid plan");
+            let n = shape[shape.len() - 1] / 2;
+            let rows = spec.numel().unwrap() / (2 * n);
+            // The tail in the gates first: the scattered specials win where the two meet.
+            let mut specials = gate_tail_specials(rows, n);
+            specials.extend(scattered_specials(spec.numel().unwrap()));
+            let x = input_with(&spec, seed, &specials, device);
+            if spec.numel().unwrap() >= 4096 {
+                assert_holds_tail(&x, &TAIL);
+            }
+            let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
+            op.forward_into(&x, &mut y).expect("launch");
+            let got = download(device, &y);
+            let want = reference::silu_and_mul(&x.to_vec_f64().expect("x"), n);
+            let err = worst_error(&got, &want, &relative(&want), dtype);
+            report.record("silu_and_mul", label(shape, true), dtype, err, &got, &want);
+        }
+    }
+    report
+}
+
+#[test]
+fn activations_match_the_reference() {
+    let Some(gpu) = gpu_or_skip("activations_match_the_reference") else {
+        return;
+    };
+    activation_cases(&gpu, true).finish();
+}
+
+#[test]
+fn silu_and_mul_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("silu_and_mul_matches_the_reference") else {
+        return;
+    };
+    silu_and_mul_cases(&gpu).finish();
+}
+
+#[test]
+fn gpu_plans_reject_cpu_tensors() {
+    let Some(gpu) = gpu_or_skip("gpu_plans_reject_cpu_tensors") else {
+        return;
+    };
+    let spec = TensorSpec::new([4, 8], DType::Float32);
+    let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
+    let err = Relu::new(&gpu, spec.clone())
+        .expect("valid plan")
+        .forward(&on_cpu)
+        .expect_err("device mismatch");
+    assert!(err.to_string().contains("cuda:0"), "{err}");
+    let err = SiluAndMul::new(&gpu, spec)
+        .expect("valid plan")
+        .forward(&on_cpu)
+        .expect_err("device mismatch");
+    assert!(err.to_string().contains("cuda:0"), "{err}");
+}

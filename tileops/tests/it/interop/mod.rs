@@ -1,0 +1,3 @@
+//! GPU memory the caller already has: cudarc slices as tensors, the caller's stream (all GPU tests).
+
+mod gpu;

@@ -1,0 +1,268 @@
+//! Compiles every kernel file with NVRTC for sm_90 (H100/H200) and sm_80 (A100), on any machine:
+//! no GPU needed, only the pinned NVRTC wheels (`bash scripts/install-cuda-wheels.sh`).
+//!
+//! Checks ptxas's report (zero spill bytes for every entry point) and the PTX (the memory-bound
+//! entries read and write with 128-bit global accesses). Without NVRTC it prints `SKIP: <reason>`
+//! and passes, unless `TILEOPS_REQUIRE_NVRTC=1`, which makes a missing toolkit a failure.
+//! `cargo test -p tileops --test it kernel_compile -- --nocapture` shows the register table.
+
+use std::io::Write;
+use std::path::Path;
+
+use tileops::kernels::{self, SOURCES, Target};
+
+const ARCHS: [u32; 2] = [90, 80];
+
+/// Prints straight to stderr, past the test harness's output capture, so a skip is always seen.
+fn announce(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn toolkit_or_skip(test: &str) -> bool {
+    match kernels::toolkit() {
+        Ok(toolkit) => {
+            println!(
+                "NVRTC {}.{} ({}), headers {}",
+                toolkit.nvrtc_version.0,
+                toolkit.nvrtc_version.1,
+                toolkit
+                    .nvrtc_library
+                    .as_deref()
+                    .map_or("found by the dynamic linker".into(), |p| p
+                        .display()
+                        .to_string()),
+                toolkit.include_dir.display()
+            );
+            true
+        }
+        Err(err) if std::env::var("TILEOPS_REQUIRE_NVRTC").is_ok_and(|v| v == "1") => {
+            panic!("TILEOPS_REQUIRE_NVRTC=1, but NVRTC is not usable: {err}")
+        }
+        Err(err) => {
+            announce(&format!("SKIP: {test}: {err}"));
+            false
+        }
+    }
+}
+
+#[test]
+fn every_kernel_file_is_embedded_and_current() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        // A test binary copied to a GPU machine runs without the source tree.
+        announce(&format!(
+            "SKIP: every_kernel_file_is_embedded_and_current: {} not found",
+            dir.display()
+        ));
+        return;
+    };
+    let mut files: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".cu"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no .cu files in {}", dir.display());
+    for file in &files {
+        let source = SOURCES
+            .iter()
+            .find(|s| s.file == file)
+            .unwrap_or_else(|| panic!("{file} is not in tileops::kernels::SOURCES: add it there"));
+        let on_disk = std::fs::read_to_string(dir.join(file)).expect("readable kernel file");
+        assert_eq!(
+            source.source, on_disk,
+            "{file}: the embedded copy is stale (rebuild)"
+        );
+    }
+    assert_eq!(
+        files.len(),
+        SOURCES.len(),
+        "SOURCES lists files that are not in {}",
+        dir.display()
+    );
+}
+
+#[test]
+fn kernels_compile_for_sm90_and_sm80_without_spills() {
+    if !toolkit_or_skip("kernels_compile_for_sm90_and_sm80_without_spills") {
+        return;
+    }
+    let mut problems = Vec::new();
+    println!(
+        "{:<26} {:>5} {:>5} {:>6} {:>12} {:>11} {:>6}",
+        "entry", "arch", "regs", "stack", "spill stores", "spill loads", "smem"
+    );
+    for source in SOURCES {
+        for arch in ARCHS {
+            let compiled =
+                kernels::compile(source, Target::Sm(arch)).unwrap_or_else(|err| panic!("{err}"));
+            assert!(
+                compiled.cubin.as_ref().is_some_and(|c| !c.is_empty()),
+                "{} sm_{arch}: no CUBIN",
+                source.file
+            );
+            let usage = compiled.resource_usage();
+            for entry in source.entries {
+                let Some(u) = usage.iter().find(|u| u.function == entry.name) else {
+                    problems.push(format!(
+                        "{} sm_{arch}: no ptxas report for {}",
+                        source.file, entry.name
+                    ));
+                    continue;
+                };
+                println!(
+                    "{:<26} {:>5} {:>5} {:>6} {:>12} {:>11} {:>6}",
+                    u.function,
+                    format!("sm_{arch}"),
+                    u.registers,
+                    u.stack_bytes,
+                    u.spill_stores,
+                    u.spill_loads,
+                    u.shared_bytes
+                );
+                if u.spill_stores != 0 || u.spill_loads != 0 {
+                    problems.push(format!(
+                        "{} sm_{arch}: {} spills ({} bytes stored, {} loaded)",
+                        source.file, u.function, u.spill_stores, u.spill_loads
+                    ));
+                }
+            }
+            for u in &usage {
+                if !source.entries.iter().any(|e| e.name == u.function) {
+                    problems.push(format!(
+                        "{}: entry {} is not declared in SOURCES",
+                        source.file, u.function
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let entries: usize = SOURCES.iter().map(|s| s.entries.len()).sum();
+    announce(&format!(
+        "kernel_compile: {} kernel files, {entries} entry points compiled for sm_90 and sm_80 by NVRTC, \
+         0 spill bytes (--nocapture prints registers per entry)",
+        SOURCES.len()
+    ));
+}
+
+/// Whether a PTX instruction line is a 128-bit global access of `op` (`ld` or `st`):
+/// `ld.global.nc.v4.u32`, `st.global.v4.f32`, `ld.global.nc.L1::no_allocate.v2.u64`, ...
+fn is_wide_global(line: &str, op: &str) -> bool {
+    let Some(opcode) = line.split_whitespace().find(|tok| !tok.starts_with('@')) else {
+        return false;
+    };
+    let parts: Vec<&str> = opcode.split('.').collect();
+    if parts.first() != Some(&op) || !parts.contains(&"global") {
+        return false;
+    }
+    let ty = parts.last().copied().unwrap_or_default();
+    let bits: u32 = ty
+        .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .unwrap_or(0);
+    (parts.contains(&"v4") && bits == 32)
+        || (parts.contains(&"v2") && bits == 64)
+        || (parts.contains(&"v8") && bits == 16)
+}
+
+/// The PTX text of each `.entry`, by name.
+fn ptx_entries(ptx: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in ptx.lines() {
+        if let Some(rest) = line
+            .trim_start()
+            .strip_prefix(".visible .entry ")
+            .or_else(|| line.trim_start().strip_prefix(".entry "))
+        {
+            let name = rest
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            out.push((name, String::new()));
+        } else if let Some((_, body)) = out.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn memory_bound_kernels_issue_128_bit_global_loads_and_stores() {
+    if !toolkit_or_skip("memory_bound_kernels_issue_128_bit_global_loads_and_stores") {
+        return;
+    }
+    let mut problems = Vec::new();
+    for source in SOURCES {
+        for arch in ARCHS {
+            let compiled = kernels::compile(source, Target::Compute(arch))
+                .unwrap_or_else(|err| panic!("{err}"));
+            let ptx = compiled.ptx.expect("PTX for a virtual architecture");
+            let version = ptx
+                .lines()
+                .find(|l| l.starts_with(".version"))
+                .unwrap_or("?");
+            println!("{} compute_{arch}: PTX {version}", source.file);
+            let entries = ptx_entries(&ptx);
+            for entry in source.entries {
+                let Some((_, body)) = entries.iter().find(|(name, _)| name == entry.name) else {
+                    problems.push(format!(
+                        "{} compute_{arch}: {} missing from the PTX",
+                        source.file, entry.name
+                    ));
+                    continue;
+                };
+                let loads = body.lines().filter(|l| is_wide_global(l, "ld")).count();
+                let stores = body.lines().filter(|l| is_wide_global(l, "st")).count();
+                println!(
+                    "  {:<26} 128-bit loads {loads:>3}, stores {stores:>3}",
+                    entry.name
+                );
+                if entry.vector_loads && loads == 0 {
+                    problems.push(format!(
+                        "{} compute_{arch}: {} has no 128-bit global load",
+                        source.file, entry.name
+                    ));
+                }
+                if entry.vector_stores && stores == 0 {
+                    problems.push(format!(
+                        "{} compute_{arch}: {} has no 128-bit global store",
+                        source.file, entry.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn wide_access_recognition() {
+    assert!(is_wide_global(
+        "\tld.global.nc.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd4];",
+        "ld"
+    ));
+    assert!(is_wide_global(
+        "\t@%p1 ld.global.nc.v4.f32 \t{%f1, %f2, %f3, %f4}, [%rd4];",
+        "ld"
+    ));
+    assert!(is_wide_global(
+        "\tld.global.nc.L1::no_allocate.v2.u64 \t{%rd1, %rd2}, [%rd4];",
+        "ld"
+    ));
+    assert!(is_wide_global(
+        "\tst.global.v4.u32 \t[%rd7], {%r9, %r10, %r11, %r12};",
+        "st"
+    ));
+    assert!(!is_wide_global("\tld.global.nc.f32 \t%f1, [%rd4];", "ld"));
+    assert!(!is_wide_global(
+        "\tld.shared.v4.u32 \t{%r1, %r2, %r3, %r4}, [%r5];",
+        "ld"
+    ));
+    assert!(!is_wide_global(
+        "\tst.global.v2.f32 \t[%rd7], {%f1, %f2};",
+        "st"
+    ));
+}
