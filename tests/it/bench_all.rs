@@ -162,7 +162,14 @@ fn no_case_is_dropped_when_everything_is_over_the_budget() {
         },
         ..BenchConfig::default()
     };
-    let run = bench::run(&Device::cpu(), &cases, &config, &mut Quiet).unwrap();
+    let run = bench::run(
+        &Device::cpu(),
+        tileops::perf::cli::meta::run_meta(&Device::cpu(), std::time::SystemTime::now()),
+        &cases,
+        &config,
+        &mut Quiet,
+    )
+    .unwrap();
     assert_eq!(run.records.len(), cases.len());
     for (record, case) in run.records.iter().zip(&cases) {
         assert_eq!(record.op, case.op.name);

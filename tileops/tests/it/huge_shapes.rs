@@ -94,7 +94,7 @@ fn op_plans_refuse_shapes_whose_size_overflows() {
     let cpu = Device::cpu();
     for shape in [vec![TWO_32, TWO_32], vec![1 << 62]] {
         let x = TensorSpec::new(shape.clone(), DType::BFloat16);
-        let err = Softmax::new(&cpu, x.clone(), -1).unwrap_err();
+        let err = Softmax::new(x.clone(), -1, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -106,7 +106,7 @@ fn op_plans_refuse_shapes_whose_size_overflows() {
             ),
             "{shape:?}: {err}"
         );
-        let err = Sum::new(&cpu, x, 0i64, false).unwrap_err();
+        let err = Sum::new(x, 0i64, false, &cpu).unwrap_err();
         assert!(
             matches!(err, Error::InvalidShape { .. }),
             "{shape:?}: {err}"

@@ -9,7 +9,7 @@
 
 use std::io::Write;
 
-use tileops::ops::reference_norm_act as norm_act;
+use tileops::ops::reference as norm_act;
 use tileops::ops::{Gelu, GeluApproximate, Relu, Sigmoid, Silu};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -330,15 +330,15 @@ pub fn activation_forward(
 ) {
     let spec = spec.clone();
     match name {
-        "relu" => Relu::new(device, spec).expect("plan").forward_into(x, y),
-        "gelu" => Gelu::new(device, spec, GeluApproximate::None)
+        "relu" => Relu::new(spec, device).expect("plan").forward_into(x, y),
+        "gelu" => Gelu::new(spec, GeluApproximate::None, device)
             .expect("plan")
             .forward_into(x, y),
-        "gelu_tanh" => Gelu::new(device, spec, GeluApproximate::Tanh)
+        "gelu_tanh" => Gelu::new(spec, GeluApproximate::Tanh, device)
             .expect("plan")
             .forward_into(x, y),
-        "silu" => Silu::new(device, spec).expect("plan").forward_into(x, y),
-        _ => Sigmoid::new(device, spec).expect("plan").forward_into(x, y),
+        "silu" => Silu::new(spec, device).expect("plan").forward_into(x, y),
+        _ => Sigmoid::new(spec, device).expect("plan").forward_into(x, y),
     }
     .expect("launch");
 }

@@ -35,13 +35,12 @@ use crate::common::{
     row_specials, softmax_lines, worst_by, worst_codes, worst_error, worst_scale_error,
 };
 use tileops::kernels::{self, KernelSource};
-use tileops::ops::reference_norm_act as norm_act;
-use tileops::ops::reference_reduction::{self, ReduceKind};
-use tileops::ops::reference_rope_fp8::{self as rope_fp8, fp8_e4m3_value};
+use tileops::ops::reference as norm_act;
+use tileops::ops::reference::{self as reference_reduction, ReduceKind};
+use tileops::ops::reference::{self as rope_fp8, fp8_e4m3_value};
 use tileops::ops::{
     Amax, Fp8Quant, FusedAddRmsNorm, Gemm, LayerNorm, LogSoftmax, Logsumexp, Mean, QkNormRopeFp8,
     QkNormRopeFp8Output, ReduceDim, RmsNorm, Rope, SiluAndMul, Softmax, Sum, reference,
-    reference_gemm,
 };
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -181,11 +180,11 @@ fn softmax_cases(device: &Device, big: bool) -> Report {
                 let x = make_input(&spec, seed, &special_kind, &lines, device);
                 let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
                 if log {
-                    LogSoftmax::new(device, spec.clone(), dim)
+                    LogSoftmax::new(spec.clone(), dim, device)
                         .expect("valid plan")
                         .forward_into(&x, &mut y)
                 } else {
-                    Softmax::new(device, spec.clone(), dim)
+                    Softmax::new(spec.clone(), dim, device)
                         .expect("valid plan")
                         .forward_into(&x, &mut y)
                 }
@@ -271,7 +270,7 @@ fn norm_cases(device: &Device) -> Report {
 
             // rms_norm: relative to the value (a product).
             let eps = 1e-6;
-            let op = RmsNorm::new(device, spec.clone(), p_spec.clone(), eps).expect("valid plan");
+            let op = RmsNorm::new(spec.clone(), p_spec.clone(), eps, device).expect("valid plan");
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             op.forward_into(&x, &w, &mut y).expect("launch");
             let got = download(device, &y);
@@ -283,7 +282,7 @@ fn norm_cases(device: &Device) -> Report {
             let b = input_with(&p_spec, seed + 2, &[], device);
             let bs = b.to_vec_f64().expect("b");
             let eps = 1e-5;
-            let op = LayerNorm::new(device, spec.clone(), p_spec.clone(), p_spec.clone(), eps)
+            let op = LayerNorm::new(spec.clone(), p_spec.clone(), p_spec.clone(), eps, device)
                 .expect("valid plan");
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             op.forward_into(&x, &w, &b, &mut y).expect("launch");
@@ -303,7 +302,7 @@ fn norm_cases(device: &Device) -> Report {
             let r = input_with(&spec, seed + 3, &[], device);
             let rs = r.to_vec_f64().expect("residual");
             let eps = 1e-6;
-            let op = FusedAddRmsNorm::new(device, spec.clone(), spec.clone(), p_spec.clone(), eps)
+            let op = FusedAddRmsNorm::new(spec.clone(), spec.clone(), p_spec.clone(), eps, device)
                 .expect("valid plan");
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             let mut h = Tensor::full(&spec, POISON, device).expect("poisoned output");
@@ -530,7 +529,7 @@ fn silu_and_mul_cases(device: &Device) -> Report {
         for shape in silu_and_mul_shapes(per_vector(dtype)) {
             seed += 1;
             let spec = TensorSpec::new(shape.clone(), dtype);
-            let op = SiluAndMul::new(device, spec.clone()).expect("valid plan");
+            let op = SiluAndMul::new(spec.clone(), device).expect("valid plan");
             let n = shape[shape.len() - 1] / 2;
             let rows = spec.numel().unwrap() / (2 * n);
             let x = input_with(&spec, seed, &swiglu_specials(rows, n), device);
@@ -794,10 +793,10 @@ fn rope_cases(device: &Device) -> Measures {
             let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
             let cs = TensorSpec::new([max_pos, head_dim], DType::Float32);
             let op = Rope::new(
-                device,
                 xs.clone(),
                 TensorSpec::new([tokens], DType::Int64),
                 cs.clone(),
+                device,
             )
             .expect("valid plan");
             let mut specials = Vec::new();
@@ -933,7 +932,7 @@ fn fp8_quant_cases(device: &Device) -> Measures {
         for (m, k, group_size) in quant_shapes(dtype) {
             seed += 1;
             let xs = TensorSpec::new([m, k], dtype);
-            let op = Fp8Quant::new(device, xs.clone(), group_size).expect("valid plan");
+            let op = Fp8Quant::new(xs.clone(), group_size, device).expect("valid plan");
             let group = if group_size == 0 { k } else { group_size };
             let mut xv = Tensor::random(&xs, seed, &Device::cpu())
                 .and_then(|t| t.to_vec_f64())
@@ -1015,17 +1014,13 @@ fn fused_cases(device: &Device) -> Measures {
             let ks = TensorSpec::new([tokens, kh, 128], dtype);
             let ws = TensorSpec::new([128], dtype);
             let cs = TensorSpec::new([max_pos, 128], DType::Float32);
-            let op = QkNormRopeFp8::new(
-                device,
-                qs.clone(),
-                ks.clone(),
-                ws.clone(),
-                ws.clone(),
-                TensorSpec::new([tokens], DType::Int64),
-                cs.clone(),
-                1e-6,
-            )
-            .expect("valid plan");
+            let op = QkNormRopeFp8::builder(qs.clone(), ks.clone(), cs.clone())
+                .q_weight(ws.clone())
+                .k_weight(ws.clone())
+                .positions(TensorSpec::new([tokens], DType::Int64))
+                .eps(1e-6)
+                .build(device)
+                .expect("valid plan");
             let scaled = |spec: &TensorSpec, seed: u64| -> Vec<f64> {
                 Tensor::random(spec, seed, &Device::cpu())
                     .and_then(|t| t.to_vec_f64())
@@ -1170,15 +1165,23 @@ fn gemm_cases(device: &Device) -> Measures {
                 }
                 let a = Tensor::from_f64_rounded(&av, &a_spec, device).expect("a");
                 let b = Tensor::from_f64_rounded(&bv, &b_spec, device).expect("b");
-                let op = Gemm::new(device, a_spec.clone(), b_spec.clone(), ta, tb, tf32)
-                    .expect("valid plan");
+                let op = Gemm::new(
+                    a_spec.clone(),
+                    b_spec.clone(),
+                    tileops::ops::GemmOptions::new()
+                        .trans_a(ta)
+                        .trans_b(tb)
+                        .allow_tf32(tf32),
+                    device,
+                )
+                .expect("valid plan");
                 let mut c = Tensor::full(op.c(), f64::NAN, device).expect("poisoned output");
                 op.forward_into(&a, &b, &mut c).expect("launch");
                 let got = download(device, &c);
                 let (av, bv) = (a.to_vec_f64().expect("a"), b.to_vec_f64().expect("b"));
-                let want = reference_gemm::gemm(&av, &bv, m, n, k, ta, tb);
+                let want = reference::gemm(&av, &bv, m, n, k, ta, tb);
                 let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
-                let scale = reference_gemm::gemm(&abs(&av), &abs(&bv), m, n, k, ta, tb);
+                let scale = reference::gemm(&abs(&av), &abs(&bv), m, n, k, ta, tb);
                 let err = worst_by(&got, &want, |i, g, w| {
                     if scale[i].is_finite() {
                         element_error(g, w, || scale[i].max(floor(dtype)))

@@ -18,8 +18,8 @@ fn tensors_that_do_not_match_the_plan_are_refused() {
         spec(&[32], DType::Float32),
     ];
 
-    let relu = Relu::new(&cpu, planned.clone()).unwrap();
-    let swiglu = SiluAndMul::new(&cpu, planned.clone()).unwrap();
+    let relu = Relu::new(planned.clone(), &cpu).unwrap();
+    let swiglu = SiluAndMul::new(planned.clone(), &cpu).unwrap();
     for other in &others {
         let wrong = Tensor::random(other, 1, &cpu).unwrap();
         let err = relu.forward(&wrong).unwrap_err();

@@ -10,7 +10,7 @@ use crate::common::{
 };
 use crate::common::{input_with, worst_error};
 use crate::normalization::gpu::layer_norm::{label, relative};
-use tileops::ops::reference_norm_act as reference;
+use tileops::ops::reference;
 use tileops::ops::{Relu, SiluAndMul};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -166,7 +166,7 @@ pub(crate) fn silu_and_mul_cases(device: &Device) -> Report {
         for &shape in SWIGLU_CASES {
             seed += 1;
             let spec = TensorSpec::new(shape, dtype);
-            let op = SiluAndMul::new(device, spec.clone()).expect("valid plan");
+            let op = SiluAndMul::new(spec.clone(), device).expect("valid plan");
             let n = shape[shape.len() - 1] / 2;
             let rows = spec.numel().unwrap() / (2 * n);
             // The tail in the gates first: the scattered specials win where the two meet.
@@ -210,12 +210,12 @@ fn gpu_plans_reject_cpu_tensors() {
     };
     let spec = TensorSpec::new([4, 8], DType::Float32);
     let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
-    let err = Relu::new(&gpu, spec.clone())
+    let err = Relu::new(spec.clone(), &gpu)
         .expect("valid plan")
         .forward(&on_cpu)
         .expect_err("device mismatch");
     assert!(err.to_string().contains("cuda:0"), "{err}");
-    let err = SiluAndMul::new(&gpu, spec)
+    let err = SiluAndMul::new(spec, &gpu)
         .expect("valid plan")
         .forward(&on_cpu)
         .expect_err("device mismatch");

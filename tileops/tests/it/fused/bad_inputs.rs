@@ -7,16 +7,16 @@ use tileops::ops::QkNormRopeFp8;
 use tileops::{DType, Device, Error, TensorSpec};
 
 pub(crate) fn fused(q: &[usize], k: &[usize], dtype: DType) -> Result<QkNormRopeFp8, Error> {
-    QkNormRopeFp8::new(
-        &Device::cpu(),
+    QkNormRopeFp8::builder(
         spec(q, dtype),
         spec(k, dtype),
-        spec(&[128], dtype),
-        spec(&[128], dtype),
-        spec(&[q.first().copied().unwrap_or(1)], DType::Int64),
         spec(&[32, 128], DType::Float32),
-        1e-6,
     )
+    .q_weight(spec(&[128], dtype))
+    .k_weight(spec(&[128], dtype))
+    .positions(spec(&[q.first().copied().unwrap_or(1)], DType::Int64))
+    .eps(1e-6)
+    .build(&Device::cpu())
 }
 
 #[test]
@@ -51,16 +51,12 @@ fn qk_norm_rope_fp8_rejects_bad_shapes_dtypes_and_eps() {
         );
     }
     let plan = |k: TensorSpec, qw: TensorSpec, pos: TensorSpec, cache: TensorSpec, eps: f64| {
-        QkNormRopeFp8::new(
-            &cpu,
-            spec(&[4, 8, 128], bf),
-            k,
-            qw,
-            spec(&[128], bf),
-            pos,
-            cache,
-            eps,
-        )
+        QkNormRopeFp8::builder(spec(&[4, 8, 128], bf), k, cache)
+            .q_weight(qw)
+            .k_weight(spec(&[128], bf))
+            .positions(pos)
+            .eps(eps)
+            .build(&cpu)
     };
     let (k, w, pos, cache) = (
         spec(&[4, 2, 128], bf),

@@ -11,7 +11,7 @@ use crate::common::{rope_table, worst_codes, worst_scale_error};
 use crate::position_encoding::gpu::{positions, random_values, upload};
 use crate::quantization::gpu::codes;
 // The per-dtype bounds of `reduction::gpu::softmax` (`common::bound`).
-use tileops::ops::reference_rope_fp8::{self as reference};
+use tileops::ops::reference::{self};
 use tileops::ops::{QkNormRopeFp8, QkNormRopeFp8Output};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -47,17 +47,13 @@ pub(crate) fn fused_cases(device: &Device) -> Measures {
             let ws = TensorSpec::new([128], dtype);
             let ps = TensorSpec::new([tokens], DType::Int64);
             let cs = TensorSpec::new([max_pos, 128], DType::Float32);
-            let op = QkNormRopeFp8::new(
-                device,
-                qs.clone(),
-                ks.clone(),
-                ws.clone(),
-                ws.clone(),
-                ps,
-                cs.clone(),
-                1e-6,
-            )
-            .expect("valid plan");
+            let op = QkNormRopeFp8::builder(qs.clone(), ks.clone(), cs.clone())
+                .q_weight(ws.clone())
+                .k_weight(ws.clone())
+                .positions(ps)
+                .eps(1e-6)
+                .build(device)
+                .expect("valid plan");
             let mut qv = random_values(&qs, seed);
             let mut kv = random_values(&ks, seed + 1);
             if special {

@@ -8,12 +8,10 @@ use crate::common::spec;
 
 fn plan(a: &[usize], b: &[usize], dtype: DType, ta: bool, tb: bool) -> Result<Gemm, Error> {
     Gemm::new(
-        &Device::cpu(),
         spec(a, dtype),
         spec(b, dtype),
-        ta,
-        tb,
-        false,
+        tileops::ops::GemmOptions::new().trans_a(ta).trans_b(tb),
+        &Device::cpu(),
     )
 }
 
@@ -88,12 +86,10 @@ fn unsupported_and_mixed_dtypes_are_named() {
         );
     }
     let err = Gemm::new(
-        &cpu,
         spec(&[2, 3], DType::Float16),
         spec(&[3, 4], DType::BFloat16),
-        false,
-        false,
-        false,
+        tileops::ops::GemmOptions::new(),
+        &cpu,
     )
     .unwrap_err();
     assert!(
@@ -116,12 +112,10 @@ fn tf32_is_for_float32_only() {
     let cpu = Device::cpu();
     for dtype in [DType::Float16, DType::BFloat16] {
         let err = Gemm::new(
-            &cpu,
             spec(&[2, 3], dtype),
             spec(&[3, 4], dtype),
-            false,
-            false,
-            true,
+            tileops::ops::GemmOptions::new().allow_tf32(true),
+            &cpu,
         )
         .unwrap_err();
         assert!(
@@ -137,7 +131,15 @@ fn tf32_is_for_float32_only() {
         );
     }
     let f = DType::Float32;
-    assert!(Gemm::new(&cpu, spec(&[2, 3], f), spec(&[3, 4], f), false, false, true).is_ok());
+    assert!(
+        Gemm::new(
+            spec(&[2, 3], f),
+            spec(&[3, 4], f),
+            tileops::ops::GemmOptions::new().allow_tf32(true),
+            &cpu
+        )
+        .is_ok()
+    );
 }
 
 #[test]
@@ -164,7 +166,7 @@ fn empty_dims_are_refused_at_plan_time() {
 fn tensors_that_do_not_match_the_plan_are_refused() {
     let cpu = Device::cpu();
     let (a, b) = (spec(&[3, 4], DType::Float16), spec(&[4, 5], DType::Float16));
-    let op = Gemm::new(&cpu, a.clone(), b.clone(), false, false, false).unwrap();
+    let op = Gemm::new(a.clone(), b.clone(), tileops::ops::GemmOptions::new(), &cpu).unwrap();
     let x = Tensor::random(&a, 1, &cpu).unwrap();
     let y = Tensor::random(&b, 2, &cpu).unwrap();
     // a: wrong shape (the transposed one), wrong dtype.

@@ -10,7 +10,7 @@
 //! sum cancels. Its bound scales with K (see [`bound`]).
 
 use crate::common::{element_error, floor, gemm_bound, gpu_or_skip, lined_up, worst_by};
-use tileops::ops::{Gemm, reference_gemm};
+use tileops::ops::{Gemm, reference};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
 /// The precisions tested: each dtype, and float32 once more as TF32.
@@ -220,12 +220,13 @@ fn gemm_cases(device: &Device, max_work: usize) -> Report {
             }
             let (a, b) = make_inputs(&c, dtype, seed, device);
             let op = Gemm::new(
-                device,
                 a.spec().clone(),
                 b.spec().clone(),
-                c.trans_a,
-                c.trans_b,
-                tf32,
+                tileops::ops::GemmOptions::new()
+                    .trans_a(c.trans_a)
+                    .trans_b(c.trans_b)
+                    .allow_tf32(tf32),
+                device,
             )
             .expect("valid plan");
             let mut out = Tensor::full(op.c(), f64::NAN, device).expect("poisoned output");
@@ -233,10 +234,9 @@ fn gemm_cases(device: &Device, max_work: usize) -> Report {
             device.synchronize().expect("gemm ran");
             let got = out.to_vec_f64().expect("copy back");
             let (av, bv) = (a.to_vec_f64().expect("a"), b.to_vec_f64().expect("b"));
-            let want = reference_gemm::gemm(&av, &bv, c.m, c.n, c.k, c.trans_a, c.trans_b);
+            let want = reference::gemm(&av, &bv, c.m, c.n, c.k, c.trans_a, c.trans_b);
             let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
-            let scale =
-                reference_gemm::gemm(&abs(&av), &abs(&bv), c.m, c.n, c.k, c.trans_a, c.trans_b);
+            let scale = reference::gemm(&abs(&av), &abs(&bv), c.m, c.n, c.k, c.trans_a, c.trans_b);
             let err = worst_error(&got, &want, &scale, dtype);
             let layout = match (c.trans_a, c.trans_b) {
                 (false, false) => "nn",
@@ -330,12 +330,10 @@ fn strict_float32_keeps_every_bit() {
     let a = Tensor::from_f32_slice(&[x; 4], [2, 2], &gpu).expect("upload");
     let b = Tensor::from_f32_slice(&[1.0, 0.0, 0.0, 1.0], [2, 2], &gpu).expect("upload");
     let strict = Gemm::new(
-        &gpu,
         a.spec().clone(),
         b.spec().clone(),
-        false,
-        false,
-        false,
+        tileops::ops::GemmOptions::new(),
+        &gpu,
     )
     .expect("plan");
     let c = strict
@@ -344,8 +342,13 @@ fn strict_float32_keeps_every_bit() {
         .to_vec_f32()
         .expect("copy");
     assert_eq!(c, vec![x; 4]);
-    let tf32 =
-        Gemm::new(&gpu, a.spec().clone(), b.spec().clone(), false, false, true).expect("plan");
+    let tf32 = Gemm::new(
+        a.spec().clone(),
+        b.spec().clone(),
+        tileops::ops::GemmOptions::new().allow_tf32(true),
+        &gpu,
+    )
+    .expect("plan");
     let c = tf32
         .forward(&a, &b)
         .expect("forward")
@@ -369,7 +372,13 @@ fn gpu_plans_reject_cpu_tensors() {
         return;
     };
     let spec = TensorSpec::new([4, 8], DType::BFloat16);
-    let op = Gemm::new(&gpu, spec.clone(), spec.clone(), false, true, false).expect("valid plan");
+    let op = Gemm::new(
+        spec.clone(),
+        spec.clone(),
+        tileops::ops::GemmOptions::new().trans_b(true),
+        &gpu,
+    )
+    .expect("valid plan");
     let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
     let on_gpu = Tensor::random(&spec, 2, &gpu).expect("gpu tensor");
     let err = op.forward(&on_cpu, &on_gpu).expect_err("device mismatch");

@@ -77,7 +77,7 @@ where
     let y_slice = s.alloc_zeros::<T>(240).unwrap();
     let y_address = address(&y_slice, s);
     let mut y = Tensor::from_cuda_slice(y_slice, &x_spec, &caller.device).unwrap();
-    let op = Softmax::new(&caller.device, x_spec.clone(), -1).unwrap();
+    let op = Softmax::new(x_spec.clone(), -1, &caller.device).unwrap();
     op.forward_into(&x, &mut y).unwrap();
 
     // Taken back out: the same allocation, read on the caller's stream (which orders the read
@@ -88,7 +88,7 @@ where
 
     // The same op on tileops-allocated tensors of Device::cuda(0).
     let own_x = Tensor::from_slice(&host, shape, &caller.own).unwrap();
-    let own_op = Softmax::new(&caller.own, x_spec, -1).unwrap();
+    let own_op = Softmax::new(x_spec, -1, &caller.own).unwrap();
     let want: Vec<T> = own_op.forward(&own_x).unwrap().to_vec().unwrap();
     assert_eq!(got, want, "{}: caller's slices vs tileops's", T::DTYPE);
 
@@ -148,13 +148,13 @@ fn byte_slices_and_outputs_on_the_callers_stream() {
         Tensor::from_cuda_bytes(s.clone_htod(&x_bytes).unwrap(), &x_spec, &caller.device).unwrap();
     let w =
         Tensor::from_cuda_bytes(s.clone_htod(&w_bytes).unwrap(), &w_spec, &caller.device).unwrap();
-    let op = RmsNorm::new(&caller.device, x_spec.clone(), w_spec.clone(), 1e-6).unwrap();
+    let op = RmsNorm::new(x_spec.clone(), w_spec.clone(), 1e-6, &caller.device).unwrap();
     // An output tileops allocates is on the device's stream: the caller's.
     let y = op.forward(&x, &w).unwrap();
     assert!(Arc::ptr_eq(y.cuda_bytes().unwrap().stream(), s));
     let got = s.clone_dtoh(&y.into_cuda_bytes().unwrap()).unwrap();
 
-    let own_op = RmsNorm::new(&caller.own, x_spec.clone(), w_spec.clone(), 1e-6).unwrap();
+    let own_op = RmsNorm::new(x_spec.clone(), w_spec.clone(), 1e-6, &caller.own).unwrap();
     let own_x = Tensor::from_bytes(&x_bytes, &x_spec, &caller.own).unwrap();
     let own_w = Tensor::from_bytes(&w_bytes, &w_spec, &caller.own).unwrap();
     let want = own_op.forward(&own_x, &own_w).unwrap().to_bytes().unwrap();
@@ -197,24 +197,20 @@ fn gemm_runs_cublas_on_the_callers_stream() {
         )
         .unwrap();
         let op = Gemm::new(
-            &caller.device,
             a_spec.clone(),
             b_spec.clone(),
-            false,
-            false,
-            false,
+            tileops::ops::GemmOptions::new(),
+            &caller.device,
         )
         .unwrap();
         op.forward_into(&a, &b, &mut c).unwrap();
         let got = s.clone_dtoh(&c.into_cuda_bytes().unwrap()).unwrap();
 
         let own = Gemm::new(
-            &caller.own,
             a_spec.clone(),
             b_spec.clone(),
-            false,
-            false,
-            false,
+            tileops::ops::GemmOptions::new(),
+            &caller.own,
         )
         .unwrap();
         let want = own

@@ -14,19 +14,19 @@ fn rms_norm_rejects_bad_weight_rank_and_eps() {
     let cpu = Device::cpu();
     let x = spec(&[2, 8], DType::BFloat16);
     let err = RmsNorm::new(
-        &cpu,
         spec(&[], DType::BFloat16),
         spec(&[1], DType::BFloat16),
         1e-6,
+        &cpu,
     )
     .unwrap_err();
     assert!(
         matches!(err, Error::InvalidShape { field: "x", .. }),
         "{err:?}"
     );
-    let err = RmsNorm::new(&cpu, x.clone(), spec(&[7], DType::BFloat16), 1e-6).unwrap_err();
+    let err = RmsNorm::new(x.clone(), spec(&[7], DType::BFloat16), 1e-6, &cpu).unwrap_err();
     assert!(err.to_string().contains("must be [8]"), "{err}");
-    let err = RmsNorm::new(&cpu, x.clone(), spec(&[8], DType::Float16), 1e-6).unwrap_err();
+    let err = RmsNorm::new(x.clone(), spec(&[8], DType::Float16), 1e-6, &cpu).unwrap_err();
     assert!(
         matches!(
             err,
@@ -38,7 +38,7 @@ fn rms_norm_rejects_bad_weight_rank_and_eps() {
         "{err:?}"
     );
     for eps in [-1e-6, f64::NAN, f64::INFINITY] {
-        let err = RmsNorm::new(&cpu, x.clone(), spec(&[8], DType::BFloat16), eps).unwrap_err();
+        let err = RmsNorm::new(x.clone(), spec(&[8], DType::BFloat16), eps, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -61,11 +61,11 @@ pub(crate) fn layer_norm(
     eps: f64,
 ) -> Result<LayerNorm, Error> {
     LayerNorm::new(
-        &Device::cpu(),
         spec(x, dtype),
         spec(w, dtype),
         spec(b, dtype),
         eps,
+        &Device::cpu(),
     )
 }
 
@@ -77,11 +77,11 @@ pub(crate) fn fused(
     eps: f64,
 ) -> Result<FusedAddRmsNorm, Error> {
     FusedAddRmsNorm::new(
-        &Device::cpu(),
         spec(x, dtype),
         spec(r, dtype),
         spec(w, dtype),
         eps,
+        &Device::cpu(),
     )
 }
 
@@ -89,18 +89,18 @@ pub(crate) fn fused(
 fn activations(x: &TensorSpec) -> Vec<(&'static str, Result<(), Error>)> {
     let cpu = Device::cpu();
     vec![
-        ("relu", Relu::new(&cpu, x.clone()).map(drop)),
+        ("relu", Relu::new(x.clone(), &cpu).map(drop)),
         (
             "gelu",
-            Gelu::new(&cpu, x.clone(), GeluApproximate::None).map(drop),
+            Gelu::new(x.clone(), GeluApproximate::None, &cpu).map(drop),
         ),
         (
             "gelu",
-            Gelu::new(&cpu, x.clone(), GeluApproximate::Tanh).map(drop),
+            Gelu::new(x.clone(), GeluApproximate::Tanh, &cpu).map(drop),
         ),
-        ("silu", Silu::new(&cpu, x.clone()).map(drop)),
-        ("sigmoid", Sigmoid::new(&cpu, x.clone()).map(drop)),
-        ("silu_and_mul", SiluAndMul::new(&cpu, x.clone()).map(drop)),
+        ("silu", Silu::new(x.clone(), &cpu).map(drop)),
+        ("sigmoid", Sigmoid::new(x.clone(), &cpu).map(drop)),
+        ("silu_and_mul", SiluAndMul::new(x.clone(), &cpu).map(drop)),
     ]
 }
 
@@ -131,7 +131,7 @@ fn rank_zero_is_refused_where_a_last_dim_is_needed() {
         ),
         "{err:?}"
     );
-    let err = SiluAndMul::new(&Device::cpu(), spec(&[], DType::Float32)).unwrap_err();
+    let err = SiluAndMul::new(spec(&[], DType::Float32), &Device::cpu()).unwrap_err();
     assert!(
         matches!(
             err,
@@ -204,7 +204,7 @@ fn bad_dims_are_named() {
         "{err:?}"
     );
     for last in [1, 3, 4097] {
-        let err = SiluAndMul::new(&Device::cpu(), spec(&[2, last], dt)).unwrap_err();
+        let err = SiluAndMul::new(spec(&[2, last], dt), &Device::cpu()).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -260,11 +260,11 @@ fn unsupported_and_mixed_dtypes_are_named() {
     let cpu = Device::cpu();
     let x = spec(&[2, 8], DType::Float16);
     let err = LayerNorm::new(
-        &cpu,
         x.clone(),
         spec(&[8], DType::Float32),
         spec(&[8], DType::Float16),
         1e-5,
+        &cpu,
     )
     .unwrap_err();
     assert!(
@@ -279,11 +279,11 @@ fn unsupported_and_mixed_dtypes_are_named() {
         "{err:?}"
     );
     let err = FusedAddRmsNorm::new(
-        &cpu,
         x.clone(),
         spec(&[2, 8], DType::BFloat16),
         spec(&[8], DType::Float16),
         1e-6,
+        &cpu,
     )
     .unwrap_err();
     assert!(
@@ -392,7 +392,7 @@ fn bench_hooks_refuse_the_wrong_number_of_inputs() {
         norm.run(std::slice::from_ref(&t)),
         Err(Error::Arity { .. })
     ));
-    let relu = Relu::new(&cpu, x).unwrap();
+    let relu = Relu::new(x, &cpu).unwrap();
     assert!(matches!(relu.run(&[]), Err(Error::Arity { .. })));
     let inputs = norm.random_inputs(3).unwrap();
     assert_eq!(norm.run(&inputs).unwrap().len(), 1);

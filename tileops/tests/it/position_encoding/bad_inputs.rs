@@ -13,7 +13,7 @@ fn rope(
     positions: TensorSpec,
     cache: TensorSpec,
 ) -> Result<Rope, Error> {
-    Rope::new(&Device::cpu(), spec(x, dtype), positions, cache)
+    Rope::new(spec(x, dtype), positions, cache, &Device::cpu())
 }
 
 pub(crate) fn field_of(err: &Error) -> &'static str {
@@ -136,7 +136,7 @@ fn empty_tensors_are_refused_at_plan_time() {
         );
     }
     for shape in [[0usize, 8], [4, 0]] {
-        let err = Fp8Quant::new(&cpu, spec(&shape, DType::BFloat16), 0).unwrap_err();
+        let err = Fp8Quant::new(spec(&shape, DType::BFloat16), 0, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -172,10 +172,10 @@ fn tensors_that_do_not_match_the_plan_are_refused() {
     // rope: each input, and the output of forward_into.
     let xs = spec(&[2, 3, 8], DType::Float32);
     let op = Rope::new(
-        &cpu,
         xs.clone(),
         spec(&[2], DType::Int64),
         spec(&[4, 8], DType::Float32),
+        &cpu,
     )
     .unwrap();
     let x = Tensor::random(&xs, 1, &cpu).unwrap();
@@ -212,7 +212,7 @@ fn tensors_that_do_not_match_the_plan_are_refused() {
 
     // fp8_quant: x, y and scales.
     let xs = spec(&[4, 32], DType::BFloat16);
-    let quant = Fp8Quant::new(&cpu, xs.clone(), 16).unwrap();
+    let quant = Fp8Quant::new(xs.clone(), 16, &cpu).unwrap();
     let x = Tensor::random(&xs, 2, &cpu).unwrap();
     let err = quant
         .forward(&Tensor::random(&spec(&[4, 16], DType::BFloat16), 2, &cpu).unwrap())

@@ -17,7 +17,7 @@ use crate::quantization::gpu::fp8_quant_cases;
 // The per-dtype bounds of `reduction::gpu::softmax` (`common::bound`).
 use crate::common::bound as rope_bound;
 use tileops::ops::Rope;
-use tileops::ops::reference_rope_fp8::{self as reference};
+use tileops::ops::reference::{self};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
 /// Random values of `spec` as f64 (already rounded to its dtype), from `seed`.
@@ -92,10 +92,10 @@ fn rope_cases(device: &Device) -> Measures {
             let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
             let cs = TensorSpec::new([max_pos, head_dim], DType::Float32);
             let op = Rope::new(
-                device,
                 xs.clone(),
                 TensorSpec::new([tokens], DType::Int64),
                 cs.clone(),
+                device,
             )
             .expect("valid plan");
             let mut xv = random_values(&xs, seed);

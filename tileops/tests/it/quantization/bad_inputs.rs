@@ -9,7 +9,7 @@ use tileops::{DType, Device, Error, Tensor};
 fn fp8_quant_rejects_bad_ranks_dtypes_and_groups() {
     let cpu = Device::cpu();
     for shape in [&[8][..], &[2, 4, 8], &[]] {
-        let err = Fp8Quant::new(&cpu, spec(shape, DType::Float32), 0).unwrap_err();
+        let err = Fp8Quant::new(spec(shape, DType::Float32), 0, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -28,14 +28,14 @@ fn fp8_quant_rejects_bad_ranks_dtypes_and_groups() {
         DType::Float8E4M3Fn,
         DType::Float8E5M2,
     ] {
-        let err = Fp8Quant::new(&cpu, spec(&[4, 8], dtype), 0).unwrap_err();
+        let err = Fp8Quant::new(spec(&[4, 8], dtype), 0, &cpu).unwrap_err();
         assert!(
             matches!(err, Error::InvalidDType { op: "fp8_quant", field: "x", value, .. } if value == dtype),
             "{err:?}"
         );
     }
     for group in [3, 16, 9] {
-        let err = Fp8Quant::new(&cpu, spec(&[4, 8], DType::Float32), group).unwrap_err();
+        let err = Fp8Quant::new(spec(&[4, 8], DType::Float32), group, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -50,7 +50,7 @@ fn fp8_quant_rejects_bad_ranks_dtypes_and_groups() {
         assert!(err.to_string().contains("divide K = 8"), "{err}");
     }
     for group in [0, 1, 2, 4, 8] {
-        let op = Fp8Quant::new(&cpu, spec(&[4, 8], DType::Float32), group).unwrap();
+        let op = Fp8Quant::new(spec(&[4, 8], DType::Float32), group, &cpu).unwrap();
         let per_row = 8usize.checked_div(group).unwrap_or(1);
         assert_eq!(op.scales_spec().shape, vec![4, per_row]);
     }
@@ -78,7 +78,7 @@ fn cpu_paths_handle_edge_values() {
         &cpu,
     )
     .unwrap();
-    let (y, scales) = Fp8Quant::new(&cpu, xs, 0).unwrap().forward(&x).unwrap();
+    let (y, scales) = Fp8Quant::new(xs, 0, &cpu).unwrap().forward(&x).unwrap();
     let y = y.to_vec_f32().unwrap();
     let scales = scales.to_vec_f32().unwrap();
     assert_eq!(y[0], 448.0);
@@ -89,7 +89,7 @@ fn cpu_paths_handle_edge_values() {
     assert_eq!((y[6], y[7], scales[3]), (0.0, 0.0, 1.0 / (448.0 * 512.0)));
     assert_eq!((y[8], y[9]), (-448.0, 448.0));
     let one = spec(&[1, 1], DType::BFloat16);
-    let (y, s) = Fp8Quant::new(&cpu, one.clone(), 0)
+    let (y, s) = Fp8Quant::new(one.clone(), 0, &cpu)
         .unwrap()
         .forward(&Tensor::full(&one, -0.75, &cpu).unwrap())
         .unwrap();

@@ -11,7 +11,7 @@ use crate::common::{worst_codes, worst_scale_error};
 use crate::position_encoding::gpu::{random_values, upload};
 // The per-dtype bounds of `reduction::gpu::softmax` (`common::bound`).
 use tileops::ops::Fp8Quant;
-use tileops::ops::reference_rope_fp8::{self as reference, fp8_e4m3_value};
+use tileops::ops::reference::{self, fp8_e4m3_value};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
 pub(crate) fn codes(t: &Tensor) -> Vec<u8> {
@@ -41,7 +41,7 @@ fn fp8_quant_nan_cases(device: &Device) {
         ] {
             let label = format!("{dtype} {shape:?} group={group_size} on {device}");
             let xs = TensorSpec::new(shape, dtype);
-            let op = Fp8Quant::new(device, xs.clone(), group_size).expect("valid plan");
+            let op = Fp8Quant::new(xs.clone(), group_size, device).expect("valid plan");
             let group = if group_size == 0 {
                 shape[1]
             } else {
@@ -145,7 +145,7 @@ pub(crate) fn fp8_quant_cases(device: &Device) -> Measures {
         for &(shape, group_size, edges) in QUANT_CASES {
             seed += 1;
             let xs = TensorSpec::new(shape, dtype);
-            let op = Fp8Quant::new(device, xs.clone(), group_size).expect("valid plan");
+            let op = Fp8Quant::new(xs.clone(), group_size, device).expect("valid plan");
             let mut xv = random_values(&xs, seed);
             if edges {
                 quant_edges(&mut xv, shape[1]);
@@ -201,7 +201,7 @@ fn gpu_plans_reject_cpu_tensors() {
         return;
     };
     let spec = TensorSpec::new([4, 32], DType::BFloat16);
-    let op = Fp8Quant::new(&gpu, spec.clone(), 0).expect("valid plan");
+    let op = Fp8Quant::new(spec.clone(), 0, &gpu).expect("valid plan");
     let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
     let err = op.forward(&on_cpu).expect_err("device mismatch");
     assert!(err.to_string().contains("cuda:0"), "{err}");

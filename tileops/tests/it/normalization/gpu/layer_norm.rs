@@ -8,7 +8,7 @@
 use crate::common::{DTYPES, POISON, Report, bound, download, gpu_or_skip};
 use crate::common::{input_with, row_specials, worst_error};
 use crate::elementwise::gpu::{activation_cases, silu_and_mul_cases};
-use tileops::ops::reference_norm_act as reference;
+use tileops::ops::reference;
 use tileops::ops::{FusedAddRmsNorm, LayerNorm};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -50,7 +50,7 @@ fn layer_norm_cases(device: &Device) -> Report {
             let spec = TensorSpec::new(shape, dtype);
             let p_spec = TensorSpec::new([n], dtype);
             let eps = 1e-5;
-            let op = LayerNorm::new(device, spec.clone(), p_spec.clone(), p_spec.clone(), eps)
+            let op = LayerNorm::new(spec.clone(), p_spec.clone(), p_spec.clone(), eps, device)
                 .expect("valid plan");
             let specials = if special {
                 row_specials(rows, n)
@@ -94,7 +94,7 @@ fn fused_add_rms_norm_cases(device: &Device) -> Report {
             let spec = TensorSpec::new(shape, dtype);
             let w_spec = TensorSpec::new([n], dtype);
             let eps = 1e-6;
-            let op = FusedAddRmsNorm::new(device, spec.clone(), spec.clone(), w_spec.clone(), eps)
+            let op = FusedAddRmsNorm::new(spec.clone(), spec.clone(), w_spec.clone(), eps, device)
                 .expect("valid plan");
             let specials = if special {
                 row_specials(rows, n)

@@ -42,7 +42,7 @@ pub(crate) fn rms_norm_cases(device: &Device) -> Report {
             let spec = TensorSpec::new(*shape, dtype);
             let w_spec = TensorSpec::new([n], dtype);
             let eps = 1e-6;
-            let op = RmsNorm::new(device, spec.clone(), w_spec.clone(), eps).expect("valid plan");
+            let op = RmsNorm::new(spec.clone(), w_spec.clone(), eps, device).expect("valid plan");
             let lines = softmax_lines(shape, shape.len() - 1, 4);
             let x = make_input(&spec, seed, special, &lines, device);
             let w = make_input(&w_spec, seed + 1, &Special::None, &[], device);

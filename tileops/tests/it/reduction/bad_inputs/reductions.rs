@@ -17,19 +17,19 @@ fn plan_all(
     vec![
         (
             "sum",
-            Sum::new(&cpu, x.clone(), dim.clone(), keepdim).map(|op| op.y().clone()),
+            Sum::new(x.clone(), dim.clone(), keepdim, &cpu).map(|op| op.y().clone()),
         ),
         (
             "mean",
-            Mean::new(&cpu, x.clone(), dim.clone(), keepdim).map(|op| op.y().clone()),
+            Mean::new(x.clone(), dim.clone(), keepdim, &cpu).map(|op| op.y().clone()),
         ),
         (
             "amax",
-            Amax::new(&cpu, x.clone(), dim.clone(), keepdim).map(|op| op.y().clone()),
+            Amax::new(x.clone(), dim.clone(), keepdim, &cpu).map(|op| op.y().clone()),
         ),
         (
             "logsumexp",
-            Logsumexp::new(&cpu, x.clone(), dim, keepdim).map(|op| op.y().clone()),
+            Logsumexp::new(x.clone(), dim, keepdim, &cpu).map(|op| op.y().clone()),
         ),
     ]
 }
@@ -95,7 +95,7 @@ fn reductions_and_log_softmax_reject_rank_zero_and_empty_tensors() {
         );
         assert!(err.to_string().contains("at least one dimension"), "{err}");
     }
-    let err = LogSoftmax::new(&cpu, spec(&[], DType::Float32), 0).unwrap_err();
+    let err = LogSoftmax::new(spec(&[], DType::Float32), 0, &cpu).unwrap_err();
     assert!(
         matches!(
             err,
@@ -115,7 +115,7 @@ fn reductions_and_log_softmax_reject_rank_zero_and_empty_tensors() {
             );
             assert!(err.to_string().contains("empty"), "{err}");
         }
-        let err = LogSoftmax::new(&cpu, spec(shape, DType::Float16), -1).unwrap_err();
+        let err = LogSoftmax::new(spec(shape, DType::Float16), -1, &cpu).unwrap_err();
         assert!(err.to_string().contains("empty"), "{err}");
     }
 }
@@ -124,7 +124,7 @@ fn reductions_and_log_softmax_reject_rank_zero_and_empty_tensors() {
 fn log_softmax_rejects_dims_out_of_range() {
     let cpu = Device::cpu();
     for dim in [2, -3, i64::MAX, i64::MIN] {
-        let err = LogSoftmax::new(&cpu, spec(&[4, 8], DType::Float32), dim).unwrap_err();
+        let err = LogSoftmax::new(spec(&[4, 8], DType::Float32), dim, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -158,7 +158,7 @@ fn unsupported_dtypes_are_named() {
             );
             assert!(err.to_string().contains("bfloat16"), "{err}");
         }
-        let err = LogSoftmax::new(&cpu, x, -1).unwrap_err();
+        let err = LogSoftmax::new(x, -1, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -182,9 +182,9 @@ fn inputs_that_do_not_match_the_plan_are_rejected() {
         spec(&[4, 8, 1], DType::Float32),
         spec(&[4, 8], DType::BFloat16),
     ];
-    let sum = Sum::new(&cpu, planned.clone(), -1, false).unwrap();
-    let lse = Logsumexp::new(&cpu, planned.clone(), [0, 1], true).unwrap();
-    let log_softmax = LogSoftmax::new(&cpu, planned.clone(), 0).unwrap();
+    let sum = Sum::new(planned.clone(), -1, false, &cpu).unwrap();
+    let lse = Logsumexp::new(planned.clone(), [0, 1], true, &cpu).unwrap();
+    let log_softmax = LogSoftmax::new(planned.clone(), 0, &cpu).unwrap();
     for other in &others {
         let x = Tensor::random(other, 1, &cpu).unwrap();
         for err in [

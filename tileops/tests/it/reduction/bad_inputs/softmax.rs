@@ -8,7 +8,7 @@ use tileops::{DType, Device, Error, Tensor};
 
 #[test]
 fn softmax_rejects_rank_zero() {
-    let err = Softmax::new(&Device::cpu(), spec(&[], DType::Float32), 0).unwrap_err();
+    let err = Softmax::new(spec(&[], DType::Float32), 0, &Device::cpu()).unwrap_err();
     assert!(
         matches!(
             err,
@@ -27,7 +27,7 @@ fn softmax_rejects_rank_zero() {
 fn softmax_rejects_dims_out_of_range() {
     let cpu = Device::cpu();
     for dim in [2, 3, -3, i64::MAX, i64::MIN] {
-        let err = Softmax::new(&cpu, spec(&[4, 8], DType::Float32), dim).unwrap_err();
+        let err = Softmax::new(spec(&[4, 8], DType::Float32), dim, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -46,7 +46,7 @@ fn softmax_rejects_dims_out_of_range() {
         );
     }
     for dim in [-2, -1, 0, 1] {
-        assert!(Softmax::new(&cpu, spec(&[4, 8], DType::Float32), dim).is_ok());
+        assert!(Softmax::new(spec(&[4, 8], DType::Float32), dim, &cpu).is_ok());
     }
 }
 
@@ -59,7 +59,7 @@ fn unsupported_dtypes_are_named() {
         DType::Bool,
         DType::Float8E4M3Fn,
     ] {
-        let err = Softmax::new(&cpu, spec(&[4, 8], dtype), -1).unwrap_err();
+        let err = Softmax::new(spec(&[4, 8], dtype), -1, &cpu).unwrap_err();
         assert!(
             matches!(err, Error::InvalidDType { op: "softmax", field: "x", value, .. } if value == dtype),
             "{err:?}"
@@ -68,7 +68,7 @@ fn unsupported_dtypes_are_named() {
             err.to_string().contains(dtype.name()) && err.to_string().contains("bfloat16"),
             "{err}"
         );
-        let err = RmsNorm::new(&cpu, spec(&[4, 8], dtype), spec(&[8], dtype), 1e-6).unwrap_err();
+        let err = RmsNorm::new(spec(&[4, 8], dtype), spec(&[8], dtype), 1e-6, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -87,7 +87,7 @@ fn unsupported_dtypes_are_named() {
 fn empty_tensors_are_refused_at_plan_time() {
     let cpu = Device::cpu();
     for shape in [&[0usize, 8][..], &[4, 0], &[0]] {
-        let err = Softmax::new(&cpu, spec(shape, DType::Float16), -1).unwrap_err();
+        let err = Softmax::new(spec(shape, DType::Float16), -1, &cpu).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -102,10 +102,10 @@ fn empty_tensors_are_refused_at_plan_time() {
         assert!(err.to_string().contains("empty"), "{err}");
         let n = *shape.last().unwrap();
         let err = RmsNorm::new(
-            &cpu,
             spec(shape, DType::Float16),
             spec(&[n], DType::Float16),
             1e-6,
+            &cpu,
         )
         .unwrap_err();
         assert!(
@@ -119,7 +119,7 @@ fn empty_tensors_are_refused_at_plan_time() {
 fn tensors_that_do_not_match_the_plan_are_refused() {
     let cpu = Device::cpu();
     let planned = spec(&[4, 8], DType::Float32);
-    let op = Softmax::new(&cpu, planned.clone(), -1).unwrap();
+    let op = Softmax::new(planned.clone(), -1, &cpu).unwrap();
     for other in [
         spec(&[4, 9], DType::Float32),
         spec(&[4, 8], DType::BFloat16),
@@ -153,7 +153,7 @@ fn tensors_that_do_not_match_the_plan_are_refused() {
         "{err:?}"
     );
 
-    let norm = RmsNorm::new(&cpu, planned.clone(), spec(&[8], DType::Float32), 1e-6).unwrap();
+    let norm = RmsNorm::new(planned.clone(), spec(&[8], DType::Float32), 1e-6, &cpu).unwrap();
     let w_wrong = Tensor::random(&spec(&[8], DType::BFloat16), 2, &cpu).unwrap();
     let err = norm.forward(&x, &w_wrong).unwrap_err();
     assert!(
@@ -193,7 +193,7 @@ fn cpu_path_handles_edge_rows() {
         &cpu,
     )
     .unwrap();
-    let y = Softmax::new(&cpu, s, -1)
+    let y = Softmax::new(s, -1, &cpu)
         .unwrap()
         .forward(&x)
         .unwrap()
@@ -204,7 +204,7 @@ fn cpu_path_handles_edge_rows() {
     // A row of one element is 1.
     let one = spec(&[5, 1], DType::BFloat16);
     let x = Tensor::random(&one, 3, &cpu).unwrap();
-    let y = Softmax::new(&cpu, one, -1)
+    let y = Softmax::new(one, -1, &cpu)
         .unwrap()
         .forward(&x)
         .unwrap()

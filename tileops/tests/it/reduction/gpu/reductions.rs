@@ -10,7 +10,7 @@
 
 use crate::common::{DTYPES, POISON, Report, Special, bound, gpu_or_skip, make_input};
 use crate::common::{reduction_sets, softmax_lines, worst_error};
-use tileops::ops::reference_reduction::{self, ReduceKind};
+use tileops::ops::reference::{self as reference_reduction, ReduceKind};
 use tileops::ops::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Sum};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -115,7 +115,7 @@ fn log_softmax_cases(device: &Device) -> Report {
         for (shape, dim, special) in cases {
             seed += 1;
             let spec = TensorSpec::new(*shape, dtype);
-            let op = LogSoftmax::new(device, spec.clone(), *dim).expect("valid plan");
+            let op = LogSoftmax::new(spec.clone(), *dim, device).expect("valid plan");
             let axis = dim.rem_euclid(shape.len() as i64) as usize;
             let x = make_input(&spec, seed, special, &softmax_lines(shape, axis, 4), device);
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
@@ -250,7 +250,7 @@ fn gpu_plans_reject_cpu_tensors() {
         return;
     };
     let spec = TensorSpec::new([4, 8], DType::Float32);
-    let op = Sum::new(&gpu, spec.clone(), -1, false).expect("valid plan");
+    let op = Sum::new(spec.clone(), -1, false, &gpu).expect("valid plan");
     let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
     let err = op.forward(&on_cpu).expect_err("device mismatch");
     assert!(err.to_string().contains("cuda:0"), "{err}");
@@ -263,11 +263,11 @@ fn forward_allocates_and_round_trips() {
     };
     let x = Tensor::from_f32_slice(&[0.0, 0.0, 1.0, 2.0, 3.0, 4.0], [2, 3], &gpu).expect("upload");
     let spec = x.spec().clone();
-    let sum = Sum::new(&gpu, spec.clone(), [0, 1], true).expect("valid plan");
+    let sum = Sum::new(spec.clone(), [0, 1], true, &gpu).expect("valid plan");
     let y = sum.forward(&x).expect("forward");
     assert_eq!(y.shape(), &[1, 1]);
     assert_eq!(y.to_vec_f32().expect("download"), vec![10.0]);
-    let lse = Logsumexp::new(&gpu, spec, -1, false).expect("valid plan");
+    let lse = Logsumexp::new(spec, -1, false, &gpu).expect("valid plan");
     let y = lse
         .forward(&x)
         .expect("forward")

@@ -78,7 +78,7 @@ fn softmax_cases(device: &Device) -> Report {
         for (shape, dim, special) in cases {
             seed += 1;
             let spec = TensorSpec::new(*shape, dtype);
-            let op = Softmax::new(device, spec.clone(), *dim).expect("valid plan");
+            let op = Softmax::new(spec.clone(), *dim, device).expect("valid plan");
             let axis = dim.rem_euclid(shape.len() as i64) as usize;
             let x = make_input(&spec, seed, special, &softmax_lines(shape, axis, 4), device);
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
@@ -109,7 +109,7 @@ fn gpu_plans_reject_cpu_tensors() {
         return;
     };
     let spec = TensorSpec::new([4, 8], DType::Float32);
-    let op = Softmax::new(&gpu, spec.clone(), -1).expect("valid plan");
+    let op = Softmax::new(spec.clone(), -1, &gpu).expect("valid plan");
     let on_cpu = Tensor::random(&spec, 1, &Device::cpu()).expect("cpu tensor");
     let err = op.forward(&on_cpu).expect_err("device mismatch");
     assert!(err.to_string().contains("cuda:0"), "{err}");
@@ -121,7 +121,7 @@ fn forward_allocates_and_round_trips() {
         return;
     };
     let spec = TensorSpec::new([2, 3], DType::Float32);
-    let op = Softmax::new(&gpu, spec, -1).expect("valid plan");
+    let op = Softmax::new(spec, -1, &gpu).expect("valid plan");
     let x = Tensor::from_f32_slice(&[0.0, 0.0, 0.0, 1.0, 2.0, 3.0], [2, 3], &gpu).expect("upload");
     let y = op
         .forward(&x)
