@@ -1441,8 +1441,8 @@ unsafe fn set_desc_attribute(
 
     // SAFETY: the caller's contract.
     let desc = unsafe { object::<MatmulDesc, _>(matmul_desc) }?;
-    // SAFETY (this reader and the three below): `buf` is null or addresses `size` readable
-    // bytes (this function's contract), which is all `attribute` requires.
+    // SAFETY: `buf` is null or addresses `size` readable bytes (this function's contract), which
+    // is all `attribute` requires; the same holds for the three readers below.
     let value_i32 = || unsafe { attribute::<i32>(buf, size) };
     // SAFETY: as `value_i32`.
     let value_u32 = || unsafe { attribute::<u32>(buf, size) };
@@ -1618,8 +1618,8 @@ unsafe fn set_layout_attribute(
 
     // SAFETY: the caller's contract.
     let layout = unsafe { object::<Layout, _>(mat_layout) }?;
-    // SAFETY (this reader and the three below): `buf` is null or addresses `size` readable
-    // bytes (this function's contract), which is all `attribute` requires.
+    // SAFETY: `buf` is null or addresses `size` readable bytes (this function's contract), which
+    // is all `attribute` requires; the same holds for the three readers below.
     let value_i32 = || unsafe { attribute::<i32>(buf, size) };
     // SAFETY: as `value_i32`.
     let value_u32 = || unsafe { attribute::<u32>(buf, size) };
