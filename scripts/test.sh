@@ -39,6 +39,25 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== cargo doc (private items too; every rustdoc warning, broken intra-doc links included, fails)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --locked
+
+echo "== MSRV: cargo check on the declared rust-version"
+# The one rust-version of the workspace ([workspace.package] in Cargo.toml), read from cargo.
+msrv=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+versions = {p["rust_version"] for p in json.load(sys.stdin)["packages"] if p["rust_version"]}
+if len(versions) != 1:
+    sys.exit(f"expected one rust-version in the workspace, found {sorted(versions)}")
+print(versions.pop())')
+rustup toolchain install "$msrv" --profile minimal
+cargo "+$msrv" check --workspace --all-targets --locked
+
+echo "== cargo package: tileops and the workspace crates it depends on, verified against each other"
+# The verify build compiles the packaged crates alone (tileops's macro reading the manifest inside
+# the package). --allow-dirty: this checks what would be packaged, it publishes nothing.
+cargo package -p tileops-manifest -p tileops-macros -p tileops --locked --allow-dirty
+
 echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
 python3 -m unittest discover -s scripts -p 'test_*.py'
 
