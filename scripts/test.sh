@@ -54,8 +54,17 @@ rustup toolchain install "$msrv" --profile minimal
 cargo "+$msrv" check --workspace --all-targets --locked
 
 echo "== cargo package: tileops and the workspace crates it depends on, verified against each other"
-# The verify build compiles the packaged crates alone (tileops's macro reading the manifest inside
-# the package). --allow-dirty: this checks what would be packaged, it publishes nothing.
+# #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
+# link to tileops/manifest), which a verify build under target/package/ would find: so first check
+# that the package carries every manifest file itself.
+missing=$(comm -23 <(git ls-files tileops/manifest | sed 's|^tileops/||' | sort) \
+    <(cargo package -p tileops --list --locked --allow-dirty | sort))
+if [ -n "$missing" ]; then
+    echo "the tileops package lacks manifest files: $missing" >&2
+    exit 1
+fi
+# The verify build compiles the packaged crates alone, tileops against the packaged macro and
+# manifest crates. --allow-dirty: this checks what would be packaged, it publishes nothing.
 cargo package -p tileops-manifest -p tileops-macros -p tileops --locked --allow-dirty
 
 echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
