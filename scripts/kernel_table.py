@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Turn the kernel compile check's report into docs/kernels.md.
+"""Turn the kernel compile check's report into tileops/docs/kernels.md.
 
-    cargo test -p tileops --test kernel_compile -- --nocapture --test-threads 1 2>&1 | python3 scripts/kernel_table.py > docs/kernels.md
+    cargo test -p tileops --test kernel_compile -- --nocapture --test-threads 1 2>&1 | python3 scripts/kernel_table.py > tileops/docs/kernels.md
 
 Reads the per-entry ptxas lines (`entry arch regs stack spill-stores spill-loads smem`) and the
 per-entry 128-bit access counts from the PTX, and writes one table row per entry point.

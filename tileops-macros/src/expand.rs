@@ -1,10 +1,10 @@
 //! Code generation: the struct, its `eval_roofline`, and its registration.
 //!
-//! Block 1 binds only the names the formulas reference (struct fields, `elem_bytes`, fixed-rank dims)
-//! and then resolves `vars` in declaration order; Block 2 evaluates `flops` and `bytes`. Each formula
+//! The binding block binds only the names the formulas reference (struct fields, `elem_bytes`, fixed-rank dims)
+//! and then resolves `vars` in declaration order; the arithmetic block evaluates `flops` and `bytes`. Each formula
 //! is copied into plain Rust by the formula codegen; nothing parses a formula at run time.
 //!
-//! Block 1 is flat: one `let` declares every name, then each is assigned in order. A `let` per name
+//! The binding block is flat: one `let` declares every name, then each is assigned in order. A `let` per name
 //! would nest one debug-info scope per binding, and LLVM's DWARF writer recurses once per scope, so
 //! an entry of a few thousand vars overflowed rustc's stack; assignments nest nothing.
 
@@ -83,6 +83,7 @@ pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Problem>> {
     } else {
         TokenStream::new()
     };
+    let manifest_op = manifest_op_impl(x).map_err(|d| vec![Problem::yaml(d)])?;
     let item = x.item;
     let tracking = rebuild_tracking(x.tracked);
     Ok(quote! {
@@ -96,8 +97,47 @@ pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Problem>> {
             }
         }
 
+        #manifest_op
         #registration
         #tracking
+    })
+}
+
+/// `impl ManifestOp`: the entry's name, family, signature and param defaults, so the op's own
+/// code states none of them again.
+fn manifest_op_impl(x: &Expansion<'_>) -> Result<TokenStream, Diagnostic> {
+    let entry = x.entry;
+    let ident = &x.item.ident;
+    let (impl_generics, ty_generics, where_clause) = x.item.generics.split_for_impl();
+    let (name, family) = (&entry.name, &entry.family);
+    let (inputs, outputs) = (tensor_decls(&entry.inputs), tensor_decls(&entry.outputs));
+    let mut params = Vec::new();
+    for p in &entry.params {
+        let param = &p.name;
+        let default = match &p.default {
+            Some(node) => {
+                let value = static_value(node).map_err(|why| {
+                    Diagnostic::at(
+                        &entry.file,
+                        node.offset,
+                        node.len,
+                        format!("{}: param `{param}`: {why}", entry.name),
+                    )
+                })?;
+                quote!(::core::option::Option::Some(#value))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        params.push(quote! { ::tileops::registry::ParamDecl::__new(#param, #default) });
+    }
+    Ok(quote! {
+        impl #impl_generics ::tileops::registry::ManifestOp for #ident #ty_generics #where_clause {
+            const NAME: &'static str = #name;
+            const FAMILY: &'static str = #family;
+            const INPUTS: &'static [::tileops::registry::TensorDecl] = #inputs;
+            const OUTPUTS: &'static [::tileops::registry::TensorDecl] = #outputs;
+            const PARAMS: &'static [::tileops::registry::ParamDecl] = &[#(#params),*];
+        }
     })
 }
 
@@ -232,14 +272,14 @@ fn inline_body(
     let fields = struct_fields(x.item);
     let field = |name: &str| find_field(&fields, name);
     let mut problems = Vec::new();
-    // Which struct fields Block 1 reads, in manifest order; the missing ones are reported together.
+    // Which struct fields the binding block reads, in manifest order; the missing ones are reported together.
     let mut needed: Vec<String> = Vec::new();
     let mut need = |name: &str| {
         if !needed.iter().any(|f| f == name) {
             needed.push(name.to_owned());
         }
     };
-    // Every local Block 1 assigns, declared by one `let` (see the module docs).
+    // Every local the binding block assigns, declared by one `let` (see the module docs).
     let mut locals: Vec<Ident> = Vec::new();
     let mut declare = |ident: &Ident| {
         if !locals.contains(ident) {
@@ -263,7 +303,7 @@ fn inline_body(
         if let (Some(local), Some(f)) = (py(&input.name, &mut problems), field(&input.name)) {
             declare(&local);
             let access = field_ref(f);
-            bindings.push(quote! { #local = ::tileops::roofline::__rt::input(#access); });
+            bindings.push(quote! { #local = ::tileops::__private_v0_1::rt::input(#access); });
         }
     }
     for param in &entry.params {
@@ -274,7 +314,7 @@ fn inline_body(
         if let (Some(local), Some(f)) = (py(&param.name, &mut problems), field(&param.name)) {
             declare(&local);
             let access = field_ref(f);
-            bindings.push(quote! { #local = ::tileops::roofline::__rt::param(#access); });
+            bindings.push(quote! { #local = ::tileops::__private_v0_1::rt::param(#access); });
         }
     }
     let mut elem_bytes_from_input = false;
@@ -293,7 +333,7 @@ fn inline_body(
                 let access = field_ref(f);
                 let name = first.name.as_str();
                 bindings.push(quote! {
-                    #local = match ::tileops::roofline::__rt::input(#access).elem_bytes(#name) {
+                    #local = match ::tileops::__private_v0_1::rt::input(#access).elem_bytes(#name) {
                         ::core::result::Result::Ok(value) => value,
                         ::core::result::Result::Err(err) => {
                             return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, "elem_bytes", "elem_bytes", err));
@@ -348,16 +388,16 @@ fn inline_body(
     let (flops_value, bytes_value) = (evaluate(op, flops), evaluate(op, bytes));
     let (flops_text, bytes_text) = (flops.source.text.as_str(), bytes.source.text.as_str());
     Ok(quote! {
-        // Block 1: bind the referenced names, then resolve vars in declaration order.
+        // The binding block: bind the referenced names, then resolve vars in declaration order.
         #declaration
         #(#bindings)*
-        // Block 2: the arithmetic layer.
+        // The arithmetic block: flops and bytes.
         let flops = #flops_value;
         let bytes = #bytes_value;
         ::core::result::Result::Ok(::tileops::Roofline {
-            flops: ::tileops::roofline::__rt::to_count(&flops)
+            flops: ::tileops::__private_v0_1::rt::to_count(&flops)
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "flops", #flops_text, err))?,
-            bytes: ::tileops::roofline::__rt::to_count(&bytes)
+            bytes: ::tileops::__private_v0_1::rt::to_count(&bytes)
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "bytes", #bytes_text, err))?,
         })
     })
@@ -417,7 +457,7 @@ fn fixed_dims(
         };
         bindings.push(quote! {
             #local = {
-                let __tileops_input = ::tileops::roofline::__rt::input(#access);
+                let __tileops_input = ::tileops::__private_v0_1::rt::input(#access);
                 #skip_absent {
                     if let ::core::result::Result::Err(err) = __tileops_input.fixed_dims(#name, #rank) {
                         return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, #label, #text, err));
@@ -491,7 +531,7 @@ fn fixed_dims(
     }
 }
 
-/// Every name Block 1 reads must be a named field of the struct. The error is located in the YAML
+/// Every name the binding block reads must be a named field of the struct. The error is located in the YAML
 /// (the entry) and spanned at the struct's name.
 fn check_fields(
     x: &Expansion<'_>,
@@ -587,7 +627,7 @@ fn tensor_decls(decls: &[TensorDecl]) -> TokenStream {
             Some(text) => quote!(::core::option::Option::Some(#text)),
             None => quote!(::core::option::Option::None),
         };
-        quote! { ::tileops::registry::TensorDecl { name: #name, dtype: #dtype, shape: #shape, optional: #optional } }
+        quote! { ::tileops::registry::TensorDecl::__new(#name, #dtype, #shape, #optional) }
     });
     quote!(&[#(#items),*])
 }
@@ -651,13 +691,13 @@ fn registration(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
             None => quote!(::core::option::Option::None),
         };
         workloads.push(quote! {
-            ::tileops::registry::Workload {
-                label: #label,
-                dtypes: &[#(#dtypes),*],
-                shapes: &[#(#shapes),*],
-                params: &[#(#params),*],
-                bench_skip_reason: #skip,
-            }
+            ::tileops::registry::Workload::__new(
+                #label,
+                &[#(#dtypes),*],
+                &[#(#shapes),*],
+                &[#(#params),*],
+                #skip,
+            )
         });
     }
     if !errors.is_empty() {
@@ -669,19 +709,19 @@ fn registration(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
     Ok(quote! {
         #model
 
-        ::tileops::__private::inventory::submit! {
-            ::tileops::registry::OpRegistration {
-                name: #name,
-                family: #family,
-                manifest_file: #file,
-                inputs: #inputs,
-                outputs: #outputs,
-                workloads: &[#(#workloads),*],
-                build: |device, case| {
+        ::tileops::__private_v0_1::inventory::submit! {
+            ::tileops::registry::OpRegistration::__new(
+                #name,
+                #family,
+                #file,
+                #inputs,
+                #outputs,
+                &[#(#workloads),*],
+                |device, case| {
                     let op = <#ident as ::tileops::registry::FromWorkload>::from_workload(device, case)?;
                     ::core::result::Result::Ok(::std::boxed::Box::new(op))
                 },
-            }
+            )
         }
     })
 }

@@ -245,7 +245,7 @@ fn open(path: &Path) -> std::io::Result<std::fs::File> {
     options.open(path)
 }
 
-/// `path` relative to `base` when possible (`manifest/x.yaml`, `../shared/x.yaml`), for messages.
+/// `path` relative to `base` when possible (`manifest/x.yaml`, `../sibling/x.yaml`), for messages.
 pub fn display_path(base: &Path, path: &Path) -> String {
     let (base, path) = (normalize(base), normalize(path));
     let common = base
@@ -325,14 +325,14 @@ mod tests {
     #[test]
     fn display_paths_keep_leading_parent_directories() {
         assert_eq!(
-            normalize(Path::new("../../shared/x.yaml")),
-            Path::new("../../shared/x.yaml")
+            normalize(Path::new("../../sibling/x.yaml")),
+            Path::new("../../sibling/x.yaml")
         );
         assert_eq!(normalize(Path::new("a/../b/./c/..")), Path::new("b"));
         assert_eq!(normalize(Path::new("/../a")), Path::new("/a"));
         assert_eq!(
-            display_path(Path::new("/w/main"), Path::new("/w/main/../shared/x.yaml")),
-            "../shared/x.yaml"
+            display_path(Path::new("/w/main"), Path::new("/w/main/../sibling/x.yaml")),
+            "../sibling/x.yaml"
         );
     }
 

@@ -90,12 +90,20 @@ pub struct VarDecl {
 pub enum RooflineSpec {
     /// `vars?` + `flops` + `bytes`.
     Inline {
+        /// The `vars` entries in declaration order; empty when the roofline has no `vars`.
         vars: Vec<VarDecl>,
+        /// The `flops` formula: floating-point operations of one call.
         flops: FormulaSource,
+        /// The `bytes` formula: bytes of memory traffic of one call.
         bytes: FormulaSource,
     },
     /// `func: "path::to::function"`.
-    Func { path: String, offset: usize },
+    Func {
+        /// The `func` string as written, a Rust path not yet parsed.
+        path: String,
+        /// Byte offset in the file where the string's content starts (past an opening quote).
+        offset: usize,
+    },
 }
 
 /// A tensor of the signature.

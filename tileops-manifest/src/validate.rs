@@ -31,8 +31,11 @@ pub struct CheckedFormula {
 pub enum CheckedRoofline {
     /// Inline mode: vars in declaration order, then flops and bytes.
     Inline {
+        /// Each var's name with its checked formula, in declaration order.
         vars: Vec<(String, CheckedFormula)>,
+        /// The checked `flops` formula.
         flops: Box<CheckedFormula>,
+        /// The checked `bytes` formula.
         bytes: Box<CheckedFormula>,
     },
     /// Func mode: the Rust path to call.

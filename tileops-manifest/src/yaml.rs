@@ -27,12 +27,20 @@ pub struct Node {
 /// The value of a YAML node.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kind {
+    /// `null`, `~`, or an empty value (`a:` with nothing after it).
     Null,
+    /// `true` / `false`.
     Bool(bool),
+    /// An integer scalar (`4`, `0x10`, `0o17`); one too large for `i128` reads as a float.
     Int(i128),
+    /// A float scalar (`1.0e-6`, `.inf`, `.nan`).
     Float(f64),
+    /// A string scalar, plain or quoted, with escapes and folding resolved.
     Str(String),
+    /// A sequence (`[a, b]` or a block of `- ` items), items in order.
     Seq(Vec<Node>),
+    /// A mapping's key/value pairs in document order; keys are unique (a duplicate is a parse
+    /// error) and merge keys (`<<: *x`) are already expanded.
     Map(Vec<(Node, Node)>),
 }
 

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::CUdevice_attribute;
@@ -270,15 +269,8 @@ impl fmt::Debug for Device {
 
 /// Runs a cudarc call that may panic (it does when a library or symbol is missing) as a `Result`.
 fn guarded<T>(what: &str, call: impl FnOnce() -> T) -> Result<T, Error> {
-    catch_unwind(AssertUnwindSafe(call)).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("panicked");
-        Error::NoDevice {
-            reason: format!("{what}: {message}"),
-        }
+    crate::libraries::catch_library_panic(call).map_err(|message| Error::NoDevice {
+        reason: format!("{what}: {message}"),
     })
 }
 

@@ -33,12 +33,23 @@ pub enum Error {
     },
 
     /// A CUDA driver call failed (context creation, allocation, copy, synchronisation).
-    #[error("CUDA driver call failed while {context}: {message}")]
+    #[error("CUDA driver call failed while {context}: {source}")]
     Driver {
         /// What tileops was doing.
         context: String,
         /// The driver's error.
-        message: String,
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+
+    /// A cuBLAS or cuBLASLt call failed (handle creation, descriptors, the matrix product).
+    #[error("cuBLAS call failed while {context}: {source}")]
+    Blas {
+        /// What tileops was doing.
+        context: String,
+        /// The library's error.
+        #[source]
+        source: BlasError,
     },
 
     /// NVRTC (`libnvrtc.so`) or the CUDA headers it needs could not be found in the search
@@ -81,26 +92,33 @@ pub enum Error {
         message: String,
         /// The program log.
         log: String,
+        /// NVRTC's error, when the failure came from an NVRTC call.
+        #[source]
+        source: Option<cudarc::nvrtc::result::NvrtcError>,
     },
 
-    /// Loading a compiled module or launching a kernel failed.
+    /// Loading a compiled module or launching a kernel failed, or tileops refused the launch
+    /// (a misaligned buffer, a grid too large).
     #[error("kernel `{kernel}` failed: {message}")]
     Launch {
         /// The entry point (`softmax_rows_v4_bf16`).
         kernel: String,
-        /// The driver's error.
+        /// What went wrong.
         message: String,
+        /// The driver's error, when the driver refused.
+        #[source]
+        source: Option<cudarc::driver::DriverError>,
     },
 
     /// A shape or rank that an op does not accept.
-    #[error("{op}: {field} has shape {value}: {reason}")]
+    #[error("{op}: {field} has shape {shape:?}: {reason}")]
     InvalidShape {
         /// The op (`softmax`).
         op: &'static str,
         /// The input or output (`x`).
         field: &'static str,
         /// The offending shape.
-        value: String,
+        shape: Vec<usize>,
         /// What is accepted.
         reason: String,
     },
@@ -225,9 +243,109 @@ pub enum Error {
         got: String,
     },
 
-    /// Misuse of the tensor API: data length, dtype of a host copy, device mismatch.
-    #[error("tensor: {0}")]
-    Tensor(String),
+    /// An op's `run` (the bench harness's entry) given the wrong number of tensors for the
+    /// manifest signature.
+    ///
+    /// ```
+    /// # use tileops::Error;
+    /// let err = Error::Arity { op: "rms_norm", expected: 2, got: 1 };
+    /// assert_eq!(err.to_string(), "rms_norm takes 2 inputs, 1 given");
+    /// ```
+    #[error("{op} takes {expected} inputs, {got} given")]
+    Arity {
+        /// The op.
+        op: &'static str,
+        /// How many inputs its manifest signature declares.
+        expected: usize,
+        /// How many were passed.
+        got: usize,
+    },
+
+    /// A tensor on a GPU device without a device buffer (a tensor whose buffer was moved out).
+    #[error("{op}: {field} is on a GPU but has no device buffer")]
+    MissingBuffer {
+        /// The op.
+        op: &'static str,
+        /// The input or output.
+        field: &'static str,
+    },
+
+    /// Data whose length does not match the spec it is to fill.
+    ///
+    /// ```
+    /// use tileops::{DType, Device, Error, Tensor};
+    /// let err = Tensor::from_f32_slice(&[1.0, 2.0], [3], &Device::cpu()).unwrap_err();
+    /// assert!(matches!(err, Error::LengthMismatch { expected: 3, got: 2, .. }), "{err}");
+    /// ```
+    #[error("{got} {unit} given for {spec}, which needs {expected}")]
+    LengthMismatch {
+        /// The spec to fill (`float32[3]`).
+        spec: String,
+        /// What was counted: `bytes` or `values`.
+        unit: &'static str,
+        /// How many the spec needs.
+        expected: usize,
+        /// How many were given.
+        got: usize,
+    },
+
+    /// A host copy that would lose information or does not exist for the tensor's dtype
+    /// (`to_vec_f32()` of a float64 tensor).
+    #[error("{view} of a {dtype} tensor: {reason}")]
+    HostView {
+        /// The method (`to_vec_f32()`).
+        view: String,
+        /// The tensor's dtype.
+        dtype: crate::DType,
+        /// Why not, and what to use instead.
+        reason: String,
+    },
+
+    /// cuBLAS could not be set up for a device: the first attempt's failure, kept (the handles are
+    /// created once per device and shared, so the library's error itself is not).
+    #[error("cuBLAS could not be set up while {context}: {message}")]
+    BlasInit {
+        /// What tileops was doing.
+        context: String,
+        /// The first attempt's error.
+        message: String,
+    },
+
+    /// A value that the dtype cannot hold exactly where exactness is required (an integer dtype
+    /// given a fraction or an out-of-range value, a bool given 2).
+    #[error("a value cannot be stored as {dtype}: {message}")]
+    Unrepresentable {
+        /// The dtype.
+        dtype: crate::DType,
+        /// Which value, and why.
+        message: String,
+    },
+
+    /// A tensor used where its device or buffer does not fit: a CPU tensor asked for its GPU
+    /// buffer, a GPU buffer wrapped on a CPU device.
+    #[error("{what}: {reason}")]
+    WrongDevice {
+        /// The tensor or buffer (`float32[4] on cpu`).
+        what: String,
+        /// Why it cannot be used so, and what to do instead.
+        reason: String,
+    },
+
+    /// A state tileops's own code should make impossible: a bug, reported rather than panicking.
+    #[error("internal error in tileops (please report): {0}")]
+    Internal(String),
+}
+
+/// The error of a cuBLAS or cuBLASLt call ([`Error::Blas`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlasError {
+    /// cuBLAS's status.
+    #[error(transparent)]
+    Cublas(#[from] cudarc::cublas::result::CublasError),
+    /// cuBLASLt's status.
+    #[error(transparent)]
+    CublasLt(#[from] cudarc::cublaslt::result::CublasError),
 }
 
 /// `Result` with [`Error`] as the default error.
@@ -235,11 +353,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// A failed driver call, with what tileops was doing.
-    pub(crate) fn driver(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
+    pub(crate) fn driver(context: impl Into<String>, source: cudarc::driver::DriverError) -> Self {
         Error::Driver {
             context: context.into(),
-            message: err.to_string(),
+            source,
         }
+    }
+
+    /// A failed cuBLAS or cuBLASLt call, with what tileops was doing.
+    pub(crate) fn blas(context: impl Into<String>, source: impl Into<BlasError>) -> Self {
+        Error::Blas {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A state tileops's own code should make impossible.
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Error::Internal(message.into())
     }
 
     /// A failed driver call that allocated `bytes` on `device`: [`Error::OutOfMemory`] when the
@@ -260,11 +391,21 @@ impl Error {
         Error::driver(context, err)
     }
 
-    /// A failed launch or module load of `kernel`.
-    pub(crate) fn launch(kernel: impl Into<String>, err: impl std::fmt::Display) -> Self {
+    /// A launch or module load of `kernel` that the driver refused.
+    pub(crate) fn launch(kernel: impl Into<String>, source: cudarc::driver::DriverError) -> Self {
         Error::Launch {
             kernel: kernel.into(),
-            message: err.to_string(),
+            message: source.to_string(),
+            source: Some(source),
+        }
+    }
+
+    /// A launch of `kernel` that tileops refuses before the driver sees it.
+    pub(crate) fn launch_refused(kernel: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Launch {
+            kernel: kernel.into(),
+            message: message.into(),
+            source: None,
         }
     }
 }

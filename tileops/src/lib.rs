@@ -18,6 +18,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! The manifest's formula language is specified in [`docs::formula_language`] (syntax, layers,
+//! binding, semantics, errors, limits), the manifest's fields in [`docs::manifest`]; how to add
+//! an op is in [`docs::adding_an_op`].
+//!
 //! Rooms, in the order data flows: [`roofline`] (the formula runtime the generated code calls),
 //! [`registry`] (ops that registered themselves), [`device`] and [`tensor`], [`kernels`] (CUDA
 //! sources compiled by NVRTC at first use), [`libraries`] (where NVRTC and cuBLAS are found, and
@@ -46,7 +50,113 @@ pub use error::Error;
 pub use roofline::{Roofline, RooflineError};
 pub use tensor::{FromCudaError, Tensor};
 pub use tensor_spec::TensorSpec;
+/// Reads the op's entry in the YAML manifest at compile time and writes a plain `eval_roofline`
+/// method into the op struct (plus, unless `register = false`, the op's registration for the
+/// bench harness).
+///
+/// # Arguments
+///
+/// `#[roofline_op("name")]`, `#[roofline_op("name", manifest = "path", register = false)]`:
+/// - `"name"`: the manifest entry (a top-level key of a manifest file). An unknown name is a
+///   compile error that lists the close matches.
+/// - `manifest = "path"`: a manifest file or directory, relative to the crate's
+///   `CARGO_MANIFEST_DIR`. Without it, the macro reads every `*.yaml` of the nearest `manifest/`
+///   directory at or above the crate.
+/// - `register = false`: do not submit the op to [`registry`] (then it needs no
+///   [`registry::FromWorkload`] or [`registry::BenchOp`] impl); a generic struct must use it.
+///
+/// # Field conventions
+///
+/// The generated code reads the struct's fields by the manifest's names (only those the formulas
+/// reference):
+/// - a tensor input `x` is a field `x: TensorSpec` (any type with a shape and a dtype); an
+///   optional input is `Option<TensorSpec>`, `None` when absent;
+/// - a param `dim` is a field `dim` of a type convertible into a formula value (integers, floats,
+///   bools, strings, `Option<T>`, `Vec<T>`);
+/// - `elem_bytes` is the byte size of the field `dtype: DType` when the struct has one, else of the
+///   first declared input's dtype.
+///
+/// A missing field, a field of the wrong type, an unknown entry, a formula outside the language
+/// ([`docs::formula_language`]) or a malformed manifest is a compile error whose message starts
+/// with the location in the YAML (`manifest/FILE.yaml:LINE:COL`); every problem of an entry is
+/// reported, and the macro never panics.
+///
+/// Besides `eval_roofline`, the struct gets [`registry::ManifestOp`]: the entry's name, family,
+/// signature and param defaults as constants, so the op's code restates none of them.
+///
+/// # Example
+///
+/// The entry (in `tileops/manifest/normalization.yaml`, abridged):
+///
+/// ```yaml
+/// rms_norm:
+///   family: normalization
+///   signature:
+///     inputs:
+///       x: {dtype: "float32 | float16 | bfloat16"}
+///       weight: {dtype: "same_as(x)"}
+///     outputs:
+///       y: {dtype: "same_as(x)"}
+///     params:
+///       eps: {type: float, default: 1.0e-6}
+///   workloads:
+///   - {x_shape: [2048, 4096], weight_shape: [4096], dtypes: [bfloat16], label: "llama-8b-prefill"}
+///   roofline:
+///     vars:
+///       M: "product(x.shape[:-1])"
+///       N: "x.shape[-1]"
+///     flops: "4 * M * N"
+///     bytes: "(2 * M * N + N) * elem_bytes"
+/// ```
+///
+/// A struct for it (here not registered, so it needs no bench impls):
+///
+/// ```
+/// use tileops::registry::ManifestOp;
+/// use tileops::{DType, TensorSpec};
+///
+/// #[tileops::roofline_op("rms_norm", manifest = "manifest/normalization.yaml", register = false)]
+/// struct MyRmsNorm {
+///     x: TensorSpec,
+///     weight: TensorSpec,
+///     eps: f64,
+/// }
+///
+/// let op = MyRmsNorm {
+///     x: TensorSpec::new([2048, 4096], DType::BFloat16),
+///     weight: TensorSpec::new([4096], DType::BFloat16),
+///     eps: 1e-6,
+/// };
+/// let roofline = op.eval_roofline()?;
+/// assert_eq!(roofline.flops, 4 * 2048 * 4096);
+/// assert_eq!(roofline.bytes, (2 * 2048 * 4096 + 4096) * 2);
+/// assert_eq!(MyRmsNorm::NAME, "rms_norm");
+/// # Ok::<(), tileops::RooflineError>(())
+/// ```
+///
+/// An entry that does not exist is a compile error:
+///
+/// ```compile_fail
+/// #[tileops::roofline_op("rms_nrom", register = false)]
+/// struct Typo {
+///     x: tileops::TensorSpec,
+/// }
+/// ```
 pub use tileops_macros::roofline_op;
+
+/// The guides, as rustdoc pages (the same files are in the repository's `tileops/docs/`).
+pub mod docs {
+    #[doc = include_str!("../docs/formula-language.md")]
+    pub mod formula_language {}
+    #[doc = include_str!("../docs/manifest.md")]
+    pub mod manifest {}
+    #[doc = include_str!("../docs/kernels.md")]
+    pub mod kernels {}
+    #[doc = include_str!("../docs/fp8.md")]
+    pub mod fp8 {}
+    #[doc = include_str!("../docs/adding-an-op.md")]
+    pub mod adding_an_op {}
+}
 
 /// The cudarc tileops is built on (0.19). GPU memory handed to tileops
 /// ([`Tensor::from_cuda_slice`], [`Device::from_cuda_stream`]) must be this crate's types: use
@@ -55,8 +165,11 @@ pub use cudarc;
 /// The `half` crate of tileops's `f16`/`bf16` elements.
 pub use half;
 
-/// Re-exports the generated code relies on; not part of the public API.
+/// Re-exports the generated code relies on; not part of the public API. The version in the
+/// name ties the code `tileops-macros` generates to this release of tileops (which pins the
+/// macro crate with `=`): a mismatched pair fails to compile instead of misbehaving.
 #[doc(hidden)]
-pub mod __private {
+pub mod __private_v0_1 {
+    pub use crate::roofline::__rt as rt;
     pub use inventory;
 }

@@ -264,6 +264,19 @@ fn find_cublas() -> Result<Cublas, (String, String)> {
     Err((detail, describe(&order)))
 }
 
+/// Runs a cudarc call that panics when a library or one of its symbols is missing (cudarc's
+/// dynamic loading does), returning the panic's message instead: one home for the device's and
+/// cuBLAS's guards, which each map it to their own error.
+pub(crate) fn catch_library_panic<T>(call: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "panicked".to_owned())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

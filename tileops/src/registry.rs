@@ -75,6 +75,7 @@ impl StaticValue {
 
 /// One tensor of an op's manifest signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TensorDecl {
     /// Its name in the signature.
     pub name: &'static str,
@@ -86,8 +87,81 @@ pub struct TensorDecl {
     pub optional: bool,
 }
 
+impl TensorDecl {
+    /// For the code `#[roofline_op]` generates; not part of the public API (the struct may gain
+    /// fields).
+    #[doc(hidden)]
+    pub const fn __new(
+        name: &'static str,
+        dtype: &'static str,
+        shape: Option<&'static str>,
+        optional: bool,
+    ) -> TensorDecl {
+        TensorDecl {
+            name,
+            dtype,
+            shape,
+            optional,
+        }
+    }
+}
+
+/// One param of an op's manifest signature, with its declared default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct ParamDecl {
+    /// Its name in the signature (`eps`).
+    pub name: &'static str,
+    /// `default:`, when the manifest declares one.
+    pub default: Option<StaticValue>,
+}
+
+impl ParamDecl {
+    /// For the code `#[roofline_op]` generates; not part of the public API.
+    #[doc(hidden)]
+    pub const fn __new(name: &'static str, default: Option<StaticValue>) -> ParamDecl {
+        ParamDecl { name, default }
+    }
+}
+
+/// The facts of an op's manifest entry, which `#[roofline_op]` implements for the op struct, so
+/// that the op's code states none of them again: its name (for errors), its signature (for
+/// arity checks) and its params' defaults (for constructors and workloads).
+///
+/// ```
+/// use tileops::ops::RmsNorm;
+/// use tileops::registry::{ManifestOp, StaticValue};
+///
+/// assert_eq!(RmsNorm::NAME, "rms_norm");
+/// assert_eq!(RmsNorm::FAMILY, "normalization");
+/// let inputs: Vec<_> = RmsNorm::INPUTS.iter().map(|t| t.name).collect();
+/// assert_eq!(inputs, ["x", "weight"]);
+/// assert_eq!(RmsNorm::default_param("eps"), Some(StaticValue::Float(1e-6)));
+/// ```
+pub trait ManifestOp {
+    /// The manifest entry's name (`"rms_norm"`).
+    const NAME: &'static str;
+    /// The entry's `family`.
+    const FAMILY: &'static str;
+    /// The signature's inputs, in declaration order.
+    const INPUTS: &'static [TensorDecl];
+    /// The signature's outputs, in declaration order.
+    const OUTPUTS: &'static [TensorDecl];
+    /// The signature's params, in declaration order.
+    const PARAMS: &'static [ParamDecl];
+
+    /// The declared default of param `name`, when the manifest gives one.
+    fn default_param(name: &str) -> Option<StaticValue> {
+        Self::PARAMS
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.default)
+    }
+}
+
 /// One workload row of the manifest: a label, the dtypes to run, input shapes and params.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Workload {
     /// The row's `label`.
     pub label: &'static str,
@@ -102,6 +176,25 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// For the code `#[roofline_op]` generates; not part of the public API (the struct may gain
+    /// fields).
+    #[doc(hidden)]
+    pub const fn __new(
+        label: &'static str,
+        dtypes: &'static [DType],
+        shapes: &'static [(&'static str, &'static [usize])],
+        params: &'static [(&'static str, StaticValue)],
+        bench_skip_reason: Option<&'static str>,
+    ) -> Workload {
+        Workload {
+            label,
+            dtypes,
+            shapes,
+            params,
+            bench_skip_reason,
+        }
+    }
+
     /// The declared shape of input `name`, if the row gives one.
     pub fn shape(&self, name: &str) -> Option<&'static [usize]> {
         self.shapes
@@ -276,6 +369,7 @@ impl std::fmt::Display for RoofKey {
 
 /// The static description of a registered op, submitted by `#[roofline_op]`.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct OpRegistration {
     /// Manifest entry name (`"softmax"`).
     pub name: &'static str,
@@ -291,6 +385,31 @@ pub struct OpRegistration {
     pub workloads: &'static [Workload],
     /// Plans the op for one workload case, for the bench harness.
     pub build: BuildHook,
+}
+
+impl OpRegistration {
+    /// For the code `#[roofline_op]` generates; not part of the public API (the struct may gain
+    /// fields).
+    #[doc(hidden)]
+    pub const fn __new(
+        name: &'static str,
+        family: &'static str,
+        manifest_file: &'static str,
+        inputs: &'static [TensorDecl],
+        outputs: &'static [TensorDecl],
+        workloads: &'static [Workload],
+        build: BuildHook,
+    ) -> OpRegistration {
+        OpRegistration {
+            name,
+            family,
+            manifest_file,
+            inputs,
+            outputs,
+            workloads,
+            build,
+        }
+    }
 }
 
 /// The constructor hook of a registered op: `FromWorkload` then boxing.

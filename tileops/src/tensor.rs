@@ -155,7 +155,12 @@ impl Tensor {
     ) -> Result<Tensor, Error> {
         check_len(spec, values.len())?;
         let mut bytes = alloc::host_vec(spec.size_in_bytes()?)?;
-        convert::encode_f64_into(spec.dtype, values, &mut bytes).map_err(Error::Tensor)?;
+        convert::encode_f64_into(spec.dtype, values, &mut bytes).map_err(|message| {
+            Error::Unrepresentable {
+                dtype: spec.dtype,
+                message,
+            }
+        })?;
         Tensor::from_host_bytes(spec.clone(), bytes, device)
     }
 
@@ -174,17 +179,24 @@ impl Tensor {
     pub fn from_bytes(bytes: &[u8], spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
         let size = spec.size_in_bytes()?;
         if bytes.len() != size {
-            return Err(Error::Tensor(format!(
-                "{} bytes given for {spec}, which needs {size}",
-                bytes.len(),
-            )));
+            return Err(Error::LengthMismatch {
+                spec: spec.to_string(),
+                unit: "bytes",
+                expected: size,
+                got: bytes.len(),
+            });
         }
         Tensor::from_host_bytes(spec.clone(), alloc::host_copy(bytes)?, device)
     }
 
     /// A tensor of `spec` with every element `value` rounded to the dtype.
     pub fn full(spec: &TensorSpec, value: f64, device: &Device) -> Result<Tensor, Error> {
-        let one = convert::encode_f64(spec.dtype, &[value]).map_err(Error::Tensor)?;
+        let one = convert::encode_f64(spec.dtype, &[value]).map_err(|message| {
+            Error::Unrepresentable {
+                dtype: spec.dtype,
+                message,
+            }
+        })?;
         let mut bytes = alloc::host_vec(spec.size_in_bytes()?)?;
         for _ in 0..spec.numel()? {
             bytes.extend_from_slice(&one);
@@ -224,7 +236,12 @@ impl Tensor {
         while left > 0 {
             batch.clear();
             batch.extend((0..BATCH.min(left)).map(|_| draw()));
-            convert::encode_f64_into(spec.dtype, &batch, &mut bytes).map_err(Error::Tensor)?;
+            convert::encode_f64_into(spec.dtype, &batch, &mut bytes).map_err(|message| {
+                Error::Unrepresentable {
+                    dtype: spec.dtype,
+                    message,
+                }
+            })?;
             left -= batch.len();
         }
         Tensor::from_host_bytes(spec.clone(), bytes, device)
@@ -321,11 +338,11 @@ impl Tensor {
     /// The elements as `T`, copied to the host; an error unless `T` is exactly the dtype.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, Error> {
         if T::DTYPE != self.dtype() {
-            return Err(Error::Tensor(format!(
-                "to_vec::<{}>() on a {} tensor; use the dtype's own type or a widening copy",
-                T::DTYPE,
-                self.dtype()
-            )));
+            return Err(Error::HostView {
+                view: format!("to_vec::<{}>()", T::DTYPE),
+                dtype: self.dtype(),
+                reason: "use the dtype's own type or a widening copy".to_owned(),
+            });
         }
         let bytes = self.to_bytes()?;
         let mut values = alloc::host_vec(self.numel())?;
@@ -347,9 +364,11 @@ impl Tensor {
                 values.extend(wide.into_iter().map(|v| v as f32));
                 Ok(values)
             }
-            other => Err(Error::Tensor(format!(
-                "to_vec_f32() on a {other} tensor would round; use to_vec_f64() or to_vec::<T>()"
-            ))),
+            other => Err(Error::HostView {
+                view: "to_vec_f32()".to_owned(),
+                dtype: other,
+                reason: "it would round; use to_vec_f64() or to_vec::<T>()".to_owned(),
+            }),
         }
     }
 
@@ -357,9 +376,11 @@ impl Tensor {
     pub fn to_vec_f64(&self) -> Result<Vec<f64>, Error> {
         let bytes = self.to_bytes()?;
         convert::decode_f64(self.dtype(), &bytes).unwrap_or_else(|| {
-            Err(Error::Tensor(
-                "to_vec_f64() on an int64 tensor would round; use to_vec::<i64>()".to_owned(),
-            ))
+            Err(Error::HostView {
+                view: "to_vec_f64()".to_owned(),
+                dtype: self.dtype(),
+                reason: "it would round; use to_vec::<i64>()".to_owned(),
+            })
         })
     }
 
@@ -421,21 +442,26 @@ impl Tensor {
 
     /// Widened f64 values of a float tensor, or an internal error (ops validate dtypes first).
     pub(crate) fn host_f64(&self) -> Result<Vec<f64>, Error> {
-        let bytes = self
-            .host_bytes()
-            .ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
-        convert::decode_f64(self.dtype(), bytes)
-            .unwrap_or_else(|| Err(Error::Tensor(format!("{} has no f64 view", self.dtype()))))
+        let bytes = self.host_bytes().ok_or_else(|| {
+            Error::internal(format!("host_f64 of {} on {}", self.spec, self.device))
+        })?;
+        convert::decode_f64(self.dtype(), bytes).unwrap_or_else(|| {
+            Err(Error::HostView {
+                view: "host_f64()".to_owned(),
+                dtype: self.dtype(),
+                reason: "the dtype has no exact f64 view".to_owned(),
+            })
+        })
     }
 
     /// Overwrites a CPU tensor with `values` rounded to its dtype.
     pub(crate) fn set_host_f64(&mut self, values: &[f64]) -> Result<(), Error> {
         let dtype = self.dtype();
         let mut bytes = alloc::host_vec(values.len().saturating_mul(dtype.size_in_bytes()))?;
-        convert::encode_f64_into(dtype, values, &mut bytes).map_err(Error::Tensor)?;
-        let host = self
-            .host_bytes_mut()
-            .ok_or_else(|| Error::Tensor("expected a CPU tensor".to_owned()))?;
+        convert::encode_f64_into(dtype, values, &mut bytes)
+            .map_err(|message| Error::Unrepresentable { dtype, message })?;
+        let what = format!("set_host_f64 of {} on {}", self.spec, self.device);
+        let host = self.host_bytes_mut().ok_or_else(|| Error::internal(what))?;
         *host = bytes;
         Ok(())
     }
@@ -453,9 +479,12 @@ fn check_len(spec: &TensorSpec, len: usize) -> Result<(), Error> {
     spec.size_in_bytes()?;
     let numel = spec.numel()?;
     if len != numel {
-        return Err(Error::Tensor(format!(
-            "{len} values given for {spec}, which has {numel} elements"
-        )));
+        return Err(Error::LengthMismatch {
+            spec: spec.to_string(),
+            unit: "values",
+            expected: numel,
+            got: len,
+        });
     }
     Ok(())
 }

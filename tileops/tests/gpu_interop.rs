@@ -282,12 +282,18 @@ fn borrow_write_and_take_back() {
     let empty =
         Tensor::from_cuda_slice(s.null::<f32>().unwrap(), &empty_spec, &caller.device).unwrap();
     assert!(empty.cuda_bytes().is_none());
-    assert!(matches!(empty.cuda_view::<f32>(), Err(Error::Tensor(_))));
+    assert!(matches!(
+        empty.cuda_view::<f32>(),
+        Err(Error::WrongDevice { .. })
+    ));
     assert!(empty.into_cuda_slice::<f32>().unwrap().is_empty());
     // A CPU tensor has no GPU buffer.
     let cpu = Tensor::zeros(&x_spec, &Device::cpu()).unwrap();
     assert!(cpu.cuda_bytes().is_none());
-    assert!(matches!(cpu.into_cuda_bytes(), Err(Error::Tensor(_))));
+    assert!(matches!(
+        cpu.into_cuda_bytes(),
+        Err(Error::WrongDevice { .. })
+    ));
 }
 
 #[test]
@@ -364,7 +370,10 @@ fn mismatched_buffers_are_errors_and_come_back() {
     let refused =
         Tensor::from_cuda_bytes(s.alloc_zeros::<u8>(64).unwrap(), &x_spec, &Device::cpu())
             .unwrap_err();
-    assert!(matches!(refused.error(), Error::Tensor(_)), "{refused}");
+    assert!(
+        matches!(refused.error(), Error::WrongDevice { .. }),
+        "{refused}"
+    );
 
     // A typed take-out of the wrong type.
     let t = Tensor::zeros(&x_spec, &caller.device).unwrap();

@@ -1,5 +1,5 @@
 //! The syntax tree of one formula: a Python 3 expression restricted to the subset in
-//! `docs/formula-language.md`.
+//! `tileops/docs/formula-language.md`.
 //!
 //! Every node carries a byte span into the formula string, so the checker can point inside the
 //! formula. Parentheses leave no node (as in Python's `ast`); a composite node's span runs from its
@@ -14,7 +14,10 @@ pub type Span = Range<usize>;
 /// One expression node and where it sits in the formula.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expr {
+    /// The construct this node is, with its operands.
     pub kind: ExprKind,
+    /// Byte range of the node's text in the formula; parentheses that only group (`(a)`) lie
+    /// outside it.
     pub span: Span,
 }
 
@@ -42,50 +45,93 @@ pub enum ExprKind {
     Set(Vec<Expr>),
     /// `value.attr`; `attr_span` covers the attribute name only.
     Attribute {
+        /// The expression before the dot (`x` in `x.shape`).
         value: Box<Expr>,
+        /// The attribute name after the dot (`shape`).
         attr: String,
+        /// Byte range of `attr` alone in the formula.
         attr_span: Span,
     },
     /// `value[index]`; the index may be a [`ExprKind::Slice`] or a tuple of indices.
-    Subscript { value: Box<Expr>, index: Box<Expr> },
+    Subscript {
+        /// The expression being indexed (`x.shape` in `x.shape[0]`).
+        value: Box<Expr>,
+        /// What is between the brackets: an expression, a [`ExprKind::Slice`], or, for
+        /// `s[a, b:c]`, a [`ExprKind::Tuple`] of them (its span excludes the brackets).
+        index: Box<Expr>,
+    },
     /// `lower:upper:step`, any part optional. Only ever the index of a subscript (or an element
     /// of a tuple index).
     Slice {
+        /// The start, before the first `:` (`1` in `1:n`); `None` when omitted (`:n`).
         lower: Option<Box<Expr>>,
+        /// The end, after the first `:` (`n` in `1:n`); `None` when omitted (`1:`).
         upper: Option<Box<Expr>>,
+        /// The stride, after the second `:` (`2` in `::2`); `None` when omitted (`1:n`, `1:n:`).
         step: Option<Box<Expr>>,
     },
     /// `func(args…)`; a lone generator argument `f(x for x in s)` is one
     /// [`ExprKind::Comprehension`] argument.
-    Call { func: Box<Expr>, args: Vec<Expr> },
+    Call {
+        /// The callee; the checks accept only a helper's name (`product` in `product(x.shape)`).
+        func: Box<Expr>,
+        /// The positional arguments, in order (keyword and starred arguments are rejected).
+        args: Vec<Expr>,
+    },
     /// `-a`, `+a`, `not a`.
-    Unary { op: UnaryOp, operand: Box<Expr> },
+    Unary {
+        /// Which prefix operator.
+        op: UnaryOp,
+        /// The expression it applies to (`a` in `-a`).
+        operand: Box<Expr>,
+    },
     /// A left-associative chain of one precedence level: `a + b - c` (`+ -`) or `a * b // c`
     /// (`* / // %`), which Python evaluates as `((a + b) - c)`. One node for the whole chain, so
     /// a flat sum of thousands of terms is one level deep, not thousands.
-    Binary { left: Box<Expr>, rest: Vec<BinLink> },
+    Binary {
+        /// The first operand (`a` in `a + b - c`).
+        left: Box<Expr>,
+        /// Each following operator with its right operand, left to right (`+ b`, `- c`); never
+        /// empty.
+        rest: Vec<BinLink>,
+    },
     /// `a ** b ** c`: the operands of a right-associative power chain (at least two), evaluated
     /// left to right and combined from the right, `a ** (b ** c)`. An operand that starts with a
     /// unary operator (`2 ** -x ** 2`) ends the chain: it is its own node.
     Power(Vec<Expr>),
     /// `a and b and c`, `a or b or c` (at least two operands): Python evaluates the operands in
     /// order and stops at the first that decides the result (falsy for `and`, truthy for `or`).
-    BoolOp { op: BoolOpKind, values: Vec<Expr> },
+    BoolOp {
+        /// `and` or `or`; a chain mixing them is nested nodes (`a or b and c` is
+        /// `a or (b and c)`).
+        op: BoolOpKind,
+        /// The operands in source order, at least two.
+        values: Vec<Expr>,
+    },
     /// `a < b <= c`: the first operand, then each operator with its right operand.
     Compare {
+        /// The first operand (`a` in `a < b <= c`).
         left: Box<Expr>,
+        /// Each following operator with its right operand (`< b`, `<= c`); never empty. As in
+        /// Python, `a < b <= c` means `a < b and b <= c`, with `b` evaluated once.
         rest: Vec<Comparator>,
     },
     /// `body if test else orelse`.
     IfExp {
+        /// The value when `test` is truthy (`a` in `a if c else b`).
         body: Box<Expr>,
+        /// The condition, evaluated first (`c`).
         test: Box<Expr>,
+        /// The value when `test` is falsy (`b`).
         orelse: Box<Expr>,
     },
     /// `[elt for … in … if …]`, `{elt for …}`, `(elt for …)`.
     Comprehension {
+        /// Which brackets: list `[…]`, set `{…}`, or generator `(…)`.
         kind: CompKind,
+        /// The element expression before the first `for` (`d * 2` in `[d * 2 for d in s]`).
         elt: Box<Expr>,
+        /// The `for … in … if …` clauses, outermost loop first; at least one.
         clauses: Vec<CompClause>,
     },
 }
@@ -97,38 +143,51 @@ pub struct BinLink {
     pub op: BinOp,
     /// The operator's token.
     pub op_span: Span,
+    /// The operand after the operator (`c` in the `- c` link of `a + b - c`).
     pub right: Expr,
 }
 
 /// One `OP right` link of a comparison chain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparator {
+    /// The comparison operator (`<`, `in`, `is not`, …).
     pub op: CmpOp,
     /// The operator's tokens (`not in` and `is not` span both words).
     pub op_span: Span,
+    /// The operand after the operator (`c` in the `<= c` link of `a < b <= c`).
     pub right: Expr,
 }
 
 /// One `for target in iter if cond…` clause of a comprehension.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompClause {
+    /// The names bound for each item, between `for` and `in` (`d` in `for d in x.shape`).
     pub target: Target,
+    /// The iterable after `in` (`x.shape`); evaluated once per iteration of the enclosing clauses.
     pub iter: Expr,
+    /// The filter conditions after the iterable, each `if cond` in order; an item is kept only
+    /// when all are truthy (`d > 1` in `for d in x.shape if d > 1`).
     pub ifs: Vec<Expr>,
+    /// Byte range of the clause, from `for` to the end of its last condition (or of `iter`).
     pub span: Span,
 }
 
 /// A comprehension target: a name, or a tuple of names (`for a, b in …`, `for (a, b) in …`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
+    /// A single name: `for d in …` (also `for (d) in …`).
     Name(TargetName),
+    /// Names unpacked from each item: `for i, d in …`, `for (i, d) in …`, `for (d,) in …`; the
+    /// span covers the whole target, parentheses included.
     Tuple(Vec<TargetName>, Span),
 }
 
 /// A name bound by a comprehension target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetName {
+    /// The identifier, as written.
     pub name: String,
+    /// Byte range of the identifier in the formula.
     pub span: Span,
 }
 
@@ -142,52 +201,87 @@ impl Target {
     }
 }
 
+/// Which of Python's comprehension forms an [`ExprKind::Comprehension`] is, by its brackets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompKind {
+    /// `[x for x in s]`: builds a list.
     List,
+    /// `{x for x in s}`: builds a set.
     Set,
+    /// `(x for x in s)`, or the lone argument of `f(x for x in s)`. The generated code collects
+    /// its items into a list, except as the lone argument of a helper such as `sum` or `max`,
+    /// which consumes them as they come.
     Generator,
 }
 
+/// A prefix operator of an [`ExprKind::Unary`] node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnaryOp {
+    /// Negation, `-a`.
     Neg,
+    /// Unary plus, `+a`.
     Pos,
+    /// Logical negation, `not a`: `True` when `a` is falsy. Binds looser than comparisons, so
+    /// `not a == b` is `not (a == b)`.
     Not,
 }
 
+/// An arithmetic operator, with Python's semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinOp {
+    /// Addition, `a + b`.
     Add,
+    /// Subtraction, `a - b`.
     Sub,
+    /// Multiplication, `a * b`.
     Mul,
+    /// True division, `a / b`: a float even for two ints (`7 / 2` is `3.5`).
     Div,
+    /// Floor division, `a // b`: rounds toward negative infinity (`-7 // 2` is `-4`).
     FloorDiv,
+    /// Modulo, `a % b`: the result takes the sign of `b` (`-7 % 2` is `1`).
     Mod,
+    /// Exponentiation, `a ** b`. Parsed into [`ExprKind::Power`], never into a [`BinLink`].
     Pow,
 }
 
+/// The operator of an [`ExprKind::BoolOp`] chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoolOpKind {
+    /// `a and b`: the first falsy operand, else the last one.
     And,
+    /// `a or b`: the first truthy operand, else the last one.
     Or,
 }
 
+/// A comparison operator of a [`Comparator`] link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
+    /// `a < b`.
     Lt,
+    /// `a <= b`.
     Le,
+    /// `a > b`.
     Gt,
+    /// `a >= b`.
     Ge,
+    /// `a == b`.
     Eq,
+    /// `a != b`.
     Ne,
+    /// Membership, `a in b`.
     In,
+    /// Non-membership, `a not in b` (two tokens).
     NotIn,
+    /// Identity, `a is b`; on a tensor input, `t is None` is the presence test.
     Is,
+    /// Negated identity, `a is not b` (two tokens); `t is not None` tests that input `t` is
+    /// present.
     IsNot,
 }
 
 impl UnaryOp {
+    /// The operator as written in a formula (`-`, `+`, `not`).
     pub fn symbol(self) -> &'static str {
         match self {
             UnaryOp::Neg => "-",
@@ -198,6 +292,7 @@ impl UnaryOp {
 }
 
 impl BinOp {
+    /// The operator as written in a formula (`+`, `//`, `**`, …).
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",
@@ -212,6 +307,7 @@ impl BinOp {
 }
 
 impl BoolOpKind {
+    /// The keyword as written in a formula (`and`, `or`).
     pub fn symbol(self) -> &'static str {
         match self {
             BoolOpKind::And => "and",
@@ -221,6 +317,7 @@ impl BoolOpKind {
 }
 
 impl CmpOp {
+    /// The operator as written in a formula (`<=`, `not in`, `is not`, …).
     pub fn symbol(self) -> &'static str {
         match self {
             CmpOp::Lt => "<",
@@ -249,6 +346,7 @@ impl CompKind {
 }
 
 impl Expr {
+    /// A node of `kind` covering `span` (byte offsets into the formula).
     pub fn new(kind: ExprKind, span: Span) -> Self {
         Expr { kind, span }
     }

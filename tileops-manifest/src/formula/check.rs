@@ -1,4 +1,4 @@
-//! The name-and-form gate of the formula language (seed §4.4): given a parsed formula, its layer
+//! The name-and-form gate of the formula language (tileops/docs/formula-language.md): given a parsed formula, its layer
 //! and the names in scope, report every error and the free names the formula reads.
 //!
 //! The checker generates nothing. Codegen runs only on formulas it passed, but relies on the
@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use super::ast::{CmpOp, Expr, ExprKind, Span};
 use super::{FormulaError, Layer, Scope};
 
-/// Helpers callable in a `vars` formula (seed §4.4.4), in the spec's order.
+/// Helpers callable in a `vars` formula, in the order tileops/docs/formula-language.md lists them.
 pub const VARS_HELPERS: &[&str] = &[
     "product",
     "isinstance",
@@ -33,7 +33,7 @@ pub const VARS_HELPERS: &[&str] = &[
     "floor",
 ];
 
-/// Helpers callable in a `flops`/`bytes` formula (seed §4.4.4).
+/// Helpers callable in a `flops`/`bytes` formula (tileops/docs/formula-language.md, "Layers and names").
 pub const ARITH_HELPERS: &[&str] = &["ceil", "floor", "log2"];
 
 /// Helpers that are also values: the builtin types, usable as `isinstance(dim, (list, tuple))`.
@@ -42,13 +42,13 @@ pub const TYPE_HELPERS: &[&str] = &["int", "float", "bool", "tuple", "list", "se
 /// The attributes a tensor input exposes.
 const INPUT_ATTRS: &[&str] = &["shape", "ndim"];
 
-/// The result of [`check`](super::check): every error, and the free names read.
+/// The result of [`check`](fn@super::check): every error, and the free names read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checked {
     /// All errors in the formula, in source order; empty when the formula is valid.
     pub errors: Vec<FormulaError>,
     /// The inputs, params, vars, fixed-rank dims and `elem_bytes` the formula references
-    /// (helpers and comprehension variables excluded): what Block 1 must bind.
+    /// (helpers and comprehension variables excluded): what the binding block must bind.
     pub names: BTreeSet<String>,
 }
 
@@ -90,7 +90,7 @@ impl Binding {
         }
     }
 
-    /// A name Block 1 binds (and so one of [`Checked::names`]).
+    /// A name the binding block binds (and so one of [`Checked::names`]).
     fn is_bound_by_block1(self) -> bool {
         matches!(
             self,
@@ -266,7 +266,7 @@ impl Checker<'_> {
 
     /// Rule: the arithmetic layer is straight-line arithmetic over resolved names; anything that
     /// reads structure (subscripts, attributes, displays, comprehensions) belongs in `vars`
-    /// (seed §4.4.3: "do not inline a vars expression into the arithmetic expression").
+    /// (the language never inlines a vars expression into the arithmetic block).
     fn construct_not_allowed(&mut self, e: &Expr) {
         let construct = match &e.kind {
             ExprKind::Attribute { attr, .. } => format!("an attribute (`.{attr}`)"),
@@ -453,7 +453,7 @@ impl Checker<'_> {
     }
 
     /// Rule: attributes exist only as `INPUT.shape` and `INPUT.ndim` — the whole interface a
-    /// tensor offers formulas (seed §4.4.4: "exposed with a `.shape` accessor").
+    /// tensor offers formulas (a tensor is exposed through its `.shape` accessor).
     fn attribute(&mut self, e: &Expr, value: &Expr, attr: &str, attr_span: Span) {
         if let ExprKind::Name(name) = &value.kind {
             match self.resolve(name) {
@@ -530,7 +530,7 @@ impl Checker<'_> {
     }
 
     /// Rule: only the layer's helpers can be called, with Python's arity — the binding table is
-    /// the single source of truth for what a formula may call (seed §4.4.4).
+    /// the single source of truth for what a formula may call (tileops/docs/formula-language.md).
     fn call(&mut self, e: &Expr, func: &Expr, args: &[Expr]) {
         let arith = self.layer == Layer::Arithmetic;
         let callable = list_names(self.layer_helpers().iter().copied());

@@ -3,9 +3,9 @@
 //! `::tileops::roofline::EvalError` (the body of a closure returning
 //! `Result<Value, EvalError>`).
 //!
-//! Conventions (shared with the expansion pass that binds Block 1):
+//! Conventions (shared with the expansion pass, which writes the binding block):
 //! - a formula name `n` is the Rust local `py_n`, a `Value`, except a tensor input, whose local
-//!   `py_n` is an `InputRef` (`::tileops::roofline::__rt::input`);
+//!   `py_n` is an `InputRef` (`::tileops::__private_v0_1::rt::input`);
 //! - comprehension variables are `py_n` locals of the loops generated here, so they shadow like
 //!   Python's;
 //! - scratch locals are `__tileops_*`, never a `py_` name.
@@ -70,7 +70,7 @@ fn value_path() -> TokenStream {
 }
 
 fn rt() -> TokenStream {
-    quote!(::tileops::roofline::__rt)
+    quote!(::tileops::__private_v0_1::rt)
 }
 
 /// An expression that fails at run time with `message`, typed as a `Value`.
@@ -860,9 +860,9 @@ mod tests {
         let c = gen_src("4 * M * N // K", Layer::Arithmetic);
         has(
             &c,
-            "{ let mut __tileops_acc: ::tileops::roofline::Value = ::tileops::roofline::__rt::mul(&::tileops::roofline::Value::Int(4i128), &py_M)?; \
-             __tileops_acc = ::tileops::roofline::__rt::mul(&__tileops_acc, &py_N)?; \
-             __tileops_acc = ::tileops::roofline::__rt::floordiv(&__tileops_acc, &py_K)?; \
+            "{ let mut __tileops_acc: ::tileops::roofline::Value = ::tileops::__private_v0_1::rt::mul(&::tileops::roofline::Value::Int(4i128), &py_M)?; \
+             __tileops_acc = ::tileops::__private_v0_1::rt::mul(&__tileops_acc, &py_N)?; \
+             __tileops_acc = ::tileops::__private_v0_1::rt::floordiv(&__tileops_acc, &py_K)?; \
              __tileops_acc }",
         );
         let c = gen_src("M ** N ** K", Layer::Arithmetic);
@@ -872,7 +872,7 @@ mod tests {
         );
         has(
             &c,
-            "__tileops_acc = ::tileops::roofline::__rt::pow(&__tileops_base, &__tileops_acc)?;",
+            "__tileops_acc = ::tileops::__private_v0_1::rt::pow(&__tileops_base, &__tileops_acc)?;",
         );
         let c = gen_src("M", Layer::Arithmetic);
         assert_eq!(c.replace(' ', ""), "py_M.clone()");
@@ -886,15 +886,18 @@ mod tests {
         ] {
             has(
                 &gen_src(src, Layer::Arithmetic),
-                &format!("__rt::{f}(&py_M, &py_N)?"),
+                &format!("_v0_1::rt::{f}(&py_M, &py_N)?"),
             );
         }
-        has(&gen_src("-M", Layer::Arithmetic), "__rt::neg(&py_M)?");
-        has(&gen_src("+M", Layer::Arithmetic), "__rt::pos(&py_M)?");
-        has(&gen_src("not M", Layer::Arithmetic), "__rt::not(&py_M)?");
+        has(&gen_src("-M", Layer::Arithmetic), "_v0_1::rt::neg(&py_M)?");
+        has(&gen_src("+M", Layer::Arithmetic), "_v0_1::rt::pos(&py_M)?");
+        has(
+            &gen_src("not M", Layer::Arithmetic),
+            "_v0_1::rt::not(&py_M)?",
+        );
         has(
             &gen_src("elem_bytes * K * dim", Layer::Arithmetic),
-            "__rt::mul(&py_elem_bytes, &py_K)?",
+            "_v0_1::rt::mul(&py_elem_bytes, &py_K)?",
         );
     }
 
@@ -903,7 +906,7 @@ mod tests {
         let c = gen_src("M < N", Layer::Arithmetic);
         has(
             &c,
-            "Value::Bool(::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Lt, &py_M, &py_N)?)",
+            "Value::Bool(::tileops::__private_v0_1::rt::compare(::tileops::__private_v0_1::rt::CmpOp::Lt, &py_M, &py_N)?)",
         );
         for (src, op) in [
             ("M <= N", "Le"),
@@ -926,16 +929,16 @@ mod tests {
         has(
             &c,
             "::tileops::roofline::Value::Bool('__tileops_b1: { \
-             let mut __tileops_lhs: ::tileops::roofline::Value = ::tileops::roofline::__rt::neg(&py_K)?; \
+             let mut __tileops_lhs: ::tileops::roofline::Value = ::tileops::__private_v0_1::rt::neg(&py_K)?; \
              let mut __tileops_rhs: ::tileops::roofline::Value = py_dim.clone(); \
-             if !::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Le, &__tileops_lhs, &__tileops_rhs)? { break '__tileops_b1 false; } \
+             if !::tileops::__private_v0_1::rt::compare(::tileops::__private_v0_1::rt::CmpOp::Le, &__tileops_lhs, &__tileops_rhs)? { break '__tileops_b1 false; } \
              __tileops_lhs = __tileops_rhs; \
-             __tileops_rhs = ::tileops::roofline::__rt::add(&py_M, &py_N)?; \
-             ::tileops::roofline::__rt::compare(::tileops::roofline::__rt::CmpOp::Lt, &__tileops_lhs, &__tileops_rhs)? })",
+             __tileops_rhs = ::tileops::__private_v0_1::rt::add(&py_M, &py_N)?; \
+             ::tileops::__private_v0_1::rt::compare(::tileops::__private_v0_1::rt::CmpOp::Lt, &__tileops_lhs, &__tileops_rhs)? })",
         );
-        assert_eq!(count(&c, "__rt::add("), 1);
+        assert_eq!(count(&c, "_v0_1::rt::add("), 1);
         let c = gen_src("M < N < K < dim", Layer::Arithmetic);
-        assert_eq!(count(&c, "__rt::compare("), 3);
+        assert_eq!(count(&c, "_v0_1::rt::compare("), 3);
         assert_eq!(count(&c, "break '__tileops_b1 false;"), 2);
         // Nested chains get their own labels.
         let c = gen_src("(M < N < K) < (N < K < dim) < 3", Layer::Arithmetic);
@@ -973,7 +976,7 @@ mod tests {
         let c = gen_src("x.shape[-1]", Layer::Vars);
         has(
             &c,
-            "::tileops::roofline::__rt::subscript(&py_x.shape(\"x\")?, &::tileops::roofline::__rt::neg(&::tileops::roofline::Value::Int(1i128))?)?",
+            "::tileops::__private_v0_1::rt::subscript(&py_x.shape(\"x\")?, &::tileops::__private_v0_1::rt::neg(&::tileops::roofline::Value::Int(1i128))?)?",
         );
         has(&gen_src("x.ndim", Layer::Vars), "py_x.ndim(\"x\")?");
         has(
@@ -1000,34 +1003,34 @@ mod tests {
         let c = gen_src("M and N", Layer::Arithmetic);
         has(
             &c,
-            "let __tileops_lhs: ::tileops::roofline::Value = py_M.clone(); if !::tileops::roofline::__rt::truthy(&__tileops_lhs)? { __tileops_lhs } else { py_N.clone() }",
+            "let __tileops_lhs: ::tileops::roofline::Value = py_M.clone(); if !::tileops::__private_v0_1::rt::truthy(&__tileops_lhs)? { __tileops_lhs } else { py_N.clone() }",
         );
         let c = gen_src("M or N", Layer::Arithmetic);
         has(
             &c,
-            "if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { __tileops_lhs } else { py_N.clone() }",
+            "if ::tileops::__private_v0_1::rt::truthy(&__tileops_lhs)? { __tileops_lhs } else { py_N.clone() }",
         );
         let c = gen_src("M or N or K", Layer::Arithmetic);
         has(
             &c,
             "'__tileops_b1: { let mut __tileops_lhs: ::tileops::roofline::Value = py_M.clone(); \
-             if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; } \
+             if ::tileops::__private_v0_1::rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; } \
              __tileops_lhs = py_N.clone(); \
-             if ::tileops::roofline::__rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; } \
+             if ::tileops::__private_v0_1::rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; } \
              py_K.clone() }",
         );
         let c = gen_src("M and N and K and dim", Layer::Arithmetic);
         assert_eq!(
             count(
                 &c,
-                "if !::tileops::roofline::__rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; }"
+                "if !::tileops::__private_v0_1::rt::truthy(&__tileops_lhs)? { break '__tileops_b1 __tileops_lhs; }"
             ),
             3
         );
         let c = gen_src("(5 if M else 3) * N", Layer::Arithmetic);
         has(
             &c,
-            "&if ::tileops::roofline::__rt::truthy(&py_M)? { ::tileops::roofline::Value::Int(5i128) } else { ::tileops::roofline::Value::Int(3i128) }",
+            "&if ::tileops::__private_v0_1::rt::truthy(&py_M)? { ::tileops::roofline::Value::Int(5i128) } else { ::tileops::roofline::Value::Int(3i128) }",
         );
     }
 
@@ -1043,7 +1046,7 @@ mod tests {
         );
         has(
             &gen_src("{M, N}", Layer::Vars),
-            "::tileops::roofline::__rt::make_set(::std::vec![py_M.clone(), py_N.clone()])?",
+            "::tileops::__private_v0_1::rt::make_set(::std::vec![py_M.clone(), py_N.clone()])?",
         );
         has(
             &gen_src("()", Layer::Vars),
@@ -1084,7 +1087,7 @@ mod tests {
         let c = gen_src("x.shape[:dim]", Layer::Vars);
         has(
             &c,
-            "::tileops::roofline::__rt::slice(&py_x.shape(\"x\")?, ::core::option::Option::None, ::core::option::Option::Some(&py_dim), ::core::option::Option::None)?",
+            "::tileops::__private_v0_1::rt::slice(&py_x.shape(\"x\")?, ::core::option::Option::None, ::core::option::Option::Some(&py_dim), ::core::option::Option::None)?",
         );
         let c = gen_src("x.shape[1:M:2]", Layer::Vars);
         has(
@@ -1094,7 +1097,7 @@ mod tests {
         let c = gen_src("x.shape[M, N]", Layer::Vars);
         has(
             &c,
-            "__rt::subscript(&py_x.shape(\"x\")?, &::tileops::roofline::Value::Tuple(::std::vec![py_M.clone(), py_N.clone()]))?",
+            "_v0_1::rt::subscript(&py_x.shape(\"x\")?, &::tileops::roofline::Value::Tuple(::std::vec![py_M.clone(), py_N.clone()]))?",
         );
     }
 
@@ -1103,34 +1106,35 @@ mod tests {
         let c = gen_src("[i * 2 for i in range(M) if i != 1 if i]", Layer::Vars);
         // The formula runs under a work budget; the items stream into a bounded collector.
         assert!(
-            c.replace(' ', "")
-                .starts_with("{let__tileops_budget=::tileops::roofline::__rt::Budget::enter();"),
+            c.replace(' ', "").starts_with(
+                "{let__tileops_budget=::tileops::__private_v0_1::rt::Budget::enter();"
+            ),
             "{c}"
         );
         has(
             &c,
-            "let mut __tileops_acc = ::tileops::roofline::__rt::Collect::list();",
+            "let mut __tileops_acc = ::tileops::__private_v0_1::rt::Collect::list();",
         );
         has(
             &c,
-            "for __tileops_item in ::tileops::roofline::__rt::iter(&::tileops::roofline::helpers::range(&[py_M.clone()])?)? { ::tileops::roofline::__rt::step()?;",
+            "for __tileops_item in ::tileops::__private_v0_1::rt::iter(&::tileops::roofline::helpers::range(&[py_M.clone()])?)? { ::tileops::__private_v0_1::rt::step()?;",
         );
         has(&c, "#[allow(unused_variables)] let py_i = __tileops_item;");
         has(
             &c,
-            "if !::tileops::roofline::__rt::truthy(&::tileops::roofline::Value::Bool(",
+            "if !::tileops::__private_v0_1::rt::truthy(&::tileops::roofline::Value::Bool(",
         );
         assert_eq!(count(&c, "continue;"), 2);
         has(
             &c,
-            "__tileops_acc.push(::tileops::roofline::__rt::mul(&py_i, &::tileops::roofline::Value::Int(2i128))?)?;",
+            "__tileops_acc.push(::tileops::__private_v0_1::rt::mul(&py_i, &::tileops::roofline::Value::Int(2i128))?)?;",
         );
         has(&c, "__tileops_acc.finish()? }");
 
         let c = gen_src("{a + b for a, b in M}", Layer::Vars);
         has(
             &c,
-            "let mut __tileops_parts = ::tileops::roofline::__rt::unpack(__tileops_item, 2usize)?.into_iter();",
+            "let mut __tileops_parts = ::tileops::__private_v0_1::rt::unpack(__tileops_item, 2usize)?.into_iter();",
         );
         has(
             &c,
@@ -1140,7 +1144,7 @@ mod tests {
             &c,
             "let py_b = __tileops_parts.next().unwrap_or(::tileops::roofline::Value::None);",
         );
-        has(&c, "::tileops::roofline::__rt::Collect::set()");
+        has(&c, "::tileops::__private_v0_1::rt::Collect::set()");
 
         // A lone generator argument of a consuming helper streams into it: no list is built.
         let c = gen_src(
@@ -1148,12 +1152,15 @@ mod tests {
             Layer::Vars,
         );
         assert_eq!(count(&c, "for __tileops_item in"), 2);
-        has(&c, "::tileops::roofline::__rt::Collect::product()");
+        has(&c, "::tileops::__private_v0_1::rt::Collect::product()");
         assert_eq!(count(&c, "helpers::product"), 0);
         assert_eq!(count(&c, "Collect::list"), 0);
         for h in ["sum", "min", "max", "set", "tuple", "list"] {
             let c = gen_src(&format!("{h}(i for i in x.shape)"), Layer::Vars);
-            has(&c, &format!("::tileops::roofline::__rt::Collect::{h}()"));
+            has(
+                &c,
+                &format!("::tileops::__private_v0_1::rt::Collect::{h}()"),
+            );
         }
         // Anywhere else a generator is built as a list, bounded like one.
         let c = gen_src("len(i for i in x.shape)", Layer::Vars);

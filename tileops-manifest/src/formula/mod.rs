@@ -1,11 +1,11 @@
-//! The manifest formula language (`docs/formula-language.md`): a Python 3 expression subset,
+//! The manifest formula language (`tileops/docs/formula-language.md`): a Python 3 expression subset,
 //! parsed, checked against its layer's names, and turned into Rust at compile time.
 //!
 //! The pipeline for one formula string:
 //! 1. [`parse`] → an [`Expr`] tree with byte spans, or the first syntax error;
-//! 2. [`check`] → every name/form error for its [`Layer`] and [`Scope`], and the free names it
-//!    reads (what Block 1 must bind);
-//! 3. [`codegen`] → a Rust expression of type `::tileops::roofline::Value`.
+//! 2. [`check`](fn@check) → every name/form error for its [`Layer`] and [`Scope`], and the free
+//!    names it reads (what the binding block must bind);
+//! 3. [`codegen`](fn@codegen) → a Rust expression of type `::tileops::roofline::Value`.
 //!
 //! ```text
 //! let scope = Scope::new().input("x", false).param("dim");
@@ -16,10 +16,6 @@
 //! ```
 //!
 //! Spans are byte offsets into the formula string; the caller maps them into the manifest file.
-
-// The expansion pass that calls this module is written separately; until it lands, parts of the
-// API are only exercised by tests.
-#![allow(dead_code)]
 
 pub mod ast;
 mod check;
@@ -43,11 +39,15 @@ pub use parser::{MAX_DEPTH, MAX_FOR_CLAUSES, MAX_NESTING};
 /// Messages start lowercase, name code in backticks, have no trailing period, and stay stable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FormulaError {
+    /// Byte range in the formula string of the text the error is about.
     pub span: Range<usize>,
+    /// What is wrong, in the style above (e.g. "lambda expressions are not supported in
+    /// formulas").
     pub message: String,
 }
 
 impl FormulaError {
+    /// An error at `span` (byte offsets into the formula string) saying `message`.
     pub fn new(span: Range<usize>, message: impl Into<String>) -> Self {
         FormulaError {
             span,
@@ -64,7 +64,7 @@ impl fmt::Display for FormulaError {
 
 impl std::error::Error for FormulaError {}
 
-/// Which block a formula belongs to (seed §4.4.3); each allows different constructs and names.
+/// Which block a formula belongs to (tileops/docs/formula-language.md, "Layers and names"); each allows different constructs and names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Layer {
     /// A `vars` entry: the whole syntax; tensor inputs (through `.shape`, `.ndim` and presence
@@ -112,25 +112,31 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// An empty scope: no inputs, params, vars or dims.
     pub fn new() -> Self {
         Scope::default()
     }
 
+    /// Adds the tensor input `name` (from `signature.inputs`); `optional` is its `optional:`
+    /// flag (`true`: the input may be absent). Replaces an earlier entry of the same name.
     pub fn input(mut self, name: impl Into<String>, optional: bool) -> Self {
         self.inputs.insert(name.into(), optional);
         self
     }
 
+    /// Adds the param `name` (from `signature.params`).
     pub fn param(mut self, name: impl Into<String>) -> Self {
         self.params.insert(name.into());
         self
     }
 
+    /// Adds the var `name`, a `vars` entry declared before the formula being checked.
     pub fn var(mut self, name: impl Into<String>) -> Self {
         self.vars.insert(name.into());
         self
     }
 
+    /// Adds the dim name `name`, bound by a fixed-rank input shape (`M` in `shape: "[M, K]"`).
     pub fn dim(mut self, name: impl Into<String>) -> Self {
         self.dims.insert(name.into());
         self
@@ -157,7 +163,7 @@ pub fn check(expr: &Expr, layer: Layer, scope: &Scope) -> Checked {
 /// Generates a Rust expression of type `::tileops::roofline::Value` for a checked formula.
 ///
 /// The code reads the locals `py_<name>` for every name in [`Checked::names`] (a
-/// `::tileops::roofline::__rt::InputRef` for tensor inputs, a `Value` for the rest — including
+/// `::tileops::__private_v0_1::rt::InputRef` for tensor inputs, a `Value` for the rest — including
 /// `py_elem_bytes`) and uses `?` on `Result<_, ::tileops::roofline::EvalError>`, so it belongs in
 /// a closure or function returning that error. `scope` must be the one the formula was checked
 /// with: it tells tensor inputs (and their presence tests) from values.

@@ -8,7 +8,7 @@
 //! (`a + b - c`, `a ** b ** c`, `a or b or c`, `a < b < c`), so chains of any length are one
 //! level deep.
 //!
-//! The stated limits (`docs/formula-language.md`): at most [`MAX_NESTING`] nested brackets,
+//! The stated limits (`tileops/docs/formula-language.md`): at most [`MAX_NESTING`] nested brackets,
 //! parentheses, unary operators, `not`s and conditionals; a tree at most [`MAX_DEPTH`] deep; at
 //! most [`MAX_FOR_CLAUSES`] `for` clauses in one comprehension. Each is a located error.
 //!

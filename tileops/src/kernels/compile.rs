@@ -4,6 +4,7 @@
 use std::ffi::{CStr, CString, c_char};
 use std::fmt;
 
+use cudarc::nvrtc::result::NvrtcError;
 use cudarc::nvrtc::sys::{self as nvrtc, nvrtcProgram};
 
 use super::{HEADERS, KernelSource, toolkit};
@@ -89,12 +90,14 @@ fn options(target: Target, include_dir: &std::path::Path) -> Vec<String> {
 /// ```
 pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error> {
     let toolkit = toolkit()?;
-    let compile_error = |message: String, log: String| Error::Compile {
+    let failed = |message: String, log: String, source_error: Option<NvrtcError>| Error::Compile {
         kernel: source.file.to_owned(),
         arch: target.to_string(),
         message,
         log,
+        source: source_error,
     };
+    let compile_error = |message: String, log: String| failed(message, log, None);
     let src =
         CString::new(source.source).map_err(|e| compile_error(e.to_string(), String::new()))?;
     let name =
@@ -126,14 +129,14 @@ pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error>
     };
     status
         .result()
-        .map_err(|e| compile_error(format!("nvrtcCreateProgram: {e}"), String::new()))?;
+        .map_err(|e| failed(format!("nvrtcCreateProgram: {e}"), String::new(), Some(e)))?;
     let program = Program(prog);
 
     let opts = options(target, &toolkit.include_dir);
     let compiled = unsafe { cudarc::nvrtc::result::compile_program(program.0, &opts) };
     let log = program.log();
     if let Err(e) = compiled {
-        return Err(compile_error(e.to_string(), log));
+        return Err(failed(e.to_string(), log, Some(e)));
     }
     let ptx = program.ptx();
     let cubin = match target {

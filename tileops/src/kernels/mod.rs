@@ -365,7 +365,10 @@ fn module(dev: &CudaDevice, source: &'static KernelSource) -> Result<Arc<CudaMod
                 (Some(cubin), _) => Ptx::from_binary(cubin.clone()),
                 (None, Some(ptx)) => Ptx::from_src(ptx.clone()),
                 (None, None) => {
-                    return Err(Error::launch(source.file, format!("no image for {target}")));
+                    return Err(Error::launch_refused(
+                        source.file,
+                        format!("no image for {target}"),
+                    ));
                 }
             };
             dev.ctx
@@ -382,7 +385,8 @@ fn module(dev: &CudaDevice, source: &'static KernelSource) -> Result<Arc<CudaMod
             }
         }
     }
-    Err(first_error.unwrap_or_else(|| Error::launch(source.file, "no target to compile for")))
+    Err(first_error
+        .unwrap_or_else(|| Error::launch_refused(source.file, "no target to compile for")))
 }
 
 /// The entry point `entry` of `source` on `dev`, compiling and loading the file at first use.
@@ -418,8 +422,8 @@ pub(crate) fn entry(
     base: &str,
     dtype: crate::DType,
 ) -> Result<&'static str, Error> {
-    let suffix =
-        dtype_suffix(dtype).ok_or_else(|| Error::launch(base, format!("no {dtype} kernel")))?;
+    let suffix = dtype_suffix(dtype)
+        .ok_or_else(|| Error::launch_refused(base, format!("no {dtype} kernel")))?;
     source
         .entries
         .iter()
@@ -431,7 +435,7 @@ pub(crate) fn entry(
         })
         .map(|e| e.name)
         .ok_or_else(|| {
-            Error::launch(
+            Error::launch_refused(
                 format!("{base}_{suffix}"),
                 format!("not declared in {}", source.file),
             )

@@ -5,9 +5,9 @@
 //! is compiled once the macro does (see the commented `mod` line in `ops/mod.rs`).
 
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
-use crate::{Device, Error, Tensor, TensorSpec};
+use crate::{Device, Error, Tensor};
 
-use super::{LogSoftmax, RmsNorm, Softmax};
+use super::{LogSoftmax, Softmax};
 
 fn bad_param(op: &'static str, field: &'static str, value: &StaticValue, reason: &str) -> Error {
     Error::InvalidParam {
@@ -47,10 +47,11 @@ macro_rules! softmax_like {
 
             fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
                 let [x] = inputs else {
-                    return Err(Error::Tensor(format!(
-                        concat!($name, " takes 1 input, {} given"),
-                        inputs.len()
-                    )));
+                    return Err(Error::Arity {
+                        op: $name,
+                        expected: 1,
+                        got: inputs.len(),
+                    });
                 };
                 Ok(vec![self.forward(x)?])
             }
@@ -67,76 +68,3 @@ macro_rules! softmax_like {
 
 softmax_like!(Softmax, "softmax");
 softmax_like!(LogSoftmax, "log_softmax");
-
-impl FromWorkload for RmsNorm {
-    /// `x_shape` and the case dtype; the weight from `weight_shape`, else `normalized_shape`,
-    /// else `[N]` for N the last dim of x; `eps` from the row, 1e-6 when absent or null.
-    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let x = case.require_input("rms_norm", "x")?;
-        let weight = match (
-            case.input_spec("weight"),
-            case.workload.param("normalized_shape"),
-        ) {
-            (Some(weight), _) => weight,
-            (None, Some(value)) => {
-                let dims = value
-                    .as_int_list()
-                    .and_then(|dims| {
-                        dims.into_iter()
-                            .map(|d| usize::try_from(d).ok())
-                            .collect::<Option<Vec<_>>>()
-                    })
-                    .ok_or_else(|| {
-                        bad_param(
-                            "rms_norm",
-                            "normalized_shape",
-                            value,
-                            "must be a list of sizes",
-                        )
-                    })?;
-                TensorSpec::new(dims, x.dtype)
-            }
-            (None, None) => TensorSpec::new(
-                x.shape.last().copied().into_iter().collect::<Vec<_>>(),
-                x.dtype,
-            ),
-        };
-        let eps = match case.workload.param("eps") {
-            None | Some(StaticValue::None) => 1e-6,
-            Some(value) => value
-                .as_f64()
-                .ok_or_else(|| bad_param("rms_norm", "eps", value, "must be a number"))?,
-        };
-        RmsNorm::new(device, x, weight, eps)
-    }
-}
-
-impl BenchOp for RmsNorm {
-    fn roof(&self) -> RoofKey {
-        RmsNorm::ROOF
-    }
-
-    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![
-            Tensor::random(self.x(), seed, self.device())?,
-            Tensor::random(self.weight(), seed.wrapping_add(1), self.device())?,
-        ])
-    }
-
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [x, weight] = inputs else {
-            return Err(Error::Tensor(format!(
-                "rms_norm takes 2 inputs (x, weight), {} given",
-                inputs.len()
-            )));
-        };
-        Ok(vec![self.forward(x, weight)?])
-    }
-
-    fn traffic(&self) -> Option<Traffic> {
-        Some(Traffic {
-            reads: vec![self.x().clone(), self.weight().clone()],
-            writes: vec![self.x().clone()],
-        })
-    }
-}

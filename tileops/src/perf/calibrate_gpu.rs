@@ -312,7 +312,7 @@ impl<'a> Bench<'a> {
 
     fn alloc(&self, bytes: u64, what: &str) -> Result<CudaSlice<u8>, Error> {
         let len = usize::try_from(bytes)
-            .map_err(|_| Error::driver(format!("allocating {what}"), "size overflows usize"))?;
+            .map_err(|_| Error::internal(format!("allocating {what}: the size overflows usize")))?;
         self.stream.alloc_zeros::<u8>(len).map_err(|e| {
             let device = format!("cuda:{} ({})", self.dev.ordinal, self.dev.name);
             Error::device_alloc(format!("allocating {bytes} B for {what}"), len, device, e)
@@ -544,7 +544,7 @@ impl<'a> Bench<'a> {
         log: &mut dyn FnMut(&str),
     ) -> Result<Measured, CalibrateGpuError> {
         let blas = CudaBlas::new(self.stream.clone())
-            .map_err(|e| Error::driver("creating a cuBLAS handle", e))?;
+            .map_err(|e| Error::blas("creating a cuBLAS handle", e))?;
         let mut sizes = Vec::new();
         for &size in &options.gemm_sizes {
             let elems = size * size;
@@ -554,11 +554,15 @@ impl<'a> Bench<'a> {
             let c = self.alloc(bytes, "GEMM result c")?;
             self.fill(dtype, &mut a, elems, 1)?;
             self.fill(dtype, &mut b, elems, 2)?;
-            let dim = i32::try_from(size)
-                .map_err(|_| Error::driver("sizing a GEMM", format!("{size} exceeds i32")))?;
+            let dim = i32::try_from(size).map_err(|_| Error::InvalidParam {
+                op: "calibrate",
+                field: "gemm_sizes",
+                value: size.to_string(),
+                reason: "must fit in an i32 (cuBLAS's dimension type)".to_owned(),
+            })?;
             let call = || {
                 self.square_gemm(&blas, dtype, dim, &a, &b, &c)
-                    .map_err(|e| Error::launch(format!("cublasGemmEx ({})", dtype.roof()), e))
+                    .map_err(|e| Error::blas(format!("cublasGemmEx ({})", dtype.roof()), e))
             };
             // Warm-up, and an estimate of one call for sizing the loop.
             call()?;
@@ -885,7 +889,7 @@ impl Bench<'_> {
     ) -> Result<(), CalibrateGpuError> {
         let what = format!("cublasGemmEx ({})", dtype.roof());
         let blas = CudaBlas::new(self.stream.clone())
-            .map_err(|e| Error::driver("creating a cuBLAS handle", e))?;
+            .map_err(|e| Error::blas("creating a cuBLAS handle", e))?;
         let size = CHECK_GEMM;
         let elems = size * size;
         let bytes = elems * dtype.elem_bytes();
@@ -896,7 +900,7 @@ impl Bench<'_> {
         self.fill_with(dtype, &mut b, elems, 2, self.check_config())?;
         let dim = size as i32;
         self.square_gemm(&blas, dtype, dim, &a, &b, &c)
-            .map_err(|e| Error::launch(what.clone(), e))?;
+            .map_err(|e| Error::blas(what.clone(), e))?;
         self.sync("running the GEMM check")?;
         let (ha, hb) = (
             elements(dtype, &self.download(&a, "GEMM operand a")?),

@@ -88,7 +88,7 @@ impl Tensor {
     /// and other raw data: [`Tensor::from_cuda_bytes`]), the slice must hold exactly
     /// `spec.numel()` elements, and it must belong to the device's context. Otherwise the slice
     /// comes back in a [`FromCudaError`] with [`Error::BufferDType`], [`Error::BufferMismatch`],
-    /// [`Error::WrongContext`] or (a CPU device) [`Error::Tensor`].
+    /// [`Error::WrongContext`] or (a CPU device) [`Error::WrongDevice`].
     ///
     /// The memory stays on the slice's own stream, where it is freed when the tensor drops. When
     /// that is not the device's stream, cudarc's event tracking (on by default) orders the two.
@@ -135,7 +135,7 @@ impl Tensor {
     /// `device`, without a copy: any dtype, fp8 included. The slice must be exactly
     /// `spec.size_in_bytes()` long and belong to the device's context; otherwise it comes back
     /// in a [`FromCudaError`] ([`Error::BufferMismatch`], [`Error::WrongContext`], or
-    /// [`Error::Tensor`] for a CPU device).
+    /// [`Error::WrongDevice`] for a CPU device).
     ///
     /// ```no_run
     /// use cudarc::driver::CudaContext;
@@ -192,7 +192,7 @@ impl Tensor {
     }
 
     /// The GPU buffer as a typed view of `T`, which must be the dtype exactly
-    /// ([`Error::BufferDType`] otherwise); [`Error::Tensor`] on the CPU or with no elements.
+    /// ([`Error::BufferDType`] otherwise); [`Error::WrongDevice`] on the CPU or with no elements.
     pub fn cuda_view<T: Element + DeviceRepr>(&self) -> Result<CudaView<'_, T>, Error> {
         self.check_view::<T>()?;
         let numel = self.numel();
@@ -210,15 +210,15 @@ impl Tensor {
         if self.cuda_slice().is_none() {
             return Err(self.no_buffer());
         }
+        let shorter = Error::internal(format!("the buffer of {} is shorter than it", self.spec));
         let slice = self.cuda_slice_mut().expect("checked just above");
         // SAFETY: as in `cuda_view`; a `T` written is a valid element of the dtype.
-        unsafe { slice.transmute_mut::<T>(numel) }
-            .ok_or_else(|| Error::Tensor("the buffer is shorter than the tensor".to_owned()))
+        unsafe { slice.transmute_mut::<T>(numel) }.ok_or(shorter)
     }
 
     /// The GPU buffer, taken out of the tensor: the caller owns it again (on the stream it was
     /// allocated on). A tensor with no elements gives an empty slice on the device's stream;
-    /// a CPU tensor is [`Error::Tensor`].
+    /// a CPU tensor is [`Error::WrongDevice`].
     pub fn into_cuda_bytes(self) -> Result<CudaSlice<u8>, Error> {
         let stream = match self.device.cuda_stream() {
             Some(stream) => stream.clone(),
@@ -229,7 +229,7 @@ impl Tensor {
             Storage::Cuda(None) => stream
                 .null::<u8>()
                 .map_err(|e| Error::driver("making an empty slice", e)),
-            Storage::Host(_) => Err(Error::Tensor("a CPU tensor has no GPU buffer".to_owned())),
+            Storage::Host(_) => Err(self.no_buffer()),
         }
     }
 
@@ -254,16 +254,14 @@ impl Tensor {
     }
 
     fn no_buffer(&self) -> Error {
-        Error::Tensor(format!(
-            "{} on {} has no GPU buffer ({})",
-            self.spec,
-            self.device,
-            if self.device.is_cpu() {
-                "it is on the CPU"
+        Error::WrongDevice {
+            what: format!("{} on {}", self.spec, self.device),
+            reason: if self.device.is_cpu() {
+                "it has no GPU buffer: it is on the CPU".to_owned()
             } else {
-                "it has no elements"
-            }
-        ))
+                "it has no GPU buffer: it has no elements".to_owned()
+            },
+        }
     }
 }
 
@@ -275,10 +273,12 @@ fn check_buffer(
     device: &Device,
 ) -> Result<(), Error> {
     let Some(ctx) = device.cuda_context() else {
-        return Err(Error::Tensor(format!(
-            "a GPU buffer cannot be a tensor on {device}; use Device::from_cuda_stream or \
-             Device::cuda"
-        )));
+        return Err(Error::WrongDevice {
+            what: format!("a GPU buffer for {spec}"),
+            reason: format!(
+                "it cannot be a tensor on {device}; use Device::from_cuda_stream or Device::cuda"
+            ),
+        });
     };
     // Another context's memory is not addressable here (a different GPU, or a non-primary
     // context of the same one).

@@ -153,10 +153,9 @@ impl GpuTimer {
             .synchronize()
             .map_err(|e| Error::driver("waiting for the timer's exercise", e))?;
         if !(ms.is_finite() && ms >= 0.0) {
-            return Err(Error::driver(
-                "reading the event times",
-                format!("the events gave {ms} ms for an empty interval"),
-            ));
+            return Err(Error::internal(format!(
+                "reading the event times: the events gave {ms} ms for an empty interval"
+            )));
         }
         Ok(())
     }
@@ -183,6 +182,7 @@ impl GpuTimer {
                  held ({MAX_RETAKES} retakes); the sample would include launch latency",
                 longest_enqueue as f64 / 1e3,
             ),
+            source: None,
         })
     }
 

@@ -2,13 +2,13 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::norm_rows::{
+use super::rows::{
     buffers, check_norm_input, check_row_param, no_buffer, row_launch, workload_eps, workload_input,
 };
-use super::reference_norm_act as reference;
-use super::{check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, LAYER_NORM};
+use crate::ops::reference_norm_act as reference;
+use crate::ops::{check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -172,7 +172,7 @@ impl FromWorkload for LayerNorm {
         let x = workload_input(OP, case, "x", None)?;
         let weight = workload_input(OP, case, "weight", Some(&x))?;
         let bias = workload_input(OP, case, "bias", Some(&x))?;
-        LayerNorm::new(device, x, weight, bias, workload_eps(OP, case, 1e-5)?)
+        LayerNorm::new(device, x, weight, bias, workload_eps::<LayerNorm>(case)?)
     }
 }
 
@@ -191,10 +191,11 @@ impl BenchOp for LayerNorm {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, weight, bias] = inputs else {
-            return Err(Error::Tensor(format!(
-                "layer_norm takes 3 inputs (x, weight, bias), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "layer_norm",
+                expected: 3,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(x, weight, bias)?])
     }

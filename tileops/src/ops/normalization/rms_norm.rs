@@ -1,18 +1,19 @@
 //! `rms_norm`: `x / sqrt(mean(x^2) + eps) * weight` over the last dimension.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::CudaSlice;
 
-use super::norm_rows::{
-    buffers, check_eps, check_row_len, check_row_shape, check_same_dtype, last_dim, no_buffer,
-    row_launch,
+use super::rows::{
+    check_eps, check_row_len, check_row_shape, check_same_dtype, last_dim, row_launch,
 };
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
-use crate::kernels::{self, RMS_NORM};
-use crate::registry::RoofKey;
+use crate::kernels::RMS_NORM;
+use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs};
+use crate::ops::launch::launch;
+use crate::ops::{check_extents, check_float_dtype, check_input};
+use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "rms_norm";
+const OP: &str = RmsNorm::NAME;
 
 /// RMSNorm over the last dimension with a weight of shape `[N]`, as
 /// `torch.nn.functional.rms_norm(x, [N], weight, eps)`, in float32, float16 or bfloat16
@@ -121,39 +122,93 @@ impl RmsNorm {
         check_input(OP, "x", x, &self.x, &self.device)?;
         check_input(OP, "weight", weight, &self.weight, &self.device)?;
         check_input(OP, "y", y, &self.x, &self.device)?;
-        match self.device.cuda_device() {
-            None => {
-                let (values, w) = (x.host_f64()?, weight.host_f64()?);
-                y.set_host_f64(&super::reference::rms_norm(&values, &w, self.n, self.eps))
-            }
-            Some(dev) => self.launch(dev, x, weight, y),
-        }
+        backend::forward(self, [x, weight], [y])
+    }
+}
+
+impl Backends<2, 1> for RmsNorm {
+    fn device(&self) -> &Device {
+        &self.device
     }
 
-    fn launch(
+    fn cpu(&self, [x, weight]: [&Tensor; 2], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
+        cpu_f64([x, weight], y, |[x, w]| {
+            crate::ops::reference::rms_norm(&x, &w, self.n, self.eps)
+        })
+    }
+
+    fn cuda(
         &self,
         dev: &CudaDevice,
-        x: &Tensor,
-        weight: &Tensor,
-        y: &mut Tensor,
+        [xs, ws]: [&CudaSlice<u8>; 2],
+        [ys]: [&mut CudaSlice<u8>; 1],
     ) -> Result<(), Error> {
-        let [xs, ws] = buffers(OP, [x, weight])?;
-        let ys = y.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
-        launch::check_aligned(OP, &dev.stream, &[xs, ws, ys])?;
         let (entry, cfg) = row_launch(&RMS_NORM, OP, self.x.dtype, self.rows, self.n, true)?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
-        let function = kernels::function(dev, &RMS_NORM, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs)
-            .arg(ws)
-            .arg(&mut *ys)
-            .arg(&rows)
-            .arg(&n)
-            .arg(&eps);
         // SAFETY: rms_norm_*(const T*, const T*, T*, long long, int, float); x and y hold
         // rows * n elements, the weight n; the block shape is within the launch bounds.
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        unsafe { launch!(dev, &RMS_NORM, entry, cfg; xs, ws, ys, &rows, &n, &eps) }
+    }
+}
+
+impl FromWorkload for RmsNorm {
+    /// `x_shape` and the case dtype; the weight from `weight_shape`, else `normalized_shape`,
+    /// else `[N]` for N the last dim of x; `eps` from the row, else the manifest's default.
+    fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
+        let x = case.require_input(OP, "x")?;
+        let weight = match (
+            case.input_spec("weight"),
+            case.workload.param("normalized_shape"),
+        ) {
+            (Some(weight), _) => weight,
+            (None, Some(value)) => {
+                let dims = value
+                    .as_int_list()
+                    .and_then(|dims| {
+                        dims.into_iter()
+                            .map(|d| usize::try_from(d).ok())
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .ok_or_else(|| Error::InvalidParam {
+                        op: OP,
+                        field: "normalized_shape",
+                        value: format!("{value:?}"),
+                        reason: "must be a list of sizes".to_owned(),
+                    })?;
+                TensorSpec::new(dims, x.dtype)
+            }
+            (None, None) => TensorSpec::new(
+                x.shape.last().copied().into_iter().collect::<Vec<_>>(),
+                x.dtype,
+            ),
+        };
+        let eps = super::rows::workload_eps::<RmsNorm>(case)?;
+        RmsNorm::new(device, x, weight, eps)
+    }
+}
+
+impl BenchOp for RmsNorm {
+    fn roof(&self) -> RoofKey {
+        RmsNorm::ROOF
+    }
+
+    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
+        Ok(vec![
+            Tensor::random(&self.x, seed, &self.device)?,
+            Tensor::random(&self.weight, seed.wrapping_add(1), &self.device)?,
+        ])
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        let [x, weight] = exact_inputs::<Self, 2>(inputs)?;
+        Ok(vec![self.forward(x, weight)?])
+    }
+
+    fn traffic(&self) -> Option<Traffic> {
+        Some(Traffic {
+            reads: vec![self.x.clone(), self.weight.clone()],
+            writes: vec![self.x.clone()],
+        })
     }
 }
 
@@ -174,7 +229,7 @@ mod tests {
                 let x = Tensor::random(&xs, 3, &cpu).unwrap();
                 let w = Tensor::random(&ws, 4, &cpu).unwrap();
                 let y = op.forward(&x, &w).unwrap();
-                let expect = super::super::reference::rms_norm(
+                let expect = crate::ops::reference::rms_norm(
                     &x.to_vec_f64().unwrap(),
                     &w.to_vec_f64().unwrap(),
                     n,

@@ -5,9 +5,9 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
 use crate::device::CudaDevice;
 use crate::kernels::{self, SOFTMAX};
+use crate::ops::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
 use crate::registry::RoofKey;
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -63,8 +63,8 @@ impl Output {
     /// The f64 reference, which is also the CPU path.
     fn reference(self, x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
         match self {
-            Output::Softmax => super::reference::softmax(x, outer, n, inner),
-            Output::LogSoftmax => super::reference_reduction::log_softmax(x, outer, n, inner),
+            Output::Softmax => crate::ops::reference::softmax(x, outer, n, inner),
+            Output::LogSoftmax => crate::ops::reference_reduction::log_softmax(x, outer, n, inner),
         }
     }
 }
@@ -96,7 +96,7 @@ impl SoftmaxPlan {
             return Err(Error::InvalidShape {
                 op,
                 field: "x",
-                value: "[]".to_owned(),
+                shape: Vec::new(),
                 reason: format!("{op} needs at least one dimension"),
             });
         }
@@ -116,7 +116,7 @@ impl SoftmaxPlan {
             return Err(Error::InvalidShape {
                 op,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!(
                     "the {op} dim has {n} elements; at most {} are supported",
                     i32::MAX
@@ -179,7 +179,10 @@ impl SoftmaxPlan {
         let dtype = spec.dtype;
         let bases = self.output.bases();
         let op = self.output.op();
-        let missing = || Error::Tensor(format!("{op}: GPU tensor without a buffer"));
+        let missing = || Error::MissingBuffer {
+            op,
+            field: "an input or output",
+        };
         let xs = x.cuda_slice().ok_or_else(missing)?;
         let ys = y.cuda_slice_mut().ok_or_else(missing)?;
         launch::check_aligned(op, &dev.stream, &[xs, ys])?;
@@ -429,7 +432,7 @@ mod tests {
             0
         );
         assert_eq!(
-            super::super::LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
+            crate::ops::LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
                 .unwrap()
                 .dim(),
             0

@@ -3,14 +3,14 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::norm_rows::{
+use super::rows::{
     buffers, check_norm_input, check_row_param, check_same_dtype, no_buffer, row_launch,
     workload_eps, workload_input,
 };
-use super::reference_norm_act as reference;
-use super::{check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, FUSED_ADD_RMS_NORM};
+use crate::ops::reference_norm_act as reference;
+use crate::ops::{check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -79,7 +79,7 @@ impl FusedAddRmsNorm {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "residual",
-                value: format!("{:?}", residual.shape),
+                shape: residual.shape.clone(),
                 reason: format!("must be the shape of x {x}"),
             });
         }
@@ -213,7 +213,13 @@ impl FromWorkload for FusedAddRmsNorm {
         let x = workload_input(OP, case, "x", None)?;
         let residual = case.input_spec("residual").unwrap_or_else(|| x.clone());
         let weight = workload_input(OP, case, "weight", Some(&x))?;
-        FusedAddRmsNorm::new(device, x, residual, weight, workload_eps(OP, case, 1e-6)?)
+        FusedAddRmsNorm::new(
+            device,
+            x,
+            residual,
+            weight,
+            workload_eps::<FusedAddRmsNorm>(case)?,
+        )
     }
 }
 
@@ -232,10 +238,11 @@ impl BenchOp for FusedAddRmsNorm {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, residual, weight] = inputs else {
-            return Err(Error::Tensor(format!(
-                "fused_add_rms_norm takes 3 inputs (x, residual, weight), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "fused_add_rms_norm",
+                expected: 3,
+                got: inputs.len(),
+            });
         };
         let (y, residual_out) = self.forward(x, residual, weight)?;
         Ok(vec![y, residual_out])
@@ -278,7 +285,7 @@ mod tests {
                     .collect();
                 let want_h = Tensor::from_f64_rounded(&sum, &xs, &cpu).unwrap();
                 assert_eq!(h.to_bytes().unwrap(), want_h.to_bytes().unwrap());
-                let want_y = super::super::reference::rms_norm(
+                let want_y = crate::ops::reference::rms_norm(
                     &want_h.to_vec_f64().unwrap(),
                     &w.to_vec_f64().unwrap(),
                     n,

@@ -3,10 +3,10 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::reference_norm_act as reference;
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, ACTIVATION};
+use crate::ops::reference_norm_act as reference;
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -51,7 +51,10 @@ fn launch_unary(
     x: &Tensor,
     y: &mut Tensor,
 ) -> Result<(), Error> {
-    let missing = || Error::Tensor(format!("{op}: GPU tensor without a buffer"));
+    let missing = || Error::MissingBuffer {
+        op,
+        field: "an input or output",
+    };
     let xs = x.cuda_slice().ok_or_else(missing)?;
     let ys = y.cuda_slice_mut().ok_or_else(missing)?;
     launch::check_aligned(op, &dev.stream, &[xs, ys])?;
@@ -76,13 +79,14 @@ fn launch_unary(
     Ok(())
 }
 
-fn one_input<'a>(op: &str, inputs: &'a [Tensor]) -> Result<&'a Tensor, Error> {
+fn one_input<'a>(op: &'static str, inputs: &'a [Tensor]) -> Result<&'a Tensor, Error> {
     match inputs {
         [x] => Ok(x),
-        _ => Err(Error::Tensor(format!(
-            "{op} takes 1 input (x), {} given",
-            inputs.len()
-        ))),
+        _ => Err(Error::Arity {
+            op,
+            expected: 1,
+            got: inputs.len(),
+        }),
     }
 }
 

@@ -3,10 +3,10 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::rope::{check_positions, random_positions, rope_table};
-use super::{check_extents, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, QK_NORM_ROPE_FP8};
+use crate::ops::position_encoding::rope::{check_positions, random_positions, rope_table};
+use crate::ops::{check_extents, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
@@ -32,7 +32,7 @@ pub struct QkNormRopeFp8Output {
 /// `[tokens, q_heads, 128]` and `k` `[tokens, k_heads, 128]` (bfloat16 or float16),
 /// `n = x / sqrt(mean(x^2) + eps) * weight` (`q_weight` or `k_weight`, `[128]`), NeoX RoPE of `n`
 /// at the token's position with the float32 table `cos_sin_cache` `[max_pos, 128]` (rows
-/// `[cos (64) | sin (64)]`, as [`Rope`](super::Rope)), then float8_e4m3fn codes with one float32
+/// `[cos (64) | sin (64)]`, as [`Rope`](crate::ops::Rope)), then float8_e4m3fn codes with one float32
 /// scale per row, `scale = max(amax / 448, 1 / (448 * 512))`, codes `saturate(y * (1 / scale))`.
 /// Nothing between the stages is rounded or written: the kernel keeps each row in f32 registers.
 ///
@@ -41,7 +41,7 @@ pub struct QkNormRopeFp8Output {
 /// `tokens * (128 * 4 - 8)` bytes more than the kernel moves (the kernel reads one 512-byte
 /// `[cos | sin]` row and one 8-byte position per token).
 ///
-/// NaN follows PyTorch, as in [`Fp8Quant`](super::Fp8Quant): a row holding a NaN after the norm
+/// NaN follows PyTorch, as in [`Fp8Quant`](crate::ops::Fp8Quant): a row holding a NaN after the norm
 /// and RoPE (a NaN input, which the norm spreads over its row, or an infinity, whose `inf * 0` in
 /// the norm is NaN) gets scale NaN and every code NaN (0x7F).
 ///
@@ -89,7 +89,7 @@ fn bad_shape(field: &'static str, spec: &TensorSpec, reason: String) -> Error {
     Error::InvalidShape {
         op: OP,
         field,
-        value: format!("{:?}", spec.shape),
+        shape: spec.shape.clone(),
         reason,
     }
 }
@@ -311,7 +311,7 @@ impl QkNormRopeFp8 {
                     (q, q_weight, self.q_heads, &mut out.q_fp8, &mut out.q_scale),
                     (k, k_weight, self.k_heads, &mut out.k_fp8, &mut out.k_scale),
                 ] {
-                    let (codes, scales, _) = super::reference_rope_fp8::qk_norm_rope_fp8(
+                    let (codes, scales, _) = crate::ops::reference_rope_fp8::qk_norm_rope_fp8(
                         &x.host_f64()?,
                         &w.host_f64()?,
                         &pos,
@@ -321,7 +321,7 @@ impl QkNormRopeFp8 {
                         self.eps,
                     );
                     *codes_out.host_bytes_mut().ok_or_else(|| {
-                        Error::Tensor("qk_norm_rope_fp8: expected a CPU tensor".to_owned())
+                        Error::internal("qk_norm_rope_fp8: a CPU tensor without host data")
                     })? = codes;
                     let scales: Vec<f64> = scales.into_iter().map(f64::from).collect();
                     scales_out.set_host_f64(&scales)?;
@@ -342,7 +342,10 @@ impl QkNormRopeFp8 {
         inputs: [&Tensor; 6],
         out: &mut QkNormRopeFp8Output,
     ) -> Result<(), Error> {
-        let missing = || Error::Tensor("qk_norm_rope_fp8: GPU tensor without a buffer".to_owned());
+        let missing = || Error::MissingBuffer {
+            op: "qk_norm_rope_fp8",
+            field: "an input or output",
+        };
         let ins = inputs
             .iter()
             .map(|t| t.cuda_slice().ok_or_else(missing))
@@ -459,11 +462,11 @@ impl BenchOp for QkNormRopeFp8 {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [q, k, qw, kw, positions, cache] = inputs else {
-            return Err(Error::Tensor(format!(
-                "qk_norm_rope_fp8 takes 6 inputs (q, k, q_weight, k_weight, positions, \
-                 cos_sin_cache), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "qk_norm_rope_fp8",
+                expected: 6,
+                got: inputs.len(),
+            });
         };
         let out = self.forward(q, k, qw, kw, positions, cache)?;
         Ok(vec![out.q_fp8, out.k_fp8, out.q_scale, out.k_scale])

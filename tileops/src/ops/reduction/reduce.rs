@@ -9,10 +9,10 @@
 
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::reference_reduction::{self, ReduceKind};
-use super::{check_extents, check_float_dtype, check_input, launch, pow2_clamped};
 use crate::device::CudaDevice;
 use crate::kernels::{self, REDUCE};
+use crate::ops::reference_reduction::{self, ReduceKind};
+use crate::ops::{check_extents, check_float_dtype, check_input, launch, pow2_clamped};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::roofline::Value;
 use crate::{Device, Error, Tensor, TensorSpec};
@@ -175,7 +175,7 @@ fn layout(op: &'static str, x: &TensorSpec, axes: &[usize]) -> Result<Layout, Er
         return Err(Error::InvalidShape {
             op,
             field: "x",
-            value: format!("{:?}", x.shape),
+            shape: x.shape.clone(),
             reason: format!(
                 "the dims split into more than {MAX_BLOCKS} separate blocks of kept or reduced \
                  dims; reduce in two steps"
@@ -292,7 +292,7 @@ impl ReducePlan {
             return Err(Error::InvalidShape {
                 op,
                 field: "x",
-                value: "[]".to_owned(),
+                shape: Vec::new(),
                 reason: format!("{op} needs at least one dimension"),
             });
         }
@@ -377,7 +377,10 @@ impl ReducePlan {
     fn launch(&self, dev: &CudaDevice, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
         let op = self.kind.name();
         let dtype = self.x.dtype;
-        let missing = || Error::Tensor(format!("{op}: GPU tensor without a buffer"));
+        let missing = || Error::MissingBuffer {
+            op,
+            field: "an input or output",
+        };
         let xs = x.cuda_slice().ok_or_else(missing)?;
         let ys = y.cuda_slice_mut().ok_or_else(missing)?;
         launch::check_aligned(op, &dev.stream, &[xs, ys])?;
@@ -628,11 +631,7 @@ macro_rules! reduce_op {
 
             fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
                 let [x] = inputs else {
-                    return Err(Error::Tensor(format!(
-                        "{} takes 1 input, {} given",
-                        $kind.name(),
-                        inputs.len()
-                    )));
+                    return Err(Error::Arity { op: $kind.name(), expected: 1, got: inputs.len() });
                 };
                 Ok(vec![self.forward(x)?])
             }

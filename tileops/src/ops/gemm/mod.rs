@@ -1,17 +1,20 @@
 //! `gemm`: the dense matrix product `c = op(a) @ op(b)`, `op(t) = t.T` when its flag is set,
 //! through cuBLASLt on the GPU (plain cuBLAS `Sgemm` for strict float32).
 
+pub mod reference;
+
+use crate::libraries::catch_library_panic;
+
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::cublas::{self, CudaBlas};
 use cudarc::cublaslt::{result as lt, sys as lt_sys};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
-use super::{check_extents, check_input};
 use crate::device::CudaDevice;
+use crate::ops::{check_extents, check_input};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
@@ -27,7 +30,7 @@ const OP: &str = "gemm";
 ///   would round the inputs to TF32). `allow_tf32` runs it through cuBLASLt with
 ///   `CUBLAS_COMPUTE_32F_FAST_TF32` instead: inputs rounded to 10 mantissa bits, like PyTorch's
 ///   `allow_tf32`.
-/// - The CPU path is the f64 reference ([`reference_gemm::gemm`](super::reference_gemm::gemm)),
+/// - The CPU path is the f64 reference ([`reference_gemm::gemm`](self::reference::gemm)),
 ///   rounded once to the output dtype; it ignores `allow_tf32`.
 ///
 /// ```
@@ -115,7 +118,7 @@ impl Gemm {
                 return Err(Error::InvalidShape {
                     op: OP,
                     field,
-                    value: format!("{:?}", spec.shape),
+                    shape: spec.shape.clone(),
                     reason: format!("gemm takes matrices (rank 2), not rank {}", spec.rank()),
                 });
             }
@@ -124,7 +127,7 @@ impl Gemm {
                 return Err(Error::InvalidShape {
                     op: OP,
                     field,
-                    value: format!("{:?}", spec.shape),
+                    shape: spec.shape.clone(),
                     reason: format!("each dimension must be at most {} (cuBLAS)", i32::MAX),
                 });
             }
@@ -150,7 +153,7 @@ impl Gemm {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "b",
-                value: format!("{:?}", b.shape),
+                shape: b.shape.clone(),
                 reason: format!(
                     "inner dims disagree: {} is [{m}, {k}] but {} is [{k_b}, {n}] (a is {:?}, \
                      trans_a={trans_a}, trans_b={trans_b})",
@@ -176,7 +179,7 @@ impl Gemm {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "c",
-                value: format!("[{m}, {n}]"),
+                shape: vec![m, n],
                 reason: "too many elements to address".to_owned(),
             });
         }
@@ -266,7 +269,7 @@ impl Gemm {
         check_input(OP, "c", c, &self.c, &self.device)?;
         match (self.device.cuda_device(), &self.gpu) {
             (None, _) => {
-                let values = super::reference_gemm::gemm(
+                let values = self::reference::gemm(
                     &a.host_f64()?,
                     &b.host_f64()?,
                     self.m,
@@ -278,7 +281,7 @@ impl Gemm {
                 c.set_host_f64(&values)
             }
             (Some(dev), Some(gpu)) => gpu.run(dev, a, b, c),
-            (Some(_), None) => Err(Error::launch(OP, "GPU plan missing (internal error)")),
+            (Some(_), None) => Err(Error::internal("gemm: a GPU device without its GPU plan")),
         }
     }
 }
@@ -406,7 +409,10 @@ impl GpuPlan {
     }
 
     fn run(&self, dev: &CudaDevice, a: &Tensor, b: &Tensor, c: &mut Tensor) -> Result<(), Error> {
-        let missing = || Error::Tensor("gemm: GPU tensor without a buffer".to_owned());
+        let missing = || Error::MissingBuffer {
+            op: "gemm",
+            field: "an input or output",
+        };
         let a = a.cuda_slice().ok_or_else(missing)?;
         let b = b.cuda_slice().ok_or_else(missing)?;
         let c = c.cuda_slice_mut().ok_or_else(missing)?;
@@ -448,7 +454,7 @@ impl LtPlan {
             if plan.trans_a { " trans_a" } else { "" },
             if plan.trans_b { " trans_b" } else { "" },
         );
-        let fail = |call: &str, e: lt::CublasError| Error::launch(format!("{call} ({what})"), e);
+        let fail = |call: &str, e: lt::CublasError| Error::blas(format!("{call} ({what})"), e);
         dev.ctx
             .bind_to_thread()
             .map_err(|e| Error::driver("binding the CUDA context for cuBLASLt", e))?;
@@ -511,7 +517,7 @@ impl LtPlan {
         }
         .map_err(|e| fail("cublasLtMatmulAlgoGetHeuristic (no algorithm)", e))?;
         if heuristic.workspaceSize > out.libs.workspace_bytes {
-            return Err(Error::launch(
+            return Err(Error::launch_refused(
                 format!("cublasLtMatmulAlgoGetHeuristic ({what})"),
                 format!(
                     "the algorithm needs {} workspace bytes, {} are allocated",
@@ -562,7 +568,7 @@ impl LtPlan {
                 stream.cu_stream() as lt_sys::cudaStream_t,
             )
         }
-        .map_err(|e| Error::launch(format!("cublasLtMatmul ({})", self.what), e))
+        .map_err(|e| Error::blas(format!("cublasLtMatmul ({})", self.what), e))
     }
 }
 
@@ -610,7 +616,7 @@ impl SgemmPlan {
                 cm.ld_c as i32,
             )
         }
-        .map_err(|e| Error::launch("cublasSgemm", e))
+        .map_err(|e| Error::blas("cublasSgemm", e))
     }
 }
 
@@ -690,8 +696,12 @@ impl Libraries {
         dev.ctx
             .bind_to_thread()
             .map_err(|e| Error::driver("binding the CUDA context for cuBLASLt", e))?;
-        let lt_handle = guarded("creating a cuBLASLt handle", lt::create_handle)?
-            .map_err(|e| Error::driver("creating a cuBLASLt handle", e))?;
+        let lt_handle = catch_library_panic(lt::create_handle)
+            .map_err(|message| Error::BlasInit {
+                context: "creating a cuBLASLt handle".to_owned(),
+                message,
+            })?
+            .map_err(|e| Error::blas("creating a cuBLASLt handle", e))?;
         let lt_handle = LtHandle(lt_handle);
         // NVIDIA's recommendation: 32 MiB on Hopper, 4 MiB before.
         let workspace_bytes = if dev.capability.0 >= 9 {
@@ -717,27 +727,15 @@ impl Libraries {
     fn sgemm(&self) -> Result<&CudaBlas, Error> {
         self.blas
             .get_or_init(|| {
-                guarded("creating a cuBLAS handle", || {
-                    CudaBlas::new(self.stream.clone())
-                })
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())
+                catch_library_panic(|| CudaBlas::new(self.stream.clone()))?
+                    .map_err(|e| e.to_string())
             })
             .as_ref()
-            .map_err(|e| Error::driver("creating a cuBLAS handle", e))
+            .map_err(|message| Error::BlasInit {
+                context: "creating a cuBLAS handle".to_owned(),
+                message: message.clone(),
+            })
     }
-}
-
-/// Runs a cudarc call that panics when a library or symbol is missing, as a `Result`.
-fn guarded<T>(what: &str, call: impl FnOnce() -> T) -> Result<T, Error> {
-    catch_unwind(AssertUnwindSafe(call)).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("panicked");
-        Error::driver(what, message)
-    })
 }
 
 impl FromWorkload for Gemm {
@@ -779,10 +777,11 @@ impl BenchOp for Gemm {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [a, b] = inputs else {
-            return Err(Error::Tensor(format!(
-                "gemm takes 2 inputs (a, b), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "gemm",
+                expected: 2,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(a, b)?])
     }

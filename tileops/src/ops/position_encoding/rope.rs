@@ -2,9 +2,9 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, ROPE};
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
@@ -79,7 +79,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: "must be rank 3: [tokens, heads, head_dim]".to_owned(),
             });
         };
@@ -88,7 +88,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!("head_dim must be even and at most {MAX_HEAD_DIM}"),
             });
         }
@@ -104,7 +104,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "positions",
-                value: format!("{:?}", positions.shape),
+                shape: positions.shape.clone(),
                 reason: format!("must be [{tokens}], one position per token of x {x}"),
             });
         }
@@ -122,7 +122,7 @@ impl Rope {
                 return Err(Error::InvalidShape {
                     op: OP,
                     field: "cos_sin_cache",
-                    value: format!("{:?}", cos_sin_cache.shape),
+                    shape: cos_sin_cache.shape.clone(),
                     reason: format!(
                         "must be [max_pos, {head_dim}] with max_pos >= 1: rows of [cos | sin]"
                     ),
@@ -134,7 +134,7 @@ impl Rope {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!("heads * head_dim must be at most {}", i32::MAX),
             });
         }
@@ -197,7 +197,7 @@ impl Rope {
             None => {
                 let pos = positions.to_vec::<i64>()?;
                 check_positions(OP, &pos, self.max_pos)?;
-                let (values, _) = super::reference_rope_fp8::rope(
+                let (values, _) = crate::ops::reference_rope_fp8::rope(
                     &x.host_f64()?,
                     &pos,
                     &cos_sin_cache.host_f64()?,
@@ -236,7 +236,10 @@ impl Rope {
         y: &mut Tensor,
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
-        let missing = || Error::Tensor("rope: GPU tensor without a buffer".to_owned());
+        let missing = || Error::MissingBuffer {
+            op: "rope",
+            field: "an input or output",
+        };
         let xs = x.cuda_slice().ok_or_else(missing)?;
         let ps = positions.cuda_slice().ok_or_else(missing)?;
         let cs = cos_sin_cache.cuda_slice().ok_or_else(missing)?;
@@ -287,7 +290,7 @@ fn rope_threads(pairs: usize) -> u32 {
 }
 
 /// Refuses positions outside `[0, max_pos)` (the CPU path; the GPU writes NaN rows instead).
-pub(super) fn check_positions(
+pub(crate) fn check_positions(
     op: &'static str,
     positions: &[i64],
     max_pos: usize,
@@ -308,7 +311,7 @@ pub(super) fn check_positions(
 
 /// Positions for random inputs: distinct where the table allows (the manifest's ideal), spread
 /// over the table deterministically from `seed`.
-pub(super) fn random_positions(
+pub(crate) fn random_positions(
     tokens: usize,
     max_pos: usize,
     seed: u64,
@@ -321,7 +324,7 @@ pub(super) fn random_positions(
 }
 
 /// A valid cos/sin table: row p holds cos and sin of p * 10000^(-2i/head_dim).
-pub(super) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
+pub(crate) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
     let (rows, width) = (spec.shape[0], spec.shape[1]);
     let half = width / 2;
     let inv_freq: Vec<f64> = (0..half)
@@ -367,10 +370,11 @@ impl BenchOp for Rope {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, positions, cache] = inputs else {
-            return Err(Error::Tensor(format!(
-                "rope takes 3 inputs (x, positions, cos_sin_cache), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "rope",
+                expected: 3,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(x, positions, cache)?])
     }
@@ -404,7 +408,7 @@ mod tests {
                 let p = random_positions(tokens, 7, 5, &cpu).unwrap();
                 let c = rope_table(&cs, &cpu).unwrap();
                 let y = op.forward(&x, &p, &c).unwrap();
-                let (want, _) = super::super::reference_rope_fp8::rope(
+                let (want, _) = crate::ops::reference_rope_fp8::rope(
                     &x.to_vec_f64().unwrap(),
                     &p.to_vec::<i64>().unwrap(),
                     &c.to_vec_f64().unwrap(),

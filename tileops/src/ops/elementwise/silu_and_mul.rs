@@ -2,10 +2,10 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::reference_norm_act as reference;
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, SILU_AND_MUL};
+use crate::ops::reference_norm_act as reference;
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
@@ -61,7 +61,7 @@ impl SiluAndMul {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: "[]".to_owned(),
+                shape: Vec::new(),
                 reason: "silu_and_mul needs a last dimension [gate | up] to split".to_owned(),
             });
         };
@@ -70,7 +70,7 @@ impl SiluAndMul {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!("the last dim ({last}) must be even: [gate | up], N each"),
             });
         }
@@ -79,7 +79,7 @@ impl SiluAndMul {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: format!(
                     "rows of {last} elements; at most {} are supported",
                     i32::MAX
@@ -135,7 +135,10 @@ impl SiluAndMul {
 
     fn launch(&self, dev: &CudaDevice, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
         let dtype = self.x.dtype;
-        let missing = || Error::Tensor("silu_and_mul: GPU tensor without a buffer".to_owned());
+        let missing = || Error::MissingBuffer {
+            op: "silu_and_mul",
+            field: "an input or output",
+        };
         let xs = x.cuda_slice().ok_or_else(missing)?;
         let ys = y.cuda_slice_mut().ok_or_else(missing)?;
         launch::check_aligned(OP, &dev.stream, &[xs, ys])?;
@@ -192,10 +195,11 @@ impl BenchOp for SiluAndMul {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x] = inputs else {
-            return Err(Error::Tensor(format!(
-                "silu_and_mul takes 1 input (x), {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "silu_and_mul",
+                expected: 1,
+                got: inputs.len(),
+            });
         };
         Ok(vec![self.forward(x)?])
     }

@@ -3,9 +3,9 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
-use super::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
 use crate::kernels::{self, KernelSource};
-use crate::registry::{StaticValue, WorkloadCase};
+use crate::ops::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
+use crate::registry::{ManifestOp, StaticValue, WorkloadCase};
 use crate::{DType, Error, Tensor, TensorSpec};
 
 /// Checks that `param` has the dtype of `x`.
@@ -38,7 +38,7 @@ pub(super) fn check_row_shape(
         return Err(Error::InvalidShape {
             op,
             field,
-            value: format!("{:?}", param.shape),
+            shape: param.shape.clone(),
             reason: format!("must be [{n}], the last dim of x {x}"),
         });
     }
@@ -64,7 +64,7 @@ pub(super) fn last_dim(op: &'static str, x: &TensorSpec) -> Result<usize, Error>
         return Err(Error::InvalidShape {
             op,
             field: "x",
-            value: "[]".to_owned(),
+            shape: Vec::new(),
             reason: format!("{op} needs at least one dimension to normalize over"),
         });
     };
@@ -77,7 +77,7 @@ pub(super) fn check_row_len(op: &'static str, x: &TensorSpec, n: usize) -> Resul
         return Err(Error::InvalidShape {
             op,
             field: "x",
-            value: format!("{:?}", x.shape),
+            shape: x.shape.clone(),
             reason: format!("rows of {n} elements; at most {} are supported", i32::MAX),
         });
     }
@@ -108,21 +108,27 @@ pub(super) fn check_norm_input(op: &'static str, x: &TensorSpec, eps: f64) -> Re
     Ok(n)
 }
 
-/// `eps` from a workload row, `default` when absent or null.
-pub(super) fn workload_eps(
-    op: &'static str,
-    case: &WorkloadCase,
-    default: f64,
-) -> Result<f64, Error> {
-    match case.workload.param("eps") {
-        None | Some(StaticValue::None) => Ok(default),
-        Some(value) => value.as_f64().ok_or_else(|| Error::InvalidParam {
-            op,
+/// `eps` from a workload row, else the default `Op`'s manifest declares (the workload rows carry
+/// the declared defaults already; this covers a row built by hand).
+pub(super) fn workload_eps<Op: ManifestOp>(case: &WorkloadCase) -> Result<f64, Error> {
+    let value = match case.workload.param("eps") {
+        None | Some(StaticValue::None) => Op::default_param("eps"),
+        Some(value) => Some(*value),
+    };
+    let Some(value) = value else {
+        return Err(Error::InvalidParam {
+            op: Op::NAME,
             field: "eps",
-            value: format!("{value:?}"),
-            reason: "must be a number".to_owned(),
-        }),
-    }
+            value: "missing".to_owned(),
+            reason: "the workload gives none and the manifest declares no default".to_owned(),
+        });
+    };
+    value.as_f64().ok_or_else(|| Error::InvalidParam {
+        op: Op::NAME,
+        field: "eps",
+        value: format!("{value:?}"),
+        reason: "must be a number".to_owned(),
+    })
 }
 
 /// The spec of input `name` in a workload row, or `[N]` of the case dtype (N the last dim of
@@ -144,13 +150,16 @@ pub(super) fn workload_input(
 }
 
 /// The error for a tensor on a GPU device that has no device buffer.
-pub(super) fn no_buffer(op: &str) -> Error {
-    Error::Tensor(format!("{op}: GPU tensor without a buffer"))
+pub(super) fn no_buffer(op: &'static str) -> Error {
+    Error::MissingBuffer {
+        op,
+        field: "an input or output",
+    }
 }
 
 /// The device buffers of `inputs`, in order.
 pub(super) fn buffers<'a, const K: usize>(
-    op: &str,
+    op: &'static str,
     inputs: [&'a Tensor; K],
 ) -> Result<[&'a CudaSlice<u8>; K], Error> {
     let mut slices = Vec::with_capacity(K);

@@ -2,9 +2,9 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::{check_extents, check_float_dtype, check_input, launch};
 use crate::device::CudaDevice;
 use crate::kernels::{self, FP8_QUANT};
+use crate::ops::{check_extents, check_float_dtype, check_input, launch};
 use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 
@@ -101,7 +101,7 @@ impl Fp8Quant {
             return Err(Error::InvalidShape {
                 op: OP,
                 field: "x",
-                value: format!("{:?}", x.shape),
+                shape: x.shape.clone(),
                 reason: "must be rank 2: [M, K]".to_owned(),
             });
         };
@@ -182,10 +182,10 @@ impl Fp8Quant {
             None => {
                 // Exact: every input dtype widens to f32 without rounding.
                 let values: Vec<f32> = x.host_f64()?.into_iter().map(|v| v as f32).collect();
-                let (codes, s) = super::reference_rope_fp8::fp8_quant(&values, self.group);
+                let (codes, s) = crate::ops::reference_rope_fp8::fp8_quant(&values, self.group);
                 let host = y
                     .host_bytes_mut()
-                    .ok_or_else(|| Error::Tensor("fp8_quant: expected a CPU tensor".to_owned()))?;
+                    .ok_or_else(|| Error::internal("fp8_quant: a CPU tensor without host data"))?;
                 *host = codes;
                 let s: Vec<f64> = s.into_iter().map(f64::from).collect();
                 scales.set_host_f64(&s)
@@ -202,7 +202,10 @@ impl Fp8Quant {
         scales: &mut Tensor,
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
-        let missing = || Error::Tensor("fp8_quant: GPU tensor without a buffer".to_owned());
+        let missing = || Error::MissingBuffer {
+            op: "fp8_quant",
+            field: "an input or output",
+        };
         let xs = x.cuda_slice().ok_or_else(missing)?;
         let ys = y.cuda_slice_mut().ok_or_else(missing)?;
         let ss = scales.cuda_slice_mut().ok_or_else(missing)?;
@@ -275,10 +278,11 @@ impl BenchOp for Fp8Quant {
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x] = inputs else {
-            return Err(Error::Tensor(format!(
-                "fp8_quant takes 1 input, {} given",
-                inputs.len()
-            )));
+            return Err(Error::Arity {
+                op: "fp8_quant",
+                expected: 1,
+                got: inputs.len(),
+            });
         };
         let (y, scales) = self.forward(x)?;
         Ok(vec![y, scales])

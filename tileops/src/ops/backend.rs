@@ -1,0 +1,152 @@
+//! The op skeleton, written once: how a planned op runs on its device.
+//!
+//! Every op has two backends, as candle's `CustomOp` has `cpu_fwd` and `cuda_fwd`: the CPU one
+//! runs the op's f64 reference on host copies, the CUDA one launches its kernel on device
+//! buffers. [`forward`] picks the backend from the op's device, and on a GPU hands the CUDA
+//! backend the buffers of its tensors, checked to exist and to be aligned for the kernels'
+//! 16-byte accesses, with errors named after the manifest's fields. [`exact_inputs`] checks the
+//! bench harness's input list against the manifest's signature.
+
+use cudarc::driver::CudaSlice;
+
+use super::launch::check_aligned;
+use crate::device::CudaDevice;
+use crate::registry::ManifestOp;
+use crate::{Device, Error, Tensor};
+
+/// The two backends of an op with `I` inputs and `O` outputs (in and out of `forward_into`).
+pub(crate) trait Backends<const I: usize, const O: usize>: ManifestOp {
+    /// The device the op is planned for.
+    fn device(&self) -> &Device;
+
+    /// The CPU backend: the op on host tensors (usually [`cpu_f64`] over the reference).
+    fn cpu(&self, inputs: [&Tensor; I], outputs: [&mut Tensor; O]) -> Result<(), Error>;
+
+    /// The CUDA backend: the kernel launch on the tensors' device buffers, asynchronous on the
+    /// device's stream.
+    fn cuda(
+        &self,
+        dev: &CudaDevice,
+        inputs: [&CudaSlice<u8>; I],
+        outputs: [&mut CudaSlice<u8>; O],
+    ) -> Result<(), Error>;
+}
+
+/// Runs `op` on its device: the CPU backend, or the CUDA backend on the tensors' buffers.
+///
+/// The caller has checked that each tensor matches the plan (spec and device).
+pub(crate) fn forward<Op, const I: usize, const O: usize>(
+    op: &Op,
+    inputs: [&Tensor; I],
+    outputs: [&mut Tensor; O],
+) -> Result<(), Error>
+where
+    Op: Backends<I, O>,
+{
+    let Some(dev) = op.device().cuda_device() else {
+        return op.cpu(inputs, outputs);
+    };
+    let ins = input_buffers::<Op, I>(inputs)?;
+    let outs = output_buffers::<Op, O>(outputs)?;
+    let all: Vec<&CudaSlice<u8>> = ins
+        .iter()
+        .copied()
+        .chain(outs.iter().map(|s| &**s))
+        .collect();
+    check_aligned(Op::NAME, &dev.stream, &all)?;
+    op.cuda(dev, ins, outs)
+}
+
+/// The manifest's name for input `index` of `Op` (the position when the signature has fewer).
+fn input_name<Op: ManifestOp>(index: usize) -> &'static str {
+    Op::INPUTS.get(index).map_or("an input", |decl| decl.name)
+}
+
+/// The manifest's name for output `index` of `Op`.
+fn output_name<Op: ManifestOp>(index: usize) -> &'static str {
+    Op::OUTPUTS.get(index).map_or("an output", |decl| decl.name)
+}
+
+/// The device buffer of a GPU tensor: [`Error::MissingBuffer`] when it has none.
+pub(crate) fn buffer<'a>(
+    op: &'static str,
+    field: &'static str,
+    tensor: &'a Tensor,
+) -> Result<&'a CudaSlice<u8>, Error> {
+    tensor
+        .cuda_slice()
+        .ok_or(Error::MissingBuffer { op, field })
+}
+
+/// The device buffer of a GPU tensor, to write: [`Error::MissingBuffer`] when it has none.
+pub(crate) fn buffer_mut<'a>(
+    op: &'static str,
+    field: &'static str,
+    tensor: &'a mut Tensor,
+) -> Result<&'a mut CudaSlice<u8>, Error> {
+    tensor
+        .cuda_slice_mut()
+        .ok_or(Error::MissingBuffer { op, field })
+}
+
+/// The buffers of `inputs`, in order, named after `Op`'s manifest inputs in errors.
+fn input_buffers<Op: ManifestOp, const I: usize>(
+    inputs: [&Tensor; I],
+) -> Result<[&CudaSlice<u8>; I], Error> {
+    let mut buffers = Vec::with_capacity(I);
+    for (index, tensor) in inputs.into_iter().enumerate() {
+        buffers.push(buffer(Op::NAME, input_name::<Op>(index), tensor)?);
+    }
+    buffers
+        .try_into()
+        .map_err(|_| Error::internal("one buffer per input"))
+}
+
+/// The buffers of `outputs`, in order, named after `Op`'s manifest outputs in errors.
+fn output_buffers<Op: ManifestOp, const O: usize>(
+    outputs: [&mut Tensor; O],
+) -> Result<[&mut CudaSlice<u8>; O], Error> {
+    let mut buffers = Vec::with_capacity(O);
+    for (index, tensor) in outputs.into_iter().enumerate() {
+        buffers.push(buffer_mut(Op::NAME, output_name::<Op>(index), tensor)?);
+    }
+    buffers
+        .try_into()
+        .map_err(|_| Error::internal("one buffer per output"))
+}
+
+/// The CPU backend of an op whose f64 reference maps its inputs to one output: host copies in,
+/// `reference`, the result rounded to the output's dtype.
+pub(crate) fn cpu_f64<const I: usize>(
+    inputs: [&Tensor; I],
+    output: &mut Tensor,
+    reference: impl FnOnce([Vec<f64>; I]) -> Vec<f64>,
+) -> Result<(), Error> {
+    let mut values = Vec::with_capacity(I);
+    for tensor in inputs {
+        values.push(tensor.host_f64()?);
+    }
+    let values = values
+        .try_into()
+        .map_err(|_| Error::internal("one host copy per input"))?;
+    output.set_host_f64(&reference(values))
+}
+
+/// `inputs` as the `K` tensors of `Op`'s manifest signature, for `BenchOp::run`:
+/// [`Error::Arity`] when the harness passes another count. `K` is checked against the
+/// signature the macro emitted, at compile time.
+pub(crate) fn exact_inputs<Op: ManifestOp, const K: usize>(
+    inputs: &[Tensor],
+) -> Result<&[Tensor; K], Error> {
+    const {
+        assert!(
+            K == Op::INPUTS.len(),
+            "the op's run takes another number of inputs than its manifest signature declares"
+        )
+    };
+    <&[Tensor; K]>::try_from(inputs).map_err(|_| Error::Arity {
+        op: Op::NAME,
+        expected: K,
+        got: inputs.len(),
+    })
+}

@@ -1,0 +1,5 @@
+//! The `fused` family of the manifest: several ops in one kernel, one pass.
+
+mod qk_norm_rope_fp8;
+
+pub use qk_norm_rope_fp8::{QkNormRopeFp8, QkNormRopeFp8Output};
