@@ -64,7 +64,14 @@ if [ -n "$missing" ]; then
     exit 1
 fi
 # The verify build compiles the packaged crates alone, tileops against the packaged macro and
-# manifest crates. --allow-dirty: this checks what would be packaged, it publishes nothing.
+# manifest crates. Cargo unpacks those from its temporary local registry into
+# $CARGO_HOME/registry/src/-<hash>/ and never unpacks the same name and version twice, so a rerun
+# would verify against the sources of the first run: drop what an earlier run left there (local
+# registries only; crates.io's sources live under index.crates.io-*/). --allow-dirty: this checks
+# what would be packaged, it publishes nothing.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-macros-[0-9]* \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]*
 cargo package -p tileops-manifest -p tileops-macros -p tileops --locked --allow-dirty
 
 echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
