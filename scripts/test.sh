@@ -55,24 +55,27 @@ cargo "+$msrv" check --workspace --all-targets --locked
 
 echo "== cargo package: tileops and the workspace crates it depends on, verified against each other"
 # #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
-# link to tileops/manifest), which a verify build under target/package/ would find: so first check
-# that the package carries every manifest file itself.
+# link to tileops/manifest): the package must carry every manifest file itself.
 missing=$(comm -23 <(git ls-files tileops/manifest | sed 's|^tileops/||' | sort) \
     <(cargo package -p tileops --list --locked --allow-dirty | sort))
 if [ -n "$missing" ]; then
     echo "the tileops package lacks manifest files: $missing" >&2
     exit 1
 fi
-# The verify build compiles the packaged crates alone, tileops against the packaged macro and
-# manifest crates. Cargo unpacks those from its temporary local registry into
-# $CARGO_HOME/registry/src/-<hash>/ and never unpacks the same name and version twice, so a rerun
-# would verify against the sources of the first run: drop what an earlier run left there (local
-# registries only; crates.io's sources live under index.crates.io-*/). --allow-dirty: this checks
-# what would be packaged, it publishes nothing.
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
+# The verify build compiles each packaged crate alone, tileops against the packaged macro and
+# manifest crates, in a fresh target directory outside the repository (no manifest/ above it).
+# Fresh, and the unpacked copies of an earlier run dropped, because cargo treats a registry crate
+# of a given name and version as immutable: a rerun would otherwise verify against the first
+# run's tileops-macros (its sources unpacked under $CARGO_HOME/registry/src/-<hash>/, a local
+# registry's; crates.io's live under index.crates.io-*/, and its build kept by the fingerprint).
+# --allow-dirty: this checks what would be packaged, it publishes nothing.
+package_target="${TMPDIR:-/tmp}/tileops-package-target"
+rm -rf "$package_target" \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
     "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-macros-[0-9]* \
     "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]*
-cargo package -p tileops-manifest -p tileops-macros -p tileops --locked --allow-dirty
+cargo package -p tileops-manifest -p tileops-macros -p tileops --locked --allow-dirty \
+    --target-dir "$package_target"
 
 echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
 python3 -m unittest discover -s scripts -p 'test_*.py'
