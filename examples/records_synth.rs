@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tileops::perf::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
+use tileops::registry::RoofKey;
 
 const USAGE: &str = "\
 usage: records_synth --rows N --out PATH
@@ -47,7 +48,7 @@ fn row(i: usize, device: &DeviceInfo) -> Record {
         .with_input("x", vec![m, n], dtype)
         .with_param("dim", serde_json::json!(-1))
         .with_roofline(Some(flops), Some(bytes))
-        .with_roof("cuda_core.fp32");
+        .with_roof(RoofKey::CUDA_CORE_FP32.as_str());
     if i % 10 == 9 {
         return record.with_skip("synthetic: not timed, to exercise the blank rows");
     }

@@ -20,7 +20,7 @@
 // is memory-bound). gelu_tanh gets the same rule: a signed zero exactly where its f32 denominator
 // 1 + expf(-2u) overflows (x < -10.0610); PyTorch's 0.5 x (1 + tanhf(u)) is -0 there too (and
 // from about x < -5.16 on, where 1 + tanhf(u) cancels to 0; this form keeps those tiny values to
-// f32 accuracy instead). The f64 reference (reference_norm_act.rs) models the same overflow.
+// f32 accuracy instead). The f64 reference (elementwise/reference.rs) models the same overflow.
 //
 // Memory-bound: a grid-stride loop over 16-byte vectors with kUnroll independent loads in flight
 // per thread, then the n % V scalar tail. Launch contract (checked by the host): x and y 16-byte

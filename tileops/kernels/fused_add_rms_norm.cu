@@ -56,47 +56,32 @@ __device__ __forceinline__ void fused_rows(const T* __restrict__ x, const T* __r
     using E = Elem<T>;
     __shared__ float red_sum[32 * 32];
 
-    const BlockRow r = block_row(rows, n);
-    const bool active = r.active;
-    const long long base = r.base;
-    const RowSplit s = split_row(x + base, n);
-    const int t = threadIdx.x;
-    const int tpr = blockDim.x;
-    const uint4* xv = reinterpret_cast<const uint4*>(x + base + s.head);
-    const uint4* rv = reinterpret_cast<const uint4*>(res + base + s.head);
-    uint4* yv = reinterpret_cast<uint4*>(y + base + s.head);
-    uint4* ov = reinterpret_cast<uint4*>(res_out + base + s.head);
-
-    uint4 xb[VPT];
+    // x's body in registers (r.buf), h written over it.
+    RegRow<T, VPT> r(x, y, rows, n, 0.0f);
+    const uint4* rv = reinterpret_cast<const uint4*>(res + r.base + r.s.head);
+    uint4* ov = reinterpret_cast<uint4*>(res_out + r.base + r.s.head);
     uint4 rb[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) {
-            xb[k] = load16(xv + i);
-            rb[k] = load16(rv + i);
-        }
+        if (r.owns(k)) rb[k] = load16(rv + r.index(k));
     }
-    const int si = active ? scalar_index<T>(s, t, true, true) : -1;
-    const float sh = si >= 0 ? add_scalar(x + base + si, res + base + si, res_out + base + si) : 0.0f;
+    const float sh = r.si >= 0 ? add_scalar(r.xr + r.si, res + r.base + r.si, res_out + r.base + r.si) : 0.0f;
 
     float ss = sh * sh;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) {
-            xb[k] = add_vec<T>(xb[k], rb[k], ss);
-            store16(ov + i, xb[k]);
+        if (r.owns(k)) {
+            r.buf[k] = add_vec<T>(r.buf[k], rb[k], ss);
+            store16(ov + r.index(k), r.buf[k]);
         }
     }
     const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) rms_store(xb[k], w, s, i, rstd, yv);
+        if (r.owns(k)) rms_store(r.buf[k], w, r.s, r.index(k), rstd, r.yv);
     }
-    if (si >= 0) E::store(y + base + si, (sh * rstd) * E::load(w + si));
+    if (r.si >= 0) E::store(r.yr + r.si, (sh * rstd) * E::load(w + r.si));
 }
 
 template <typename T>
@@ -110,23 +95,20 @@ __device__ __forceinline__ void fused_loop(const T* __restrict__ x, const T* __r
 
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
         const long long base = row * static_cast<long long>(n);
-        const RowSplit s = split_row(x + base, n);
-        const uint4* xv = reinterpret_cast<const uint4*>(x + base + s.head);
-        const uint4* rv = reinterpret_cast<const uint4*>(res + base + s.head);
-        uint4* yv = reinterpret_cast<uint4*>(y + base + s.head);
-        uint4* ov = reinterpret_cast<uint4*>(res_out + base + s.head);
-        const int si = scalar_index<T>(s, t, true, true);
-        const float sh = si >= 0 ? add_scalar(x + base + si, res + base + si, res_out + base + si) : 0.0f;
+        const LoopRow<T> r(x, y, row, n, 0.0f);
+        const uint4* rv = reinterpret_cast<const uint4*>(res + base + r.s.head);
+        uint4* ov = reinterpret_cast<uint4*>(res_out + base + r.s.head);
+        const float sh = r.si >= 0 ? add_scalar(r.xr + r.si, res + base + r.si, res_out + base + r.si) : 0.0f;
 
         float ss = sh * sh;
-        for (int i = t; i < s.body; i += tpr) {
-            store16(ov + i, add_vec<T>(load16(xv + i), load16(rv + i), ss));
+        for (int i = t; i < r.s.body; i += tpr) {
+            store16(ov + i, add_vec<T>(load16(r.xv + i), load16(rv + i), ss));
         }
         const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
         // This thread wrote ov[i] above: a plain load sees it.
-        for (int i = t; i < s.body; i += tpr) rms_store(ov[i], w, s, i, rstd, yv);
-        if (si >= 0) E::store(y + base + si, (sh * rstd) * E::load(w + si));
+        for (int i = t; i < r.s.body; i += tpr) rms_store(ov[i], w, r.s, i, rstd, r.yv);
+        if (r.si >= 0) E::store(r.yr + r.si, (sh * rstd) * E::load(w + r.si));
     }
 }
 

@@ -15,73 +15,52 @@
 
 using namespace tileops;
 
+// LayerNorm's output for body vector i of a row split as `s`: (x - mean) * rstd * weight + bias,
+// stored to y[i].
+template <typename T>
+__device__ __forceinline__ void layer_norm_store(const uint4& xq, const T* __restrict__ w, const T* __restrict__ b,
+                                                 const RowSplit& s, int i, float mean, float rstd, uint4* y) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    float f[V];
+    float wf[V];
+    float bf[V];
+    E::unpack(xq, f);
+    load_param(w, s, i, wf);
+    load_param(b, s, i, bf);
+#pragma unroll
+    for (int j = 0; j < V; ++j) f[j] = fmaf((f[j] - mean) * rstd, wf[j], bf[j]);
+    store16(y + i, E::pack(f));
+}
+
 template <typename T, int VPT>
 __device__ __forceinline__ void layer_norm_rows(const T* __restrict__ x, const T* __restrict__ w,
                                                 const T* __restrict__ b, T* __restrict__ y, long long rows, int n,
                                                 float eps) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_sum[32 * 32];
 
-    const BlockRow r = block_row(rows, n);
-    const bool active = r.active;
-    const T* xr = x + r.base;
-    T* yr = y + r.base;
-    const RowSplit s = split_row(xr, n);
-    const int t = threadIdx.x;
-    const int tpr = blockDim.x;
-    const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
-    uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
+    const RegRow<T, VPT> r(x, y, rows, n, 0.0f);
 
-    uint4 buf[VPT];
-    load_body(xv, s.body, active, buf);
-    const int si = active ? scalar_index<T>(s, t, true, true) : -1;
-    const float sx = si >= 0 ? E::load(xr + si) : 0.0f;
-
-    float sum = sx;
+    float sum = r.sx;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (active && t + k * tpr < s.body) {
-            float f[V];
-            E::unpack(buf[k], f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) sum += f[j];
-        }
+        if (r.owns(k)) sum = add_values<T>(r.buf[k], sum);
     }
     const float mean = row_reduce<false>(sum, red_sum) / static_cast<float>(n);
 
-    float ss = 0.0f;
-    if (si >= 0) ss = (sx - mean) * (sx - mean);
+    float ss = r.si >= 0 ? (r.sx - mean) * (r.sx - mean) : 0.0f;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (active && t + k * tpr < s.body) {
-            float f[V];
-            E::unpack(buf[k], f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) {
-                const float d = f[j] - mean;
-                ss = fmaf(d, d, ss);
-            }
-        }
+        if (r.owns(k)) ss = add_sq_dev<T>(r.buf[k], mean, ss);
     }
     const float rstd = 1.0f / sqrtf(row_reduce<false>(ss, red_sum) / static_cast<float>(n) + eps);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) {
-            float f[V];
-            float wf[V];
-            float bf[V];
-            E::unpack(buf[k], f);
-            load_param(w, s, i, wf);
-            load_param(b, s, i, bf);
-#pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = fmaf((f[j] - mean) * rstd, wf[j], bf[j]);
-            store16(yv + i, E::pack(f));
-        }
+        if (r.owns(k)) layer_norm_store(r.buf[k], w, b, r.s, r.index(k), mean, rstd, r.yv);
     }
-    if (si >= 0) E::store(yr + si, fmaf((sx - mean) * rstd, E::load(w + si), E::load(b + si)));
+    if (r.si >= 0) E::store(r.yr + r.si, fmaf((r.sx - mean) * rstd, E::load(w + r.si), E::load(b + r.si)));
 }
 
 template <typename T>
@@ -89,53 +68,23 @@ __device__ __forceinline__ void layer_norm_loop(const T* __restrict__ x, const T
                                                 const T* __restrict__ b, T* __restrict__ y, long long rows, int n,
                                                 float eps) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_sum[32];
     const int t = threadIdx.x;
     const int tpr = blockDim.x;
 
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-        const T* xr = x + row * static_cast<long long>(n);
-        T* yr = y + row * static_cast<long long>(n);
-        const RowSplit s = split_row(xr, n);
-        const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
-        uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
-        const int si = scalar_index<T>(s, t, true, true);
-        const float sx = si >= 0 ? E::load(xr + si) : 0.0f;
+        const LoopRow<T> r(x, y, row, n, 0.0f);
 
-        float sum = sx;
-        for (int i = t; i < s.body; i += tpr) {
-            float f[V];
-            E::unpack(load16(xv + i), f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) sum += f[j];
-        }
+        float sum = r.sx;
+        for (int i = t; i < r.s.body; i += tpr) sum = add_values<T>(load16(r.xv + i), sum);
         const float mean = row_reduce<false>(sum, red_sum) / static_cast<float>(n);
 
-        float ss = si >= 0 ? (sx - mean) * (sx - mean) : 0.0f;
-        for (int i = t; i < s.body; i += tpr) {
-            float f[V];
-            E::unpack(load16(xv + i), f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) {
-                const float d = f[j] - mean;
-                ss = fmaf(d, d, ss);
-            }
-        }
+        float ss = r.si >= 0 ? (r.sx - mean) * (r.sx - mean) : 0.0f;
+        for (int i = t; i < r.s.body; i += tpr) ss = add_sq_dev<T>(load16(r.xv + i), mean, ss);
         const float rstd = 1.0f / sqrtf(row_reduce<false>(ss, red_sum) / static_cast<float>(n) + eps);
 
-        for (int i = t; i < s.body; i += tpr) {
-            float f[V];
-            float wf[V];
-            float bf[V];
-            E::unpack(load16(xv + i), f);
-            load_param(w, s, i, wf);
-            load_param(b, s, i, bf);
-#pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = fmaf((f[j] - mean) * rstd, wf[j], bf[j]);
-            store16(yv + i, E::pack(f));
-        }
-        if (si >= 0) E::store(yr + si, fmaf((sx - mean) * rstd, E::load(w + si), E::load(b + si)));
+        for (int i = t; i < r.s.body; i += tpr) layer_norm_store(load16(r.xv + i), w, b, r.s, i, mean, rstd, r.yv);
+        if (r.si >= 0) E::store(r.yr + r.si, fmaf((r.sx - mean) * rstd, E::load(w + r.si), E::load(b + r.si)));
     }
 }
 

@@ -239,25 +239,6 @@ __device__ __forceinline__ void reduce_finish(const float2* __restrict__ part, T
     }
 }
 
-template <typename T, int VW>
-__device__ __forceinline__ void load_group(const T* p, float (&f)[VW]) {
-    if constexpr (VW == 1) {
-        f[0] = Elem<T>::load(p);
-    } else {
-        static_assert(VW == Elem<T>::V, "a group is one element or one 16-byte vector");
-        Elem<T>::unpack(load16(p), f);
-    }
-}
-
-template <typename T, int VW>
-__device__ __forceinline__ void store_group(T* p, const float (&f)[VW]) {
-    if constexpr (VW == 1) {
-        Elem<T>::store(p, f[0]);
-    } else {
-        store16(p, Elem<T>::pack(f));
-    }
-}
-
 constexpr int kColsX = 32;  // column groups per block (blockDim.x)
 constexpr int kColsY = 8;   // threads splitting n (blockDim.y)
 

@@ -18,34 +18,20 @@ __device__ __forceinline__ void rms_norm_rows(const T* __restrict__ x, const T* 
     using E = Elem<T>;
     __shared__ float red_sum[32 * 32];
 
-    const BlockRow r = block_row(rows, n);
-    const bool active = r.active;
-    const T* xr = x + r.base;
-    T* yr = y + r.base;
-    const RowSplit s = split_row(xr, n);
-    const int t = threadIdx.x;
-    const int tpr = blockDim.x;
-    const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
-    uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
+    const RegRow<T, VPT> r(x, y, rows, n, 0.0f);
 
-    uint4 buf[VPT];
-    load_body(xv, s.body, active, buf);
-    const int si = active ? scalar_index<T>(s, t, true, true) : -1;
-    const float sx = si >= 0 ? E::load(xr + si) : 0.0f;
-
-    float ss = sx * sx;
+    float ss = r.sx * r.sx;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (active && t + k * tpr < s.body) ss = add_squares<T>(buf[k], ss);
+        if (r.owns(k)) ss = add_squares<T>(r.buf[k], ss);
     }
     const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) rms_store(buf[k], w, s, i, rstd, yv);
+        if (r.owns(k)) rms_store(r.buf[k], w, r.s, r.index(k), rstd, r.yv);
     }
-    if (si >= 0) E::store(yr + si, (sx * rstd) * E::load(w + si));
+    if (r.si >= 0) E::store(r.yr + r.si, (r.sx * rstd) * E::load(w + r.si));
 }
 
 template <typename T>
@@ -57,20 +43,14 @@ __device__ __forceinline__ void rms_norm_loop(const T* __restrict__ x, const T* 
     const int tpr = blockDim.x;
 
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-        const T* xr = x + row * static_cast<long long>(n);
-        T* yr = y + row * static_cast<long long>(n);
-        const RowSplit s = split_row(xr, n);
-        const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
-        uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
-        const int si = scalar_index<T>(s, t, true, true);
-        const float sx = si >= 0 ? E::load(xr + si) : 0.0f;
+        const LoopRow<T> r(x, y, row, n, 0.0f);
 
-        float ss = sx * sx;
-        for (int i = t; i < s.body; i += tpr) ss = add_squares<T>(load16(xv + i), ss);
+        float ss = r.sx * r.sx;
+        for (int i = t; i < r.s.body; i += tpr) ss = add_squares<T>(load16(r.xv + i), ss);
         const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
 
-        for (int i = t; i < s.body; i += tpr) rms_store(load16(xv + i), w, s, i, rstd, yv);
-        if (si >= 0) E::store(yr + si, (sx * rstd) * E::load(w + si));
+        for (int i = t; i < r.s.body; i += tpr) rms_store(load16(r.xv + i), w, r.s, i, rstd, r.yv);
+        if (r.si >= 0) E::store(r.yr + r.si, (r.sx * rstd) * E::load(w + r.si));
     }
 }
 

@@ -18,7 +18,7 @@ using namespace tileops;
 // and IEEE division (not __fdividef, whose div.approx.f32 returns 0 once the divisor exceeds
 // 2^126, g < -87.3365, where silu(g) is still a normal f32 number). Where the denominator
 // overflows to inf (g < -88.7228) silu(g) is -0, so the product is a signed zero; g = -inf gives
-// NaN, as the formula does. The f64 reference (reference_norm_act.rs) models the same overflow.
+// NaN, as the formula does. The f64 reference (elementwise/reference.rs) models the same overflow.
 // One division per element is free here (memory-bound).
 __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 

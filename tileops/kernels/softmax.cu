@@ -40,67 +40,64 @@ __device__ __forceinline__ float softmax_out(float x, float m, float norm) {
     }
 }
 
+// m's max with the V values of one packed vector (fmaxf: NaN ignored, it reaches the sum).
+template <typename T>
+__device__ __forceinline__ float max_values(const uint4& q, float m) {
+    float f[Elem<T>::V];
+    Elem<T>::unpack(q, f);
+#pragma unroll
+    for (int j = 0; j < Elem<T>::V; ++j) m = fmaxf(m, f[j]);
+    return m;
+}
+
+// sum plus exp(v - m) for the V values v of one packed vector.
+template <typename T>
+__device__ __forceinline__ float add_exps(const uint4& q, float m, float sum) {
+    float f[Elem<T>::V];
+    Elem<T>::unpack(q, f);
+#pragma unroll
+    for (int j = 0; j < Elem<T>::V; ++j) sum += exp_fast(f[j] - m);
+    return sum;
+}
+
+// The output step for one packed vector, stored to *y.
+template <bool LOG, typename T>
+__device__ __forceinline__ void softmax_store(const uint4& q, float m, float norm, uint4* y) {
+    float f[Elem<T>::V];
+    Elem<T>::unpack(q, f);
+#pragma unroll
+    for (int j = 0; j < Elem<T>::V; ++j) f[j] = softmax_out<LOG>(f[j], m, norm);
+    store16(y, Elem<T>::pack(f));
+}
+
 template <bool LOG, typename T, int VPT>
 __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_max[32 * 32];
     __shared__ float red_sum[32 * 32];
 
-    // Threads of a row past the end still take part in the block's reductions.
-    const BlockRow r = block_row(rows, n);
-    const bool active = r.active;
-    const T* xr = x + r.base;
-    T* yr = y + r.base;
-    const RowSplit s = split_row(xr, n);
-    const int t = threadIdx.x;
-    const int tpr = blockDim.x;
-    const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
-    uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
+    const RegRow<T, VPT> r(x, y, rows, n, neg_inf());
 
-    // All loads first: VPT independent 16-byte loads in flight per thread.
-    uint4 buf[VPT];
-    load_body(xv, s.body, active, buf);
-    const int si = active ? scalar_index<T>(s, t, true, true) : -1;
-    const float sx = si >= 0 ? E::load(xr + si) : neg_inf();
-
-    float m = sx;
+    float m = r.sx;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (active && t + k * tpr < s.body) {
-            float f[V];
-            E::unpack(buf[k], f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
-        }
+        if (r.owns(k)) m = max_values<T>(r.buf[k], m);
     }
     m = row_reduce<true>(m, red_max);
 
-    float sum = si >= 0 ? exp_fast(sx - m) : 0.0f;
+    float sum = r.si >= 0 ? exp_fast(r.sx - m) : 0.0f;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (active && t + k * tpr < s.body) {
-            float f[V];
-            E::unpack(buf[k], f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) sum += exp_fast(f[j] - m);
-        }
+        if (r.owns(k)) sum = add_exps<T>(r.buf[k], m, sum);
     }
     sum = row_reduce<false>(sum, red_sum);
     const float norm = softmax_norm<LOG>(sum);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        const int i = t + k * tpr;
-        if (active && i < s.body) {
-            float f[V];
-            E::unpack(buf[k], f);
-#pragma unroll
-            for (int j = 0; j < V; ++j) f[j] = softmax_out<LOG>(f[j], m, norm);
-            store16(yv + i, E::pack(f));
-        }
+        if (r.owns(k)) softmax_store<LOG, T>(r.buf[k], m, norm, r.yv + r.index(k));
     }
-    if (si >= 0) E::store(yr + si, softmax_out<LOG>(sx, m, norm));
+    if (r.si >= 0) E::store(r.yr + r.si, softmax_out<LOG>(r.sx, m, norm));
 }
 
 // Loads the part of a row's body that chunk `c` owns into registers, plus the one head/tail scalar
@@ -126,7 +123,6 @@ template <typename T, int VPT>
 __device__ __forceinline__ void softmax_partial(const T* __restrict__ x, float2* __restrict__ part, long long rows,
                                                 int n) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_max[32];
     __shared__ float red_sum[32];
     const int c = blockIdx.x;
@@ -144,10 +140,7 @@ __device__ __forceinline__ void softmax_partial(const T* __restrict__ x, float2*
 #pragma unroll
         for (int k = 0; k < VPT; ++k) {
             if (v0 + static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x) < s.body) {
-                float f[V];
-                E::unpack(buf[k], f);
-#pragma unroll
-                for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
+                m = max_values<T>(buf[k], m);
             }
         }
         m = row_reduce<true>(m, red_max);
@@ -159,10 +152,7 @@ __device__ __forceinline__ void softmax_partial(const T* __restrict__ x, float2*
 #pragma unroll
         for (int k = 0; k < VPT; ++k) {
             if (v0 + static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x) < s.body) {
-                float f[V];
-                E::unpack(buf[k], f);
-#pragma unroll
-                for (int j = 0; j < V; ++j) sum += exp_fast(f[j] - ms);
+                sum = add_exps<T>(buf[k], ms, sum);
             }
         }
         sum = row_reduce<false>(sum, red_sum);
@@ -175,7 +165,6 @@ template <bool LOG, typename T, int VPT>
 __device__ __forceinline__ void softmax_finalize(const T* __restrict__ x, const float2* __restrict__ part,
                                                  T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
-    constexpr int V = E::V;
     __shared__ float red_max[32];
     __shared__ float red_sum[32];
     const int c = blockIdx.x;
@@ -210,34 +199,9 @@ __device__ __forceinline__ void softmax_finalize(const T* __restrict__ x, const 
 #pragma unroll
         for (int k = 0; k < VPT; ++k) {
             const int i = v0 + t + k * tpr;
-            if (i < s.body) {
-                float f[V];
-                E::unpack(buf[k], f);
-#pragma unroll
-                for (int j = 0; j < V; ++j) f[j] = softmax_out<LOG>(f[j], m, norm);
-                store16(yv + i, E::pack(f));
-            }
+            if (i < s.body) softmax_store<LOG, T>(buf[k], m, norm, yv + i);
         }
         if (si >= 0) E::store(yr + si, softmax_out<LOG>(sx, m, norm));
-    }
-}
-
-template <typename T, int VW>
-__device__ __forceinline__ void load_group(const T* p, float (&f)[VW]) {
-    if constexpr (VW == 1) {
-        f[0] = Elem<T>::load(p);
-    } else {
-        static_assert(VW == Elem<T>::V, "a group is one element or one 16-byte vector");
-        Elem<T>::unpack(load16(p), f);
-    }
-}
-
-template <typename T, int VW>
-__device__ __forceinline__ void store_group(T* p, const float (&f)[VW]) {
-    if constexpr (VW == 1) {
-        Elem<T>::store(p, f[0]);
-    } else {
-        store16(p, Elem<T>::pack(f));
     }
 }
 

@@ -169,6 +169,113 @@ __device__ __forceinline__ void load_body(const uint4* v, int body, bool active,
     }
 }
 
+// The row prologue of a rows kernel (the row in registers, blockDim.y rows per block), written
+// once: the thread's row, how it splits into vectors, its VPT body vectors loaded into `buf`
+// (vector t + k * tpr in buf[k]) and the one head/tail scalar it owns. Threads of a row past the
+// end are inactive (they load nothing and own no scalar) but still take part in the block's
+// reductions.
+template <typename T, int VPT>
+struct RegRow {
+    bool active;
+    long long base;  // offset of the row's first element
+    const T* xr;     // the row of x
+    T* yr;           // the row of y
+    RowSplit s;
+    int t;           // threadIdx.x
+    int tpr;         // threads per row, blockDim.x
+    uint4* yv;       // the body vectors of y's row
+    uint4 buf[VPT];  // buf[k]: body vector t + k * tpr, when owns(k)
+    int si;          // the index in the row of this thread's scalar, or -1
+    float sx;        // its value, or `fill` when there is none
+
+    __device__ __forceinline__ RegRow(const T* x, T* y, long long rows, int n, float fill) {
+        const BlockRow r = block_row(rows, n);
+        active = r.active;
+        base = r.base;
+        xr = x + base;
+        yr = y + base;
+        s = split_row(xr, n);
+        t = threadIdx.x;
+        tpr = blockDim.x;
+        yv = reinterpret_cast<uint4*>(yr + s.head);
+        // All loads first: VPT independent 16-byte loads in flight per thread.
+        load_body(reinterpret_cast<const uint4*>(xr + s.head), s.body, active, buf);
+        si = active ? scalar_index<T>(s, t, true, true) : -1;
+        sx = si >= 0 ? Elem<T>::load(xr + si) : fill;
+    }
+
+    // The body index of buf[k].
+    __device__ __forceinline__ int index(int k) const { return t + k * tpr; }
+    // Whether buf[k] holds a body vector of this thread's row.
+    __device__ __forceinline__ bool owns(int k) const { return active && index(k) < s.body; }
+};
+
+// The same prologue for one row of a loop kernel (one block per row, rows in a grid-stride loop,
+// the body read from memory in each pass): the row's vectors and the thread's head/tail scalar.
+template <typename T>
+struct LoopRow {
+    const T* xr;
+    T* yr;
+    RowSplit s;
+    const uint4* xv;  // the body vectors of x's row
+    uint4* yv;        // the body vectors of y's row
+    int si;           // the index in the row of this thread's scalar, or -1
+    float sx;         // its value, or `fill` when there is none
+
+    __device__ __forceinline__ LoopRow(const T* x, T* y, long long row, int n, float fill) {
+        xr = x + row * static_cast<long long>(n);
+        yr = y + row * static_cast<long long>(n);
+        s = split_row(xr, n);
+        xv = reinterpret_cast<const uint4*>(xr + s.head);
+        yv = reinterpret_cast<uint4*>(yr + s.head);
+        si = scalar_index<T>(s, threadIdx.x, true, true);
+        sx = si >= 0 ? Elem<T>::load(xr + si) : fill;
+    }
+};
+
+// A group of VW adjacent elements of a column kernel (VW = 1, or one 16-byte vector), as f32.
+template <typename T, int VW>
+__device__ __forceinline__ void load_group(const T* p, float (&f)[VW]) {
+    if constexpr (VW == 1) {
+        f[0] = Elem<T>::load(p);
+    } else {
+        static_assert(VW == Elem<T>::V, "a group is one element or one 16-byte vector");
+        Elem<T>::unpack(load16(p), f);
+    }
+}
+
+template <typename T, int VW>
+__device__ __forceinline__ void store_group(T* p, const float (&f)[VW]) {
+    if constexpr (VW == 1) {
+        Elem<T>::store(p, f[0]);
+    } else {
+        store16(p, Elem<T>::pack(f));
+    }
+}
+
+// The sum of the V values of one packed vector, added to acc.
+template <typename T>
+__device__ __forceinline__ float add_values(const uint4& q, float acc) {
+    float f[Elem<T>::V];
+    Elem<T>::unpack(q, f);
+#pragma unroll
+    for (int j = 0; j < Elem<T>::V; ++j) acc += f[j];
+    return acc;
+}
+
+// acc plus the sum of squared deviations from `mean` of the V values of one packed vector.
+template <typename T>
+__device__ __forceinline__ float add_sq_dev(const uint4& q, float mean, float acc) {
+    float f[Elem<T>::V];
+    Elem<T>::unpack(q, f);
+#pragma unroll
+    for (int j = 0; j < Elem<T>::V; ++j) {
+        const float d = f[j] - mean;
+        acc = fmaf(d, d, acc);
+    }
+    return acc;
+}
+
 // ss plus the sum of squares of the V values of one packed vector.
 template <typename T>
 __device__ __forceinline__ float add_squares(const uint4& q, float ss) {

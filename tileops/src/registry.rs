@@ -341,23 +341,69 @@ impl Traffic {
     }
 }
 
-/// A roof of a GPU profile: `cuda_core.fp32`, `tensor_core.bf16`, …
+/// A roof of a profile: a ceiling a record is priced against (`cuda_core.fp32`,
+/// `tensor_core.bf16`, …; `hbm` for memory). [`RoofKey::ALL`] is the whole vocabulary: the keys a
+/// profile may define, and the only place a roof's name is spelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RoofKey(pub &'static str);
 
 impl RoofKey {
+    /// Memory bandwidth, bytes/s: a GPU's HBM, or on a host profile its DRAM.
+    pub const HBM: RoofKey = RoofKey("hbm");
     /// FP32 work on CUDA cores: elementwise ops, reductions, norms.
     pub const CUDA_CORE_FP32: RoofKey = RoofKey("cuda_core.fp32");
+    /// Float16 matrix products on tensor cores.
+    pub const TENSOR_CORE_FP16: RoofKey = RoofKey("tensor_core.fp16");
+    /// BFloat16 matrix products on tensor cores.
+    pub const TENSOR_CORE_BF16: RoofKey = RoofKey("tensor_core.bf16");
+    /// Float32 matrix products on tensor cores, which run them as TF32.
+    pub const TENSOR_CORE_TF32: RoofKey = RoofKey("tensor_core.tf32");
+    /// FP8 (either format) matrix products on tensor cores.
+    pub const TENSOR_CORE_FP8: RoofKey = RoofKey("tensor_core.fp8");
+    /// The host's f64 FMA rate: the compute ceiling of the CPU backend, whose references run in
+    /// f64 whatever the dtype.
+    pub const CPU_FP64: RoofKey = RoofKey("cpu.fp64");
+    /// The host's f32 FMA rate.
+    pub const CPU_FP32: RoofKey = RoofKey("cpu.fp32");
+
+    /// Every roof a profile may define: [`RoofKey::HBM`] (bytes/s), then the compute roofs
+    /// (FLOP/s): a GPU's, then a host's.
+    pub const ALL: &'static [RoofKey] = &[
+        RoofKey::HBM,
+        RoofKey::CUDA_CORE_FP32,
+        RoofKey::TENSOR_CORE_FP16,
+        RoofKey::TENSOR_CORE_BF16,
+        RoofKey::TENSOR_CORE_TF32,
+        RoofKey::TENSOR_CORE_FP8,
+        RoofKey::CPU_FP64,
+        RoofKey::CPU_FP32,
+    ];
 
     /// The tensor-core roof of a matrix product in `dtype` (float32 runs as TF32), if any.
     pub fn tensor_core(dtype: DType) -> Option<RoofKey> {
         match dtype {
-            DType::Float16 => Some(RoofKey("tensor_core.fp16")),
-            DType::BFloat16 => Some(RoofKey("tensor_core.bf16")),
-            DType::Float32 => Some(RoofKey("tensor_core.tf32")),
-            DType::Float8E4M3Fn | DType::Float8E5M2 => Some(RoofKey("tensor_core.fp8")),
+            DType::Float16 => Some(RoofKey::TENSOR_CORE_FP16),
+            DType::BFloat16 => Some(RoofKey::TENSOR_CORE_BF16),
+            DType::Float32 => Some(RoofKey::TENSOR_CORE_TF32),
+            DType::Float8E4M3Fn | DType::Float8E5M2 => Some(RoofKey::TENSOR_CORE_FP8),
             _ => None,
         }
+    }
+
+    /// The key as profiles and records spell it (`"tensor_core.bf16"`).
+    pub const fn as_str(self) -> &'static str {
+        self.0
+    }
+
+    /// The roof named `key`, if it is one of [`RoofKey::ALL`].
+    ///
+    /// ```
+    /// use tileops::registry::RoofKey;
+    /// assert_eq!(RoofKey::parse("tensor_core.bf16"), Some(RoofKey::TENSOR_CORE_BF16));
+    /// assert_eq!(RoofKey::parse("tensor_core.int8"), None);
+    /// ```
+    pub fn parse(key: &str) -> Option<RoofKey> {
+        RoofKey::ALL.iter().copied().find(|roof| roof.0 == key)
     }
 }
 

@@ -11,7 +11,7 @@ use cudarc::driver::CudaSlice;
 
 use super::launch::check_aligned;
 use crate::device::CudaDevice;
-use crate::registry::ManifestOp;
+use crate::registry::{ManifestOp, StaticValue, WorkloadCase};
 use crate::{Device, Error, Tensor};
 
 /// The two backends of an op with `I` inputs and `O` outputs (in and out of `forward_into`).
@@ -150,3 +150,53 @@ pub(crate) fn exact_inputs<Op: ManifestOp, const K: usize>(
         got: inputs.len(),
     })
 }
+
+/// Param `name` of a workload row for `Op`: the row's value, else the default `Op`'s manifest
+/// declares (the workload rows carry the declared defaults already; this covers a row built by
+/// hand, or one that gives `null`); [`Error::InvalidParam`] when there is neither.
+pub(crate) fn workload_param<Op: ManifestOp>(
+    case: &WorkloadCase,
+    name: &'static str,
+) -> Result<StaticValue, Error> {
+    match case.workload.param(name) {
+        None | Some(StaticValue::None) => Op::default_param(name),
+        Some(value) => Some(*value),
+    }
+    .ok_or_else(|| Error::InvalidParam {
+        op: Op::NAME,
+        field: name,
+        value: "missing".to_owned(),
+        reason: "the workload gives none and the manifest declares no default".to_owned(),
+    })
+}
+
+/// `BenchOp` for an op of one input `x` and one output, written once: random `x`,
+/// `forward(x)`, and the traffic of `x` read once and the output (`|op| spec`) written once.
+/// The op has `ROOF`, `x()`, `device()` and `forward(&Tensor)`.
+macro_rules! unary_bench_op {
+    ($op:ty, |$this:ident| $y:expr) => {
+        impl $crate::registry::BenchOp for $op {
+            fn roof(&self) -> $crate::registry::RoofKey {
+                <$op>::ROOF
+            }
+
+            fn random_inputs(&self, seed: u64) -> Result<Vec<$crate::Tensor>, $crate::Error> {
+                Ok(vec![$crate::Tensor::random(self.x(), seed, self.device())?])
+            }
+
+            fn run(&self, inputs: &[$crate::Tensor]) -> Result<Vec<$crate::Tensor>, $crate::Error> {
+                let [x] = $crate::ops::backend::exact_inputs::<Self, 1>(inputs)?;
+                Ok(vec![self.forward(x)?])
+            }
+
+            fn traffic(&self) -> Option<$crate::registry::Traffic> {
+                let $this = self;
+                Some($crate::registry::Traffic {
+                    reads: vec![self.x().clone()],
+                    writes: vec![$y.clone()],
+                })
+            }
+        }
+    };
+}
+pub(crate) use unary_bench_op;

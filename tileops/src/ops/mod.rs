@@ -24,29 +24,36 @@ mod position_encoding;
 mod quantization;
 mod reduction;
 
+/// The f64 references of the CPU backends, for tests and tools; not part of the stable API.
 #[doc(hidden)]
-pub mod reference;
-#[doc(hidden)]
-pub mod reference_norm_act;
-#[doc(hidden)]
-pub mod reference_reduction;
+pub mod reference {
+    pub use super::elementwise::reference::*;
+    pub use super::normalization::reference::*;
+    pub use super::reduction::reference::*;
+}
 #[doc(hidden)]
 pub mod reference_rope_fp8;
 #[doc(hidden)]
 pub use gemm::reference as reference_gemm;
 
 mod backend;
-mod bench_impls;
 mod launch;
 
-pub use elementwise::{Gelu, GeluApproximate, Relu, Sigmoid, Silu, SiluAndMul};
+pub use elementwise::{
+    Gelu, GeluApproximate, Relu, Sigmoid, Silu, SiluAndMul, gelu, relu, sigmoid, silu, silu_and_mul,
+};
 pub use fused::{QkNormRopeFp8, QkNormRopeFp8Output};
 pub(crate) use gemm::BlasSlot;
 pub use gemm::Gemm;
-pub use normalization::{FusedAddRmsNorm, LayerNorm, RmsNorm};
+pub use normalization::{
+    FusedAddRmsNorm, LayerNorm, RmsNorm, fused_add_rms_norm, layer_norm, rms_norm,
+};
 pub use position_encoding::Rope;
 pub use quantization::Fp8Quant;
-pub use reduction::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Softmax, Sum};
+pub use reduction::{
+    Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Softmax, Sum, amax, log_softmax, logsumexp, mean,
+    softmax, sum,
+};
 
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 

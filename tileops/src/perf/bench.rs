@@ -38,12 +38,15 @@
 //! ```
 //! use tileops::Device;
 //! use tileops::perf::bench::{self, BenchConfig, CpuBudget, Quiet, Selection};
+//! use tileops::perf::records::{DeviceInfo, RunMeta};
 //!
 //! // The decode softmax rows on the CPU; anything above 1 MiB per call is skipped with the reason.
 //! let selection = Selection { ops: vec!["softmax".into()], families: vec![] };
 //! let cases = bench::select(&selection)?;
 //! let config = BenchConfig { cpu: CpuBudget { max_bytes: 1 << 20, max_flops: 1 << 22 }, ..Default::default() };
-//! let run = bench::run(&Device::cpu(), &cases, &config, &mut Quiet)?;
+//! // Whoever starts the run stamps it: revision, date, version and the device its records name.
+//! let meta = RunMeta::new("abc", "2026-11-30T00:00:00Z", "0.1.0", DeviceInfo::new("cpu: doc"));
+//! let run = bench::run(&Device::cpu(), meta, &cases, &config, &mut Quiet)?;
 //! assert_eq!(run.records.len(), cases.len());
 //! assert!(run.records.iter().any(|r| r.skipped.is_none()));
 //! assert!(run.records.iter().all(|r| r.skipped.is_some() || r.timing == "cpu_wall"));
@@ -52,10 +55,10 @@
 
 mod gpu;
 
+pub(crate) use gpu::l2_bytes;
+
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
-use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use super::records::{DeviceInfo, EMULATED_TIMING, Partial, Record, Run, RunMeta, TimingStats};
 use crate::registry::{self, BenchOp, OpRegistration, StaticValue, WorkloadCase};
@@ -299,6 +302,28 @@ impl Case {
     pub fn name(&self) -> String {
         format!("{}/{}", self.op.name, self.case.name())
     }
+
+    /// The inputs the case binds, in signature order: name, shape (from the row's
+    /// `<name>_shape`) and dtype (the declared one when the manifest fixes it, else the case's).
+    pub fn inputs(&self) -> Vec<(String, Vec<u64>, DType)> {
+        self.op
+            .inputs
+            .iter()
+            .filter_map(|decl| {
+                let shape = self.case.workload.shape(decl.name)?;
+                let dtype = decl
+                    .dtype
+                    .trim()
+                    .parse::<DType>()
+                    .unwrap_or(self.case.dtype);
+                Some((
+                    decl.name.to_owned(),
+                    shape.iter().map(|&d| d as u64).collect(),
+                    dtype,
+                ))
+            })
+            .collect()
+    }
 }
 
 /// Why a run could not start.
@@ -428,43 +453,6 @@ pub fn select(selection: &Selection) -> Result<Vec<Case>, BenchError> {
     Ok(cases)
 }
 
-/// What `bench_all --list` prints: each op with its family and manifest, then its cases with their
-/// input shapes (and the manifest's skip reason, if any).
-pub fn list(cases: &[Case]) -> String {
-    let mut out = String::new();
-    let mut current: Option<&str> = None;
-    for case in cases {
-        if current != Some(case.op.name) {
-            current = Some(case.op.name);
-            let n = cases.iter().filter(|c| c.op.name == case.op.name).count();
-            let _ = writeln!(
-                out,
-                "{} ({}, {}): {n} case{}",
-                case.op.name,
-                case.op.family,
-                case.op.manifest_file,
-                if n == 1 { "" } else { "s" }
-            );
-        }
-        let shapes: Vec<String> = declared_inputs(case.op, &case.case)
-            .iter()
-            .map(|(name, shape, _)| format!("{name}={shape:?}"))
-            .collect();
-        let _ = write!(
-            out,
-            "  {:<32} {:<9} {}",
-            case.case.workload.label,
-            case.case.dtype.to_string(),
-            shapes.join(" ")
-        );
-        if let Some(reason) = case.case.workload.bench_skip_reason {
-            let _ = write!(out, "  [manifest skip: {reason}]");
-        }
-        out.push('\n');
-    }
-    out
-}
-
 /// Follows a run's progress (a progress bar, a log line per case).
 pub trait Observer {
     /// The run is about to time `total` cases.
@@ -493,8 +481,9 @@ pub struct Quiet;
 
 impl Observer for Quiet {}
 
-/// Times every case on `device` and returns the run (one record per case, in order; when the
-/// observer asks to stop, the cases finished so far and `meta.partial` saying so). The run is
+/// Times every case on `device` and returns the run: `meta` (which tool started it, when, on
+/// which device: the records carry `meta.device`), one record per case, in order, and when the
+/// observer asks to stop, the cases finished so far and `meta.partial` saying so. The run is
 /// validated as [`Run::save`] would. On an emulated device nothing is timed: each case within
 /// [`BenchConfig::emulated`] runs once and is recorded untimed (see the module docs).
 ///
@@ -504,11 +493,11 @@ impl Observer for Quiet {}
 /// run.
 pub fn run(
     device: &Device,
+    mut meta: RunMeta,
     cases: &[Case],
     config: &BenchConfig,
     observer: &mut dyn Observer,
 ) -> Result<Run, BenchError> {
-    let mut meta = run_meta(device, SystemTime::now());
     let mut timer = Timer::new(device).map_err(|source| BenchError::Timer {
         device: device.to_string(),
         source,
@@ -616,7 +605,7 @@ fn bench_case(
         case.case.dtype.to_string(),
         info.clone(),
     );
-    for (name, shape, dtype) in declared_inputs(case.op, &case.case) {
+    for (name, shape, dtype) in case.inputs() {
         record = record.with_input(name, shape, dtype.to_string());
     }
     for (name, value) in case.case.workload.params {
@@ -719,23 +708,6 @@ pub fn noise(record: &Record) -> Option<f64> {
     record.noise()
 }
 
-/// The inputs a case binds, in signature order: name, shape (from the row's `<name>_shape`) and
-/// dtype (the declared one when the manifest fixes it, else the case's).
-fn declared_inputs(op: &OpRegistration, case: &WorkloadCase) -> Vec<(String, Vec<u64>, DType)> {
-    op.inputs
-        .iter()
-        .filter_map(|decl| {
-            let shape = case.workload.shape(decl.name)?;
-            let dtype = decl.dtype.trim().parse::<DType>().unwrap_or(case.dtype);
-            Some((
-                decl.name.to_owned(),
-                shape.iter().map(|&d| d as u64).collect(),
-                dtype,
-            ))
-        })
-        .collect()
-}
-
 /// A manifest param as JSON; integers beyond i64 and non-finite floats as strings (JSON has
 /// neither).
 fn param_json(value: &StaticValue) -> serde_json::Value {
@@ -753,90 +725,9 @@ fn param_json(value: &StaticValue) -> serde_json::Value {
     }
 }
 
-/// The run's metadata: git revision, `now` as RFC 3339, the tileops version and the device.
-pub fn run_meta(device: &Device, now: SystemTime) -> RunMeta {
-    RunMeta::new(
-        git_revision(),
-        rfc3339_utc(now),
-        env!("CARGO_PKG_VERSION"),
-        device_info(device),
-    )
-}
-
-/// What a record says about the device: for a GPU its name, compute capability, driver and L2
-/// size; for the CPU `"cpu: <model> (<n> threads)"`, which no GPU profile matches.
-pub fn device_info(device: &Device) -> DeviceInfo {
-    if device.is_cuda() {
-        return gpu::device_info(device);
-    }
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    DeviceInfo::new(format!("cpu: {model} ({threads} threads)"))
-}
-
-/// `git rev-parse HEAD` in the working directory (with `-dirty` when tracked files changed), else
-/// `$TILEOPS_GIT_REVISION` (set by the GPU bundle, which has no checkout), else `"unknown"`.
-pub fn git_revision() -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    if let Some(rev) = git(&["rev-parse", "HEAD"]).filter(|r| !r.is_empty()) {
-        let dirty =
-            git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-        return if dirty { format!("{rev}-dirty") } else { rev };
-    }
-    std::env::var("TILEOPS_GIT_REVISION")
-        .ok()
-        .map(|r| r.trim().to_owned())
-        .filter(|r| !r.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
-/// `t` as a jiff timestamp; a time outside jiff's range (years -9999 to 9999) is clamped to the
-/// nearest end, which no clock of a bench machine reads.
-fn timestamp(t: SystemTime) -> jiff::Timestamp {
-    jiff::Timestamp::try_from(t).unwrap_or(if t < UNIX_EPOCH {
-        jiff::Timestamp::MIN
-    } else {
-        jiff::Timestamp::MAX
-    })
-}
-
-/// `t` as RFC 3339 in UTC, to the second (`"2026-11-30T04:00:00Z"`).
-///
-/// ```
-/// use std::time::{Duration, UNIX_EPOCH};
-/// let t = UNIX_EPOCH + Duration::from_secs(1_796_011_200);
-/// assert_eq!(tileops::perf::bench::rfc3339_utc(t), "2026-11-30T04:00:00Z");
-/// ```
-pub fn rfc3339_utc(t: SystemTime) -> String {
-    timestamp(t).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// The default records path for a run started at `t`: `target/bench/<YYYYMMDDTHHMMSSZ>.json`.
-pub fn default_out_path(t: SystemTime) -> PathBuf {
-    PathBuf::from("target/bench").join(format!("{}.json", timestamp(t).strftime("%Y%m%dT%H%M%SZ")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn sample_counts_follow_the_budget_and_clamp() {
@@ -937,23 +828,6 @@ mod tests {
     }
 
     #[test]
-    fn dates_are_rfc3339_utc() {
-        let t = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
-        assert_eq!(rfc3339_utc(t(0)), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339_utc(t(951_782_400)), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339_utc(t(1_709_251_199)), "2024-02-29T23:59:59Z");
-        assert_eq!(rfc3339_utc(t(4_102_444_800)), "2100-01-01T00:00:00Z");
-        assert_eq!(
-            rfc3339_utc(UNIX_EPOCH - Duration::from_secs(5)),
-            "1969-12-31T23:59:55Z"
-        );
-        assert_eq!(
-            default_out_path(t(1_796_011_200)),
-            PathBuf::from("target/bench/20261130T040000Z.json")
-        );
-    }
-
-    #[test]
     fn params_become_json() {
         use serde_json::json;
         static LIST: [StaticValue; 2] = [StaticValue::Int(0), StaticValue::Int(2)];
@@ -967,6 +841,16 @@ mod tests {
         assert_eq!(param_json(&StaticValue::Float(f64::INFINITY)), json!("inf"));
         assert_eq!(param_json(&StaticValue::List(&LIST)), json!([0, 2]));
         assert_eq!(param_json(&StaticValue::Str("mean")), json!("mean"));
+    }
+
+    /// The metadata of a test run on the CPU.
+    fn meta() -> RunMeta {
+        RunMeta::new(
+            "test",
+            "2026-11-30T00:00:00Z",
+            env!("CARGO_PKG_VERSION"),
+            DeviceInfo::new("cpu: test"),
+        )
     }
 
     /// Stops the run once `after` cases have finished.
@@ -1004,7 +888,7 @@ mod tests {
             after: 2,
             finished: 0,
         };
-        let run = run(&Device::cpu(), &cases, &config, &mut stop).unwrap();
+        let run = run(&Device::cpu(), meta(), &cases, &config, &mut stop).unwrap();
         assert_eq!(run.records.len(), 2);
         let partial = run.meta.partial.as_ref().unwrap();
         assert_eq!(
@@ -1018,11 +902,11 @@ mod tests {
             after: 0,
             finished: 0,
         };
-        let empty = super::run(&Device::cpu(), &cases, &config, &mut at_once).unwrap();
+        let empty = super::run(&Device::cpu(), meta(), &cases, &config, &mut at_once).unwrap();
         assert!(empty.records.is_empty() && empty.meta.partial.is_some());
         empty.validate("in memory").unwrap();
         // Never asked to stop: complete.
-        let whole = super::run(&Device::cpu(), &cases, &config, &mut Quiet).unwrap();
+        let whole = super::run(&Device::cpu(), meta(), &cases, &config, &mut Quiet).unwrap();
         assert_eq!(whole.records.len(), cases.len());
         assert!(whole.meta.partial.is_none());
     }
@@ -1056,16 +940,20 @@ mod tests {
         })
         .unwrap();
         assert!(norms.iter().all(|c| c.op.family == "normalization"));
-        let listing = list(&norms);
+        // Inputs in signature order, shaped by the row.
+        let shapes = |c: &Case| -> Vec<(String, Vec<u64>)> {
+            c.inputs().into_iter().map(|(n, s, _)| (n, s)).collect()
+        };
+        let prefill = [
+            ("x".to_owned(), vec![2048, 4096]),
+            ("weight".to_owned(), vec![4096]),
+        ];
         assert!(
-            listing
-                .lines()
-                .any(|l| l.starts_with("rms_norm (normalization, ")),
-            "{listing}"
-        );
-        assert!(
-            listing.contains("x=[2048, 4096] weight=[4096]"),
-            "{listing}"
+            norms
+                .iter()
+                .filter(|c| c.op.name == "rms_norm")
+                .any(|c| shapes(c) == prefill),
+            "no rms_norm case binds {prefill:?}"
         );
     }
 }

@@ -43,6 +43,7 @@ use std::fmt::Write as _;
 
 use super::profile::{DeviceKind, DeviceSpec, Profile, ROOF_KEYS, Roof};
 use super::records::percentile;
+use crate::registry::RoofKey;
 
 /// The smallest HBM working set that keeps a measurement off the L2 (and off HBM page effects).
 pub const MIN_HBM_WORKING_SET: u64 = 2_000_000_000;
@@ -286,7 +287,7 @@ impl Measured {
         let calibration = mixes.iter().map(|(_, f)| *f).fold(0.0, f64::max);
         if mixes.is_empty() {
             return Err(CalibrateError::BadInput {
-                what: "hbm".into(),
+                what: RoofKey::HBM.as_str().into(),
                 problem: "no mix measured".into(),
             });
         }
@@ -431,7 +432,9 @@ impl ProfileWriter {
     /// # Errors
     /// [`CalibrateError::NoHbm`] without an HBM roof.
     pub fn to_yaml(&self) -> Result<String, CalibrateError> {
-        if !self.measured.contains_key("hbm") && !self.carried.contains_key("hbm") {
+        if !self.measured.contains_key(RoofKey::HBM.as_str())
+            && !self.carried.contains_key(RoofKey::HBM.as_str())
+        {
             return Err(CalibrateError::NoHbm);
         }
         let p = &self.provenance;

@@ -16,7 +16,7 @@
 //! move faster than that, so a row above it is still impossible, while a small row served from
 //! the cache is not called a formula error); for the FMA roofs, the all-core rate itself
 //! (calibration 1). The profile says `kind: cpu` and matches the device name the CPU backend
-//! records ([`bench::device_info`]): `cpu: <model name from /proc/cpuinfo> (<n> threads)`. Its
+//! records ([`meta::device_info`]): `cpu: <model name from /proc/cpuinfo> (<n> threads)`. Its
 //! default place is [`default_path`], where the roofline tool also looks ([`discover`]).
 //!
 //! The CPU backend runs each op's f64 reference on one thread (the GEMM reference on all of
@@ -35,10 +35,11 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::bench;
 use super::calibrate::{CalibrateError, HbmMix, Measured, ProfileWriter, Provenance};
+use super::cli::meta;
 use super::profile::{DeviceKind, DeviceSpec, Profile, ProfileError};
 use crate::Device;
+use crate::registry::RoofKey;
 
 /// The smallest array, bytes, whatever the cache: below it a pass is too short to time well.
 const MIN_ARRAY_BYTES: u64 = 64 << 20;
@@ -156,17 +157,8 @@ pub fn cache_levels(dir: &Path) -> Result<Vec<(u32, u64)>, HostError> {
 /// # Errors
 /// [`HostError::Cache`] when the cache sizes cannot be read.
 pub fn host_info() -> Result<HostInfo, HostError> {
-    let device_name = bench::device_info(&Device::cpu()).name;
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let device_name = meta::device_info(&Device::cpu()).name;
+    let model = meta::cpu_model();
     let levels = cache_levels(Path::new("/sys/devices/system/cpu/cpu0/cache"))?;
     let llc_bytes = levels.iter().map(|&(_, s)| s).max().unwrap_or(0);
     let l2_bytes = levels
@@ -369,8 +361,12 @@ pub fn writer(
             rates.memory_read_one_core / 1e9
         ),
     )?;
-    w.measured("hbm", memory)?;
-    for (key, (one, all)) in [("cpu.fp64", rates.fma_f64), ("cpu.fp32", rates.fma_f32)] {
+    w.measured(RoofKey::HBM.as_str(), memory)?;
+    let fma = [
+        (RoofKey::CPU_FP64.as_str(), rates.fma_f64),
+        (RoofKey::CPU_FP32.as_str(), rates.fma_f32),
+    ];
+    for (key, (one, all)) in fma {
         let roof = Measured::best_of(
             key,
             all,
@@ -416,11 +412,11 @@ pub fn calibrate_host(
     let provenance = Provenance {
         device: info.device_name.clone(),
         driver: format!("none (host CPU, {} kernel {kernel})", std::env::consts::OS),
-        date: bench::rfc3339_utc(std::time::SystemTime::now()),
+        date: meta::rfc3339_utc(std::time::SystemTime::now()),
         tool: format!(
             "tileops calibrate --cpu {} ({})",
             env!("CARGO_PKG_VERSION"),
-            bench::git_revision()
+            meta::git_revision()
         ),
     };
     let yaml = writer(&info, &rates, provenance)?.to_yaml()?;

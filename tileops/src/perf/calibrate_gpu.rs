@@ -40,9 +40,11 @@ use super::calibrate::{
     check_working_set, close_to, fma_chain_value, fma_flops, gemm_flops, hbm_read_sum,
     uniform_value,
 };
+use super::cli::meta;
 use super::profile::{DeviceMismatch, Profile};
 use crate::device::CudaDevice;
 use crate::kernels::{self, CALIBRATE};
+use crate::registry::RoofKey;
 use crate::{Device, Error};
 
 /// How much to measure.
@@ -153,17 +155,17 @@ pub fn calibrate(
     if device.is_emulated() {
         return Err(CalibrateGpuError::Emulated(device.to_string()));
     }
-    let info = super::bench::device_info(device);
+    let info = meta::device_info(device);
     base.describes(&info)
         .map_err(CalibrateGpuError::BaseMismatch)?;
     let provenance = Provenance {
         device: info.name.clone(),
         driver: info.driver.clone().unwrap_or_else(|| "unknown".to_owned()),
-        date: super::bench::rfc3339_utc(std::time::SystemTime::now()),
+        date: meta::rfc3339_utc(std::time::SystemTime::now()),
         tool: format!(
             "tileops calibrate {} ({})",
             env!("CARGO_PKG_VERSION"),
-            super::bench::git_revision()
+            meta::git_revision()
         ),
     };
     let mut writer = ProfileWriter::from_base(base, provenance);
@@ -171,13 +173,15 @@ pub fn calibrate(
 
     let hbm = base.hbm().theoretical;
     let l2 = info.l2_bytes.unwrap_or(base.device.l2_bytes);
-    writer.measured("hbm", bench.hbm(hbm, l2, options, log)?)?;
+    writer.measured(RoofKey::HBM.as_str(), bench.hbm(hbm, l2, options, log)?)?;
 
-    if let Some(roof) = base.roof("cuda_core.fp32") {
-        writer.measured("cuda_core.fp32", bench.fma(roof.theoretical, options, log)?)?;
+    let fp32 = RoofKey::CUDA_CORE_FP32.as_str();
+    if let Some(roof) = base.roof(fp32) {
+        writer.measured(fp32, bench.fma(roof.theoretical, options, log)?)?;
     }
 
-    // SAFETY: probing the library never panics (notes/cuda.md).
+    // SAFETY: the probe only tries to load libcublas and says whether it could: it takes no
+    // pointers, and loading runs nothing but the library's initialisers, as any cuBLAS call would.
     if unsafe { cublas::sys::is_culib_present() } {
         for dtype in GemmDtype::ALL {
             let Some(roof) = base.roof(dtype.roof()) else {
@@ -211,10 +215,11 @@ impl GemmDtype {
 
     fn roof(self) -> &'static str {
         match self {
-            GemmDtype::F16 => "tensor_core.fp16",
-            GemmDtype::Bf16 => "tensor_core.bf16",
-            GemmDtype::Tf32 => "tensor_core.tf32",
+            GemmDtype::F16 => RoofKey::TENSOR_CORE_FP16,
+            GemmDtype::Bf16 => RoofKey::TENSOR_CORE_BF16,
+            GemmDtype::Tf32 => RoofKey::TENSOR_CORE_TF32,
         }
+        .as_str()
     }
 
     fn elem_bytes(self) -> u64 {
@@ -453,7 +458,7 @@ impl<'a> Bench<'a> {
             options.fma_repeats
         );
         Ok(Measured::best_of(
-            "cuda_core.fp32",
+            RoofKey::CUDA_CORE_FP32.as_str(),
             theoretical,
             &rates,
             &method,
@@ -661,7 +666,8 @@ pub fn check_kernels(
     bench.check_hbm(&mut pass)?;
     bench.check_fma(&mut pass)?;
     bench.check_fills(&mut pass)?;
-    // SAFETY: probing the library never panics (notes/cuda.md).
+    // SAFETY: the probe only tries to load libcublas and says whether it could: it takes no
+    // pointers, and loading runs nothing but the library's initialisers, as any cuBLAS call would.
     if unsafe { cublas::sys::is_culib_present() } {
         for dtype in GemmDtype::ALL {
             bench.check_gemm(dtype, &mut pass)?;

@@ -1,14 +1,17 @@
 //! Measuring and judging: hardware profiles, bench records, the roofline verdicts and chart, and
 //! the calibration arithmetic.
 //!
-//! Data flows one way: the bench harness writes [`records`] (FLOPs and bytes exactly as each op's
-//! `eval_roofline` returned them, and the timings); the roofline tool reads them with a
-//! [`profile`] and [`report`]s per row the speed-of-light time, efficiency, bound and verdict, and
-//! draws the [`svg`] chart. [`calibrate`] turns microbenchmark timings into a profile. Nothing here
-//! evaluates a formula or builds an op. Every file the tools read or write goes through [`files`]:
-//! bounded reads of regular files only, atomic writes. [`cli`] is the tools themselves (`tileops
-//! bench`, `roofline`, `calibrate`), for the `tileops` binary, the examples and a downstream
-//! crate's own bench binary; [`units`] prints their figures.
+//! Data flows one way: the bench harness ([`bench`](mod@bench)) writes [`records`] (FLOPs and bytes
+//! exactly as each op's `eval_roofline` returned them, and the timings); the roofline tool reads
+//! them with a [`profile`] and [`report`]s per row the speed-of-light time, efficiency, bound and
+//! verdict, and draws the [`svg`] chart. The harness knows nothing of the report that judges it nor
+//! of the tools that run it: the tool stamps the run (revision, date, device: [`cli::meta`]).
+//! [`calibrate`] turns microbenchmark timings into a profile. Nothing here evaluates a formula or
+//! builds an op. Every file the tools read or write goes through [`files`]: bounded reads of
+//! regular files only, atomic writes. [`cli`] is the tools themselves (`tileops bench`, `roofline`,
+//! `calibrate`), for the `tileops` binary, the examples and a downstream crate's own bench binary;
+//! [`units`] prints their figures and `table` (crate-internal) writes every table of theirs, in
+//! every format.
 //!
 //! ```
 //! use tileops::perf::profile::Profile;
@@ -34,12 +37,13 @@ pub mod calibrate_cpu;
 pub mod calibrate_gpu;
 pub mod cli;
 pub mod files;
-pub mod html;
 pub mod profile;
 pub mod records;
 pub mod report;
-pub mod svg;
+pub(crate) mod table;
 pub mod units;
+
+pub use report::render::{html, svg};
 
 /// A parser's message without the " at line L, column C" it appends: errors here show the position
 /// in their own `file:line:column` prefix.

@@ -37,27 +37,28 @@ use serde_saphyr::Spanned;
 
 use super::files;
 use super::records::{ComputeCapability, DeviceInfo};
+use crate::registry::RoofKey;
 
 /// The largest profile file [`Profile::from_path`] reads: 16 MiB, thousands of times a real
 /// profile (a bound, so that a wrong path, a device, cannot make it read without end).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// Every roof key a profile may define: `hbm` (bytes/s; on a host profile its DRAM), then the
-/// compute roofs (FLOP/s): a GPU's, then a host's FMA rates (`cpu.fp64`, `cpu.fp32`).
-pub const ROOF_KEYS: [&str; 8] = [
-    "hbm",
-    "cuda_core.fp32",
-    "tensor_core.fp16",
-    "tensor_core.bf16",
-    "tensor_core.tf32",
-    "tensor_core.fp8",
-    "cpu.fp64",
-    "cpu.fp32",
-];
+/// Every roof key a profile may define, as the file spells them: the names of [`RoofKey::ALL`]
+/// (`hbm` in bytes/s; on a host profile its DRAM), then the compute roofs (FLOP/s): a GPU's, then
+/// a host's FMA rates (`cpu.fp64`, `cpu.fp32`).
+pub const ROOF_KEYS: [&str; RoofKey::ALL.len()] = {
+    let mut keys = [""; RoofKey::ALL.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        keys[i] = RoofKey::ALL[i].as_str();
+        i += 1;
+    }
+    keys
+};
 
 /// The roof every record is priced against on a host profile: the CPU backend runs each op's f64
 /// reference whatever the record's dtype, so the f64 FMA rate is its compute ceiling.
-pub const HOST_COMPUTE_ROOF: &str = "cpu.fp64";
+pub const HOST_COMPUTE_ROOF: &str = RoofKey::CPU_FP64.as_str();
 
 /// What kind of device a profile describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -456,7 +457,7 @@ impl Profile {
     /// The HBM roof (bytes/s), which every profile has.
     pub fn hbm(&self) -> &Roof {
         // `check` refuses a profile without it, and `roofs` is never edited after that.
-        &self.roofs["hbm"]
+        &self.roofs[RoofKey::HBM.as_str()]
     }
 }
 
@@ -689,19 +690,20 @@ impl RawProfile {
             ));
         }
         let mut roofs = BTreeMap::new();
-        roofs.insert("hbm".to_owned(), checker.roof(&self.hbm, "hbm")?);
+        let hbm = RoofKey::HBM.as_str();
+        roofs.insert(hbm.to_owned(), checker.roof(&self.hbm, hbm)?);
         let compute = [
-            ("cuda_core.fp32", &self.cuda_core.fp32),
-            ("tensor_core.fp16", &self.tensor_core.fp16),
-            ("tensor_core.bf16", &self.tensor_core.bf16),
-            ("tensor_core.tf32", &self.tensor_core.tf32),
-            ("tensor_core.fp8", &self.tensor_core.fp8),
-            ("cpu.fp64", &self.cpu.fp64),
-            ("cpu.fp32", &self.cpu.fp32),
+            (RoofKey::CUDA_CORE_FP32, &self.cuda_core.fp32),
+            (RoofKey::TENSOR_CORE_FP16, &self.tensor_core.fp16),
+            (RoofKey::TENSOR_CORE_BF16, &self.tensor_core.bf16),
+            (RoofKey::TENSOR_CORE_TF32, &self.tensor_core.tf32),
+            (RoofKey::TENSOR_CORE_FP8, &self.tensor_core.fp8),
+            (RoofKey::CPU_FP64, &self.cpu.fp64),
+            (RoofKey::CPU_FP32, &self.cpu.fp32),
         ];
         for (key, raw) in compute {
             if let Some(raw) = raw {
-                roofs.insert(key.to_owned(), checker.roof(raw, key)?);
+                roofs.insert(key.as_str().to_owned(), checker.roof(raw, key.as_str())?);
             }
         }
         Ok(Profile {

@@ -1,13 +1,17 @@
 //! The elementwise activations `relu`, `gelu` (erf and tanh forms), `silu` and `sigmoid`: one
-//! input of any shape, one output of the same shape and dtype.
+//! input of any shape, one output of the same shape and dtype. What they share (the API, the two
+//! backends, the bench hooks) is written once in [`pointwise_op!`]; each op only names its kernel
+//! and its f64 reference.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
+use super::reference;
 use crate::device::CudaDevice;
 use crate::kernels::{self, ACTIVATION};
-use crate::ops::reference_norm_act as reference;
-use crate::ops::{check_extents, check_float_dtype, check_input, launch};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::ops::backend::{self, Backends, cpu_f64, unary_bench_op, workload_param};
+use crate::ops::launch::{self, launch};
+use crate::ops::{check_extents, check_float_dtype, check_input};
+use crate::registry::{FromWorkload, ManifestOp, RoofKey, StaticValue, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
 /// Threads per block of the activation kernels (their `__launch_bounds__`).
@@ -24,41 +28,29 @@ fn plan(op: &'static str, x: &TensorSpec) -> Result<(), Error> {
     check_extents(op, "x", x)
 }
 
-/// Runs `f` (on the CPU) or the kernel `<base>_<dtype>` (on a GPU) over every element of `x`.
-fn run(
-    op: &'static str,
-    base: &str,
+/// The kernel of an activation: `<base>_<dtype>` in `activation.cu`, and the f64 function it
+/// computes (the CPU backend).
+#[derive(Clone, Copy)]
+struct Kernel {
+    base: &'static str,
     f: fn(f64) -> f64,
-    spec: &TensorSpec,
-    device: &Device,
-    x: &Tensor,
-    y: &mut Tensor,
-) -> Result<(), Error> {
-    check_input(op, "x", x, spec, device)?;
-    check_input(op, "y", y, spec, device)?;
-    let Some(dev) = device.cuda_device() else {
-        let values: Vec<f64> = x.host_f64()?.into_iter().map(f).collect();
-        return y.set_host_f64(&values);
-    };
-    launch_unary(dev, op, base, spec, x, y)
 }
 
-fn launch_unary(
+/// The CPU backend of every activation: `f` over a host copy of `x`.
+fn cpu_pointwise(kernel: Kernel, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+    cpu_f64([x], y, |[x]| x.into_iter().map(kernel.f).collect())
+}
+
+/// The CUDA backend of every activation: one grid-stride launch over the `numel` elements of
+/// `spec`.
+fn cuda_pointwise(
     dev: &CudaDevice,
-    op: &'static str,
-    base: &str,
+    kernel: Kernel,
     spec: &TensorSpec,
-    x: &Tensor,
-    y: &mut Tensor,
+    xs: &CudaSlice<u8>,
+    ys: &mut CudaSlice<u8>,
 ) -> Result<(), Error> {
-    let missing = || Error::MissingBuffer {
-        op,
-        field: "an input or output",
-    };
-    let xs = x.cuda_slice().ok_or_else(missing)?;
-    let ys = y.cuda_slice_mut().ok_or_else(missing)?;
-    launch::check_aligned(op, &dev.stream, &[xs, ys])?;
-    let entry = kernels::entry(&ACTIVATION, base, spec.dtype)?;
+    let entry = kernels::entry(&ACTIVATION, kernel.base, spec.dtype)?;
     let n = spec.numel()?;
     let vectors = n / (16 / spec.dtype.size_in_bytes());
     let wave = dev.sm_count.max(1) as usize * BLOCKS_PER_SM;
@@ -69,30 +61,72 @@ fn launch_unary(
         shared_mem_bytes: 0,
     };
     let n = n as i64;
-    let function = kernels::function(dev, &ACTIVATION, entry)?;
-    let mut call = dev.stream.launch_builder(&function);
-    call.arg(xs).arg(&mut *ys).arg(&n);
     // SAFETY: <act>_<dtype>(const T*, T*, long long n); x and y hold n elements each and are
     // 16-byte aligned; the block is within the launch bounds (256), and the tail (< 8 elements)
     // is covered by block 0's first threads.
-    unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-    Ok(())
+    unsafe { launch!(dev, &ACTIVATION, entry, cfg; xs, ys, &n) }
 }
 
-fn one_input<'a>(op: &'static str, inputs: &'a [Tensor]) -> Result<&'a Tensor, Error> {
-    match inputs {
-        [x] => Ok(x),
-        _ => Err(Error::Arity {
-            op,
-            expected: 1,
-            got: inputs.len(),
-        }),
-    }
+/// What every activation `$name` (with fields `x`, `device` and a `fn kernel(&self) -> Kernel`)
+/// shares: its accessors, forward, both backends and the bench hooks.
+macro_rules! pointwise_op {
+    ($name:ident) => {
+        impl $name {
+            /// The input spec the op is planned for.
+            pub fn x(&self) -> &TensorSpec {
+                &self.x
+            }
+
+            /// The device the op runs on.
+            pub fn device(&self) -> &Device {
+                &self.device
+            }
+
+            /// The activation of `x` (which must match the plan), into a new tensor.
+            pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
+                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+                let mut y = Tensor::empty(&self.x, &self.device)?;
+                self.forward_into(x, &mut y)?;
+                Ok(y)
+            }
+
+            /// The activation of `x`, written into `y` (same spec and device). Asynchronous
+            /// on a GPU.
+            pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+                check_input(Self::NAME, "y", y, &self.x, &self.device)?;
+                backend::forward(self, [x], [y])
+            }
+        }
+
+        impl Backends<1, 1> for $name {
+            fn device(&self) -> &Device {
+                &self.device
+            }
+
+            fn cpu(&self, [x]: [&Tensor; 1], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
+                cpu_pointwise(self.kernel(), x, y)
+            }
+
+            fn cuda(
+                &self,
+                dev: &CudaDevice,
+                [xs]: [&CudaSlice<u8>; 1],
+                [ys]: [&mut CudaSlice<u8>; 1],
+            ) -> Result<(), Error> {
+                cuda_pointwise(dev, self.kernel(), &self.x, xs, ys)
+            }
+        }
+
+        unary_bench_op!($name, |op| op.x);
+    };
 }
 
-/// One activation without params: the struct, its plan, forward and bench hooks.
+/// One activation without params: the struct, its plan and workload hooks, and
+/// [`pointwise_op!`]. Its kernel in `activation.cu` is named after the op; `$f` is its f64
+/// reference.
 macro_rules! activation {
-    ($(#[$doc:meta])* $name:ident, $op:literal, $base:literal, $f:path) => {
+    ($(#[$doc:meta])* $name:ident, $op:literal, $f:path) => {
         $(#[$doc])*
         #[crate::roofline_op($op)]
         #[derive(Debug, Clone)]
@@ -110,65 +144,29 @@ macro_rules! activation {
             /// Plans the activation for inputs like `x`: any shape (rank 0 included) without an
             /// empty dimension, in float32, float16 or bfloat16.
             pub fn new(device: &Device, x: TensorSpec) -> Result<$name, Error> {
-                plan($op, &x)?;
+                plan(Self::NAME, &x)?;
                 Ok($name {
                     x,
                     device: device.clone(),
                 })
             }
 
-            /// The input spec the op is planned for.
-            pub fn x(&self) -> &TensorSpec {
-                &self.x
-            }
-
-            /// The device the op runs on.
-            pub fn device(&self) -> &Device {
-                &self.device
-            }
-
-            /// The activation of `x` (which must match the plan), into a new tensor.
-            pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-                check_input($op, "x", x, &self.x, &self.device)?;
-                let mut y = Tensor::empty(&self.x, &self.device)?;
-                self.forward_into(x, &mut y)?;
-                Ok(y)
-            }
-
-            /// The activation of `x`, written into `y` (same spec and device). Asynchronous
-            /// on a GPU.
-            pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-                run($op, $base, $f, &self.x, &self.device, x, y)
+            fn kernel(&self) -> Kernel {
+                Kernel {
+                    base: Self::NAME,
+                    f: $f,
+                }
             }
         }
 
         impl FromWorkload for $name {
             /// `x_shape` and the case dtype.
             fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-                $name::new(device, case.require_input($op, "x")?)
+                $name::new(device, case.require_input(Self::NAME, "x")?)
             }
         }
 
-        impl BenchOp for $name {
-            fn roof(&self) -> RoofKey {
-                $name::ROOF
-            }
-
-            fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-                Ok(vec![Tensor::random(&self.x, seed, &self.device)?])
-            }
-
-            fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-                Ok(vec![self.forward(one_input($op, inputs)?)?])
-            }
-
-            fn traffic(&self) -> Option<Traffic> {
-                Some(Traffic {
-                    reads: vec![self.x.clone()],
-                    writes: vec![self.x.clone()],
-                })
-            }
-        }
+        pointwise_op!($name);
     };
 }
 
@@ -189,7 +187,6 @@ activation!(
     /// ```
     Relu,
     "relu",
-    "relu",
     reference::relu
 );
 
@@ -207,7 +204,6 @@ activation!(
     /// # Ok::<(), tileops::Error>(())
     /// ```
     Silu,
-    "silu",
     "silu",
     reference::silu
 );
@@ -227,7 +223,6 @@ activation!(
     /// # Ok::<(), tileops::Error>(())
     /// ```
     Sigmoid,
-    "sigmoid",
     "sigmoid",
     reference::sigmoid
 );
@@ -260,7 +255,7 @@ impl std::str::FromStr for GeluApproximate {
             "none" => Ok(GeluApproximate::None),
             "tanh" => Ok(GeluApproximate::Tanh),
             other => Err(Error::InvalidParam {
-                op: "gelu",
+                op: Gelu::NAME,
                 field: "approximate",
                 value: format!("{other:?}"),
                 reason: "must be \"none\" or \"tanh\"".to_owned(),
@@ -309,17 +304,12 @@ impl Gelu {
         x: TensorSpec,
         approximate: GeluApproximate,
     ) -> Result<Gelu, Error> {
-        plan("gelu", &x)?;
+        plan(Self::NAME, &x)?;
         Ok(Gelu {
             x,
             approximate: approximate.name(),
             device: device.clone(),
         })
-    }
-
-    /// The input spec the op is planned for.
-    pub fn x(&self) -> &TensorSpec {
-        &self.x
     }
 
     /// The form of GELU planned.
@@ -331,39 +321,29 @@ impl Gelu {
         }
     }
 
-    /// The device the op runs on.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
-
-    /// GELU of `x` (which must match the plan), into a new tensor.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-        check_input("gelu", "x", x, &self.x, &self.device)?;
-        let mut y = Tensor::empty(&self.x, &self.device)?;
-        self.forward_into(x, &mut y)?;
-        Ok(y)
-    }
-
-    /// GELU of `x`, written into `y` (same spec and device). Asynchronous on a GPU.
-    pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-        let (base, f): (&str, fn(f64) -> f64) = match self.approximate() {
-            GeluApproximate::None => ("gelu_erf", reference::gelu_erf),
-            GeluApproximate::Tanh => ("gelu_tanh", reference::gelu_tanh),
-        };
-        run("gelu", base, f, &self.x, &self.device, x, y)
+    fn kernel(&self) -> Kernel {
+        match self.approximate() {
+            GeluApproximate::None => Kernel {
+                base: "gelu_erf",
+                f: reference::gelu_erf,
+            },
+            GeluApproximate::Tanh => Kernel {
+                base: "gelu_tanh",
+                f: reference::gelu_tanh,
+            },
+        }
     }
 }
 
 impl FromWorkload for Gelu {
-    /// `x_shape` and the case dtype; `approximate` from the row, `"none"` when absent or null.
+    /// `x_shape` and the case dtype; `approximate` from the row, else the manifest's default.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        let x = case.require_input("gelu", "x")?;
-        let approximate = match case.workload.param("approximate") {
-            None | Some(StaticValue::None) => GeluApproximate::None,
-            Some(StaticValue::Str(s)) => s.parse()?,
-            Some(other) => {
+        let x = case.require_input(Self::NAME, "x")?;
+        let approximate = match workload_param::<Self>(case, "approximate")? {
+            StaticValue::Str(s) => s.parse()?,
+            other => {
                 return Err(Error::InvalidParam {
-                    op: "gelu",
+                    op: Self::NAME,
                     field: "approximate",
                     value: format!("{other:?}"),
                     reason: "must be the string \"none\" or \"tanh\"".to_owned(),
@@ -374,26 +354,7 @@ impl FromWorkload for Gelu {
     }
 }
 
-impl BenchOp for Gelu {
-    fn roof(&self) -> RoofKey {
-        Gelu::ROOF
-    }
-
-    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![Tensor::random(&self.x, seed, &self.device)?])
-    }
-
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![self.forward(one_input("gelu", inputs)?)?])
-    }
-
-    fn traffic(&self) -> Option<Traffic> {
-        Some(Traffic {
-            reads: vec![self.x.clone()],
-            writes: vec![self.x.clone()],
-        })
-    }
-}
+pointwise_op!(Gelu);
 
 #[cfg(test)]
 mod tests {

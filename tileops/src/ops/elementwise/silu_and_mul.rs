@@ -1,15 +1,17 @@
 //! `silu_and_mul`: the SwiGLU gate, `silu(x[..., :N]) * x[..., N:]` on `x` of last dim `2N`.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
+use super::reference;
 use crate::device::CudaDevice;
 use crate::kernels::{self, SILU_AND_MUL};
-use crate::ops::reference_norm_act as reference;
-use crate::ops::{check_extents, check_float_dtype, check_input, launch};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
+use crate::ops::backend::{self, Backends, cpu_f64, unary_bench_op};
+use crate::ops::launch::{self, launch};
+use crate::ops::{check_extents, check_float_dtype, check_input};
+use crate::registry::{FromWorkload, ManifestOp, RoofKey, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "silu_and_mul";
+const OP: &str = SiluAndMul::NAME;
 /// Threads per block (the kernels' `__launch_bounds__`).
 const THREADS: u32 = 256;
 /// 16-byte vectors per thread and iteration of the vector kernel (its `kUnroll`).
@@ -62,7 +64,7 @@ impl SiluAndMul {
                 op: OP,
                 field: "x",
                 shape: Vec::new(),
-                reason: "silu_and_mul needs a last dimension [gate | up] to split".to_owned(),
+                reason: format!("{OP} needs a last dimension [gate | up] to split"),
             });
         };
         check_extents(OP, "x", &x)?;
@@ -127,31 +129,36 @@ impl SiluAndMul {
     pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
         check_input(OP, "x", x, &self.x, &self.device)?;
         check_input(OP, "y", y, &self.y, &self.device)?;
-        match self.device.cuda_device() {
-            None => y.set_host_f64(&reference::silu_and_mul(&x.host_f64()?, self.n)),
-            Some(dev) => self.launch(dev, x, y),
-        }
+        backend::forward(self, [x], [y])
+    }
+}
+
+impl Backends<1, 1> for SiluAndMul {
+    fn device(&self) -> &Device {
+        &self.device
     }
 
-    fn launch(&self, dev: &CudaDevice, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+    fn cpu(&self, [x]: [&Tensor; 1], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
+        cpu_f64([x], y, |[x]| reference::silu_and_mul(&x, self.n))
+    }
+
+    fn cuda(
+        &self,
+        dev: &CudaDevice,
+        [xs]: [&CudaSlice<u8>; 1],
+        [ys]: [&mut CudaSlice<u8>; 1],
+    ) -> Result<(), Error> {
         let dtype = self.x.dtype;
-        let missing = || Error::MissingBuffer {
-            op: "silu_and_mul",
-            field: "an input or output",
-        };
-        let xs = x.cuda_slice().ok_or_else(missing)?;
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
-        launch::check_aligned(OP, &dev.stream, &[xs, ys])?;
         let per_vector = 16 / dtype.size_in_bytes();
         // Whole vectors per half row: every gate, up and output row then starts 16-byte aligned.
         let (entry, columns) = if self.n.is_multiple_of(per_vector) {
             (
-                kernels::entry(&SILU_AND_MUL, "silu_and_mul_vec", dtype)?,
+                kernels::entry(&SILU_AND_MUL, &format!("{OP}_vec"), dtype)?,
                 (self.n / per_vector).div_ceil(THREADS as usize * UNROLL),
             )
         } else {
             (
-                kernels::entry(&SILU_AND_MUL, "silu_and_mul_scalar", dtype)?,
+                kernels::entry(&SILU_AND_MUL, &format!("{OP}_scalar"), dtype)?,
                 self.n.div_ceil(THREADS as usize),
             )
         };
@@ -165,14 +172,10 @@ impl SiluAndMul {
             shared_mem_bytes: 0,
         };
         let (rows, n) = (self.rows as i64, self.n as i32);
-        let function = kernels::function(dev, &SILU_AND_MUL, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs).arg(&mut *ys).arg(&rows).arg(&n);
         // SAFETY: silu_and_mul_*(const T*, T*, long long rows, int n); x holds rows * 2n
         // elements, y rows * n, both 16-byte aligned; the vector entry only when n is a whole
         // number of vectors; 256 threads is the launch bound.
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        unsafe { launch!(dev, &SILU_AND_MUL, entry, cfg; xs, ys, &rows, &n) }
     }
 }
 
@@ -184,33 +187,7 @@ impl FromWorkload for SiluAndMul {
     }
 }
 
-impl BenchOp for SiluAndMul {
-    fn roof(&self) -> RoofKey {
-        SiluAndMul::ROOF
-    }
-
-    fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![Tensor::random(&self.x, seed, &self.device)?])
-    }
-
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [x] = inputs else {
-            return Err(Error::Arity {
-                op: "silu_and_mul",
-                expected: 1,
-                got: inputs.len(),
-            });
-        };
-        Ok(vec![self.forward(x)?])
-    }
-
-    fn traffic(&self) -> Option<Traffic> {
-        Some(Traffic {
-            reads: vec![self.x.clone()],
-            writes: vec![self.y.clone()],
-        })
-    }
-}
+unary_bench_op!(SiluAndMul, |op| op.y);
 
 #[cfg(test)]
 mod tests {

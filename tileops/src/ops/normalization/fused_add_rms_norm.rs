@@ -1,20 +1,21 @@
 //! `fused_add_rms_norm`: `residual_out = x + residual`, then `y = rms_norm(residual_out) * weight`
 //! over the last dimension, in one pass (vLLM's `fused_add_rms_norm`).
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::CudaSlice;
 
+use super::reference;
 use super::rows::{
-    buffers, check_norm_input, check_row_param, check_same_dtype, no_buffer, row_launch,
-    workload_eps, workload_input,
+    check_norm_input, check_row_param, check_same_dtype, row_launch, workload_eps, workload_input,
 };
 use crate::device::CudaDevice;
-use crate::kernels::{self, FUSED_ADD_RMS_NORM};
-use crate::ops::reference_norm_act as reference;
-use crate::ops::{check_input, launch};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
+use crate::kernels::FUSED_ADD_RMS_NORM;
+use crate::ops::backend::{self, Backends, exact_inputs};
+use crate::ops::check_input;
+use crate::ops::launch::launch;
+use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "fused_add_rms_norm";
+const OP: &str = FusedAddRmsNorm::NAME;
 
 /// Residual add fused with RMSNorm over the last dimension: `residual_out = x + residual`
 /// (rounded to the dtype, as the unfused add would store it) and
@@ -125,6 +126,8 @@ impl FusedAddRmsNorm {
         weight: &Tensor,
     ) -> Result<(Tensor, Tensor), Error> {
         check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "residual", residual, &self.residual, &self.device)?;
+        check_input(OP, "weight", weight, &self.weight, &self.device)?;
         let mut y = Tensor::empty(&self.x, &self.device)?;
         let mut residual_out = Tensor::empty(&self.x, &self.device)?;
         self.forward_into(x, residual, weight, &mut y, &mut residual_out)?;
@@ -146,35 +149,40 @@ impl FusedAddRmsNorm {
         check_input(OP, "weight", weight, &self.weight, &self.device)?;
         check_input(OP, "y", y, &self.x, &self.device)?;
         check_input(OP, "residual_out", residual_out, &self.x, &self.device)?;
-        match self.device.cuda_device() {
-            None => {
-                let sum: Vec<f64> = x
-                    .host_f64()?
-                    .iter()
-                    .zip(residual.host_f64()?)
-                    .map(|(a, b)| a + b)
-                    .collect();
-                // Round the sum to the dtype first: the norm reads what residual_out stores.
-                residual_out.set_host_f64(&sum)?;
-                let h = residual_out.host_f64()?;
-                let w = weight.host_f64()?;
-                y.set_host_f64(&reference::fused_add_rms_norm_y(&h, &w, self.n, self.eps))
-            }
-            Some(dev) => self.launch(dev, [x, residual, weight], y, residual_out),
-        }
+        backend::forward(self, [x, residual, weight], [y, residual_out])
+    }
+}
+
+impl Backends<3, 2> for FusedAddRmsNorm {
+    fn device(&self) -> &Device {
+        &self.device
     }
 
-    fn launch(
+    /// Two outputs, so not `cpu_f64`: the sum is rounded to the dtype first, since the norm
+    /// reads what `residual_out` stores.
+    fn cpu(
+        &self,
+        [x, residual, weight]: [&Tensor; 3],
+        [y, residual_out]: [&mut Tensor; 2],
+    ) -> Result<(), Error> {
+        let sum: Vec<f64> = x
+            .host_f64()?
+            .iter()
+            .zip(residual.host_f64()?)
+            .map(|(a, b)| a + b)
+            .collect();
+        residual_out.set_host_f64(&sum)?;
+        let h = residual_out.host_f64()?;
+        let w = weight.host_f64()?;
+        y.set_host_f64(&reference::fused_add_rms_norm_y(&h, &w, self.n, self.eps))
+    }
+
+    fn cuda(
         &self,
         dev: &CudaDevice,
-        inputs: [&Tensor; 3],
-        y: &mut Tensor,
-        residual_out: &mut Tensor,
+        [xs, rs, ws]: [&CudaSlice<u8>; 3],
+        [ys, os]: [&mut CudaSlice<u8>; 2],
     ) -> Result<(), Error> {
-        let [xs, rs, ws] = buffers(OP, inputs)?;
-        let ys = y.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
-        let os = residual_out.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
-        launch::check_aligned(OP, &dev.stream, &[xs, rs, ws, ys, os])?;
         // No v16 kernel: rows longer than one block's registers hold at 4 vectors a thread go to
         // the loop kernel.
         let (entry, cfg) = row_launch(
@@ -186,29 +194,19 @@ impl FusedAddRmsNorm {
             false,
         )?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
-        let function = kernels::function(dev, &FUSED_ADD_RMS_NORM, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs)
-            .arg(rs)
-            .arg(ws)
-            .arg(&mut *ys)
-            .arg(&mut *os)
-            .arg(&rows)
-            .arg(&n)
-            .arg(&eps);
         // SAFETY: fused_add_rms_norm_*(const T* x, const T* residual, const T* weight, T* y,
         // T* residual_out, long long, int, float); x, residual, y, residual_out hold rows * n
         // elements (distinct buffers: two &mut borrows), the weight n; the block shape is within
         // the launch bounds.
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        unsafe {
+            launch!(dev, &FUSED_ADD_RMS_NORM, entry, cfg; xs, rs, ws, ys, os, &rows, &n, &eps)
+        }
     }
 }
 
 impl FromWorkload for FusedAddRmsNorm {
     /// `x_shape` and the case dtype; the residual from `residual_shape`, else `x`'s; the weight
-    /// from `weight_shape`, else `[N]`; `eps` from the row, 1e-6 (the manifest default) when
-    /// absent or null.
+    /// from `weight_shape`, else `[N]`; `eps` from the row, else the manifest's default.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let x = workload_input(OP, case, "x", None)?;
         let residual = case.input_spec("residual").unwrap_or_else(|| x.clone());
@@ -237,13 +235,7 @@ impl BenchOp for FusedAddRmsNorm {
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [x, residual, weight] = inputs else {
-            return Err(Error::Arity {
-                op: "fused_add_rms_norm",
-                expected: 3,
-                got: inputs.len(),
-            });
-        };
+        let [x, residual, weight] = exact_inputs::<Self, 3>(inputs)?;
         let (y, residual_out) = self.forward(x, residual, weight)?;
         Ok(vec![y, residual_out])
     }
@@ -285,7 +277,7 @@ mod tests {
                     .collect();
                 let want_h = Tensor::from_f64_rounded(&sum, &xs, &cpu).unwrap();
                 assert_eq!(h.to_bytes().unwrap(), want_h.to_bytes().unwrap());
-                let want_y = crate::ops::reference::rms_norm(
+                let want_y = super::reference::rms_norm(
                     &want_h.to_vec_f64().unwrap(),
                     &w.to_vec_f64().unwrap(),
                     n,

@@ -1,18 +1,18 @@
 //! `layer_norm`: `(x - mean) / sqrt(var + eps) * weight + bias` over the last dimension.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::CudaSlice;
 
-use super::rows::{
-    buffers, check_norm_input, check_row_param, no_buffer, row_launch, workload_eps, workload_input,
-};
+use super::reference;
+use super::rows::{check_norm_input, check_row_param, row_launch, workload_eps, workload_input};
 use crate::device::CudaDevice;
-use crate::kernels::{self, LAYER_NORM};
-use crate::ops::reference_norm_act as reference;
-use crate::ops::{check_input, launch};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, Traffic, WorkloadCase};
+use crate::kernels::LAYER_NORM;
+use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs};
+use crate::ops::check_input;
+use crate::ops::launch::launch;
+use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
 
-const OP: &str = "layer_norm";
+const OP: &str = LayerNorm::NAME;
 
 /// LayerNorm over the last dimension with a weight and a bias of shape `[N]`, as
 /// `torch.nn.functional.layer_norm(x, [N], weight, bias, eps)` (biased variance), in float32,
@@ -116,6 +116,8 @@ impl LayerNorm {
     /// LayerNorm of `x` with `weight` and `bias`, into a new tensor; all must match the plan.
     pub fn forward(&self, x: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Tensor, Error> {
         check_input(OP, "x", x, &self.x, &self.device)?;
+        check_input(OP, "weight", weight, &self.weight, &self.device)?;
+        check_input(OP, "bias", bias, &self.bias, &self.device)?;
         let mut y = Tensor::empty(&self.x, &self.device)?;
         self.forward_into(x, weight, bias, &mut y)?;
         Ok(y)
@@ -134,40 +136,38 @@ impl LayerNorm {
         check_input(OP, "weight", weight, &self.weight, &self.device)?;
         check_input(OP, "bias", bias, &self.bias, &self.device)?;
         check_input(OP, "y", y, &self.x, &self.device)?;
-        match self.device.cuda_device() {
-            None => {
-                let (values, w, b) = (x.host_f64()?, weight.host_f64()?, bias.host_f64()?);
-                y.set_host_f64(&reference::layer_norm(&values, &w, &b, self.n, self.eps))
-            }
-            Some(dev) => self.launch(dev, [x, weight, bias], y),
-        }
+        backend::forward(self, [x, weight, bias], [y])
+    }
+}
+
+impl Backends<3, 1> for LayerNorm {
+    fn device(&self) -> &Device {
+        &self.device
     }
 
-    fn launch(&self, dev: &CudaDevice, inputs: [&Tensor; 3], y: &mut Tensor) -> Result<(), Error> {
-        let [xs, ws, bs] = buffers(OP, inputs)?;
-        let ys = y.cuda_slice_mut().ok_or_else(|| no_buffer(OP))?;
-        launch::check_aligned(OP, &dev.stream, &[xs, ws, bs, ys])?;
+    fn cpu(&self, inputs: [&Tensor; 3], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
+        cpu_f64(inputs, y, |[x, w, b]| {
+            reference::layer_norm(&x, &w, &b, self.n, self.eps)
+        })
+    }
+
+    fn cuda(
+        &self,
+        dev: &CudaDevice,
+        [xs, ws, bs]: [&CudaSlice<u8>; 3],
+        [ys]: [&mut CudaSlice<u8>; 1],
+    ) -> Result<(), Error> {
         let (entry, cfg) = row_launch(&LAYER_NORM, OP, self.x.dtype, self.rows, self.n, true)?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
-        let function = kernels::function(dev, &LAYER_NORM, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs)
-            .arg(ws)
-            .arg(bs)
-            .arg(&mut *ys)
-            .arg(&rows)
-            .arg(&n)
-            .arg(&eps);
         // SAFETY: layer_norm_*(const T*, const T*, const T*, T*, long long, int, float); x and y
         // hold rows * n elements, weight and bias n; the block shape is within the launch bounds.
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        unsafe { launch!(dev, &LAYER_NORM, entry, cfg; xs, ws, bs, ys, &rows, &n, &eps) }
     }
 }
 
 impl FromWorkload for LayerNorm {
     /// `x_shape` and the case dtype; weight and bias from `weight_shape`/`bias_shape`, else
-    /// `[N]`; `eps` from the row, 1e-5 (the manifest default) when absent or null.
+    /// `[N]`; `eps` from the row, else the manifest's default.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let x = workload_input(OP, case, "x", None)?;
         let weight = workload_input(OP, case, "weight", Some(&x))?;
@@ -190,13 +190,7 @@ impl BenchOp for LayerNorm {
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-        let [x, weight, bias] = inputs else {
-            return Err(Error::Arity {
-                op: "layer_norm",
-                expected: 3,
-                got: inputs.len(),
-            });
-        };
+        let [x, weight, bias] = exact_inputs::<Self, 3>(inputs)?;
         Ok(vec![self.forward(x, weight, bias)?])
     }
 

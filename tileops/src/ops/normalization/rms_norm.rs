@@ -133,7 +133,7 @@ impl Backends<2, 1> for RmsNorm {
 
     fn cpu(&self, [x, weight]: [&Tensor; 2], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
         cpu_f64([x, weight], y, |[x, w]| {
-            crate::ops::reference::rms_norm(&x, &w, self.n, self.eps)
+            super::reference::rms_norm(&x, &w, self.n, self.eps)
         })
     }
 

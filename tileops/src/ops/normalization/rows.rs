@@ -1,12 +1,13 @@
 //! Plumbing shared by the last-dim norms (`rms_norm`, `layer_norm`, `fused_add_rms_norm`): plan
 //! validation, workload parsing, GPU buffers and the launch of their row kernels.
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 
 use crate::kernels::{self, KernelSource};
+use crate::ops::backend::workload_param;
 use crate::ops::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
-use crate::registry::{ManifestOp, StaticValue, WorkloadCase};
-use crate::{DType, Error, Tensor, TensorSpec};
+use crate::registry::{ManifestOp, WorkloadCase};
+use crate::{DType, Error, TensorSpec};
 
 /// Checks that `param` has the dtype of `x`.
 pub(super) fn check_same_dtype(
@@ -108,21 +109,9 @@ pub(super) fn check_norm_input(op: &'static str, x: &TensorSpec, eps: f64) -> Re
     Ok(n)
 }
 
-/// `eps` from a workload row, else the default `Op`'s manifest declares (the workload rows carry
-/// the declared defaults already; this covers a row built by hand).
+/// `eps` from a workload row, else the default `Op`'s manifest declares.
 pub(super) fn workload_eps<Op: ManifestOp>(case: &WorkloadCase) -> Result<f64, Error> {
-    let value = match case.workload.param("eps") {
-        None | Some(StaticValue::None) => Op::default_param("eps"),
-        Some(value) => Some(*value),
-    };
-    let Some(value) = value else {
-        return Err(Error::InvalidParam {
-            op: Op::NAME,
-            field: "eps",
-            value: "missing".to_owned(),
-            reason: "the workload gives none and the manifest declares no default".to_owned(),
-        });
-    };
+    let value = workload_param::<Op>(case, "eps")?;
     value.as_f64().ok_or_else(|| Error::InvalidParam {
         op: Op::NAME,
         field: "eps",
@@ -132,7 +121,7 @@ pub(super) fn workload_eps<Op: ManifestOp>(case: &WorkloadCase) -> Result<f64, E
 }
 
 /// The spec of input `name` in a workload row, or `[N]` of the case dtype (N the last dim of
-/// `x`) when the row gives none and `per_column` is set.
+/// `x`) when the row gives none and `per_column_of` is `Some(x)`.
 pub(super) fn workload_input(
     op: &'static str,
     case: &WorkloadCase,
@@ -147,28 +136,6 @@ pub(super) fn workload_input(
         )),
         (None, None) => case.require_input(op, name),
     }
-}
-
-/// The error for a tensor on a GPU device that has no device buffer.
-pub(super) fn no_buffer(op: &'static str) -> Error {
-    Error::MissingBuffer {
-        op,
-        field: "an input or output",
-    }
-}
-
-/// The device buffers of `inputs`, in order.
-pub(super) fn buffers<'a, const K: usize>(
-    op: &'static str,
-    inputs: [&'a Tensor; K],
-) -> Result<[&'a CudaSlice<u8>; K], Error> {
-    let mut slices = Vec::with_capacity(K);
-    for tensor in inputs {
-        slices.push(tensor.cuda_slice().ok_or_else(|| no_buffer(op))?);
-    }
-    Ok(slices
-        .try_into()
-        .unwrap_or_else(|_| unreachable!("one slice per input")))
 }
 
 /// The entry point and launch shape of a last-dim row kernel of `source` for `rows` rows of `n`

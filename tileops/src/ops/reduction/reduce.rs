@@ -7,15 +7,17 @@
 //! kept inner dims), or anything else (`strided`: one block per output, addressed through
 //! (size, stride) pairs).
 
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig};
 
+use super::reference::{self, ReduceKind};
 use crate::device::CudaDevice;
 use crate::kernels::{self, REDUCE};
-use crate::ops::reference_reduction::{self, ReduceKind};
-use crate::ops::{check_extents, check_float_dtype, check_input, launch, pow2_clamped};
-use crate::registry::{BenchOp, FromWorkload, RoofKey, StaticValue, Traffic, WorkloadCase};
+use crate::ops::backend::{self, Backends, cpu_f64, unary_bench_op, workload_param};
+use crate::ops::launch::{self, launch};
+use crate::ops::{check_extents, check_float_dtype, check_input, pow2_clamped};
+use crate::registry::{FromWorkload, ManifestOp, RoofKey, StaticValue, WorkloadCase};
 use crate::roofline::Value;
-use crate::{Device, Error, Tensor, TensorSpec};
+use crate::{DType, Device, Error, Tensor, TensorSpec};
 
 /// The `dim` param of a reduction: one dim or a list of them, Python-style (negative counts from
 /// the end). It binds to the manifest's formulas as an int or a list, as in TileOPs.
@@ -241,7 +243,7 @@ fn alloc_pairs(dev: &CudaDevice, op: &str, pairs: usize) -> Result<CudaSlice<u8>
 fn finish(
     dev: &CudaDevice,
     kind: &str,
-    dtype: crate::DType,
+    dtype: DType,
     part: &CudaSlice<u8>,
     ys: &mut CudaSlice<u8>,
     outputs: usize,
@@ -256,36 +258,31 @@ fn finish(
         shared_mem_bytes: 0,
     };
     let (outputs, splits, n) = (outputs as i64, splits as i32, n as i64);
-    let function = kernels::function(dev, &REDUCE, entry)?;
-    let mut call = dev.stream.launch_builder(&function);
-    call.arg(part).arg(ys).arg(&outputs).arg(&splits).arg(&n);
     // SAFETY: reduce_finish_*(const float2*, T*, long long, int, long long); part holds
     // outputs * splits pairs, y outputs elements.
-    unsafe { call.launch(cfg) }
-        .map(|_| ())
-        .map_err(|e| Error::launch(entry, e))
+    unsafe { launch!(dev, &REDUCE, entry, cfg; part, ys, &outputs, &splits, &n) }
 }
 
 /// The plan every reduction shares: validated dims, the output spec and the kernel layout.
 #[derive(Debug, Clone)]
 struct ReducePlan {
+    /// The op's manifest name, for errors.
+    op: &'static str,
     kind: ReduceKind,
     x: TensorSpec,
     y: TensorSpec,
     axes: Vec<usize>,
-    device: Device,
     layout: Layout,
 }
 
 impl ReducePlan {
     fn new(
+        op: &'static str,
         kind: ReduceKind,
-        device: &Device,
         x: &TensorSpec,
         dim: &ReduceDim,
         keepdim: bool,
     ) -> Result<ReducePlan, Error> {
-        let op = kind.name();
         check_float_dtype(op, "x", x)?;
         let rank = x.rank();
         if rank == 0 {
@@ -340,50 +337,31 @@ impl ReducePlan {
             })
             .collect();
         Ok(ReducePlan {
+            op,
             kind,
             x: x.clone(),
             y: TensorSpec::new(y_shape, x.dtype),
             layout: layout(op, x, &axes)?,
             axes,
-            device: device.clone(),
         })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-        check_input(self.kind.name(), "x", x, &self.x, &self.device)?;
-        let mut y = Tensor::empty(&self.y, &self.device)?;
-        self.forward_into(x, &mut y)?;
-        Ok(y)
+    /// The CPU backend: the reference on a host copy.
+    fn cpu(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        cpu_f64([x], y, |[x]| {
+            reference::reduce(&x, &self.x.shape, &self.axes, self.kind)
+        })
     }
 
-    fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-        let op = self.kind.name();
-        check_input(op, "x", x, &self.x, &self.device)?;
-        check_input(op, "y", y, &self.y, &self.device)?;
-        match self.device.cuda_device() {
-            None => {
-                let values = x.host_f64()?;
-                y.set_host_f64(&reference_reduction::reduce(
-                    &values,
-                    &self.x.shape,
-                    &self.axes,
-                    self.kind,
-                ))
-            }
-            Some(dev) => self.launch(dev, x, y),
-        }
-    }
-
-    fn launch(&self, dev: &CudaDevice, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-        let op = self.kind.name();
+    /// The CUDA backend: the kernels for the layout, on `x`'s and `y`'s buffers.
+    fn cuda(
+        &self,
+        dev: &CudaDevice,
+        xs: &CudaSlice<u8>,
+        ys: &mut CudaSlice<u8>,
+    ) -> Result<(), Error> {
+        let op = self.op;
         let dtype = self.x.dtype;
-        let missing = || Error::MissingBuffer {
-            op,
-            field: "an input or output",
-        };
-        let xs = x.cuda_slice().ok_or_else(missing)?;
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
-        launch::check_aligned(op, &dev.stream, &[xs, ys])?;
         let kind = match self.kind {
             ReduceKind::Sum => "sum",
             ReduceKind::Mean => "mean",
@@ -406,17 +384,12 @@ impl ReducePlan {
                     };
                     let mut part = alloc_pairs(dev, op, rows * chunks)?;
                     let (rows_i, n_i, chunk_i) = (rows as i64, n as i32, chunk as i32);
-                    let function = kernels::function(dev, &REDUCE, entry)?;
-                    let mut call = dev.stream.launch_builder(&function);
-                    call.arg(xs)
-                        .arg(&mut part)
-                        .arg(&rows_i)
-                        .arg(&n_i)
-                        .arg(&chunk_i);
                     // SAFETY: reduce_rows_split_*(const T*, float2*, long long, int, int); x
                     // holds rows * n elements, part rows * chunks pairs (gridDim.x = chunks);
                     // chunks * chunk covers every vector of a row.
-                    unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+                    unsafe {
+                        launch!(dev, &REDUCE, entry, cfg; xs, &mut part, &rows_i, &n_i, &chunk_i)
+                    }?;
                     return finish(dev, kind, dtype, &part, ys, rows, chunks, n);
                 }
                 let entry = kernels::entry(&REDUCE, &format!("reduce_rows_{kind}"), dtype)?;
@@ -433,14 +406,9 @@ impl ReducePlan {
                     shared_mem_bytes: 0,
                 };
                 let (rows, n) = (rows as i64, n as i32);
-                let function = kernels::function(dev, &REDUCE, entry)?;
-                let mut call = dev.stream.launch_builder(&function);
-                call.arg(xs).arg(&mut *ys).arg(&rows).arg(&n);
                 // SAFETY: reduce_rows_*(const T*, T*, long long, int); x holds rows * n elements,
                 // y rows; blockDim.x is a multiple of 32, <= 1024, and blockDim.y <= 32.
-                unsafe { call.launch(cfg) }
-                    .map(|_| ())
-                    .map_err(|e| Error::launch(entry, e))
+                unsafe { launch!(dev, &REDUCE, entry, cfg; xs, ys, &rows, &n) }
             }
             &Layout::Cols { outer, n, inner } => {
                 let vectorized = inner.is_multiple_of(per_vector);
@@ -470,19 +438,14 @@ impl ReducePlan {
                     let mut part = alloc_pairs(dev, op, outputs * splits)?;
                     let (outer_i, n_i, inner_i) = (outer as i64, n as i64, inner as i64);
                     let slice = n.div_ceil(splits) as i64;
-                    let function = kernels::function(dev, &REDUCE, entry)?;
-                    let mut call = dev.stream.launch_builder(&function);
-                    call.arg(xs)
-                        .arg(&mut part)
-                        .arg(&outer_i)
-                        .arg(&n_i)
-                        .arg(&inner_i)
-                        .arg(&slice);
                     // SAFETY: reduce_cols*_split_*(const T*, float2*, long long, long long,
                     // long long, long long); part holds outer * inner * splits pairs (gridDim.y =
                     // splits slices of `slice` cover n), and gridDim.x = tiles covers every
                     // column once.
-                    unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+                    unsafe {
+                        launch!(dev, &REDUCE, entry, cfg;
+                            xs, &mut part, &outer_i, &n_i, &inner_i, &slice)
+                    }?;
                     return finish(dev, kind, dtype, &part, ys, outputs, splits, n);
                 }
                 let blocks = tiles.min(dev.sm_count as usize * 16).max(1);
@@ -493,14 +456,9 @@ impl ReducePlan {
                     shared_mem_bytes: 0,
                 };
                 let (outer, n, inner) = (outer as i64, n as i64, inner as i64);
-                let function = kernels::function(dev, &REDUCE, entry)?;
-                let mut call = dev.stream.launch_builder(&function);
-                call.arg(xs).arg(&mut *ys).arg(&outer).arg(&n).arg(&inner);
                 // SAFETY: reduce_cols*(const T*, T*, long long, long long, long long); x holds
                 // outer * n * inner elements, y outer * inner; the block is (32, 8).
-                unsafe { call.launch(cfg) }
-                    .map(|_| ())
-                    .map_err(|e| Error::launch(entry, e))
+                unsafe { launch!(dev, &REDUCE, entry, cfg; xs, ys, &outer, &n, &inner) }
             }
             Layout::Strided { geom, outputs, n } => {
                 let (geom, outputs, n): (&ReduceGeom, usize, usize) = (geom, *outputs, *n);
@@ -512,15 +470,10 @@ impl ReducePlan {
                     shared_mem_bytes: 0,
                 };
                 let (outputs, n) = (outputs as i64, n as i64);
-                let function = kernels::function(dev, &REDUCE, entry)?;
-                let mut call = dev.stream.launch_builder(&function);
-                call.arg(xs).arg(&mut *ys).arg(geom).arg(&outputs).arg(&n);
                 // SAFETY: reduce_strided_*(const T*, T*, ReduceGeom, long long, long long); the
                 // geometry addresses only elements of x (sizes multiply to its numel), y holds
                 // `outputs` elements.
-                unsafe { call.launch(cfg) }
-                    .map(|_| ())
-                    .map_err(|e| Error::launch(entry, e))
+                unsafe { launch!(dev, &REDUCE, entry, cfg; xs, ys, geom, &outputs, &n) }
             }
         }
     }
@@ -539,6 +492,7 @@ macro_rules! reduce_op {
             dim: ReduceDim,
             /// Whether reduced dims stay, with size 1.
             keepdim: bool,
+            device: Device,
             plan: ReducePlan,
         }
 
@@ -559,11 +513,12 @@ macro_rules! reduce_op {
                 keepdim: bool,
             ) -> Result<Self, Error> {
                 let dim = dim.into();
-                let plan = ReducePlan::new($kind, device, &x, &dim, keepdim)?;
+                let plan = ReducePlan::new(Self::NAME, $kind, &x, &dim, keepdim)?;
                 Ok($name {
                     x,
                     dim,
                     keepdim,
+                    device: device.clone(),
                     plan,
                 })
             }
@@ -595,75 +550,75 @@ macro_rules! reduce_op {
 
             /// The device the op runs on.
             pub fn device(&self) -> &Device {
-                &self.plan.device
+                &self.device
             }
 
             /// The reduction of `x`, into a new tensor of spec [`Self::y`]. `x` must match the
             /// plan (spec and device).
             pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-                self.plan.forward(x)
+                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+                let mut y = Tensor::empty(&self.plan.y, &self.device)?;
+                self.forward_into(x, &mut y)?;
+                Ok(y)
             }
 
             /// The reduction of `x`, written into `y` (spec [`Self::y`], same device). On a GPU
             /// the call is asynchronous: copies and [`Device::synchronize`] wait for it.
             pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-                self.plan.forward_into(x, y)
+                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+                check_input(Self::NAME, "y", y, &self.plan.y, &self.device)?;
+                backend::forward(self, [x], [y])
+            }
+        }
+
+        impl Backends<1, 1> for $name {
+            fn device(&self) -> &Device {
+                &self.device
+            }
+
+            fn cpu(&self, [x]: [&Tensor; 1], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
+                self.plan.cpu(x, y)
+            }
+
+            fn cuda(
+                &self,
+                dev: &CudaDevice,
+                [xs]: [&CudaSlice<u8>; 1],
+                [ys]: [&mut CudaSlice<u8>; 1],
+            ) -> Result<(), Error> {
+                self.plan.cuda(dev, xs, ys)
             }
         }
 
         impl FromWorkload for $name {
-            /// `x_shape` and the case dtype; `dim` (an int or a list) from the row, required;
-            /// `keepdim` from the row, false when absent or null.
+            /// `x_shape` and the case dtype; `dim` (an int or a list) and `keepdim` from the
+            /// row, else the manifest's defaults (it declares none for `dim`).
             fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-                let (x, dim, keepdim) = workload_params($kind, case)?;
+                let (x, dim, keepdim) = workload_params::<$name>(case)?;
                 $name::new(device, x, dim, keepdim)
             }
         }
 
-        impl BenchOp for $name {
-            fn roof(&self) -> RoofKey {
-                $name::ROOF
-            }
-
-            fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-                Ok(vec![Tensor::random(self.x(), seed, self.device())?])
-            }
-
-            fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
-                let [x] = inputs else {
-                    return Err(Error::Arity { op: $kind.name(), expected: 1, got: inputs.len() });
-                };
-                Ok(vec![self.forward(x)?])
-            }
-
-            fn traffic(&self) -> Option<Traffic> {
-                Some(Traffic {
-                    reads: vec![self.x.clone()],
-                    writes: vec![self.plan.y.clone()],
-                })
-            }
-        }
+        unary_bench_op!($name, |op| op.plan.y);
     };
 }
 
-/// `x_shape`, `dim` and `keepdim` of a workload case.
-fn workload_params(
-    kind: ReduceKind,
+/// `x_shape`, `dim` and `keepdim` of a workload case for `Op`.
+fn workload_params<Op: ManifestOp>(
     case: &WorkloadCase,
 ) -> Result<(TensorSpec, ReduceDim, bool), Error> {
-    let op = kind.name();
-    let bad = |field: &'static str, value: String, reason: &str| Error::InvalidParam {
-        op,
+    let bad = |field: &'static str, value: &StaticValue, reason: &str| Error::InvalidParam {
+        op: Op::NAME,
         field,
-        value,
+        value: format!("{value:?}"),
         reason: reason.to_owned(),
     };
-    let x = case.require_input(op, "x")?;
-    let dim = match case.workload.param("dim") {
-        Some(StaticValue::Int(d)) => i64::try_from(*d)
+    let x = case.require_input(Op::NAME, "x")?;
+    let dim = match workload_param::<Op>(case, "dim")? {
+        StaticValue::Int(d) => i64::try_from(d)
             .map(ReduceDim::One)
-            .map_err(|_| bad("dim", d.to_string(), "must fit in i64"))?,
-        Some(value @ StaticValue::List(_)) => value
+            .map_err(|_| bad("dim", &StaticValue::Int(d), "must fit in i64"))?,
+        value @ StaticValue::List(_) => value
             .as_int_list()
             .and_then(|dims| {
                 dims.into_iter()
@@ -671,26 +626,18 @@ fn workload_params(
                     .collect::<Option<Vec<_>>>()
             })
             .map(ReduceDim::Many)
-            .ok_or_else(|| bad("dim", format!("{value:?}"), "must be a list of integers"))?,
-        Some(value) => {
+            .ok_or_else(|| bad("dim", &value, "must be a list of integers"))?,
+        value => {
             return Err(bad(
                 "dim",
-                format!("{value:?}"),
+                &value,
                 "must be an integer or a list of integers",
             ));
         }
-        None => {
-            return Err(bad(
-                "dim",
-                "missing".to_owned(),
-                "the workload gives no `dim`",
-            ));
-        }
     };
-    let keepdim = match case.workload.param("keepdim") {
-        None | Some(StaticValue::None) => false,
-        Some(StaticValue::Bool(b)) => *b,
-        Some(value) => return Err(bad("keepdim", format!("{value:?}"), "must be a bool")),
+    let keepdim = match workload_param::<Op>(case, "keepdim")? {
+        StaticValue::Bool(b) => b,
+        value => return Err(bad("keepdim", &value, "must be a bool")),
     };
     Ok((x, dim, keepdim))
 }
@@ -950,7 +897,7 @@ mod tests {
         };
         let ((y, x), (axes, y_spec)) = (y, axes);
         assert_eq!(y.spec(), &y_spec);
-        let want = reference_reduction::reduce(&x.to_vec_f64().unwrap(), shape, &axes, kind);
+        let want = reference::reduce(&x.to_vec_f64().unwrap(), shape, &axes, kind);
         let want = Tensor::from_f64_rounded(&want, &y_spec, &cpu).unwrap();
         assert_eq!(
             y.to_bytes().unwrap(),

@@ -1,95 +1,44 @@
-//! `softmax`: `exp(x - max) / sum(exp(x - max))` along one dimension, and the plan it shares
-//! with `log_softmax` (`log_softmax.rs`): validation, the `[outer, n, inner]` view, the kernel
-//! choice and launch, and the CPU path. The two ops differ only in their output step ([`Output`]),
-//! and `softmax.cu` holds both ops' kernels.
+//! `softmax`: `exp(x - max) / sum(exp(x - max))` along one dimension, and all it shares with
+//! `log_softmax` (`log_softmax.rs`): the plan ([`SoftmaxPlan`]: validation, the
+//! `[outer, n, inner]` view, the kernel choice and launch, the CPU path) and the op's API, written
+//! once in [`softmax_op!`]. The two ops differ only in their output step (the kernels' `LOG`
+//! template flag, the reference), and `softmax.cu` holds both ops' kernels, named after the op.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
+use super::reference;
 use crate::device::CudaDevice;
 use crate::kernels::{self, SOFTMAX};
-use crate::ops::{RowPlan, check_extents, check_float_dtype, check_input, launch, row_plan};
-use crate::registry::RoofKey;
-use crate::{Device, Error, Tensor, TensorSpec};
+use crate::ops::backend::cpu_f64;
+use crate::ops::launch::{self, launch};
+use crate::ops::{RowPlan, check_extents, check_float_dtype, row_plan};
+use crate::{DType, Error, Tensor, TensorSpec};
 
-/// What a [`SoftmaxPlan`] writes for each element, given its row's max and sum of exponentials.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Output {
-    /// `exp(x - max) / sum`: the `softmax` op.
-    Softmax,
-    /// `(x - max) - log(sum)`: the `log_softmax` op.
-    LogSoftmax,
-}
+/// The f64 reference of a softmax-like op over `[outer, n, inner]`: its CPU backend.
+pub(super) type Reference = fn(&[f64], usize, usize, usize) -> Vec<f64>;
 
-/// The entry points of one [`Output`] in `softmax.cu`, without their dtype suffix.
-struct Bases {
-    rows_v4: &'static str,
-    rows_v16: &'static str,
-    partial: &'static str,
-    finalize: &'static str,
-    cols: &'static str,
-    cols_vec: &'static str,
-}
-
-impl Output {
-    /// The op's name, as errors and the manifest give it.
-    fn op(self) -> &'static str {
-        match self {
-            Output::Softmax => "softmax",
-            Output::LogSoftmax => "log_softmax",
-        }
-    }
-
-    fn bases(self) -> &'static Bases {
-        match self {
-            Output::Softmax => &Bases {
-                rows_v4: "softmax_rows_v4",
-                rows_v16: "softmax_rows_v16",
-                partial: "softmax_partial",
-                finalize: "softmax_finalize",
-                cols: "softmax_cols",
-                cols_vec: "softmax_cols_vec",
-            },
-            Output::LogSoftmax => &Bases {
-                rows_v4: "log_softmax_rows_v4",
-                rows_v16: "log_softmax_rows_v16",
-                partial: "log_softmax_partial",
-                finalize: "log_softmax_finalize",
-                cols: "log_softmax_cols",
-                cols_vec: "log_softmax_cols_vec",
-            },
-        }
-    }
-
-    /// The f64 reference, which is also the CPU path.
-    fn reference(self, x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
-        match self {
-            Output::Softmax => crate::ops::reference::softmax(x, outer, n, inner),
-            Output::LogSoftmax => crate::ops::reference_reduction::log_softmax(x, outer, n, inner),
-        }
-    }
-}
-
-/// A softmax or log_softmax planned for one input spec and dim on one device: the input viewed
-/// as `[outer, n, inner]`, normalized over `n`. The ops hold the spec and dim themselves (the
-/// manifest's formulas read them) and pass the spec in.
+/// A softmax or log_softmax planned for one input spec and dim: the input viewed as
+/// `[outer, n, inner]`, normalized over `n`. The ops hold the spec, dim and device themselves
+/// (the manifest's formulas read them) and pass what the plan needs in.
 #[derive(Debug, Clone)]
 pub(super) struct SoftmaxPlan {
-    output: Output,
-    device: Device,
+    /// The op's manifest name, which is also the prefix of its entry points in `softmax.cu`.
+    op: &'static str,
+    reference: Reference,
     pub(super) outer: usize,
     pub(super) n: usize,
     pub(super) inner: usize,
 }
 
 impl SoftmaxPlan {
-    /// Checks `x` and `dim` (see [`Softmax::new`]) and views `x` as `[outer, n, inner]`.
+    /// Checks `x` and `dim` for op `op` (see [`Softmax::new`]) and views `x` as
+    /// `[outer, n, inner]`.
     pub(super) fn new(
-        output: Output,
-        device: &Device,
+        op: &'static str,
+        reference: Reference,
         x: &TensorSpec,
         dim: i64,
     ) -> Result<SoftmaxPlan, Error> {
-        let op = output.op();
         check_float_dtype(op, "x", x)?;
         let rank = x.rank();
         if rank == 0 {
@@ -126,77 +75,40 @@ impl SoftmaxPlan {
         let outer = x.shape[..axis].iter().product();
         let inner = x.shape[axis + 1..].iter().product();
         Ok(SoftmaxPlan {
-            output,
-            device: device.clone(),
+            op,
+            reference,
             outer,
             n,
             inner,
         })
     }
 
-    pub(super) fn device(&self) -> &Device {
-        &self.device
+    /// The CPU backend: the reference on a host copy.
+    pub(super) fn cpu(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+        cpu_f64([x], y, |[x]| {
+            (self.reference)(&x, self.outer, self.n, self.inner)
+        })
     }
 
-    /// The op of `x` (planned as `spec`), into a new tensor.
-    pub(super) fn forward(&self, spec: &TensorSpec, x: &Tensor) -> Result<Tensor, Error> {
-        check_input(self.output.op(), "x", x, spec, &self.device)?;
-        let mut y = Tensor::empty(spec, &self.device)?;
-        self.forward_into(spec, x, &mut y)?;
-        Ok(y)
+    /// The entry point `{op}_{kernel}_{dtype}`.
+    fn entry(&self, kernel: &str, dtype: DType) -> Result<&'static str, Error> {
+        kernels::entry(&SOFTMAX, &format!("{}_{kernel}", self.op), dtype)
     }
 
-    /// The op of `x` (planned as `spec`), written into `y`.
-    pub(super) fn forward_into(
-        &self,
-        spec: &TensorSpec,
-        x: &Tensor,
-        y: &mut Tensor,
-    ) -> Result<(), Error> {
-        let op = self.output.op();
-        check_input(op, "x", x, spec, &self.device)?;
-        check_input(op, "y", y, spec, &self.device)?;
-        match self.device.cuda_device() {
-            None => {
-                let values = x.host_f64()?;
-                y.set_host_f64(
-                    &self
-                        .output
-                        .reference(&values, self.outer, self.n, self.inner),
-                )
-            }
-            Some(dev) => self.launch(dev, spec, x, y),
-        }
-    }
-
-    fn launch(
+    /// The CUDA backend: the kernels for the layout, on `x`'s and `y`'s buffers (of `dtype`).
+    pub(super) fn cuda(
         &self,
         dev: &CudaDevice,
-        spec: &TensorSpec,
-        x: &Tensor,
-        y: &mut Tensor,
+        dtype: DType,
+        xs: &CudaSlice<u8>,
+        ys: &mut CudaSlice<u8>,
     ) -> Result<(), Error> {
-        let dtype = spec.dtype;
-        let bases = self.output.bases();
-        let op = self.output.op();
-        let missing = || Error::MissingBuffer {
-            op,
-            field: "an input or output",
-        };
-        let xs = x.cuda_slice().ok_or_else(missing)?;
-        let ys = y.cuda_slice_mut().ok_or_else(missing)?;
-        launch::check_aligned(op, &dev.stream, &[xs, ys])?;
         let n = self.n as i32;
         let per_vector = 16 / dtype.size_in_bytes();
 
         if self.inner > 1 {
             let vectorized = self.inner.is_multiple_of(per_vector);
-            let base = if vectorized {
-                bases.cols_vec
-            } else {
-                bases.cols
-            };
-            let entry = kernels::entry(&SOFTMAX, base, dtype)?;
+            let entry = self.entry(if vectorized { "cols_vec" } else { "cols" }, dtype)?;
             let groups = self.outer * (self.inner / if vectorized { per_vector } else { 1 });
             // A grid-stride loop: enough blocks to fill the GPU several times over.
             let blocks = groups.div_ceil(256).min(dev.sm_count as usize * 16).max(1);
@@ -206,190 +118,266 @@ impl SoftmaxPlan {
                 shared_mem_bytes: 0,
             };
             let (outer, inner) = (self.outer as i64, self.inner as i64);
-            let function = kernels::function(dev, &SOFTMAX, entry)?;
-            let mut call = dev.stream.launch_builder(&function);
-            call.arg(xs).arg(&mut *ys).arg(&outer).arg(&n).arg(&inner);
-            // SAFETY: the arguments match [log_]softmax_cols*(const T*, T*, long long, int, long long);
-            // both buffers hold outer * n * inner elements of T.
-            unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-            return Ok(());
+            // SAFETY: [log_]softmax_cols*(const T*, T*, long long, int, long long); both buffers
+            // hold outer * n * inner elements of T.
+            return unsafe { launch!(dev, &SOFTMAX, entry, cfg; xs, ys, &outer, &n, &inner) };
         }
 
         let rows = self.outer as i64;
-        match row_plan(self.n, dtype) {
+        let (entry, blocks, block) = match row_plan(self.n, dtype) {
             RowPlan::Regs4 {
                 threads_per_row,
                 rows_per_block,
-            } => {
-                let blocks = self.outer.div_ceil(rows_per_block as usize);
-                let entry = kernels::entry(&SOFTMAX, bases.rows_v4, dtype)?;
-                let cfg = LaunchConfig {
-                    grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
-                    block_dim: (threads_per_row, rows_per_block, 1),
-                    shared_mem_bytes: 0,
-                };
-                self.launch_rows(dev, entry, cfg, xs, ys, rows, n)
-            }
-            RowPlan::Regs16 { threads_per_row } => {
-                let entry = kernels::entry(&SOFTMAX, bases.rows_v16, dtype)?;
-                let cfg = LaunchConfig {
-                    grid_dim: (launch::grid_dim(entry, self.outer)?, 1, 1),
-                    block_dim: (threads_per_row, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                self.launch_rows(dev, entry, cfg, xs, ys, rows, n)
-            }
-            RowPlan::Long => {
-                // Chunks of 256 threads x 8 vectors (the kernels' VPT); partials in a scratch
-                // buffer of (max, sum) pairs.
-                const THREADS: usize = 256;
-                let chunk_vectors = THREADS * 8;
-                let chunks = (self.n / per_vector).div_ceil(chunk_vectors).max(1);
-                let partial = kernels::entry(&SOFTMAX, bases.partial, dtype)?;
-                let finalize = kernels::entry(&SOFTMAX, bases.finalize, dtype)?;
-                let grid_rows = self.outer.min(65_535);
-                let cfg = LaunchConfig {
-                    grid_dim: (launch::grid_dim(partial, chunks)?, grid_rows as u32, 1),
-                    block_dim: (THREADS as u32, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let scratch_len = self.outer * chunks * 8;
-                // SAFETY: every (row, chunk) pair is written by the partial kernel before the
-                // finalize kernel reads it (same stream).
-                let mut scratch = unsafe { dev.stream.alloc::<u8>(scratch_len) }
-                    .map_err(|e| Error::driver(format!("allocating {op} scratch"), e))?;
-                let function = kernels::function(dev, &SOFTMAX, partial)?;
-                let mut call = dev.stream.launch_builder(&function);
-                call.arg(xs).arg(&mut scratch).arg(&rows).arg(&n);
-                // SAFETY: [log_]softmax_partial(const T*, float2*, long long, int); the scratch holds
-                // rows * chunks float2 and the grid has `chunks` blocks in x.
-                unsafe { call.launch(cfg) }.map_err(|e| Error::launch(partial, e))?;
-                let function = kernels::function(dev, &SOFTMAX, finalize)?;
-                let mut call = dev.stream.launch_builder(&function);
-                call.arg(xs).arg(&scratch).arg(&mut *ys).arg(&rows).arg(&n);
-                // SAFETY: [log_]softmax_finalize(const T*, const float2*, T*, long long, int), same grid.
-                unsafe { call.launch(cfg) }.map_err(|e| Error::launch(finalize, e))?;
-                Ok(())
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn launch_rows(
-        &self,
-        dev: &CudaDevice,
-        entry: &'static str,
-        cfg: LaunchConfig,
-        xs: &cudarc::driver::CudaSlice<u8>,
-        ys: &mut cudarc::driver::CudaSlice<u8>,
-        rows: i64,
-        n: i32,
-    ) -> Result<(), Error> {
-        let function = kernels::function(dev, &SOFTMAX, entry)?;
-        let mut call = dev.stream.launch_builder(&function);
-        call.arg(xs).arg(ys).arg(&rows).arg(&n);
+            } => (
+                self.entry("rows_v4", dtype)?,
+                self.outer.div_ceil(rows_per_block as usize),
+                (threads_per_row, rows_per_block, 1),
+            ),
+            RowPlan::Regs16 { threads_per_row } => (
+                self.entry("rows_v16", dtype)?,
+                self.outer,
+                (threads_per_row, 1, 1),
+            ),
+            RowPlan::Long => return self.cuda_long(dev, dtype, xs, ys),
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
+            block_dim: block,
+            shared_mem_bytes: 0,
+        };
         // SAFETY: [log_]softmax_rows_*(const T*, T*, long long, int); both buffers hold rows * n
         // elements; the block shape is within the kernel's launch bounds (see `row_plan`).
-        unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-        Ok(())
+        unsafe { launch!(dev, &SOFTMAX, entry, cfg; xs, ys, &rows, &n) }
+    }
+
+    /// Rows too long for one block's registers: chunks of 256 threads x 8 vectors (the kernels'
+    /// VPT), partials in a scratch buffer of (max, sum) pairs, then a finalize pass.
+    fn cuda_long(
+        &self,
+        dev: &CudaDevice,
+        dtype: DType,
+        xs: &CudaSlice<u8>,
+        ys: &mut CudaSlice<u8>,
+    ) -> Result<(), Error> {
+        const THREADS: usize = 256;
+        let (rows, n) = (self.outer as i64, self.n as i32);
+        let per_vector = 16 / dtype.size_in_bytes();
+        let chunk_vectors = THREADS * 8;
+        let chunks = (self.n / per_vector).div_ceil(chunk_vectors).max(1);
+        let partial = self.entry("partial", dtype)?;
+        let finalize = self.entry("finalize", dtype)?;
+        let grid_rows = self.outer.min(65_535);
+        let cfg = LaunchConfig {
+            grid_dim: (launch::grid_dim(partial, chunks)?, grid_rows as u32, 1),
+            block_dim: (THREADS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let scratch_len = self.outer * chunks * 8;
+        // SAFETY: every (row, chunk) pair is written by the partial kernel before the finalize
+        // kernel reads it (same stream).
+        let mut scratch = unsafe { dev.stream.alloc::<u8>(scratch_len) }
+            .map_err(|e| Error::driver(format!("allocating {} scratch", self.op), e))?;
+        // SAFETY: [log_]softmax_partial(const T*, float2*, long long, int); the scratch holds
+        // rows * chunks float2 and the grid has `chunks` blocks in x.
+        unsafe { launch!(dev, &SOFTMAX, partial, cfg; xs, &mut scratch, &rows, &n) }?;
+        // SAFETY: [log_]softmax_finalize(const T*, const float2*, T*, long long, int), same grid.
+        unsafe { launch!(dev, &SOFTMAX, finalize, cfg; xs, &scratch, ys, &rows, &n) }
     }
 }
 
-/// Softmax along `dim`, as `torch.nn.functional.softmax(x, dim)`, in float32, float16 or
-/// bfloat16, accumulating in f32 on the GPU (f64 on the CPU). The last dim is the fast path.
-///
-/// A row that holds a NaN or `+inf`, or is all `-inf`, comes out all NaN, as in PyTorch.
-///
-/// ```
-/// use tileops::ops::Softmax;
-/// use tileops::{DType, Device, Tensor, TensorSpec};
-///
-/// let device = Device::best();
-/// let spec = TensorSpec::new([4, 1000], DType::BFloat16);
-/// let softmax = Softmax::new(&device, spec.clone(), -1)?;
-/// let x = Tensor::random(&spec, 0, &device)?;
-/// let y = softmax.forward(&x)?;
-/// let row: f32 = y.to_vec_f32()?[..1000].iter().sum();
-/// assert!((row - 1.0).abs() < 0.02);
-///
-/// // Plans are checked up front: dim out of range, unsupported dtypes...
-/// assert!(Softmax::new(&device, spec.clone(), 2).is_err());
-/// assert!(Softmax::new(&device, TensorSpec::new([4], DType::Int32), 0).is_err());
-/// // ...and inputs against the plan.
-/// let other = Tensor::random(&TensorSpec::new([4, 999], DType::BFloat16), 0, &device)?;
-/// assert!(softmax.forward(&other).is_err());
-/// # Ok::<(), tileops::Error>(())
-/// ```
-#[crate::roofline_op("softmax")]
-#[derive(Debug, Clone)]
-pub struct Softmax {
-    /// The input the op is planned for (the manifest's formulas read its shape).
-    x: TensorSpec,
-    /// The dimension, as given (negative counts from the end).
-    dim: i64,
-    /// Validation, geometry and launch, shared with log_softmax.
-    plan: SoftmaxPlan,
+/// A softmax-like op, written once: the struct (input spec, dim, device, plan), its API, its two
+/// backends, and its bench hooks. `$reference` is its f64 reference over `[outer, n, inner]`.
+macro_rules! softmax_op {
+    ($(#[$doc:meta])* $name:ident, $manifest:tt, $reference:path) => {
+        $(#[$doc])*
+        #[crate::roofline_op($manifest)]
+        #[derive(Debug, Clone)]
+        pub struct $name {
+            /// The input the op is planned for (the manifest's formulas read its shape).
+            x: crate::TensorSpec,
+            /// The dimension, as given (negative counts from the end).
+            dim: i64,
+            device: crate::Device,
+            /// Validation, geometry and launch, shared by softmax and log_softmax.
+            plan: $crate::ops::reduction::softmax::SoftmaxPlan,
+        }
+
+        impl $name {
+            /// The roof an optimal implementation is priced against: it is memory-bound work on
+            /// CUDA cores.
+            pub const ROOF: crate::registry::RoofKey = crate::registry::RoofKey::CUDA_CORE_FP32;
+
+            /// Plans the op for inputs like `x` along `dim` (Python-style: `-1` is the last) on
+            /// `device`.
+            ///
+            /// Errors when `x` has rank 0, no elements, or a dtype other than float32, float16
+            /// or bfloat16, or when `dim` is outside `[-rank, rank)`.
+            pub fn new(
+                device: &crate::Device,
+                x: crate::TensorSpec,
+                dim: i64,
+            ) -> Result<Self, crate::Error> {
+                use crate::registry::ManifestOp;
+                let plan = $crate::ops::reduction::softmax::SoftmaxPlan::new(
+                    Self::NAME,
+                    $reference,
+                    &x,
+                    dim,
+                )?;
+                Ok($name {
+                    x,
+                    dim,
+                    device: device.clone(),
+                    plan,
+                })
+            }
+
+            /// The input spec the op is planned for.
+            pub fn x(&self) -> &crate::TensorSpec {
+                &self.x
+            }
+
+            /// The dimension, as given to `new`.
+            pub fn dim(&self) -> i64 {
+                self.dim
+            }
+
+            /// The device the op runs on.
+            pub fn device(&self) -> &crate::Device {
+                &self.device
+            }
+
+            /// The op of `x`, into a new tensor. `x` must match the plan (spec and device).
+            pub fn forward(&self, x: &crate::Tensor) -> Result<crate::Tensor, crate::Error> {
+                use crate::registry::ManifestOp;
+                crate::ops::check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+                let mut y = crate::Tensor::empty(&self.x, &self.device)?;
+                self.forward_into(x, &mut y)?;
+                Ok(y)
+            }
+
+            /// The op of `x`, written into `y` (same spec and device as `x`). On a GPU the call
+            /// is asynchronous: copies and [`Device::synchronize`](crate::Device::synchronize)
+            /// wait for it.
+            pub fn forward_into(
+                &self,
+                x: &crate::Tensor,
+                y: &mut crate::Tensor,
+            ) -> Result<(), crate::Error> {
+                use crate::registry::ManifestOp;
+                crate::ops::check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+                crate::ops::check_input(Self::NAME, "y", y, &self.x, &self.device)?;
+                crate::ops::backend::forward(self, [x], [y])
+            }
+        }
+
+        impl crate::ops::backend::Backends<1, 1> for $name {
+            fn device(&self) -> &crate::Device {
+                &self.device
+            }
+
+            fn cpu(
+                &self,
+                [x]: [&crate::Tensor; 1],
+                [y]: [&mut crate::Tensor; 1],
+            ) -> Result<(), crate::Error> {
+                self.plan.cpu(x, y)
+            }
+
+            fn cuda(
+                &self,
+                dev: &crate::device::CudaDevice,
+                [xs]: [&cudarc::driver::CudaSlice<u8>; 1],
+                [ys]: [&mut cudarc::driver::CudaSlice<u8>; 1],
+            ) -> Result<(), crate::Error> {
+                self.plan.cuda(dev, self.x.dtype, xs, ys)
+            }
+        }
+
+        impl crate::registry::FromWorkload for $name {
+            /// `x_shape` and the case dtype; `dim` from the row, else the manifest's default.
+            fn from_workload(
+                device: &crate::Device,
+                case: &crate::registry::WorkloadCase,
+            ) -> Result<Self, crate::Error> {
+                use crate::registry::ManifestOp;
+                let x = case.require_input(Self::NAME, "x")?;
+                let value = crate::ops::backend::workload_param::<Self>(case, "dim")?;
+                let dim = value
+                    .as_int()
+                    .and_then(|d| i64::try_from(d).ok())
+                    .ok_or_else(|| crate::Error::InvalidParam {
+                        op: Self::NAME,
+                        field: "dim",
+                        value: format!("{value:?}"),
+                        reason: "must be an integer".to_owned(),
+                    })?;
+                $name::new(device, x, dim)
+            }
+        }
+
+        crate::ops::backend::unary_bench_op!($name, |op| op.x);
+    };
 }
+pub(super) use softmax_op;
 
-impl Softmax {
-    /// The roof an optimal softmax is priced against: it is memory-bound work on CUDA cores.
-    pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
-
-    /// Plans a softmax of inputs like `x` along `dim` (Python-style: `-1` is the last) on
-    /// `device`.
+softmax_op!(
+    /// Softmax along `dim`, as `torch.nn.functional.softmax(x, dim)`, in float32, float16 or
+    /// bfloat16, accumulating in f32 on the GPU (f64 on the CPU). The last dim is the fast path.
     ///
-    /// Errors when `x` has rank 0, no elements, or a dtype other than float32, float16 or
-    /// bfloat16, or when `dim` is outside `[-rank, rank)`.
-    pub fn new(device: &Device, x: TensorSpec, dim: i64) -> Result<Softmax, Error> {
-        let plan = SoftmaxPlan::new(Output::Softmax, device, &x, dim)?;
-        Ok(Softmax { x, dim, plan })
-    }
-
-    /// The input spec the op is planned for.
-    pub fn x(&self) -> &TensorSpec {
-        &self.x
-    }
-
-    /// The softmax dimension, as given to [`Softmax::new`].
-    pub fn dim(&self) -> i64 {
-        self.dim
-    }
-
-    /// The device the op runs on.
-    pub fn device(&self) -> &Device {
-        self.plan.device()
-    }
-
-    /// Softmax of `x`, into a new tensor. `x` must match the plan (spec and device).
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-        self.plan.forward(&self.x, x)
-    }
-
-    /// Softmax of `x`, written into `y` (same spec and device as `x`). On a GPU the call is
-    /// asynchronous: copies and [`Device::synchronize`] wait for it.
-    pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-        self.plan.forward_into(&self.x, x, y)
-    }
-}
+    /// A row that holds a NaN or `+inf`, or is all `-inf`, comes out all NaN, as in PyTorch.
+    ///
+    /// ```
+    /// use tileops::ops::Softmax;
+    /// use tileops::{DType, Device, Tensor, TensorSpec};
+    ///
+    /// let device = Device::best();
+    /// let spec = TensorSpec::new([4, 1000], DType::BFloat16);
+    /// let softmax = Softmax::new(&device, spec.clone(), -1)?;
+    /// let x = Tensor::random(&spec, 0, &device)?;
+    /// let y = softmax.forward(&x)?;
+    /// let row: f32 = y.to_vec_f32()?[..1000].iter().sum();
+    /// assert!((row - 1.0).abs() < 0.02);
+    ///
+    /// // Plans are checked up front: dim out of range, unsupported dtypes...
+    /// assert!(Softmax::new(&device, spec.clone(), 2).is_err());
+    /// assert!(Softmax::new(&device, TensorSpec::new([4], DType::Int32), 0).is_err());
+    /// // ...and inputs against the plan.
+    /// let other = Tensor::random(&TensorSpec::new([4, 999], DType::BFloat16), 0, &device)?;
+    /// assert!(softmax.forward(&other).is_err());
+    /// # Ok::<(), tileops::Error>(())
+    /// ```
+    Softmax,
+    "softmax",
+    reference::softmax
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DType;
+    use crate::Device;
+    use crate::ops::LogSoftmax;
+    use crate::registry::ManifestOp;
 
     fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
         TensorSpec::new(shape, dtype)
     }
 
+    /// The two ops: name and reference.
+    const OPS: [(&str, Reference); 2] = [
+        (Softmax::NAME, reference::softmax),
+        (LogSoftmax::NAME, reference::log_softmax),
+    ];
+
     /// The plan both ops build (their `new` is `SoftmaxPlan::new` plus the fields).
-    fn plan_of(output: Output, device: &Device, x: TensorSpec, dim: i64) -> SoftmaxPlan {
-        SoftmaxPlan::new(output, device, &x, dim).unwrap()
+    fn plan_of(op: &'static str, reference: Reference, x: TensorSpec, dim: i64) -> SoftmaxPlan {
+        SoftmaxPlan::new(op, reference, &x, dim).unwrap()
     }
 
     #[test]
     fn cpu_forward_matches_the_reference_in_every_dtype() {
         let cpu = Device::cpu();
-        for output in [Output::Softmax, Output::LogSoftmax] {
+        for (op, reference) in OPS {
             for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
                 for (shape, dim) in [
                     (vec![3, 7], -1),
@@ -398,18 +386,18 @@ mod tests {
                     (vec![2, 3, 4], 0),
                 ] {
                     let s = spec(&shape, dtype);
-                    let plan = plan_of(output, &cpu, s.clone(), dim);
+                    let plan = plan_of(op, reference, s.clone(), dim);
                     let x = Tensor::random(&s, 11, &cpu).unwrap();
-                    let y = plan.forward(&s, &x).unwrap();
+                    let mut y = Tensor::empty(&s, &cpu).unwrap();
+                    plan.cpu(&x, &mut y).unwrap();
                     assert_eq!(y.spec(), &s);
                     let expect =
-                        output.reference(&x.to_vec_f64().unwrap(), plan.outer, plan.n, plan.inner);
+                        reference(&x.to_vec_f64().unwrap(), plan.outer, plan.n, plan.inner);
                     let expect = Tensor::from_f64_rounded(&expect, &s, &cpu).unwrap();
                     assert_eq!(
                         y.to_bytes().unwrap(),
                         expect.to_bytes().unwrap(),
-                        "{} {dtype} {shape:?} {dim}",
-                        output.op()
+                        "{op} {dtype} {shape:?} {dim}"
                     );
                 }
             }
@@ -419,10 +407,10 @@ mod tests {
     #[test]
     fn views_any_dim_as_outer_n_inner() {
         let cpu = Device::cpu();
-        for output in [Output::Softmax, Output::LogSoftmax] {
-            let plan = plan_of(output, &cpu, spec(&[2, 3, 4, 5], DType::Float32), -2);
+        for (op, reference) in OPS {
+            let plan = plan_of(op, reference, spec(&[2, 3, 4, 5], DType::Float32), -2);
             assert_eq!((plan.outer, plan.n, plan.inner), (6, 4, 5));
-            let plan = plan_of(output, &cpu, spec(&[2, 3, 4, 5], DType::Float32), 0);
+            let plan = plan_of(op, reference, spec(&[2, 3, 4, 5], DType::Float32), 0);
             assert_eq!((plan.outer, plan.n, plan.inner), (1, 2, 60));
         }
         assert_eq!(
@@ -432,7 +420,7 @@ mod tests {
             0
         );
         assert_eq!(
-            crate::ops::LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
+            LogSoftmax::new(&cpu, spec(&[2, 3], DType::Float32), 0)
                 .unwrap()
                 .dim(),
             0

@@ -27,7 +27,6 @@ use cudarc::driver::sys::{self, CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use crate::kernels::{self, BENCH_UTIL};
-use crate::perf::records::{ComputeCapability, DeviceInfo};
 use crate::registry::BenchOp;
 use crate::{Device, Error, Tensor};
 
@@ -256,51 +255,14 @@ impl BenchOp for NoOp {
     }
 }
 
-/// The L2 size the driver reports, bytes.
-fn l2_bytes(device: &Device) -> Option<u64> {
+/// The L2 size the driver reports, bytes: the flush buffer's size here, and the `l2_bytes` a
+/// record's device says ([`crate::perf::records::DeviceInfo`]).
+pub(crate) fn l2_bytes(device: &Device) -> Option<u64> {
     let ctx = device.cuda_context()?;
     ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
         .ok()
         .and_then(|b| u64::try_from(b).ok())
         .filter(|&b| b > 0)
-}
-
-/// The kernel driver version (`580.65.06`, from `/proc/driver/nvidia/version`) and the CUDA
-/// version the driver supports (`CUDA 13.0`), as far as known.
-fn driver_version() -> Option<String> {
-    let module = std::fs::read_to_string("/proc/driver/nvidia/version")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().next()?.to_owned();
-            let (_, rest) = line.split_once("Kernel Module")?;
-            rest.split_whitespace().next().map(str::to_owned)
-        });
-    let mut version: std::ffi::c_int = 0;
-    // SAFETY: writes one int; the driver library is loaded (a device was opened).
-    let cuda = unsafe { sys::cuDriverGetVersion(&mut version) }
-        .result()
-        .ok()
-        .filter(|_| version > 0)
-        .map(|_| format!("CUDA {}.{}", version / 1000, version % 1000 / 10));
-    match (module, cuda) {
-        (Some(m), Some(c)) => Some(format!("{m} ({c})")),
-        (m, c) => m.or(c),
-    }
-}
-
-/// Name, compute capability, driver and L2 size of a GPU.
-pub(super) fn device_info(device: &Device) -> DeviceInfo {
-    let mut info = DeviceInfo::new(device.name());
-    if let Some((major, minor)) = device.compute_capability() {
-        info = info.with_compute_capability(ComputeCapability { major, minor });
-    }
-    if let Some(driver) = driver_version() {
-        info = info.with_driver(driver);
-    }
-    if let Some(l2) = l2_bytes(device) {
-        info = info.with_l2_bytes(l2);
-    }
-    info
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use regex::Regex;
 
+use super::meta;
 use super::table::{TableOptions, console_table};
 use super::{ColorChoice, baseline_path, ignore_closed_pipe};
 use crate::perf::bench::{
@@ -395,7 +396,7 @@ pub fn run_until(
     let started = (Instant::now(), SystemTime::now());
     let cases = cases(args)?;
     if args.list {
-        ignore_closed_pipe(out.write_all(bench::list(&cases).as_bytes())).map_err(CliError::Io)?;
+        ignore_closed_pipe(out.write_all(list(&cases).as_bytes())).map_err(CliError::Io)?;
         return Ok(0);
     }
     let baseline = args
@@ -409,7 +410,7 @@ pub fn run_until(
     let path = args
         .out
         .clone()
-        .unwrap_or_else(|| bench::default_out_path(started.1));
+        .unwrap_or_else(|| meta::default_out_path(started.1));
     for target in std::iter::once(&path).chain(&baseline) {
         files::check_writable(target).map_err(|source| CliError::Output {
             path: target.clone(),
@@ -459,7 +460,8 @@ pub fn run_until(
         total: cases.len(),
         interrupts,
     };
-    let result = bench::run(&device, &cases, &config, &mut progress);
+    let meta = meta::run_meta(&device, SystemTime::now());
+    let result = bench::run(&device, meta, &cases, &config, &mut progress);
     progress.bar.finish_and_clear();
     let err = progress.log;
     let run = result.map_err(CliError::Bench)?;
@@ -593,5 +595,70 @@ fn report(e: CliError) -> ExitCode {
             let _ = writeln!(std::io::stderr(), "bench: {e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// What `--list` prints: each op with its family and manifest, then its cases with their
+/// input shapes (and the manifest's skip reason, if any).
+fn list(cases: &[Case]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut current: Option<&str> = None;
+    for case in cases {
+        if current != Some(case.op.name) {
+            current = Some(case.op.name);
+            let n = cases.iter().filter(|c| c.op.name == case.op.name).count();
+            let _ = writeln!(
+                out,
+                "{} ({}, {}): {n} case{}",
+                case.op.name,
+                case.op.family,
+                case.op.manifest_file,
+                if n == 1 { "" } else { "s" }
+            );
+        }
+        let shapes: Vec<String> = case
+            .inputs()
+            .iter()
+            .map(|(name, shape, _)| format!("{name}={shape:?}"))
+            .collect();
+        let _ = write!(
+            out,
+            "  {:<32} {:<9} {}",
+            case.case.workload.label,
+            case.case.dtype.to_string(),
+            shapes.join(" ")
+        );
+        if let Some(reason) = case.case.workload.bench_skip_reason {
+            let _ = write!(out, "  [manifest skip: {reason}]");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::bench::Selection;
+
+    #[test]
+    fn the_listing_names_each_op_then_its_cases_and_their_input_shapes() {
+        let norms = bench::select(&Selection {
+            ops: vec![],
+            families: vec!["normalization".into()],
+        })
+        .unwrap();
+        let listing = list(&norms);
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.starts_with("rms_norm (normalization, ")),
+            "{listing}"
+        );
+        assert!(
+            listing.contains("x=[2048, 4096] weight=[4096]"),
+            "{listing}"
+        );
     }
 }

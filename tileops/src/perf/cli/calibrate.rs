@@ -27,12 +27,13 @@ use std::time::SystemTime;
 
 use clap::Parser;
 
+use super::meta;
 use crate::Device;
-use crate::perf::bench;
 use crate::perf::calibrate_cpu;
 use crate::perf::calibrate_gpu::{self, CalibrateOptions};
 use crate::perf::files;
 use crate::perf::profile::Profile;
+use crate::registry::RoofKey;
 
 const AFTER_HELP: &str = "\
 On an emulated device (cuda-emu): no profile is written; each kernel runs once on a tiny working
@@ -95,7 +96,7 @@ fn calibrate_host(args: &CalibrateArgs) -> ExitCode {
     };
     match calibrate_cpu::calibrate_host(args.out.as_deref(), &options, &mut |l| note!("  {l}")) {
         Ok((path, profile)) => {
-            print_host_roofs(&profile);
+            print_roofs(&profile, GB_S, (1e9, "GFLOP/s"));
             note!("calibrate: wrote {}", path.display());
             ExitCode::SUCCESS
         }
@@ -103,16 +104,28 @@ fn calibrate_host(args: &CalibrateArgs) -> ExitCode {
     }
 }
 
-/// A host profile's roofs: GB/s and GFLOP/s (a host's FLOP rates are far below a TFLOP/s).
-fn print_host_roofs(profile: &Profile) {
+/// Memory roofs in GB/s, on a GPU and on a host alike.
+const GB_S: Scale = (1e9, "GB/s");
+
+/// A scale of the roofs table: the divisor from the profile's unit (bytes/s, FLOP/s) and the
+/// unit's name.
+type Scale = (f64, &'static str);
+
+/// The roofs of a profile, a line each: theoretical, calibration, effective; memory in `memory`,
+/// compute in `compute` (a host's FLOP rates are far below a TFLOP/s, so its table shows GFLOP/s).
+fn print_roofs(profile: &Profile, memory: Scale, compute: Scale) {
     say!("roof               theoretical   calibration   effective");
     for (key, roof) in &profile.roofs {
-        let unit = if key == "hbm" { "GB/s" } else { "GFLOP/s" };
+        let (divisor, unit) = if key == RoofKey::HBM.as_str() {
+            memory
+        } else {
+            compute
+        };
         say!(
             "{key:<18} {:>11.1}   {:>11.4}   {:>9.1} {unit}",
-            roof.theoretical / 1e9,
+            roof.theoretical / divisor,
             roof.calibration,
-            roof.effective() / 1e9,
+            roof.effective() / divisor,
         );
     }
 }
@@ -214,7 +227,7 @@ pub fn main_with(args: &CalibrateArgs) -> ExitCode {
         Err(e) => return fail(1, e),
     };
     let path = args.out.clone().unwrap_or_else(|| {
-        let stamp = bench::default_out_path(SystemTime::now());
+        let stamp = meta::default_out_path(SystemTime::now());
         let stem = stamp
             .file_stem()
             .map_or_else(|| "now".into(), |s| s.to_string_lossy().into_owned());
@@ -230,17 +243,7 @@ pub fn main_with(args: &CalibrateArgs) -> ExitCode {
         Ok(profile) => profile,
         Err(e) => return fail(1, format!("the written profile does not load back: {e}")),
     };
-    say!("roof               theoretical   calibration   effective");
-    for (key, roof) in &profile.roofs {
-        let unit = if key == "hbm" { 1e9 } else { 1e12 };
-        say!(
-            "{key:<18} {:>11.1}   {:>11.4}   {:>9.1} {}",
-            roof.theoretical / unit,
-            roof.calibration,
-            roof.effective() / unit,
-            if key == "hbm" { "GB/s" } else { "TFLOP/s" }
-        );
-    }
+    print_roofs(&profile, GB_S, (1e12, "TFLOP/s"));
     note!("calibrate: wrote {}", path.display());
     ExitCode::SUCCESS
 }

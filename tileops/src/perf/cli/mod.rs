@@ -20,6 +20,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod meta;
 pub mod roofline;
 pub mod table;
 

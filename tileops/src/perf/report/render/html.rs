@@ -33,8 +33,9 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Bound, Report, Row, Verdict, sig4};
 use super::svg::{Chart, escape_xml as esc};
+use crate::perf::report::{Bound, Report, Row, Verdict, sig4};
+use crate::perf::table::{self, Cell, Table};
 
 /// The page's style: readable defaults, verdict colours matching the chart's markers.
 const STYLE: &str = "
@@ -102,124 +103,105 @@ const SCRIPT: &str = "
 })();
 ";
 
-/// A column of the table: its key (for `#sort=`), header, whether numeric, and its cell.
-struct Column {
+/// A column of the rows table: its key (for `#sort=`), header, whether numeric, and its cell.
+struct RowsColumn {
     key: &'static str,
     header: &'static str,
     numeric: bool,
     cell: fn(&Row) -> Cell,
 }
 
-/// A cell: its text, and for a number the value it sorts by.
-struct Cell {
-    text: String,
-    value: Option<f64>,
-}
-
-fn text(s: impl Into<String>) -> Cell {
-    Cell {
-        text: s.into(),
-        value: None,
-    }
-}
-
-fn num(v: Option<f64>, shown: impl Fn(f64) -> String) -> Cell {
-    Cell {
-        text: v.map(&shown).unwrap_or_default(),
-        value: v,
-    }
-}
-
-const COLUMNS: [Column; 15] = [
-    Column {
+/// The rows table's columns, in order (`vs_baseline` only shown when some row has a baseline).
+const COLUMNS: [RowsColumn; 15] = [
+    RowsColumn {
         key: "op",
         header: "op",
         numeric: false,
-        cell: |r| text(r.key.op.clone()),
+        cell: |r| Cell::new(r.key.op.clone()),
     },
-    Column {
+    RowsColumn {
         key: "family",
         header: "family",
         numeric: false,
-        cell: |r| text(r.family.clone()),
+        cell: |r| Cell::new(r.family.clone()),
     },
-    Column {
+    RowsColumn {
         key: "workload",
         header: "workload",
         numeric: false,
-        cell: |r| text(r.key.workload.clone()),
+        cell: |r| Cell::new(r.key.workload.clone()),
     },
-    Column {
+    RowsColumn {
         key: "dtype",
         header: "dtype",
         numeric: false,
-        cell: |r| text(r.key.dtype.clone()),
+        cell: |r| Cell::new(r.key.dtype.clone()),
     },
-    Column {
+    RowsColumn {
         key: "impl",
         header: "impl",
         numeric: false,
-        cell: |r| text(r.key.implementation.clone()),
+        cell: |r| Cell::new(r.key.implementation.clone()),
     },
-    Column {
+    RowsColumn {
         key: "roof",
         header: "roof",
         numeric: false,
-        cell: |r| text(r.roof.clone().unwrap_or_default()),
+        cell: |r| Cell::new(r.roof.clone().unwrap_or_default()),
     },
-    Column {
+    RowsColumn {
         key: "median_ms",
         header: "median ms",
         numeric: true,
-        cell: |r| num(r.stats.map(|s| s.median_ms), sig4),
+        cell: |r| Cell::number(r.stats.map(|s| s.median_ms), sig4),
     },
-    Column {
+    RowsColumn {
         key: "gb_s",
         header: "GB/s",
         numeric: true,
-        cell: |r| num(r.achieved_bytes_per_s().map(|v| v / 1e9), sig4),
+        cell: |r| Cell::number(r.achieved_bytes_per_s().map(|v| v / 1e9), sig4),
     },
-    Column {
+    RowsColumn {
         key: "gflop_s",
         header: "GFLOP/s",
         numeric: true,
-        cell: |r| num(r.achieved_flops_per_s().map(|v| v / 1e9), sig4),
+        cell: |r| Cell::number(r.achieved_flops_per_s().map(|v| v / 1e9), sig4),
     },
-    Column {
+    RowsColumn {
         key: "sol_ms",
         header: "SOL ms",
         numeric: true,
-        cell: |r| num(r.sol_ms(), sig4),
+        cell: |r| Cell::number(r.sol_ms(), sig4),
     },
-    Column {
+    RowsColumn {
         key: "bound",
         header: "bound",
         numeric: false,
-        cell: |r| text(r.bound().map_or("", Bound::as_str)),
+        cell: |r| Cell::new(r.bound().map_or("", Bound::as_str)),
     },
-    Column {
+    RowsColumn {
         key: "efficiency",
         header: "efficiency",
         numeric: true,
-        cell: |r| num(r.efficiency(), |e| format!("{:.1}%", e * 100.0)),
+        cell: |r| Cell::number(r.efficiency(), |e| format!("{:.1}%", e * 100.0)),
     },
-    Column {
+    RowsColumn {
         key: "verdict",
         header: "verdict",
         numeric: false,
-        cell: |r| text(r.verdict().map_or("", Verdict::as_str)),
+        cell: |r| Cell::new(r.verdict().map_or("", Verdict::as_str)),
     },
-    Column {
+    RowsColumn {
         key: "vs_baseline",
         header: "vs baseline",
         numeric: true,
-        cell: |r| num(r.baseline_ratio(), |v| format!("{v:.3}")),
+        cell: |r| Cell::number(r.baseline_ratio(), |v| format!("{v:.3}")),
     },
-    Column {
+    RowsColumn {
         key: "reason",
         header: "reason",
         numeric: false,
-        cell: |r| text(r.reason().unwrap_or_default()),
+        cell: |r| Cell::new(r.reason().unwrap_or_default()),
     },
 ];
 
@@ -275,100 +257,60 @@ pub fn render(report: &Report, chart: Option<&Chart>) -> String {
     out
 }
 
+/// The two summary tables: rows per verdict, and efficiency per family.
 fn summary(out: &mut String, report: &Report) {
     let s = &report.summary;
+    out.push_str("<h2>Summary</h2>\n");
+    out.push_str(&s.verdict_table().to_html("verdicts", Some("summary")));
+    out.push_str(&s.family_table().to_html("families", Some("summary")));
     out.push_str(
-        "<h2>Summary</h2>\n<table class=\"summary\" id=\"verdicts\">\n<thead><tr><th>verdict</th>\
-         <th>rows</th></tr></thead>\n<tbody>\n",
-    );
-    for (verdict, n) in &s.verdicts {
-        let _ = writeln!(
-            out,
-            "<tr><td class=\"v-{v}\">{v}</td><td class=\"num\">{n}</td></tr>",
-            v = verdict.as_str()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "<tr><td>blank</td><td class=\"num\">{}</td></tr>",
-        s.blank_rows()
-    );
-    for (kind, n) in &s.blank {
-        let _ = writeln!(
-            out,
-            "<tr><td>blank: {}</td><td class=\"num\">{n}</td></tr>",
-            esc(kind)
-        );
-    }
-    out.push_str(
-        "</tbody>\n</table>\n<table class=\"summary\" id=\"families\">\n<thead><tr><th>family</th>\
-         <th>rows</th><th>counted</th><th>geomean efficiency</th></tr></thead>\n<tbody>\n",
-    );
-    for f in &s.families {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">\
-             {}</td></tr>",
-            esc(&f.family),
-            f.rows,
-            f.counted,
-            f.geomean_efficiency
-                .map_or_else(String::new, |e| format!("{:.1}%", e * 100.0))
-        );
-    }
-    out.push_str(
-        "</tbody>\n</table>\n<p class=\"meta\">Geometric-mean efficiency per family, over \
-         <code>at_ceiling</code> and <code>below</code> rows.</p>\n",
+        "<p class=\"meta\">Geometric-mean efficiency per family, over <code>at_ceiling</code> \
+         and <code>below</code> rows.</p>\n",
     );
 }
 
+/// The rows table, sortable by its headers; each row's class is its verdict (`v-blank` for a
+/// blank one).
 fn table(out: &mut String, report: &Report) {
     // The baseline column only when some row has a baseline, as in the other formats.
-    let columns: Vec<&Column> = COLUMNS
+    let columns: Vec<&RowsColumn> = COLUMNS
         .iter()
         .filter(|c| c.key != "vs_baseline" || report.has_baselines())
         .collect();
-    out.push_str("<table id=\"rows\">\n<thead><tr>");
-    for c in &columns {
-        let _ = write!(
-            out,
-            "<th data-key=\"{}\" data-type=\"{}\">{}</th>",
-            c.key,
-            if c.numeric { "num" } else { "text" },
-            esc(c.header)
-        );
-    }
-    out.push_str("</tr></thead>\n<tbody>\n");
+    let mut table = Table::new(
+        columns
+            .iter()
+            .map(|c| {
+                let column = if c.numeric {
+                    table::Column::right(c.header)
+                } else {
+                    table::Column::left(c.header)
+                };
+                column.sorted_by(c.key)
+            })
+            .collect(),
+    );
     for row in &report.rows {
         let verdict = row.verdict().map_or("blank", Verdict::as_str);
-        let _ = write!(out, "<tr class=\"v-{verdict}\">");
-        for c in &columns {
-            let cell = (c.cell)(row);
-            match (c.numeric, cell.value) {
-                (true, Some(v)) => {
-                    let _ = write!(
-                        out,
-                        "<td class=\"num\" data-value=\"{v:e}\">{}</td>",
-                        esc(&cell.text)
-                    );
+        let cells = columns
+            .iter()
+            .map(|c| {
+                let cell = (c.cell)(row);
+                match c.key {
+                    // The verdict cell carries the verdict's colour (the row's class is for
+                    // scripts: a coloured row would fight the striping).
+                    "verdict" => cell.with_class(format!("v-{verdict}")),
+                    "reason" => cell.with_class("reason"),
+                    _ => cell,
                 }
-                (true, None) => out.push_str("<td class=\"num\"></td>"),
-                // The verdict cell carries the verdict's colour (the row's class is for scripts:
-                // a coloured row would fight the striping).
-                (false, _) if c.key == "verdict" => {
-                    let _ = write!(out, "<td class=\"v-{verdict}\">{}</td>", esc(&cell.text));
-                }
-                (false, _) if c.key == "reason" => {
-                    let _ = write!(out, "<td class=\"reason\">{}</td>", esc(&cell.text));
-                }
-                (false, _) => {
-                    let _ = write!(out, "<td>{}</td>", esc(&cell.text));
-                }
-            }
-        }
-        out.push_str("</tr>\n");
+            })
+            .collect();
+        table.push_row(table::Row {
+            cells,
+            class: Some(format!("v-{verdict}")),
+        });
     }
-    out.push_str("</tbody>\n</table>\n");
+    out.push_str(&table.to_html("rows", None));
 }
 
 #[cfg(test)]

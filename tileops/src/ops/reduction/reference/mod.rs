@@ -1,9 +1,42 @@
-//! Reference implementations in f64 of `log_softmax` and the reductions (`sum`, `mean`, `amax`,
-//! `logsumexp`): the CPU path of those ops, and the yardstick of their GPU tests.
+//! The f64 references of the reduction family (`softmax`, `log_softmax` and the reductions
+//! `sum`, `mean`, `amax`, `logsumexp`): the CPU backends of those ops, and the yardstick of their
+//! GPU tests.
 //!
-//! They follow PyTorch's semantics for non-finite inputs: a log_softmax row with a NaN or `+inf`,
-//! or with every element `-inf`, is all NaN; `amax` propagates NaN; `logsumexp` of a row of only
-//! `-inf` is `-inf`, of a row with a `+inf` (and no NaN) is `+inf`.
+//! They follow PyTorch's semantics for non-finite inputs: a softmax or log_softmax row with a NaN
+//! or `+inf`, or with every element `-inf`, is all NaN; `amax` propagates NaN; `logsumexp` of a
+//! row of only `-inf` is `-inf`, of a row with a `+inf` (and no NaN) is `+inf`.
+
+/// Softmax of `x` viewed as `[outer, n, inner]`, over the middle dimension.
+///
+/// # Panics
+///
+/// When `x.len() != outer * n * inner` (the ops validate shapes before calling it).
+///
+/// ```
+/// let y = tileops::ops::reference::softmax(&[0.0, 0.0, f64::NEG_INFINITY], 1, 3, 1);
+/// assert_eq!(y, vec![0.5, 0.5, 0.0]);
+/// ```
+pub fn softmax(x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
+    assert_eq!(
+        x.len(),
+        outer * n * inner,
+        "x must hold outer * n * inner values"
+    );
+    let mut y = vec![0.0; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |k: usize| o * n * inner + k * inner + i;
+            // f64::max ignores NaN, like the kernels' max; NaN then reaches every output
+            // through the sum.
+            let max = (0..n).map(|k| x[at(k)]).fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = (0..n).map(|k| (x[at(k)] - max).exp()).sum();
+            for k in 0..n {
+                y[at(k)] = (x[at(k)] - max).exp() / sum;
+            }
+        }
+    }
+    y
+}
 
 /// What a reduction computes over each set of reduced elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,7 +71,7 @@ impl ReduceKind {
 /// When `x.len() != outer * n * inner` (the ops validate shapes before calling it).
 ///
 /// ```
-/// let y = tileops::ops::reference_reduction::log_softmax(&[0.0, 0.0], 1, 2, 1);
+/// let y = tileops::ops::reference::log_softmax(&[0.0, 0.0], 1, 2, 1);
 /// assert_eq!(y, vec![-(2f64.ln()), -(2f64.ln())]);
 /// ```
 pub fn log_softmax(x: &[f64], outer: usize, n: usize, inner: usize) -> Vec<f64> {
@@ -77,7 +110,7 @@ fn nan_max(a: f64, b: f64) -> f64 {
 /// When `x.len()` is not the product of `shape`, or an axis is out of range.
 ///
 /// ```
-/// use tileops::ops::reference_reduction::{ReduceKind, reduce};
+/// use tileops::ops::reference::{ReduceKind, reduce};
 /// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
 /// assert_eq!(reduce(&x, &[2, 3], &[1], ReduceKind::Sum), vec![6.0, 15.0]);
 /// assert_eq!(reduce(&x, &[2, 3], &[0], ReduceKind::Amax), vec![4.0, 5.0, 6.0]);
@@ -142,89 +175,4 @@ pub fn reduce(x: &[f64], shape: &[usize], axes: &[usize], kind: ReduceKind) -> V
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const INF: f64 = f64::INFINITY;
-
-    #[test]
-    fn log_softmax_is_log_of_softmax() {
-        let x: Vec<f64> = (0..24).map(|v| f64::from(v) * 0.37 - 3.0).collect();
-        for (outer, n, inner) in [(1, 24, 1), (4, 6, 1), (2, 3, 4), (1, 4, 6)] {
-            let y = log_softmax(&x, outer, n, inner);
-            let s = super::super::reference::softmax(&x, outer, n, inner);
-            for (a, b) in y.iter().zip(&s) {
-                assert!((a - b.ln()).abs() < 1e-12);
-            }
-        }
-    }
-
-    #[test]
-    fn log_softmax_non_finite_rows_follow_pytorch() {
-        assert!(
-            log_softmax(&[-INF, -INF], 1, 2, 1)
-                .iter()
-                .all(|v| v.is_nan())
-        );
-        assert!(
-            log_softmax(&[1.0, f64::NAN], 1, 2, 1)
-                .iter()
-                .all(|v| v.is_nan())
-        );
-        assert!(log_softmax(&[1.0, INF], 1, 2, 1).iter().all(|v| v.is_nan()));
-        assert_eq!(log_softmax(&[5.0], 1, 1, 1), vec![0.0]);
-        assert_eq!(log_softmax(&[-INF, 2.0], 1, 2, 1), vec![-INF, 0.0]);
-    }
-
-    #[test]
-    fn reductions_over_any_axes() {
-        // [2, 3, 4] = 0..24
-        let x: Vec<f64> = (0..24).map(f64::from).collect();
-        let shape = [2, 3, 4];
-        assert_eq!(
-            reduce(&x, &shape, &[0, 2], ReduceKind::Sum),
-            vec![
-                f64::from((0..4).chain(12..16).sum::<i32>()),
-                f64::from((4..8).chain(16..20).sum::<i32>()),
-                f64::from((8..12).chain(20..24).sum::<i32>())
-            ]
-        );
-        assert_eq!(
-            reduce(&x, &shape, &[1], ReduceKind::Amax),
-            vec![8.0, 9.0, 10.0, 11.0, 20.0, 21.0, 22.0, 23.0]
-        );
-        assert_eq!(reduce(&x, &shape, &[0, 1, 2], ReduceKind::Mean), vec![11.5]);
-        let lse = reduce(&x, &shape, &[2], ReduceKind::Logsumexp);
-        for (r, v) in lse.iter().enumerate() {
-            let want = (0..4).map(|k| (x[r * 4 + k]).exp()).sum::<f64>().ln();
-            assert!((v - want).abs() < 1e-12);
-        }
-    }
-
-    #[test]
-    fn reductions_follow_pytorch_on_non_finite_values() {
-        let nan = f64::NAN;
-        assert!(reduce(&[1.0, nan, 3.0], &[3], &[0], ReduceKind::Amax)[0].is_nan());
-        assert!(reduce(&[nan, 1.0], &[2], &[0], ReduceKind::Amax)[0].is_nan());
-        assert_eq!(
-            reduce(&[-INF, -INF], &[2], &[0], ReduceKind::Logsumexp),
-            vec![-INF]
-        );
-        assert_eq!(
-            reduce(&[1.0, INF, -INF], &[3], &[0], ReduceKind::Logsumexp),
-            vec![INF]
-        );
-        assert!(reduce(&[1.0, nan], &[2], &[0], ReduceKind::Logsumexp)[0].is_nan());
-        assert!(reduce(&[INF, -INF], &[2], &[0], ReduceKind::Sum)[0].is_nan());
-        assert_eq!(
-            reduce(&[-INF, 2.0], &[2], &[0], ReduceKind::Amax),
-            vec![2.0]
-        );
-        // Length-1 reductions are the identity (logsumexp too).
-        assert_eq!(
-            reduce(&[-3.5], &[1], &[0], ReduceKind::Logsumexp),
-            vec![-3.5]
-        );
-        assert_eq!(reduce(&[-3.5], &[1], &[0], ReduceKind::Mean), vec![-3.5]);
-    }
-}
+mod tests;

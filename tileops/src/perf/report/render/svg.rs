@@ -41,10 +41,11 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::files;
-use super::profile::Profile;
-use super::records::RecordKey;
-use super::report::{Report, Row, Verdict, sig4};
+use crate::perf::files;
+use crate::perf::profile::Profile;
+use crate::perf::records::RecordKey;
+use crate::perf::report::{Report, Row, Verdict, sig4};
+use crate::registry::RoofKey;
 
 /// Width of the chart, pixels.
 const WIDTH: u32 = 1400;
@@ -110,14 +111,14 @@ pub fn verdict_color(verdict: Option<Verdict>) -> RGBColor {
 /// unit tests check the distances), so that fp16 and bf16 roofs, which sit close together on an
 /// H200, can be told apart.
 pub fn roof_color(key: &str) -> RGBColor {
-    match key {
-        "cuda_core.fp32" => RGBColor(0, 128, 128),
-        "tensor_core.fp16" => RGBColor(117, 68, 200),
-        "tensor_core.bf16" => RGBColor(190, 110, 30),
-        "tensor_core.tf32" => RGBColor(0, 160, 230),
-        "tensor_core.fp8" => RGBColor(230, 40, 150),
-        "cpu.fp64" => RGBColor(110, 140, 0),
-        "cpu.fp32" => RGBColor(130, 40, 40),
+    match RoofKey::parse(key) {
+        Some(RoofKey::CUDA_CORE_FP32) => RGBColor(0, 128, 128),
+        Some(RoofKey::TENSOR_CORE_FP16) => RGBColor(117, 68, 200),
+        Some(RoofKey::TENSOR_CORE_BF16) => RGBColor(190, 110, 30),
+        Some(RoofKey::TENSOR_CORE_TF32) => RGBColor(0, 160, 230),
+        Some(RoofKey::TENSOR_CORE_FP8) => RGBColor(230, 40, 150),
+        Some(RoofKey::CPU_FP64) => RGBColor(110, 140, 0),
+        Some(RoofKey::CPU_FP32) => RGBColor(130, 40, 40),
         _ => RGBColor(127, 127, 127),
     }
 }
@@ -403,7 +404,7 @@ pub fn render(report: &Report, profile: Option<&Profile>) -> Result<Chart, SvgEr
         .map(|p| {
             p.roofs
                 .iter()
-                .filter(|(k, _)| k.as_str() != "hbm")
+                .filter(|(k, _)| k.as_str() != RoofKey::HBM.as_str())
                 .map(|(k, r)| (k.as_str(), r.theoretical / 1e12, r.effective() / 1e12))
                 .collect()
         })
@@ -514,7 +515,7 @@ pub fn render(report: &Report, profile: Option<&Profile>) -> Result<Chart, SvgEr
             let memory = if profile.is_some_and(Profile::is_host) {
                 "memory"
             } else {
-                "hbm"
+                RoofKey::HBM.as_str()
             };
             legend
                 .line(BLACK, &format!("{memory}: {hbm_e:.2} / {hbm_t:.2} TB/s"))
