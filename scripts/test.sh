@@ -39,6 +39,44 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== cargo doc (private items too; every rustdoc warning, broken intra-doc links included, fails)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --locked
+
+echo "== MSRV: cargo check on the declared rust-version"
+# The one rust-version of the workspace ([workspace.package] in Cargo.toml), read from cargo.
+msrv=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+versions = {p["rust_version"] for p in json.load(sys.stdin)["packages"] if p["rust_version"]}
+if len(versions) != 1:
+    sys.exit(f"expected one rust-version in the workspace, found {sorted(versions)}")
+print(versions.pop())')
+rustup toolchain install "$msrv" --profile minimal
+cargo "+$msrv" check --workspace --all-targets --locked
+
+echo "== cargo package: tileops and the workspace crates it depends on, verified against each other"
+# #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
+# link to tileops/manifest): the package must carry every manifest file itself.
+missing=$(comm -23 <(git ls-files tileops/manifest | sed 's|^tileops/||' | sort) \
+    <(cargo package -p tileops --list --locked --allow-dirty | sort))
+if [ -n "$missing" ]; then
+    echo "the tileops package lacks manifest files: $missing" >&2
+    exit 1
+fi
+# The verify build compiles each packaged crate alone, tileops against the packaged macro and
+# manifest crates, in a fresh target directory outside the repository (no manifest/ above it).
+# Fresh, and the unpacked copies of an earlier run dropped, because cargo treats a registry crate
+# of a given name and version as immutable: a rerun would otherwise verify against the first
+# run's tileops-macros (its sources unpacked under $CARGO_HOME/registry/src/-<hash>/, a local
+# registry's; crates.io's live under index.crates.io-*/, and its build kept by the fingerprint).
+# --allow-dirty: this checks what would be packaged, it publishes nothing.
+package_target="${TMPDIR:-/tmp}/tileops-package-target"
+rm -rf "$package_target" \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-macros-[0-9]* \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]*
+cargo package -p tileops-manifest -p tileops-macros -p tileops --locked --allow-dirty \
+    --target-dir "$package_target"
+
 echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
 python3 -m unittest discover -s scripts -p 'test_*.py'
 

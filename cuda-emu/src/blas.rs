@@ -834,7 +834,7 @@ unsafe fn object<T: Object, H>(handle: *mut H) -> Result<*mut T, Fail> {
 /// Frees the object of kind `T` behind `handle`.
 ///
 /// # Safety
-/// As [`object`]; the handle is not used afterwards.
+/// As [`object()`]; the handle is not used afterwards.
 unsafe fn destroy<T: Object, H>(handle: *mut H) -> Result<(), Fail> {
     // SAFETY: the caller's contract.
     let object = unsafe { object::<T, H>(handle) }?;
@@ -1441,10 +1441,14 @@ unsafe fn set_desc_attribute(
 
     // SAFETY: the caller's contract.
     let desc = unsafe { object::<MatmulDesc, _>(matmul_desc) }?;
-    // SAFETY: the caller's contract, for every read below.
+    // SAFETY: `buf` is null or addresses `size` readable bytes (this function's contract), which
+    // is all `attribute` requires; the same holds for the three readers below.
     let value_i32 = || unsafe { attribute::<i32>(buf, size) };
+    // SAFETY: as `value_i32`.
     let value_u32 = || unsafe { attribute::<u32>(buf, size) };
+    // SAFETY: as `value_i32`.
     let value_i64 = || unsafe { attribute::<i64>(buf, size) };
+    // SAFETY: as `value_i32`.
     let pointer = || unsafe { attribute::<usize>(buf, size) };
     let default_only = |is_default: bool| {
         if is_default {
@@ -1454,24 +1458,28 @@ unsafe fn set_desc_attribute(
         }
     };
     match attr {
-        // SAFETY (the three writes): a live descriptor; no other reference to it is live.
         A::CUBLASLT_MATMUL_DESC_COMPUTE_TYPE => {
             let compute = value_u32()?;
+            // SAFETY: `desc` is the live descriptor `object` checked the tag of (the caller's contract),
+            // and nothing else refers to it during this call.
             unsafe { (*desc).compute = compute };
             Ok(())
         }
         A::CUBLASLT_MATMUL_DESC_SCALE_TYPE => {
             let scale = value_u32()?;
+            // SAFETY: as for the compute type.
             unsafe { (*desc).scale = scale };
             Ok(())
         }
         A::CUBLASLT_MATMUL_DESC_TRANSA => {
             let trans = transposed(value_i32()?)?;
+            // SAFETY: as for the compute type.
             unsafe { (*desc).trans_a = trans };
             Ok(())
         }
         A::CUBLASLT_MATMUL_DESC_TRANSB => {
             let trans = transposed(value_i32()?)?;
+            // SAFETY: as for the compute type.
             unsafe { (*desc).trans_b = trans };
             Ok(())
         }
@@ -1610,15 +1618,20 @@ unsafe fn set_layout_attribute(
 
     // SAFETY: the caller's contract.
     let layout = unsafe { object::<Layout, _>(mat_layout) }?;
-    // SAFETY: the caller's contract, for every read below.
+    // SAFETY: `buf` is null or addresses `size` readable bytes (this function's contract), which
+    // is all `attribute` requires; the same holds for the three readers below.
     let value_i32 = || unsafe { attribute::<i32>(buf, size) };
+    // SAFETY: as `value_i32`.
     let value_u32 = || unsafe { attribute::<u32>(buf, size) };
+    // SAFETY: as `value_i32`.
     let value_u64 = || unsafe { attribute::<u64>(buf, size) };
+    // SAFETY: as `value_i32`.
     let value_i64 = || unsafe { attribute::<i64>(buf, size) };
-    // SAFETY (every write below): a live layout; no other reference to it is live.
     match attr {
         A::CUBLASLT_MATRIX_LAYOUT_TYPE => {
             let data_type = value_u32()?;
+            // SAFETY: `layout` is the live layout `object` checked the tag of (the caller's
+            // contract), and nothing else refers to it during this call.
             unsafe { (*layout).data_type = data_type };
         }
         A::CUBLASLT_MATRIX_LAYOUT_ORDER => {
@@ -1630,18 +1643,22 @@ unsafe fn set_layout_attribute(
                 }
                 _ => return Err(Fail::InvalidValue),
             };
+            // SAFETY: as for the data type.
             unsafe { (*layout).row_major = row_major };
         }
         A::CUBLASLT_MATRIX_LAYOUT_ROWS => {
             let rows = value_u64()?;
+            // SAFETY: as for the data type.
             unsafe { (*layout).rows = rows };
         }
         A::CUBLASLT_MATRIX_LAYOUT_COLS => {
             let cols = value_u64()?;
+            // SAFETY: as for the data type.
             unsafe { (*layout).cols = cols };
         }
         A::CUBLASLT_MATRIX_LAYOUT_LD => {
             let ld = value_i64()?;
+            // SAFETY: as for the data type.
             unsafe { (*layout).ld = ld };
         }
         A::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT => {
@@ -1649,10 +1666,12 @@ unsafe fn set_layout_attribute(
             if batch_count < 1 {
                 return Err(Fail::InvalidValue);
             }
+            // SAFETY: as for the data type.
             unsafe { (*layout).batch_count = batch_count };
         }
         A::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET => {
             let stride = value_i64()?;
+            // SAFETY: as for the data type.
             unsafe { (*layout).batch_stride = stride };
         }
         // Planar complex only.
@@ -1718,9 +1737,10 @@ pub unsafe extern "C" fn cublasLtMatmulPreferenceSetAttribute(
     let set = || -> Result<(), Fail> {
         // SAFETY: the caller's contract.
         unsafe { object::<Preference, _>(pref) }?;
-        // SAFETY: the caller's contract, for every read below.
         match attr {
             A::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES | A::CUBLASLT_MATMUL_PREF_IMPL_MASK => {
+                // SAFETY: `buf` is null or addresses `size_in_bytes` readable bytes (the caller's
+                // contract), which is all `attribute` requires; the same below.
                 unsafe { attribute::<u64>(buf, size_in_bytes) }.map(|_| ())
             }
             A::CUBLASLT_MATMUL_PREF_SEARCH_MODE
@@ -1729,9 +1749,11 @@ pub unsafe extern "C" fn cublasLtMatmulPreferenceSetAttribute(
             | A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES
             | A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES
             | A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES => {
+                // SAFETY: as for the workspace size.
                 unsafe { attribute::<u32>(buf, size_in_bytes) }.map(|_| ())
             }
             A::CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT => {
+                // SAFETY: as for the workspace size.
                 unsafe { attribute::<f32>(buf, size_in_bytes) }.map(|_| ())
             }
             // Attributes of other cuBLASLt versions.
@@ -1858,13 +1880,17 @@ pub unsafe extern "C" fn cublasLtMatmulAlgoGetHeuristic(
         if return_algo_count.is_null() {
             return Err(Fail::InvalidValue);
         }
-        // SAFETY: the caller's contract (for this and every access below).
+        // SAFETY: `return_algo_count`, not null, is writable (the caller's contract).
         unsafe { return_algo_count.write(0) };
+        // SAFETY: each handle is null or a live handle of this module (the caller's contract),
+        // which is what `object` and `lt_plan` require; `object` checks the kind.
         unsafe { object::<LtHandle, _>(light_handle) }?;
+        // SAFETY: as for the handle.
         unsafe { object::<Preference, _>(preference) }?;
         if requested_algo_count < 1 || heuristic_results_array.is_null() {
             return Err(Fail::InvalidValue);
         }
+        // SAFETY: as for the handle.
         unsafe { lt_plan(operation_desc, a_desc, b_desc, c_desc, d_desc) }?;
         let mut algo = cublaslt::cublasLtMatmulAlgo_t { data: [0; 8] };
         algo.data[0] = ALGO_ID;
@@ -1875,6 +1901,8 @@ pub unsafe extern "C" fn cublasLtMatmulAlgoGetHeuristic(
             wavesCount: 1.0,
             reserved: [0; 4],
         };
+        // SAFETY: `heuristic_results_array`, not null, has room for `requested_algo_count` >= 1
+        // results, and `return_algo_count` is writable (the caller's contract).
         unsafe {
             heuristic_results_array.write(result);
             return_algo_count.write(1);
@@ -1914,14 +1942,22 @@ pub unsafe extern "C" fn cublasLtMatmul(
     _stream: cublaslt::cudaStream_t,
 ) -> cublaslt::cublasStatus_t {
     let matmul = || -> Result<(), Fail> {
-        // SAFETY: the caller's contract (for this and every access below).
+        // SAFETY: the handle is null or a live handle of this module (the caller's contract);
+        // `object` checks its kind.
         unsafe { object::<LtHandle, _>(light_handle) }?;
+        // SAFETY: `algo`, not null, is the heuristic's result (the caller's contract), a
+        // readable `cublasLtMatmulAlgo_t`.
         if !algo.is_null() && unsafe { (*algo).data[0] } != ALGO_ID {
             return Err(Fail::InvalidValue);
         }
+        // SAFETY: the descriptor and layouts are null or live handles of this module (the
+        // caller's contract), which is what `lt_plan` requires.
         let plan = unsafe { lt_plan(compute_desc, Adesc, Bdesc, Cdesc, Ddesc) }?;
         let scale = plan.compute.scale();
+        // SAFETY: alpha and beta address a value of the descriptor's scale type (the caller's
+        // contract); `read_scalar` refuses null.
         let alpha = unsafe { read_scalar(alpha, scale) }?;
+        // SAFETY: as for alpha.
         let beta = unsafe { read_scalar(beta, scale) }?;
         // In place, C and D must be the same matrix.
         if !C.is_null() && C == D.cast_const() && !plan.c.same_layout(&plan.d) {

@@ -156,12 +156,16 @@ fn error_name(code: CUresult) -> &'static str {
     }
 }
 
+/// `cuGetErrorName`: the name of `error` (`CUDA_ERROR_UNKNOWN` for a code the emulator never
+/// returns), as a static NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetErrorName(error: CUresult, pStr: *mut *const c_char) -> CUresult {
     // SAFETY: caller's out-pointer.
     status(unsafe { put(pStr, error_name(error).as_ptr().cast()) })
 }
 
+/// `cuGetErrorString`: the emulator's message of the latest failed launch that returned `error`
+/// (kernel, block, thread, source line), else the error's name.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetErrorString(error: CUresult, pStr: *mut *const c_char) -> CUresult {
     let messages = MESSAGES.lock().unwrap_or_else(|p| p.into_inner());
@@ -185,17 +189,20 @@ pub unsafe extern "C" fn cuGetExportTable(
 
 // ---- Driver, device, context -------------------------------------------------------------------
 
+/// `cuInit`: nothing to initialise; always succeeds.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuInit(_flags: c_uint) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuDriverGetVersion`: CUDA 13.0 (13000).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
     // SAFETY: caller's out-pointer.
     status(unsafe { put(version, DRIVER_VERSION) })
 }
 
+/// `cuDeviceGetCount`: one device.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     // SAFETY: caller's out-pointer.
@@ -210,11 +217,15 @@ fn check_device(dev: CUdevice) -> Result {
     }
 }
 
+/// `cuDeviceGet`: device 0 for ordinal 0; any other ordinal is `CUDA_ERROR_INVALID_DEVICE`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+    // SAFETY: `device` is the caller's out-pointer (the driver API's contract);
+    // `put` refuses a null one.
     status(check_device(ordinal).and_then(|()| unsafe { put(device, 0) }))
 }
 
+/// `cuDeviceGetName`: [`DEVICE_NAME`], cut to fit `len` bytes with its NUL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
     status(check_device(dev).and_then(|()| {
@@ -232,20 +243,27 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUd
     }))
 }
 
+/// `cuDeviceTotalMem_v2`: the 16 GiB the emulator lets a process allocate.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
+    // SAFETY: `bytes` is the caller's out-pointer (the driver API's contract);
+    // `put` refuses a null one.
     status(check_device(dev).and_then(|()| unsafe { put(bytes, TOTAL_MEMORY) }))
 }
 
+/// `cuDeviceGetUuid_v2`: a fixed UUID (the bytes of `cuda-emu-device0`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
     let mut bytes = [0 as c_char; 16];
     for (b, s) in bytes.iter_mut().zip(b"cuda-emu-device0") {
         *b = *s as c_char;
     }
+    // SAFETY: `uuid` is the caller's out-pointer (the driver API's contract);
+    // `put` refuses a null one.
     status(check_device(dev).and_then(|()| unsafe { put(uuid, CUuuid { bytes }) }))
 }
 
+/// `cuDeviceGetUuid`: as [`cuDeviceGetUuid_v2`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
     // SAFETY: same contract.
@@ -302,70 +320,88 @@ fn attribute(attrib: CUdevice_attribute) -> c_int {
     }
 }
 
+/// `cuDeviceGetAttribute`: the H200's value of `attrib` (compute capability 9.0, the launch
+/// limits of [`crate::limits`], `CUDA_EMU_SM_COUNT` SMs); 0 for an attribute not modelled.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetAttribute(
     pi: *mut c_int,
     attrib: CUdevice_attribute,
     dev: CUdevice,
 ) -> CUresult {
+    // SAFETY: `pi` is the caller's out-pointer (the driver API's contract);
+    // `put` refuses a null one.
     status(check_device(dev).and_then(|()| unsafe { put(pi, attribute(attrib)) }))
 }
 
+/// `cuDevicePrimaryCtxRetain`: the one primary context (it is never destroyed).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    // SAFETY: `pctx` is the caller's out-pointer (the driver API's contract);
+    // `put` refuses a null one.
     status(check_device(dev).and_then(|()| unsafe { put(pctx, primary()) }))
 }
 
+/// `cuDevicePrimaryCtxRelease_v2`: nothing to release; checks the device.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
     status(check_device(dev))
 }
 
+/// `cuCtxSetCurrent`: makes `ctx` the calling thread's current context.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
     CURRENT.with(|c| c.set(ctx));
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuCtxGetCurrent`: the calling thread's current context (null before `cuCtxSetCurrent`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
     // SAFETY: caller's out-pointer.
     status(unsafe { put(pctx, CURRENT.with(|c| c.get())) })
 }
 
+/// `cuCtxGetDevice`: device 0.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
     // SAFETY: caller's out-pointer.
     status(unsafe { put(device, 0) })
 }
 
+/// `cuCtxSynchronize`: every call has completed when it returns, so there is nothing to wait for.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSynchronize() -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuCtxSetFlags`: accepted and ignored.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSetFlags(_flags: c_uint) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuCtxGetFlags`: no flags (0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_uint) -> CUresult {
     // SAFETY: caller's out-pointer.
     status(unsafe { put(flags, 0) })
 }
 
+/// `cuCtxResetPersistingL2Cache`: no cache is modelled; always succeeds.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxResetPersistingL2Cache() -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuCtxGetStreamPriorityRange`: a GPU's range, 0 (least) to -5 (greatest); priorities have no
+/// effect.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
     least: *mut c_int,
     greatest: *mut c_int,
 ) -> CUresult {
-    // Either pointer may be null.
+    // SAFETY: each pointer is null or the caller's out-pointer to a c_int (the driver API's
+    // contract: either may be null); only non-null ones are written.
     unsafe {
         if !least.is_null() {
             *least = 0;
@@ -379,12 +415,14 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
 
 // ---- Streams and events ------------------------------------------------------------------------
 
+/// `cuStreamCreate`: a new stream handle (streams are synchronous and carry nothing).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamCreate(phStream: *mut CUstream, _flags: c_uint) -> CUresult {
     // SAFETY: caller's out-pointer.
     status(unsafe { put(phStream, leak(Stream).cast()) })
 }
 
+/// `cuStreamCreateWithPriority`: as [`cuStreamCreate`]; the priority is ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamCreateWithPriority(
     phStream: *mut CUstream,
@@ -395,6 +433,7 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(
     unsafe { cuStreamCreate(phStream, flags) }
 }
 
+/// `cuStreamDestroy_v2`: frees a handle from [`cuStreamCreate`] (null is accepted).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: CUstream) -> CUresult {
     if !hStream.is_null() {
@@ -404,16 +443,19 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: CUstream) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuStreamSynchronize`: streams are synchronous; nothing to wait for.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamSynchronize(_hStream: CUstream) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuStreamQuery`: every stream is idle (`CUDA_SUCCESS`).
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamQuery(_hStream: CUstream) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuStreamWaitEvent`: every event has completed when recorded; nothing to wait for.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamWaitEvent(
     _hStream: CUstream,
@@ -423,6 +465,7 @@ pub extern "C" fn cuStreamWaitEvent(
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuStreamIsCapturing`: no stream is ever capturing (graphs are not modelled).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamIsCapturing(
     _hStream: CUstream,
@@ -437,6 +480,7 @@ pub unsafe extern "C" fn cuStreamIsCapturing(
     })
 }
 
+/// `cuLaunchHostFunc`: calls `func(userData)` at once, the stream having no pending work.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuLaunchHostFunc(
     _hStream: CUstream,
@@ -454,6 +498,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc(
 /// `CU_EVENT_DISABLE_TIMING`.
 const EVENT_DISABLE_TIMING: c_uint = 0x2;
 
+/// `cuEventCreate`: a new event; `CU_EVENT_DISABLE_TIMING` makes it refuse
+/// [`cuEventElapsedTime_v2`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventCreate(phEvent: *mut CUevent, flags: c_uint) -> CUresult {
     let event = Event {
@@ -464,6 +510,7 @@ pub unsafe extern "C" fn cuEventCreate(phEvent: *mut CUevent, flags: c_uint) -> 
     status(unsafe { put(phEvent, leak(event).cast()) })
 }
 
+/// `cuEventDestroy_v2`: frees a handle from [`cuEventCreate`] (null is accepted).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventDestroy_v2(hEvent: CUevent) -> CUresult {
     if !hEvent.is_null() {
@@ -473,6 +520,7 @@ pub unsafe extern "C" fn cuEventDestroy_v2(hEvent: CUevent) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuEventRecord`: stores the host time in the event.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventRecord(hEvent: CUevent, _hStream: CUstream) -> CUresult {
     status((|| {
@@ -483,6 +531,7 @@ pub unsafe extern "C" fn cuEventRecord(hEvent: CUevent, _hStream: CUstream) -> C
     })())
 }
 
+/// `cuEventRecordWithFlags`: as [`cuEventRecord`]; the flags are ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventRecordWithFlags(
     hEvent: CUevent,
@@ -493,11 +542,13 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(
     unsafe { cuEventRecord(hEvent, hStream) }
 }
 
+/// `cuEventSynchronize`: a recorded event has completed; nothing to wait for.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuEventSynchronize(_hEvent: CUevent) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuEventQuery`: every event has completed (`CUDA_SUCCESS`).
 #[unsafe(no_mangle)]
 pub extern "C" fn cuEventQuery(_hEvent: CUevent) -> CUresult {
     CUresult::CUDA_SUCCESS
@@ -527,6 +578,7 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(
     })())
 }
 
+/// `cuEventElapsedTime`: as [`cuEventElapsedTime_v2`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventElapsedTime(
     pMilliseconds: *mut f32,
@@ -539,6 +591,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(
 
 // ---- Memory ------------------------------------------------------------------------------------
 
+/// `cuMemGetInfo_v2`: the 16 GiB total, and what the process's live allocations leave of it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
     let used = memory::allocated_bytes();
@@ -548,6 +601,8 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
     })
 }
 
+/// `cuMemAlloc_v2`: a new device allocation of `bytesize` bytes (host memory, 256-byte aligned,
+/// pattern-filled, between guard zones), or `CUDA_ERROR_OUT_OF_MEMORY` past 16 GiB in all.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
     let _device = memory::exclusive();
@@ -561,6 +616,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) 
     }
 }
 
+/// `cuMemAllocAsync`: as [`cuMemAlloc_v2`], at once.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAllocAsync(
     dptr: *mut CUdeviceptr,
@@ -571,6 +627,8 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     unsafe { cuMemAlloc_v2(dptr, bytesize) }
 }
 
+/// `cuMemFree_v2`: frees an allocation from [`cuMemAlloc_v2`] (0 is accepted); any other address
+/// is `CUDA_ERROR_INVALID_VALUE`.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
     let _device = memory::exclusive();
@@ -581,6 +639,7 @@ pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
     }
 }
 
+/// `cuMemFreeAsync`: as [`cuMemFree_v2`], at once.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _hStream: CUstream) -> CUresult {
     cuMemFree_v2(dptr)
@@ -594,6 +653,8 @@ fn device_range(address: CUdeviceptr, len: usize, what: &str) -> Result {
     })
 }
 
+/// `cuMemcpyHtoD_v2`: copies `count` bytes from host memory into a device allocation, which
+/// must hold the whole range (`CUDA_ERROR_INVALID_VALUE` otherwise).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     dst: CUdeviceptr,
@@ -611,6 +672,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     }))
 }
 
+/// `cuMemcpyHtoDAsync_v2`: as [`cuMemcpyHtoD_v2`], at once.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     dst: CUdeviceptr,
@@ -622,6 +684,8 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     unsafe { cuMemcpyHtoD_v2(dst, src, count) }
 }
 
+/// `cuMemcpyDtoH_v2`: copies `count` bytes from a device allocation, which must hold the whole
+/// range (`CUDA_ERROR_INVALID_VALUE` otherwise), into host memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(
     dst: *mut c_void,
@@ -639,6 +703,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
     }))
 }
 
+/// `cuMemcpyDtoHAsync_v2`: as [`cuMemcpyDtoH_v2`], at once.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     dst: *mut c_void,
@@ -650,6 +715,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     unsafe { cuMemcpyDtoH_v2(dst, src, count) }
 }
 
+/// `cuMemcpyDtoD_v2`: copies `count` bytes between device allocations (both ranges checked;
+/// overlap allowed).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyDtoD_v2(
     dst: CUdeviceptr,
@@ -667,6 +734,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
     )
 }
 
+/// `cuMemcpyDtoDAsync_v2`: as [`cuMemcpyDtoD_v2`], at once.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     dst: CUdeviceptr,
@@ -678,6 +746,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     unsafe { cuMemcpyDtoD_v2(dst, src, count) }
 }
 
+/// `cuMemsetD8_v2`: sets `count` bytes of a device allocation to `value` (range checked).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, count: usize) -> CUresult {
     let _device = memory::exclusive();
@@ -687,6 +756,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, count: usize
     }))
 }
 
+/// `cuMemsetD8Async`: as [`cuMemsetD8_v2`], at once.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD8Async(
     dst: CUdeviceptr,
@@ -698,6 +768,9 @@ pub unsafe extern "C" fn cuMemsetD8Async(
     unsafe { cuMemsetD8_v2(dst, value, count) }
 }
 
+/// `cuPointerGetAttribute`: for an address inside a device allocation, its context, memory type
+/// (device), device pointer (itself) or ordinal (0); other attributes are
+/// `CUDA_ERROR_NOT_SUPPORTED`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuPointerGetAttribute(
     data: *mut c_void,
@@ -767,6 +840,9 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> &'a [u8] {
     }
 }
 
+/// `cuModuleLoadData`: a module over a CUBIN (its entries' static shared memory is read from
+/// the image) or a PTX text (none read); the code itself is never run: launches run the emulated
+/// entry of the same name.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CUresult {
     if image.is_null() {
@@ -781,6 +857,7 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c
     status(unsafe { put(module, leak(loaded).cast()) })
 }
 
+/// `cuModuleUnload`: frees a handle from [`cuModuleLoadData`] (null is accepted).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleUnload(hmod: CUmodule) -> CUresult {
     if !hmod.is_null() {
@@ -790,6 +867,8 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: CUmodule) -> CUresult {
     CUresult::CUDA_SUCCESS
 }
 
+/// `cuModuleGetFunction`: the emulated entry named `name` (`CUDA_ERROR_NOT_FOUND` when the
+/// emulator has none), with the module's static shared memory for it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleGetFunction(
     hfunc: *mut CUfunction,
@@ -818,6 +897,9 @@ pub unsafe extern "C" fn cuModuleGetFunction(
     })())
 }
 
+/// `cuFuncSetAttribute`: `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` raises the entry's
+/// dynamic shared memory limit (up to the opt-in maximum); other attributes are accepted and
+/// ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncSetAttribute(
     hfunc: CUfunction,
@@ -845,6 +927,8 @@ pub unsafe extern "C" fn cuFuncSetAttribute(
     })())
 }
 
+/// `cuFuncGetAttribute`: the entry's `__launch_bounds__` thread limit, static and maximum
+/// dynamic shared memory, PTX and binary version (9.0); 0 for other attributes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncGetAttribute(
     pi: *mut c_int,
@@ -932,13 +1016,20 @@ unsafe fn run(
         memory::check_guards(None)
             .map_err(|why| Fault::new(FaultKind::OutOfBounds, format!("{}: {why}", entry.name)))
     };
+    // SAFETY (all three launches): `params` is cuLaunchKernel's `kernelParams`, which the caller
+    // vouches for (this function's contract); the snapshot's restore rewrites the contents of the
+    // allocations, never frees or moves them, so the pointer arguments stay valid for the second
+    // run; `crate::launch` serialises the launches themselves.
     match compare {
+        // SAFETY: see above.
         None => guards(unsafe { crate::launch(entry, config, params, schedule) }),
         Some(other) => {
             let before = memory::Snapshot::take();
+            // SAFETY: see above.
             guards(unsafe { crate::launch(entry, config, params, schedule) })?;
             let first = memory::Snapshot::take();
             before.restore();
+            // SAFETY: see above.
             guards(unsafe { crate::launch(entry, config, params, other) })?;
             let second = memory::Snapshot::take();
             match first.first_difference(&second) {
@@ -957,6 +1048,10 @@ unsafe fn run(
     }
 }
 
+/// `cuLaunchKernel`: runs the entry on the CPU under `CUDA_EMU_SCHEDULE` (and again under
+/// `CUDA_EMU_COMPARE`, failing on any difference), checks its limits and guard zones, and
+/// returns the GPU's error for a fault, the emulator's message kept for [`cuGetErrorString`].
+/// Only the `kernelParams` form is modelled, not `extra`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuLaunchKernel(
     f: CUfunction,

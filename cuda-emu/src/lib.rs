@@ -54,8 +54,11 @@ use fiber::StackPool;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dim3 {
+    /// The fastest-varying axis (`threadIdx.x`, `blockIdx.x`, `blockDim.x`, `gridDim.x`).
     pub x: u32,
+    /// The middle axis.
     pub y: u32,
+    /// The slowest-varying axis.
     pub z: u32,
 }
 
@@ -99,7 +102,9 @@ impl fmt::Display for Dim3 {
 /// How a kernel is launched.
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchConfig {
+    /// Blocks in the grid (`gridDim`).
     pub grid: Dim3,
+    /// Threads in each block (`blockDim`).
     pub block: Dim3,
     /// Dynamic shared memory of each block.
     pub dynamic_shared_bytes: usize,
@@ -112,8 +117,11 @@ pub struct LaunchConfig {
 
 /// The limits of the modelled GPU (an H200, compute capability 9.0).
 pub mod limits {
+    /// Threads in one block, all axes together.
     pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
+    /// The largest `blockDim` on each axis (x, y, z).
     pub const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
+    /// The largest `gridDim` on each axis (x, y, z).
     pub const MAX_GRID_DIM: [u32; 3] = [i32::MAX as u32, 65535, 65535];
     /// Shared memory a block gets without opting in.
     pub const DEFAULT_SHARED_BYTES: usize = 48 * 1024;
@@ -207,11 +215,14 @@ pub enum FaultKind {
 /// A failed launch: what and where, in one message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fault {
+    /// What went wrong, which decides the CUDA error the stand-in driver returns.
     pub kind: FaultKind,
+    /// The whole message: the kernel, and where it is known the block, thread and source line.
     pub message: String,
 }
 
 impl Fault {
+    /// A fault of `kind` with `message` as its whole text.
     pub fn new(kind: FaultKind, message: impl Into<String>) -> Fault {
         Fault {
             kind,

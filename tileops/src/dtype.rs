@@ -17,17 +17,31 @@ use std::str::FromStr;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// `float32`: IEEE 754 binary32.
     Float32,
+    /// `float16`: IEEE 754 binary16 (`half::f16`).
     Float16,
+    /// `bfloat16`: the upper half of a binary32, 8 exponent and 7 mantissa bits (`half::bf16`).
     BFloat16,
+    /// `float64`: IEEE 754 binary64.
     Float64,
+    /// `int8`: signed 8-bit integer.
     Int8,
+    /// `int16`: signed 16-bit integer.
     Int16,
+    /// `int32`: signed 32-bit integer.
     Int32,
+    /// `int64`: signed 64-bit integer.
     Int64,
+    /// `uint8`: unsigned 8-bit integer.
     UInt8,
+    /// `bool`: one byte, 0 or 1.
     Bool,
+    /// `float8_e4m3fn`: fp8 with 4 exponent and 3 mantissa bits, finite only (no infinities; one
+    /// NaN pattern per sign), max 448.
     Float8E4M3Fn,
+    /// `float8_e5m2`: fp8 with 5 exponent and 2 mantissa bits, IEEE-like (infinities and NaNs),
+    /// max 57344.
     Float8E5M2,
 }
 
