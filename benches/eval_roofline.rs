@@ -48,12 +48,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let measuring = std::env::args().any(|a| a == "--bench");
     let device = Device::cpu();
     let x = TensorSpec::new([32, 32, 4096], DType::BFloat16);
-    let softmax = tileops::ops::Softmax::new(&device, x.clone(), -1)?;
+    let softmax = tileops::ops::Softmax::new(x.clone(), -1, &device)?;
     let rms_norm = tileops::ops::RmsNorm::new(
-        &device,
         TensorSpec::new([2048, 4096], DType::BFloat16),
         TensorSpec::new([4096], DType::BFloat16),
         1e-6,
+        &device,
     )?;
     let reduction = MultiDimSum {
         x,

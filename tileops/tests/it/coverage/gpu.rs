@@ -647,7 +647,7 @@ fn run_reduction(
     let spec = x.spec().clone();
     macro_rules! run {
         ($op:ident) => {{
-            let op = $op::new(device, spec, dim, keepdim).expect("valid plan");
+            let op = $op::new(spec, dim, keepdim, device).expect("valid plan");
             let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
             op.forward_into(x, &mut y).expect("launch");
             (

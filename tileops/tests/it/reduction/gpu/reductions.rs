@@ -148,7 +148,7 @@ fn run_reduction(
     let spec = x.spec().clone();
     macro_rules! run {
         ($op:ident) => {{
-            let op = $op::new(device, spec, dim.clone(), keepdim).expect("valid plan");
+            let op = $op::new(spec, dim.clone(), keepdim, device).expect("valid plan");
             let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
             op.forward_into(x, &mut y).expect("launch");
             device.synchronize().expect("kernel ran");
