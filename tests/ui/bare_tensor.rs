@@ -1,10 +1,6 @@
 use tileops::TensorSpec;
 
-#[tileops::roofline_op(
-    "bare_tensor",
-    manifest = "tests/ui/manifests/formulas.yaml",
-    register = false
-)]
+#[tileops::roofline_op("bare_tensor", manifest = "tests/ui/manifests/formulas.yaml", register = false)]
 pub struct Op {
     pub x: TensorSpec,
 }

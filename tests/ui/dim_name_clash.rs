@@ -1,10 +1,6 @@
 use tileops::TensorSpec;
 
-#[tileops::roofline_op(
-    "dim_name_clash",
-    manifest = "tests/ui/manifests/model.yaml",
-    register = false
-)]
+#[tileops::roofline_op("dim_name_clash", manifest = "tests/ui/manifests/model.yaml", register = false)]
 pub struct Op {
     pub x: TensorSpec,
 }

@@ -2,11 +2,7 @@
 // attribute expands without error: the snapshot's only error is the deliberate one in `main`.
 use tileops::TensorSpec;
 
-#[tileops::roofline_op(
-    "keyword_input",
-    manifest = "tests/manifests/tileops_constructs.yaml",
-    register = false
-)]
+#[tileops::roofline_op("keyword_input", manifest = "tests/manifests/tileops_constructs.yaml", register = false)]
 pub struct Op {
     pub r#type: TensorSpec,
     pub r#match: i64,

@@ -1,10 +1,6 @@
 use tileops::TensorSpec;
 
-#[tileops::roofline_op(
-    "same_as_self",
-    manifest = "tests/ui/manifests/model.yaml",
-    register = false
-)]
+#[tileops::roofline_op("same_as_self", manifest = "tests/ui/manifests/model.yaml", register = false)]
 pub struct Op {
     pub x: TensorSpec,
 }
