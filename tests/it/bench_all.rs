@@ -380,10 +380,15 @@ fn interrupted_by(signal: i32, name: &str) {
         }
         all
     });
-    // The first row line; the manifest has 132 rows, minutes of them in a debug build.
-    let first = log
-        .recv_timeout(Duration::from_secs(300))
-        .unwrap_or_else(|e| panic!("no row line from bench_all: {e}"));
+    // The tool first says which device it runs on, then the first row line; the manifest has
+    // 132 rows, minutes of them in a debug build.
+    let mut next_line = || {
+        log.recv_timeout(Duration::from_secs(300))
+            .unwrap_or_else(|e| panic!("no line from bench_all: {e}"))
+    };
+    let device = next_line();
+    assert!(device.starts_with("bench: running on cpu"), "{device}");
+    let first = next_line();
     assert!(first.starts_with("[1/"), "{first}");
     // SAFETY: `kill` sends a signal to the child started above, which has not been waited for,
     // so the pid is still its own.
