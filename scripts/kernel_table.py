@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turn the kernel compile check's report into tileops/docs/kernels.md.
 
-    cargo test -p tileops --test kernel_compile -- --nocapture --test-threads 1 2>&1 | python3 scripts/kernel_table.py > tileops/docs/kernels.md
+    cargo test -p tileops --test it -- kernel_compile:: -- --nocapture --test-threads 1 2>&1 | python3 scripts/kernel_table.py > tileops/docs/kernels.md
 
 Reads the per-entry ptxas lines (`entry arch regs stack spill-stores spill-loads smem`) and the
 per-entry 128-bit access counts from the PTX, and writes one table row per entry point.
@@ -33,7 +33,7 @@ if not rows:
 print("# Kernel resources\n")
 print(f"Every entry point in `tileops/kernels/`, compiled by {nvrtc} (pinned wheels, ptxas -v) on the")
 print("CPU-only development machine; no GPU involved. Regenerate with the command at the top of")
-print("`scripts/kernel_table.py`. Spills are asserted to be 0 by `tileops/tests/kernel_compile.rs`,")
+print("`scripts/kernel_table.py`. Spills are asserted to be 0 by `tileops/tests/it/kernel_compile.rs`,")
 print("which also asserts 128-bit global loads and stores for every entry declared memory-bound.\n")
 print("| entry | regs sm_90 | regs sm_80 | spill bytes (st/ld) | static smem B | 128-bit ld/st in PTX |")
 print("| --- | ---: | ---: | ---: | ---: | ---: |")

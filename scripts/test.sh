@@ -20,7 +20,7 @@ fi
 # they start.
 export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$PWD/.cuda-wheels}"
 
-# Headless Chromium for the HTML report test (tests/html_report.rs), which fails in CI without it;
+# Headless Chromium for the HTML report test (tests/it/html_report.rs), which fails in CI without it;
 # DejaVu for the chart's 10ⁿ superscripts.
 if ! command -v chromium >/dev/null 2>&1; then
     echo "== installing chromium (the HTML report test renders the page in it)"

@@ -21,7 +21,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ),
     (
         "qk_norm_rope_fp8",
-        "the manifest keeps seed 002's ledger verbatim: its lookup term 2*tokens*head_dim*4 bytes \
+        "the manifest keeps the per-row ledger of the fused case study: its lookup term 2*tokens*head_dim*4 bytes \
          is not the touched rows of the cos/sin cache, and it leaves out the positions",
     ),
 ];

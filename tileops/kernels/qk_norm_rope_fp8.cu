@@ -1,4 +1,4 @@
-// The fused case study of seed 002: for every head row (head_dim 128) of q [tokens, q_heads, 128]
+// The fused case study: for every head row (head_dim 128) of q [tokens, q_heads, 128]
 // and k [tokens, k_heads, 128], in ONE kernel and one pass over the data:
 //   RMS norm with a per-head_dim weight     n = x * rsqrt(mean(x^2) + eps) * w
 //   NeoX RoPE at the token's position        y1 = n1 cos - n2 sin, y2 = n2 cos + n1 sin
@@ -16,7 +16,7 @@
 // What one call reads: q and k once (16-byte loads), the two weights once per block (staged in
 // shared memory as f32; L2 after the first block), positions once per token (one transaction), and the token's ONE [cos | sin] table
 // row once per token, staged in shared memory for all q_heads + k_heads rows of the token. It
-// writes the codes once and one scale per row. The manifest keeps seed 002's ledger, which charges
+// writes the codes once and one scale per row. The manifest keeps its per-row ledger, which charges
 // the lookups as 2 x head_dim floats per token (cos and sin as separate head_dim-wide tables) and
 // leaves out the 8-byte positions: the kernel moves tokens x (head_dim x 4 - 8) bytes fewer than
 // the ledger says (see manifest/fused.yaml).

@@ -1,4 +1,4 @@
-//! The formula language's stated limits (`docs/formula-language.md`, "Limits"), end to end
+//! The formula language's stated limits (`tileops/docs/formula-language.md`, "Limits"), end to end
 //! through the library: a manifest entry is parsed, checked and validated, and every error it
 //! produces is rendered with the diagnostic renderer, which must not panic either.
 //!

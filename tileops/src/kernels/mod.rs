@@ -10,7 +10,7 @@
 //!
 //! The compile API (`compile`, `Target`, `Compiled`, `toolkit`, ...) is reachable but hidden from
 //! the docs: it is there so that a machine without a GPU can still compile every kernel and read
-//! ptxas's register and spill report (see `tests/kernel_compile.rs`), not for users.
+//! ptxas's register and spill report (see `tileops/tests/it/kernel_compile.rs`), not for users.
 
 pub(crate) mod blas;
 mod compile;

@@ -76,7 +76,7 @@ pub mod __rt {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Roofline {
-    /// Floating-point operations of one call (seed 000 §1.3 counting conventions).
+    /// Floating-point operations of one call (the counting conventions of tileops/docs/formula-language.md).
     pub flops: u64,
     /// Minimum bytes moved by one call: each input read once, each output written once.
     pub bytes: u64,

@@ -1,4 +1,4 @@
-//! `qk_norm_rope_fp8`: the fused case study of seed 002 — per head row of q and k, RMS norm with
+//! `qk_norm_rope_fp8`: the fused case study — per head row of q and k, RMS norm with
 //! a weight, NeoX RoPE, fp8 quantization with one scale per row, in one kernel and one pass.
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
@@ -33,7 +33,7 @@ pub struct QkNormRopeFp8Output {
     pub k_scale: Tensor,
 }
 
-/// QK-norm + RoPE + fp8 in one kernel, as in seed 002's case study: for every head row of `q`
+/// QK-norm + RoPE + fp8 in one kernel, as in the fused case study: for every head row of `q`
 /// `[tokens, q_heads, 128]` and `k` `[tokens, k_heads, 128]` (bfloat16 or float16),
 /// `n = x / sqrt(mean(x^2) + eps) * weight` (`q_weight` or `k_weight`, `[128]`), NeoX RoPE of `n`
 /// at the token's position with the float32 table `cos_sin_cache` `[max_pos, 128]` (rows
@@ -189,7 +189,7 @@ fn bad_shape(field: &'static str, spec: &TensorSpec, reason: String) -> Error {
 }
 
 impl QkNormRopeFp8 {
-    /// The roof an optimal implementation is priced against: CUDA cores (seed 002, M2).
+    /// The roof an optimal implementation is priced against: CUDA cores (elementwise, per-row work, not a matrix product).
     pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
 
     /// Starts a plan for `q` `[tokens, q_heads, 128]`, `k` `[tokens, k_heads, 128]` and the

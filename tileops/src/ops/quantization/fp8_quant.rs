@@ -18,7 +18,7 @@ const OP: &str = Fp8Quant::NAME;
 /// (round to nearest even, saturating at ±448). Outputs: `y` `[M, K]` float8_e4m3fn and `scales`
 /// `[M, K / group]` float32; `y * scale` dequantizes.
 ///
-/// NaN follows PyTorch (`torch.amax` propagates it; see docs/fp8.md): a group holding a NaN gets scale NaN and every code of the group NaN (0x7F), so the
+/// NaN follows PyTorch (`torch.amax` propagates it; see tileops/docs/fp8.md): a group holding a NaN gets scale NaN and every code of the group NaN (0x7F), so the
 /// NaN stays visible after dequantization instead of hiding behind a scale computed from the other
 /// values (`[NaN, 1, 2, 3]` gives scale NaN, not 3 / 448). Other groups are unaffected. An
 /// infinity (in a group without NaN) makes its group's scale infinite: its finite codes 0, its own
