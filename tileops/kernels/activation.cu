@@ -8,6 +8,7 @@
 //                x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u)))
 //   silu_*       x / (1 + exp(-x))
 //   sigmoid_*    1 / (1 + exp(-x))
+//   neg_*        -x (a sign flip: exact, NaN and infinities kept)
 //
 // The deep negative tail matches PyTorch's CUDA kernels, which evaluate sigmoid and silu in f32
 // exactly as written here, with expf and IEEE division: where the f32 denominator 1 + expf(-x)
@@ -30,7 +31,7 @@
 
 using namespace tileops;
 
-enum Act { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSilu = 3, kSigmoid = 4 };
+enum Act { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSilu = 3, kSigmoid = 4, kNeg = 5 };
 
 template <int A>
 __device__ __forceinline__ float act(float v) {
@@ -43,6 +44,8 @@ __device__ __forceinline__ float act(float v) {
         // v / (1 + exp(-2u)), IEEE division (see the top); -inf gives -inf / inf = NaN, as the
         // tanh form does (-inf * 0).
         return v / (1.0f + expf(-2.0f * u));
+    } else if (A == kNeg) {
+        return -v;
     } else if (A == kSilu) {
         // PyTorch's x / (1 + exp(-x)): -0 once the denominator overflows, NaN at -inf.
         return v / (1.0f + expf(-v));
@@ -100,7 +103,8 @@ __device__ __forceinline__ void unary(const T* __restrict__ x, T* __restrict__ y
     TILEOPS_ACT_ENTRY(gelu_erf_##SUFFIX, kGeluErf, T)  \
     TILEOPS_ACT_ENTRY(gelu_tanh_##SUFFIX, kGeluTanh, T) \
     TILEOPS_ACT_ENTRY(silu_##SUFFIX, kSilu, T)         \
-    TILEOPS_ACT_ENTRY(sigmoid_##SUFFIX, kSigmoid, T)
+    TILEOPS_ACT_ENTRY(sigmoid_##SUFFIX, kSigmoid, T)   \
+    TILEOPS_ACT_ENTRY(neg_##SUFFIX, kNeg, T)
 
 TILEOPS_ACT_ENTRIES(float, f32)
 TILEOPS_ACT_ENTRIES(__half, f16)

@@ -200,7 +200,7 @@ pub static FUSED_ADD_RMS_NORM: KernelSource = KernelSource {
     },
 };
 
-/// `activation.cu`: relu, gelu (erf and tanh forms), silu, sigmoid.
+/// `activation.cu`: relu, gelu (erf and tanh forms), silu, sigmoid, neg.
 pub static ACTIVATION: KernelSource = KernelSource {
     file: "activation.cu",
     source: include_str!("../../kernels/activation.cu"),
@@ -210,6 +210,7 @@ pub static ACTIVATION: KernelSource = KernelSource {
         "gelu_tanh": loads true, stores true;
         "silu": loads true, stores true;
         "sigmoid": loads true, stores true;
+        "neg": loads true, stores true;
     },
 };
 

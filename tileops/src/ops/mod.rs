@@ -41,20 +41,15 @@ pub mod reference {
 mod backend;
 mod launch;
 
-pub use elementwise::{
-    Gelu, GeluApproximate, Relu, Sigmoid, Silu, SiluAndMul, gelu, relu, sigmoid, silu, silu_and_mul,
-};
-pub use fused::{QkNormRopeFp8, QkNormRopeFp8Builder, QkNormRopeFp8Output, qk_norm_rope_fp8};
-pub use gemm::{Gemm, GemmOptions, gemm};
-pub use normalization::{
-    FusedAddRmsNorm, LayerNorm, RmsNorm, fused_add_rms_norm, layer_norm, rms_norm,
-};
-pub use position_encoding::{Rope, rope};
-pub use quantization::{Fp8Quant, fp8_quant};
-pub use reduction::{
-    Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Softmax, Sum, amax, log_softmax, logsumexp, mean,
-    softmax, sum,
-};
+// Each family's plans and one-shot helpers, re-exported whole: a new op is added to its family's
+// module only.
+pub use elementwise::*;
+pub use fused::*;
+pub use gemm::*;
+pub use normalization::*;
+pub use position_encoding::*;
+pub use quantization::*;
+pub use reduction::*;
 
 use crate::{DType, Device, Error, Tensor, TensorSpec};
 

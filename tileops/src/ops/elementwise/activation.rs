@@ -1,4 +1,4 @@
-//! The elementwise activations `relu`, `gelu` (erf and tanh forms), `silu` and `sigmoid`: one
+//! The elementwise activations `relu`, `gelu` (erf and tanh forms), `silu`, `sigmoid` and `neg`: one
 //! input of any shape, one output of the same shape and dtype. What they share (the API, the two
 //! backends, the bench hooks) is written once in `pointwise_op!`; each op only names its kernel
 //! and its f64 reference.
@@ -188,6 +188,24 @@ activation!(
     Relu,
     "relu",
     reference::relu
+);
+
+activation!(
+    /// `neg(x) = -x` (as `torch.neg`): a sign flip, exact in every dtype.
+    ///
+    /// ```
+    /// use tileops::ops::Neg;
+    /// use tileops::{DType, Device, Tensor, TensorSpec};
+    ///
+    /// let device = Device::cpu();
+    /// let neg = Neg::new(TensorSpec::new([3], DType::Float32), &device)?;
+    /// let x = Tensor::from_f32_slice(&[-1.0, 0.5, f32::INFINITY], [3], &device)?;
+    /// assert_eq!(neg.forward(&x)?.to_vec_f32()?, vec![1.0, -0.5, f32::NEG_INFINITY]);
+    /// # Ok::<(), tileops::Error>(())
+    /// ```
+    Neg,
+    "neg",
+    reference::neg
 );
 
 activation!(
@@ -398,6 +416,8 @@ mod tests {
                 let spec = TensorSpec::new(shape, dtype);
                 let relu = Relu::new(spec.clone(), &cpu).unwrap();
                 check("relu", |x| relu.forward(x).unwrap(), reference::relu, &spec);
+                let neg = Neg::new(spec.clone(), &cpu).unwrap();
+                check("neg", |x| neg.forward(x).unwrap(), reference::neg, &spec);
                 let silu = Silu::new(spec.clone(), &cpu).unwrap();
                 check("silu", |x| silu.forward(x).unwrap(), reference::silu, &spec);
                 let sigmoid = Sigmoid::new(spec.clone(), &cpu).unwrap();

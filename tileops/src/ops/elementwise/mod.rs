@@ -4,7 +4,7 @@ mod activation;
 pub(crate) mod reference;
 mod silu_and_mul;
 
-pub use activation::{Gelu, GeluApproximate, Relu, Sigmoid, Silu};
+pub use activation::{Gelu, GeluApproximate, Neg, Relu, Sigmoid, Silu};
 pub use silu_and_mul::SiluAndMul;
 
 use crate::{Error, Tensor};
@@ -39,6 +39,20 @@ pub fn gelu(x: &Tensor, approximate: GeluApproximate) -> Result<Tensor, Error> {
 /// ```
 pub fn relu(x: &Tensor) -> Result<Tensor, Error> {
     Relu::new(x.spec().clone(), x.device())?.forward(x)
+}
+
+/// `-x` in one call: plans a [`Neg`] for `x`'s spec on its device and runs it.
+///
+/// ```
+/// use tileops::{Device, Tensor};
+///
+/// let device = Device::cpu();
+/// let x = Tensor::from_f32_slice(&[-1.0, 0.5], [2], &device)?;
+/// assert_eq!(tileops::ops::neg(&x)?.to_vec_f32()?, vec![1.0, -0.5]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn neg(x: &Tensor) -> Result<Tensor, Error> {
+    Neg::new(x.spec().clone(), x.device())?.forward(x)
 }
 
 /// `1 / (1 + exp(-x))` in one call: plans a [`Sigmoid`] for `x`'s spec on its device and runs it.

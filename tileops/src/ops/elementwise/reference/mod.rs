@@ -14,6 +14,11 @@
 //! subnormals included (IEEE division, not `__fdividef`, which returns 0 once the denominator
 //! exceeds 2^126). tileops's kernels (activation.cu, silu_and_mul.cu) do the same.
 
+/// `-x`: exact in every dtype, NaN and infinities kept.
+pub fn neg(x: f64) -> f64 {
+    -x
+}
+
 /// `max(x, 0)`, NaN kept.
 pub fn relu(x: f64) -> f64 {
     if x < 0.0 { 0.0 } else { x }
