@@ -382,7 +382,7 @@ fn interrupted_by(signal: i32, name: &str) {
     });
     // The tool first says which device it runs on, then the first row line; the manifest has
     // 132 rows, minutes of them in a debug build.
-    let mut next_line = || {
+    let next_line = || {
         log.recv_timeout(Duration::from_secs(300))
             .unwrap_or_else(|e| panic!("no line from bench_all: {e}"))
     };
