@@ -406,7 +406,7 @@ fn inline_body(
 /// The referenced dims of fixed-rank inputs. Each input that declares one is read once (its rank
 /// checked; an absent optional input is skipped); each dim takes its extent from the first input
 /// present that declares it, and every other place that declares it must agree, or the evaluation
-/// is a [`DimMismatch`](tileops::RooflineError) naming the dim, both places and both extents.
+/// is a `RooflineError::DimMismatch` naming the dim, both places and both extents.
 #[allow(clippy::too_many_arguments)]
 fn fixed_dims(
     x: &Expansion<'_>,

@@ -3,10 +3,10 @@
 //! The macro is a thin entry point over the passes of the `tileops-manifest` library (loading,
 //! the YAML model, structural checks, the formula language, validation, diagnostics). What is
 //! particular to the attribute lives here, one module each:
-//! - [`args`]: the attribute's arguments;
-//! - [`pipeline`]: the passes in order, every error collected;
-//! - [`expand`]: `eval_roofline` and the registration;
-//! - [`fallback`]: on any error, the errors plus a stub, so one mistake gives one error.
+//! - `args`: the attribute's arguments;
+//! - `pipeline`: the passes in order, every error collected;
+//! - `expand`: `eval_roofline` and the registration;
+//! - `fallback`: on any error, the errors plus a stub, so one mistake gives one error.
 //!
 //! Every problem becomes a `compile_error!` whose message starts with the YAML location; the macro
 //! never panics.
