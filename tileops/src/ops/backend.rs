@@ -170,6 +170,21 @@ pub(crate) fn workload_param<Op: ManifestOp>(
     })
 }
 
+/// Numeric param `name` of a workload row for `Op` (the manifest's default when absent), as an
+/// `f64`.
+pub(crate) fn workload_f64<Op: ManifestOp>(
+    case: &WorkloadCase,
+    name: &'static str,
+) -> Result<f64, Error> {
+    let value = workload_param::<Op>(case, name)?;
+    value.as_f64().ok_or_else(|| Error::InvalidParam {
+        op: Op::NAME,
+        field: name,
+        value: format!("{value:?}"),
+        reason: "must be a number".to_owned(),
+    })
+}
+
 /// Boolean param `name` of a workload row for `Op` (the manifest's default when absent).
 pub(crate) fn workload_bool<Op: ManifestOp>(
     case: &WorkloadCase,

@@ -5,7 +5,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, QK_NORM_ROPE_FP8};
-use crate::ops::backend::{self, Backends, exact_inputs, workload_param};
+use crate::ops::backend::{self, Backends, exact_inputs, workload_f64};
 use crate::ops::launch::{grid_dim, launch};
 use crate::ops::position_encoding::rope::{
     check_positions, check_positions_spec, cos_sin_cache_rows, random_positions, rope_table,
@@ -472,13 +472,7 @@ impl FromWorkload for QkNormRopeFp8 {
     /// row, else the manifest's default.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let d = case.dtype;
-        let value = workload_param::<QkNormRopeFp8>(case, "eps")?;
-        let eps = value.as_f64().ok_or_else(|| Error::InvalidParam {
-            op: OP,
-            field: "eps",
-            value: format!("{value:?}"),
-            reason: "must be a number".to_owned(),
-        })?;
+        let eps = workload_f64::<QkNormRopeFp8>(case, "eps")?;
         QkNormRopeFp8::builder(
             case.require_input_as(OP, "q", d)?,
             case.require_input_as(OP, "k", d)?,

@@ -5,11 +5,11 @@ use cudarc::driver::CudaSlice;
 
 use super::reference;
 use super::rows::{
-    check_norm_input, check_row_param, check_same_dtype, row_launch, workload_eps, workload_input,
+    check_norm_input, check_row_param, check_same_dtype, row_launch, workload_input,
 };
 use crate::device::CudaDevice;
 use crate::kernels::FUSED_ADD_RMS_NORM;
-use crate::ops::backend::{self, Backends, exact_inputs};
+use crate::ops::backend::{self, Backends, exact_inputs, workload_f64};
 use crate::ops::check_input;
 use crate::ops::launch::launch;
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
@@ -215,7 +215,7 @@ impl FromWorkload for FusedAddRmsNorm {
             x,
             residual,
             weight,
-            workload_eps::<FusedAddRmsNorm>(case)?,
+            workload_f64::<FusedAddRmsNorm>(case, "eps")?,
             device,
         )
     }

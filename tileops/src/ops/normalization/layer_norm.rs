@@ -3,10 +3,10 @@
 use cudarc::driver::CudaSlice;
 
 use super::reference;
-use super::rows::{check_norm_input, check_row_param, row_launch, workload_eps, workload_input};
+use super::rows::{check_norm_input, check_row_param, row_launch, workload_input};
 use crate::device::CudaDevice;
 use crate::kernels::LAYER_NORM;
-use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs};
+use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs, workload_f64};
 use crate::ops::check_input;
 use crate::ops::launch::launch;
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
@@ -172,7 +172,13 @@ impl FromWorkload for LayerNorm {
         let x = workload_input(OP, case, "x", None)?;
         let weight = workload_input(OP, case, "weight", Some(&x))?;
         let bias = workload_input(OP, case, "bias", Some(&x))?;
-        LayerNorm::new(x, weight, bias, workload_eps::<LayerNorm>(case)?, device)
+        LayerNorm::new(
+            x,
+            weight,
+            bias,
+            workload_f64::<LayerNorm>(case, "eps")?,
+            device,
+        )
     }
 }
 

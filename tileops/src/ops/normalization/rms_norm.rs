@@ -7,7 +7,7 @@ use super::rows::{
 };
 use crate::device::CudaDevice;
 use crate::kernels::RMS_NORM;
-use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs};
+use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs, workload_f64};
 use crate::ops::launch::launch;
 use crate::ops::{check_extents, check_float_dtype, check_input};
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
@@ -182,7 +182,7 @@ impl FromWorkload for RmsNorm {
                 x.dtype,
             ),
         };
-        let eps = super::rows::workload_eps::<RmsNorm>(case)?;
+        let eps = workload_f64::<RmsNorm>(case, "eps")?;
         RmsNorm::new(x, weight, eps, device)
     }
 }

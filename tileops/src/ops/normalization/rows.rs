@@ -4,9 +4,8 @@
 use cudarc::driver::LaunchConfig;
 
 use crate::kernels::{self, KernelSource};
-use crate::ops::backend::workload_param;
 use crate::ops::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
-use crate::registry::{ManifestOp, WorkloadCase};
+use crate::registry::WorkloadCase;
 use crate::{DType, Error, TensorSpec};
 
 /// Checks that `param` has the dtype of `x`.
@@ -107,17 +106,6 @@ pub(super) fn check_norm_input(op: &'static str, x: &TensorSpec, eps: f64) -> Re
     check_row_len(op, x, n)?;
     check_eps(op, eps)?;
     Ok(n)
-}
-
-/// `eps` from a workload row, else the default `Op`'s manifest declares.
-pub(super) fn workload_eps<Op: ManifestOp>(case: &WorkloadCase) -> Result<f64, Error> {
-    let value = workload_param::<Op>(case, "eps")?;
-    value.as_f64().ok_or_else(|| Error::InvalidParam {
-        op: Op::NAME,
-        field: "eps",
-        value: format!("{value:?}"),
-        reason: "must be a number".to_owned(),
-    })
 }
 
 /// The spec of input `name` in a workload row, or `[N]` of the case dtype (N the last dim of
