@@ -27,6 +27,17 @@
 // per thread, then the n % V scalar tail. Launch contract (checked by the host): x and y 16-byte
 // aligned (their bases: the tensor is contiguous, so every vector is aligned), any 1-D grid and
 // block shape.
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// Relu, gelu (erf and tanh forms), silu, sigmoid, neg.
+// @entry relu_{f32,f16,bf16}: vector loads, vector stores
+// @entry gelu_erf_{f32,f16,bf16}: vector loads, vector stores
+// @entry gelu_tanh_{f32,f16,bf16}: vector loads, vector stores
+// @entry silu_{f32,f16,bf16}: vector loads, vector stores
+// @entry sigmoid_{f32,f16,bf16}: vector loads, vector stores
+// @entry neg_{f32,f16,bf16}: vector loads, vector stores
+
 #include "tileops_common.cuh"
 
 using namespace tileops;

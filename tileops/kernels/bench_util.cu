@@ -6,6 +6,11 @@
 // GPU runs them back to back and the events time the kernels, not the host's launch latency (which
 // is several microseconds and would dominate kernels under ~10 us).
 
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// The bench harness's stream-holding spin kernel (`tileops::perf::bench`).
+// @entry bench_spin: scalar
+
 extern "C" __global__ void bench_spin(unsigned long long ns) {
     unsigned long long start;
     unsigned long long now;

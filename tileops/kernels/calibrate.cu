@@ -8,6 +8,22 @@
 // fill_uniform_*: pseudo-random GEMM operands in [-1, 1). Tensor cores draw less power on zeros,
 // so a sustained rate measured on zeroed matrices would overstate the power-capped ceiling.
 
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// The calibration microbenchmarks (`tileops::perf::calibrate_gpu`).
+// @entry hbm_copy: vector loads, vector stores
+// @entry hbm_triad: vector loads, vector stores
+// @entry hbm_read: vector loads
+// @entry hbm_write: vector stores
+// @entry fma_chain_ilp1: scalar
+// @entry fma_chain_ilp2: scalar
+// @entry fma_chain_ilp4: scalar
+// @entry fma_chain_ilp8: scalar
+// @entry fma_chain_ilp16: scalar
+// @entry fill_uniform_f32: scalar
+// @entry fill_uniform_f16: scalar
+// @entry fill_uniform_bf16: scalar
+
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 

@@ -19,6 +19,13 @@
 // Launch contract (checked by the host): x, y, scales 16-byte aligned; rows kernel: blockDim.x =
 // threads per group (a power of two <= 512), blockDim.y = groups per block, blockDim.x * blockDim.y
 // a multiple of 32 and blockDim.y <= 8 when blockDim.x >= 32; loop kernel: blockDim = (1024, 1).
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// The stores are 16 e4m3 codes (one 128-bit store per 16 elements).
+// @entry fp8_quant_rows_{f32,f16,bf16}: vector loads, vector stores
+// @entry fp8_quant_loop_{f32,f16,bf16}: vector loads, vector stores
+
 #include "tileops_common.cuh"
 #include "tileops_fp8.cuh"
 

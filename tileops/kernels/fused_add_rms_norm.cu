@@ -12,6 +12,12 @@
 // Launch contract (checked by the host): x, residual, weight, y, residual_out 16-byte aligned and
 // residual_out not overlapping x or residual; blockDim.x = threads per row (a multiple of 32),
 // blockDim.y = rows per block (<= 32; 1 for the loop kernel).
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// @entry fused_add_rms_norm_rows_v4_{f32,f16,bf16}: vector loads, vector stores
+// @entry fused_add_rms_norm_loop_{f32,f16,bf16}: vector loads, vector stores
+
 #include "tileops_common.cuh"
 
 using namespace tileops;

@@ -19,6 +19,45 @@
 // Semantics follow PyTorch: amax propagates NaN; logsumexp is log(sum(exp(x - m))) + m with m the
 // max, taken as 0 when infinite, so a row of only -inf gives -inf and a +inf gives +inf; a NaN
 // reaches the sum and the result. Launch contract (checked by the host): x, y 16-byte aligned.
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// Sum, mean, amax, logsumexp. Rows kernels write one scalar per row; the scalar cols and strided
+// kernels read one element per thread.
+// @entry reduce_rows_sum_{f32,f16,bf16}: vector loads
+// @entry reduce_rows_mean_{f32,f16,bf16}: vector loads
+// @entry reduce_rows_amax_{f32,f16,bf16}: vector loads
+// @entry reduce_rows_lse_{f32,f16,bf16}: vector loads
+// @entry reduce_cols_sum_{f32,f16,bf16}: scalar
+// @entry reduce_cols_mean_{f32,f16,bf16}: scalar
+// @entry reduce_cols_amax_{f32,f16,bf16}: scalar
+// @entry reduce_cols_lse_{f32,f16,bf16}: scalar
+// @entry reduce_cols_vec_sum_{f32,f16,bf16}: vector loads, vector stores
+// @entry reduce_cols_vec_mean_{f32,f16,bf16}: vector loads, vector stores
+// @entry reduce_cols_vec_amax_{f32,f16,bf16}: vector loads, vector stores
+// @entry reduce_cols_vec_lse_{f32,f16,bf16}: vector loads, vector stores
+// @entry reduce_strided_sum_{f32,f16,bf16}: scalar
+// @entry reduce_strided_mean_{f32,f16,bf16}: scalar
+// @entry reduce_strided_amax_{f32,f16,bf16}: scalar
+// @entry reduce_strided_lse_{f32,f16,bf16}: scalar
+//   Split layouts: partial states (f32 pairs) out, combined by reduce_finish.
+// @entry reduce_rows_split_sum_{f32,f16,bf16}: vector loads
+// @entry reduce_rows_split_mean_{f32,f16,bf16}: vector loads
+// @entry reduce_rows_split_amax_{f32,f16,bf16}: vector loads
+// @entry reduce_rows_split_lse_{f32,f16,bf16}: vector loads
+// @entry reduce_cols_split_sum_{f32,f16,bf16}: scalar
+// @entry reduce_cols_split_mean_{f32,f16,bf16}: scalar
+// @entry reduce_cols_split_amax_{f32,f16,bf16}: scalar
+// @entry reduce_cols_split_lse_{f32,f16,bf16}: scalar
+// @entry reduce_cols_vec_split_sum_{f32,f16,bf16}: vector loads
+// @entry reduce_cols_vec_split_mean_{f32,f16,bf16}: vector loads
+// @entry reduce_cols_vec_split_amax_{f32,f16,bf16}: vector loads
+// @entry reduce_cols_vec_split_lse_{f32,f16,bf16}: vector loads
+// @entry reduce_finish_sum_{f32,f16,bf16}: scalar
+// @entry reduce_finish_mean_{f32,f16,bf16}: scalar
+// @entry reduce_finish_amax_{f32,f16,bf16}: scalar
+// @entry reduce_finish_lse_{f32,f16,bf16}: scalar
+
 #include "tileops_common.cuh"
 
 using namespace tileops;

@@ -8,6 +8,13 @@
 // A NaN in a row makes the row NaN; an inf makes its own element NaN and the others 0 (as PyTorch).
 // Launch contract (checked by the host): x, weight, y 16-byte aligned; blockDim.x = threads per row
 // (a multiple of 32), blockDim.y = rows per block (<= 32; 1 for the loop kernel).
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// @entry rms_norm_rows_v4_{f32,f16,bf16}: vector loads, vector stores
+// @entry rms_norm_rows_v16_{f32,f16,bf16}: vector loads, vector stores
+// @entry rms_norm_loop_{f32,f16,bf16}: vector loads, vector stores
+
 #include "tileops_common.cuh"
 
 using namespace tileops;

@@ -15,6 +15,13 @@
 //
 // Launch contract (checked by the host): grid.x blocks stride over tokens; blockDim.x a multiple of
 // 32; dynamic shared memory head_dim floats; x, y, positions and the table 16-byte aligned.
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// @entry rope_vec_{f32,f16,bf16}: vector loads, vector stores
+//   One element pair per thread: head_dim / 2 not a multiple of the vector width.
+// @entry rope_scalar_{f32,f16,bf16}: scalar
+
 #include "tileops_common.cuh"
 
 using namespace tileops;

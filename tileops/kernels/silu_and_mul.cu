@@ -10,6 +10,13 @@
 // Both: blockIdx.x/threadIdx.x walk the columns of a row (a grid-stride loop), blockIdx.y walks
 // the rows (a grid-stride loop over gridDim.y). Launch contract (checked by the host): x and y
 // 16-byte aligned; 1-D blocks.
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// @entry silu_and_mul_vec_{f32,f16,bf16}: vector loads, vector stores
+//   One element per thread: for halves that are not a whole number of 16-byte vectors.
+// @entry silu_and_mul_scalar_{f32,f16,bf16}: scalar
+
 #include "tileops_common.cuh"
 
 using namespace tileops;

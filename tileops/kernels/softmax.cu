@@ -15,6 +15,26 @@
 // Semantics follow PyTorch: a row that holds a NaN or +inf, or is all -inf, becomes all NaN.
 // Launch contract (checked by the host): x, y 16-byte aligned; rows kernels take blockDim.x = threads
 // per row (a multiple of 32), blockDim.y = rows per block (<= 32); gridDim.x * blockDim.y >= rows.
+
+// The entry points, with the global accesses each is written to issue: tileops's build script
+// reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
+// Softmax and log_softmax, one body each with the output step as a template parameter, so every
+// `softmax_*` entry has a `log_softmax_*` twin with the same access pattern.
+// @entry softmax_rows_v4_{f32,f16,bf16}: vector loads, vector stores
+// @entry softmax_rows_v16_{f32,f16,bf16}: vector loads, vector stores
+//   Writes one (max, sum) pair per block.
+// @entry softmax_partial_{f32,f16,bf16}: vector loads
+// @entry softmax_finalize_{f32,f16,bf16}: vector loads, vector stores
+//   One element per thread: for inner extents that are not a multiple of a 16-byte vector.
+// @entry softmax_cols_{f32,f16,bf16}: scalar
+// @entry softmax_cols_vec_{f32,f16,bf16}: vector loads, vector stores
+// @entry log_softmax_rows_v4_{f32,f16,bf16}: vector loads, vector stores
+// @entry log_softmax_rows_v16_{f32,f16,bf16}: vector loads, vector stores
+// @entry log_softmax_partial_{f32,f16,bf16}: vector loads
+// @entry log_softmax_finalize_{f32,f16,bf16}: vector loads, vector stores
+// @entry log_softmax_cols_{f32,f16,bf16}: scalar
+// @entry log_softmax_cols_vec_{f32,f16,bf16}: vector loads, vector stores
+
 #include "tileops_common.cuh"
 
 using namespace tileops;

@@ -67,7 +67,7 @@ fn every_kernel_file_is_embedded_and_current() {
         let source = SOURCES
             .iter()
             .find(|s| s.file == file)
-            .unwrap_or_else(|| panic!("{file} is not in tileops::kernels::SOURCES: add it there"));
+            .unwrap_or_else(|| panic!("{file} is not in tileops::kernels::SOURCES (rebuild)"));
         let on_disk = std::fs::read_to_string(dir.join(file)).expect("readable kernel file");
         assert_eq!(
             source.source, on_disk,
@@ -130,7 +130,7 @@ fn kernels_compile_for_sm90_and_sm80_without_spills() {
             for u in &usage {
                 if !source.entries.iter().any(|e| e.name == u.function) {
                     problems.push(format!(
-                        "{}: entry {} is not declared in SOURCES",
+                        "{}: entry {} has no `@entry` line in its file",
                         source.file, u.function
                     ));
                 }

@@ -27,4 +27,8 @@ mod coverage;
 mod huge_shapes;
 mod interop;
 mod kernel_compile;
+// The build script's reader of the kernel files' `@entry` lines, here for its unit tests (a build
+// script's own tests never run).
+#[path = "../../build/kernel_entries.rs"]
+mod kernel_entries;
 mod library_search;
