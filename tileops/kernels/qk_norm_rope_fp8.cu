@@ -31,7 +31,7 @@
 
 // The entry points, with the global accesses each is written to issue: tileops's build script
 // reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
-// 2-byte inputs only (the seed's ledger counts 2-byte q and k).
+// 2-byte inputs only (fused.yaml's per-row ledger counts 2-byte q and k).
 // @entry qk_norm_rope_fp8_f16: vector loads, vector stores
 // @entry qk_norm_rope_fp8_bf16: vector loads, vector stores
 

@@ -189,6 +189,21 @@ impl FromWorkload for SiluAndMul {
 
 unary_bench_op!(SiluAndMul, |op| op.y);
 
+/// SwiGLU of `x` (`[..., 2N]`: gate then up) in one call, `silu(gate) * up` of shape `[..., N]`:
+/// plans a [`SiluAndMul`] for `x`'s spec on its device and runs it.
+///
+/// ```
+/// use tileops::{Device, Tensor};
+///
+/// let device = Device::cpu();
+/// let x = Tensor::from_f32_slice(&[0.0, 30.0, 5.0, 2.0], [1, 4], &device)?;
+/// assert_eq!(tileops::ops::silu_and_mul(&x)?.to_vec_f32()?, vec![0.0, 60.0]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn silu_and_mul(x: &Tensor) -> Result<Tensor, Error> {
+    SiluAndMul::new(x.spec().clone(), x.device())?.forward(x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,8 +17,8 @@ use crate::{DType, Device, Error, Tensor, TensorSpec};
 
 const OP: &str = QkNormRopeFp8::NAME;
 
-/// The head row length the kernel (and the seed's per-row FLOP ledger) is written for.
-pub const HEAD_DIM: usize = 128;
+/// The head row length the kernel (and the per-row FLOP ledger of manifest/fused.yaml) is written for.
+pub(crate) const HEAD_DIM: usize = 128;
 
 /// The four outputs of [`QkNormRopeFp8`].
 #[derive(Debug)]
@@ -41,7 +41,7 @@ pub struct QkNormRopeFp8Output {
 /// scale per row, `scale = max(amax / 448, 1 / (448 * 512))`, codes `saturate(y * (1 / scale))`.
 /// Nothing between the stages is rounded or written: the kernel keeps each row in f32 registers.
 ///
-/// Its roofline is the seed's ledger (manifest/fused.yaml): the ledger charges the RoPE lookups
+/// Its roofline is the per-row ledger of manifest/fused.yaml: the ledger charges the RoPE lookups
 /// as two `head_dim`-wide float32 tables per token and leaves out the positions, so it counts
 /// `tokens * (128 * 4 - 8)` bytes more than the kernel moves (the kernel reads one 512-byte
 /// `[cos | sin]` row and one 8-byte position per token).
@@ -69,7 +69,7 @@ pub struct QkNormRopeFp8Output {
 /// .eps(1e-6)
 /// .build(&device)?;
 /// let r = op.eval_roofline()?;
-/// assert_eq!(r.flops, 1155 * 2 * 5); // the seed's 1155 FLOP per head row
+/// assert_eq!(r.flops, 1155 * 2 * 5); // the ledger's 1155 FLOP per head row
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[crate::roofline_op("qk_norm_rope_fp8")]
@@ -260,7 +260,7 @@ impl QkNormRopeFp8 {
                     field,
                     spec,
                     format!(
-                        "head_dim must be {HEAD_DIM} (the kernel and the seed's ledger are for 128)"
+                        "head_dim must be {HEAD_DIM} (the kernel and its manifest ledger are for 128)"
                     ),
                 ));
             }
@@ -524,6 +524,50 @@ impl BenchOp for QkNormRopeFp8 {
     }
 }
 
+/// QK-norm + RoPE + fp8 in one call: plans a [`QkNormRopeFp8`] for the tensors' specs on `q`'s
+/// device (norm epsilon `eps`) and runs it. Build the plan once with
+/// [`QkNormRopeFp8::builder`] when the same shapes run repeatedly.
+///
+/// ```
+/// use tileops::{DType, Device, Tensor, TensorSpec, ops};
+///
+/// let cpu = Device::cpu();
+/// let bf16 = |shape: &[usize]| TensorSpec::new(shape, DType::BFloat16);
+/// let q = Tensor::random(&bf16(&[2, 4, 128]), 1, &cpu)?;
+/// let k = Tensor::random(&bf16(&[2, 1, 128]), 2, &cpu)?;
+/// let ones = Tensor::full(&bf16(&[128]), 1.0, &cpu)?;
+/// let positions = Tensor::from_slice(&[0i64, 0], [2], &cpu)?;
+/// // Row 0 of the table is the identity rotation: cos 1, sin 0.
+/// let mut table = vec![0.0f32; 128];
+/// table[..64].fill(1.0);
+/// let table = Tensor::from_f32_slice(&table, [1, 128], &cpu)?;
+/// let out = ops::qk_norm_rope_fp8(&q, &k, &ones, &ones, &positions, &table, 1e-6)?;
+/// assert_eq!(out.q_scale.shape(), &[2, 4]);
+/// assert_eq!(out.k_fp8.shape(), &[2, 1, 128]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn qk_norm_rope_fp8(
+    q: &Tensor,
+    k: &Tensor,
+    q_weight: &Tensor,
+    k_weight: &Tensor,
+    positions: &Tensor,
+    cos_sin_cache: &Tensor,
+    eps: f64,
+) -> Result<QkNormRopeFp8Output, Error> {
+    QkNormRopeFp8::builder(
+        q.spec().clone(),
+        k.spec().clone(),
+        cos_sin_cache.spec().clone(),
+    )
+    .q_weight(q_weight.spec().clone())
+    .k_weight(k_weight.spec().clone())
+    .positions(positions.spec().clone())
+    .eps(eps)
+    .build(q.device())?
+    .forward(q, k, q_weight, k_weight, positions, cos_sin_cache)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,7 +612,7 @@ mod tests {
 
     #[test]
     fn the_ledger_is_the_seeds() {
-        // Seed 002: 4096 tokens, 32 + 8 heads, head_dim 128.
+        // The case study's workload: 4096 tokens, 32 + 8 heads, head_dim 128.
         let op = plan(4096, 32, 8, DType::BFloat16);
         let r = op.eval_roofline().unwrap();
         let rows = 4096u64 * 40;

@@ -249,6 +249,34 @@ impl BenchOp for FusedAddRmsNorm {
     }
 }
 
+/// The residual add fused with RMSNorm, in one call: `(y, residual_out)` with
+/// `residual_out = x + residual` and `y = rms_norm(residual_out) * weight`; plans a
+/// [`FusedAddRmsNorm`] for the tensors' specs on `x`'s device and runs it.
+///
+/// ```
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::cpu();
+/// let x = Tensor::from_f32_slice(&[1.0, 3.0], [1, 2], &device)?;
+/// let residual = Tensor::from_f32_slice(&[2.0, 1.0], [1, 2], &device)?;
+/// let weight = Tensor::full(&TensorSpec::new([2], DType::Float32), 1.0, &device)?;
+/// let (y, residual_out) = tileops::ops::fused_add_rms_norm(&x, &residual, &weight, 0.0)?;
+/// assert_eq!(residual_out.to_vec_f32()?, vec![3.0, 4.0]);
+/// let r = 12.5f32.sqrt();
+/// assert_eq!(y.to_vec_f32()?, vec![3.0 / r, 4.0 / r]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn fused_add_rms_norm(
+    x: &Tensor,
+    residual: &Tensor,
+    weight: &Tensor,
+    eps: f64,
+) -> Result<(Tensor, Tensor), Error> {
+    let spec = |t: &Tensor| t.spec().clone();
+    FusedAddRmsNorm::new(spec(x), spec(residual), spec(weight), eps, x.device())?
+        .forward(x, residual, weight)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

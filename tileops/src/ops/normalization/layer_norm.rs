@@ -208,6 +208,26 @@ impl BenchOp for LayerNorm {
     }
 }
 
+/// LayerNorm of `x` over its last dim with `weight` and `bias` (each `[N]`), in one call: plans
+/// a [`LayerNorm`] for the tensors' specs on `x`'s device and runs it.
+///
+/// ```
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::cpu();
+/// let p = TensorSpec::new([2], DType::Float32);
+/// let x = Tensor::from_f32_slice(&[1.0, 3.0], [1, 2], &device)?;
+/// let weight = Tensor::full(&p, 2.0, &device)?;
+/// let bias = Tensor::full(&p, 0.5, &device)?;
+/// let y = tileops::ops::layer_norm(&x, &weight, &bias, 0.0)?.to_vec_f32()?;
+/// assert_eq!(y, vec![-1.5, 2.5]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Result<Tensor, Error> {
+    let spec = |t: &Tensor| t.spec().clone();
+    LayerNorm::new(spec(x), spec(weight), spec(bias), eps, x.device())?.forward(x, weight, bias)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

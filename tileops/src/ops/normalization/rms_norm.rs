@@ -212,6 +212,24 @@ impl BenchOp for RmsNorm {
     }
 }
 
+/// RMSNorm of `x` over its last dim with `weight` (`[N]`), in one call: plans a [`RmsNorm`] for
+/// the tensors' specs on `x`'s device and runs it.
+///
+/// ```
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let device = Device::cpu();
+/// let x = Tensor::from_f32_slice(&[3.0, 4.0], [1, 2], &device)?;
+/// let weight = Tensor::full(&TensorSpec::new([2], DType::Float32), 1.0, &device)?;
+/// let y = tileops::ops::rms_norm(&x, &weight, 0.0)?.to_vec_f32()?;
+/// let r = 12.5f32.sqrt();
+/// assert_eq!(y, vec![3.0 / r, 4.0 / r]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor, Error> {
+    RmsNorm::new(x.spec().clone(), weight.spec().clone(), eps, x.device())?.forward(x, weight)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 
 use super::reference;
 use super::softmax::softmax_op;
+use crate::{Error, Tensor};
 
 softmax_op!(
     /// log_softmax along `dim`, as `torch.nn.functional.log_softmax(x, dim)`, in float32,
@@ -38,3 +39,19 @@ softmax_op!(
 );
 
 // Unit tests of the shared plan, for both ops, are in `softmax.rs`.
+
+/// log_softmax of `x` along `dim` (Python-style: `-1` is the last), in one call: plans a
+/// [`LogSoftmax`] for `x`'s spec on its device and runs it.
+///
+/// ```
+/// use tileops::{Device, Tensor};
+///
+/// let device = Device::cpu();
+/// let x = Tensor::from_f32_slice(&[1.0, 1.0], [2], &device)?;
+/// let y = tileops::ops::log_softmax(&x, 0)?.to_vec_f32()?;
+/// assert!(y.iter().all(|v| (v + 2f32.ln()).abs() < 1e-6));
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn log_softmax(x: &Tensor, dim: i64) -> Result<Tensor, Error> {
+    LogSoftmax::new(x.spec().clone(), dim, x.device())?.forward(x)
+}

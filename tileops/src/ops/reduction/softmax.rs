@@ -352,6 +352,21 @@ softmax_op!(
     reference::softmax
 );
 
+/// Softmax of `x` along `dim` (Python-style: `-1` is the last), in one call: plans a [`Softmax`]
+/// for `x`'s spec on its device and runs it.
+///
+/// ```
+/// use tileops::{Device, Tensor};
+///
+/// let device = Device::cpu();
+/// let x = Tensor::from_f32_slice(&[0.0, 0.0, 5.0, 5.0], [2, 2], &device)?;
+/// assert_eq!(tileops::ops::softmax(&x, -1)?.to_vec_f32()?, vec![0.5; 4]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn softmax(x: &Tensor, dim: i64) -> Result<Tensor, Error> {
+    Softmax::new(x.spec().clone(), dim, x.device())?.forward(x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
