@@ -3,7 +3,7 @@
 #
 # - the pinned NVRTC/ptxas wheels into .cuda-wheels/ (exported as TILEOPS_CUDA_WHEELS), so the
 #   kernel compile check really compiles every kernel for sm_90 and sm_80 even without a GPU;
-# - formatting and lints (cargo fmt, cargo clippy -D warnings);
+# - formatting and lints (cargo fmt, cargo clippy -D warnings, on the workspace and on downstream/);
 # - the whole workspace's tests: unit, integration (downstream crate, trybuild UI, TileOPs
 #   compatibility), doc tests; all but the GPU tests, which then run:
 # - every GPU test on the emulated CUDA device (scripts/emu-check.sh: two schedule pairs and
@@ -38,6 +38,13 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== cargo clippy on downstream/ (a user's crate, its lints denied: the code #[roofline_op] writes into it must pass them)"
+# Its own workspace, resolved with the workspace's lock file (as tests/it/downstream.rs builds it).
+cp Cargo.lock downstream/Cargo.lock
+(cd downstream && CARGO_TARGET_DIR="$PWD/../target/downstream-test/target" \
+    cargo clippy --all-targets --locked -- -D warnings)
+rm downstream/Cargo.lock
 
 echo "== cargo doc (private items too; every rustdoc warning, broken intra-doc links included, fails)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --locked

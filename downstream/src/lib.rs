@@ -9,9 +9,13 @@ use tileops::{Device, Error, Tensor, TensorSpec};
 /// a user's first op before its kernel exists).
 #[tileops::roofline_op("scaled_residual_add")]
 pub struct ScaledResidualAdd {
+    /// The input's spec.
     pub x: TensorSpec,
+    /// The residual's spec (the same shape and dtype as `x`).
     pub residual: TensorSpec,
+    /// The residual's scale.
     pub alpha: f64,
+    /// Where it runs.
     pub device: Device,
 }
 

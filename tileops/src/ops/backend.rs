@@ -12,7 +12,7 @@ use cudarc::driver::CudaSlice;
 use super::launch::check_aligned;
 use crate::device::CudaDevice;
 use crate::registry::{ManifestOp, StaticValue, WorkloadCase};
-use crate::{Device, Error, Tensor};
+use crate::{Device, Error, Tensor, TensorSpec};
 
 /// The two backends of an op with `I` inputs and `O` outputs (in and out of `forward_into`).
 pub(crate) trait Backends<const I: usize, const O: usize>: ManifestOp {
@@ -151,6 +151,19 @@ pub(crate) fn exact_inputs<Op: ManifestOp, const K: usize>(
     })
 }
 
+/// A bench's random inputs: one tensor per spec, the i-th drawn from `seed + i`, so that two
+/// inputs of one shape are not the same data.
+pub(crate) fn random_inputs<const N: usize>(
+    specs: [&TensorSpec; N],
+    seed: u64,
+    device: &Device,
+) -> Result<Vec<Tensor>, Error> {
+    (0u64..)
+        .zip(specs)
+        .map(|(i, spec)| Tensor::random(spec, seed.wrapping_add(i), device))
+        .collect()
+}
+
 /// Param `name` of a workload row for `Op`: the row's value, else the default `Op`'s manifest
 /// declares (the workload rows carry the declared defaults already; this covers a row built by
 /// hand, or one that gives `null`); [`Error::InvalidParam`] when there is neither.
@@ -212,7 +225,7 @@ macro_rules! unary_bench_op {
             }
 
             fn random_inputs(&self, seed: u64) -> Result<Vec<$crate::Tensor>, $crate::Error> {
-                Ok(vec![$crate::Tensor::random(self.x(), seed, self.device())?])
+                $crate::ops::backend::random_inputs([self.x()], seed, self.device())
             }
 
             fn run(&self, inputs: &[$crate::Tensor]) -> Result<Vec<$crate::Tensor>, $crate::Error> {

@@ -493,14 +493,11 @@ impl BenchOp for QkNormRopeFp8 {
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
         let d = &self.device;
-        Ok(vec![
-            Tensor::random(&self.q, seed, d)?,
-            Tensor::random(&self.k, seed.wrapping_add(1), d)?,
-            Tensor::random(&self.q_weight, seed.wrapping_add(2), d)?,
-            Tensor::random(&self.k_weight, seed.wrapping_add(3), d)?,
-            random_positions(self.tokens, self.max_pos, seed, d)?,
-            rope_table(&self.cos_sin_cache, d)?,
-        ])
+        let specs = [&self.q, &self.k, &self.q_weight, &self.k_weight];
+        let mut inputs = backend::random_inputs(specs, seed, d)?;
+        inputs.push(random_positions(self.tokens, self.max_pos, seed, d)?);
+        inputs.push(rope_table(&self.cos_sin_cache, d)?);
+        Ok(inputs)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

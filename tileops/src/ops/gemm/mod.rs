@@ -443,10 +443,7 @@ impl BenchOp for Gemm {
     }
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![
-            Tensor::random(&self.a, seed, &self.device)?,
-            Tensor::random(&self.b, seed.wrapping_add(1), &self.device)?,
-        ])
+        backend::random_inputs([&self.a, &self.b], seed, &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

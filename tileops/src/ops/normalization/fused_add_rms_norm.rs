@@ -5,7 +5,8 @@ use cudarc::driver::CudaSlice;
 
 use super::reference;
 use super::rows::{
-    check_norm_input, check_row_param, check_same_dtype, row_launch, workload_input,
+    check_norm_input, check_row_param, check_same_dtype, row_launch, row_norm_accessors,
+    workload_input,
 };
 use crate::device::CudaDevice;
 use crate::kernels::FUSED_ADD_RMS_NORM;
@@ -97,25 +98,9 @@ impl FusedAddRmsNorm {
         })
     }
 
-    /// The input spec the op is planned for (also the spec of the residual and both outputs).
-    pub fn x(&self) -> &TensorSpec {
-        &self.x
-    }
-
-    /// The weight spec the op is planned for.
-    pub fn weight(&self) -> &TensorSpec {
-        &self.weight
-    }
-
-    /// The epsilon.
-    pub fn eps(&self) -> f64 {
-        self.eps
-    }
-
-    /// The device the op runs on.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
+    row_norm_accessors!(
+        "The input spec the op is planned for (also the spec of the residual and both outputs)."
+    );
 
     /// `(y, residual_out)` for `x`, `residual` and `weight`, into new tensors; all must match the
     /// plan.
@@ -227,11 +212,7 @@ impl BenchOp for FusedAddRmsNorm {
     }
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![
-            Tensor::random(&self.x, seed, &self.device)?,
-            Tensor::random(&self.residual, seed.wrapping_add(1), &self.device)?,
-            Tensor::random(&self.weight, seed.wrapping_add(2), &self.device)?,
-        ])
+        backend::random_inputs([&self.x, &self.residual, &self.weight], seed, &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

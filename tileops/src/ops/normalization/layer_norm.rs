@@ -3,7 +3,9 @@
 use cudarc::driver::CudaSlice;
 
 use super::reference;
-use super::rows::{check_norm_input, check_row_param, row_launch, workload_input};
+use super::rows::{
+    check_norm_input, check_row_param, row_launch, row_norm_accessors, workload_input,
+};
 use crate::device::CudaDevice;
 use crate::kernels::LAYER_NORM;
 use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs, workload_f64};
@@ -88,29 +90,11 @@ impl LayerNorm {
         })
     }
 
-    /// The input spec the op is planned for.
-    pub fn x(&self) -> &TensorSpec {
-        &self.x
-    }
-
-    /// The weight spec the op is planned for.
-    pub fn weight(&self) -> &TensorSpec {
-        &self.weight
-    }
+    row_norm_accessors!("The input spec the op is planned for.");
 
     /// The bias spec the op is planned for.
     pub fn bias(&self) -> &TensorSpec {
         &self.bias
-    }
-
-    /// The epsilon.
-    pub fn eps(&self) -> f64 {
-        self.eps
-    }
-
-    /// The device the op runs on.
-    pub fn device(&self) -> &Device {
-        &self.device
     }
 
     /// LayerNorm of `x` with `weight` and `bias`, into a new tensor; all must match the plan.
@@ -188,11 +172,7 @@ impl BenchOp for LayerNorm {
     }
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![
-            Tensor::random(&self.x, seed, &self.device)?,
-            Tensor::random(&self.weight, seed.wrapping_add(1), &self.device)?,
-            Tensor::random(&self.bias, seed.wrapping_add(2), &self.device)?,
-        ])
+        backend::random_inputs([&self.x, &self.weight, &self.bias], seed, &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

@@ -4,6 +4,7 @@ use cudarc::driver::CudaSlice;
 
 use super::rows::{
     check_eps, check_row_len, check_row_shape, check_same_dtype, last_dim, row_launch,
+    row_norm_accessors,
 };
 use crate::device::CudaDevice;
 use crate::kernels::RMS_NORM;
@@ -87,25 +88,7 @@ impl RmsNorm {
         })
     }
 
-    /// The input spec the op is planned for.
-    pub fn x(&self) -> &TensorSpec {
-        &self.x
-    }
-
-    /// The weight spec the op is planned for.
-    pub fn weight(&self) -> &TensorSpec {
-        &self.weight
-    }
-
-    /// The epsilon.
-    pub fn eps(&self) -> f64 {
-        self.eps
-    }
-
-    /// The device the op runs on.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
+    row_norm_accessors!("The input spec the op is planned for.");
 
     /// RMSNorm of `x` with `weight`, into a new tensor; both must match the plan.
     pub fn forward(&self, x: &Tensor, weight: &Tensor) -> Result<Tensor, Error> {
@@ -193,10 +176,7 @@ impl BenchOp for RmsNorm {
     }
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![
-            Tensor::random(&self.x, seed, &self.device)?,
-            Tensor::random(&self.weight, seed.wrapping_add(1), &self.device)?,
-        ])
+        backend::random_inputs([&self.x, &self.weight], seed, &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

@@ -165,3 +165,31 @@ pub(super) fn row_launch(
     };
     Ok((entry, cfg))
 }
+
+/// The accessors every row norm has, written once: the planned `x` (documented by `$x_doc`) and
+/// `weight` specs, `eps` and the device, read from the fields the `#[roofline_op]` conventions
+/// give each of those structs.
+macro_rules! row_norm_accessors {
+    ($x_doc:literal) => {
+        #[doc = $x_doc]
+        pub fn x(&self) -> &TensorSpec {
+            &self.x
+        }
+
+        /// The weight spec the op is planned for.
+        pub fn weight(&self) -> &TensorSpec {
+            &self.weight
+        }
+
+        /// The epsilon.
+        pub fn eps(&self) -> f64 {
+            self.eps
+        }
+
+        /// The device the op runs on.
+        pub fn device(&self) -> &Device {
+            &self.device
+        }
+    };
+}
+pub(super) use row_norm_accessors;

@@ -281,7 +281,7 @@ impl BenchOp for Fp8Quant {
     }
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        Ok(vec![Tensor::random(&self.x, seed, &self.device)?])
+        backend::random_inputs([&self.x], seed, &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
