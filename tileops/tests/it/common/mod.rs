@@ -424,6 +424,17 @@ pub enum KeepWorst {
     RelativeToBound,
 }
 
+/// An fp8 result against its reference, for [`Measures::record_fp8`]: (codes, scales) got and
+/// wanted, and the limits of the two measures.
+pub struct Fp8Check<'a> {
+    pub got: (&'a [u8], &'a [f32]),
+    pub want: (&'a [u8], &'a [f32]),
+    /// The largest code distance allowed (in steps of the e4m3 number line).
+    pub code_steps: f64,
+    /// The largest relative scale error allowed.
+    pub scale_bound: f64,
+}
+
 /// Measures with a bound of their own (rope's error against the cancelling terms, fp8 codes and
 /// scales, gemm's error against `sum |a b|`): one row per case, the failures, the worst value per
 /// op, measure and dtype.
@@ -448,6 +459,36 @@ impl Measures {
             failures: Vec::new(),
             worst: Vec::new(),
         }
+    }
+
+    /// One fp8 result as two measures: `codes`, the worst [`code_distance`] (at most
+    /// `check.code_steps`), and `scale`, the worst relative scale error (at most
+    /// `check.scale_bound`). The worst code's detail gives both codes and their values, after
+    /// `input(i)` (a description of element `i`'s input, or nothing).
+    pub fn record_fp8(
+        &mut self,
+        op: &str,
+        case: &str,
+        dtype: DType,
+        check: Fp8Check<'_>,
+        input: impl Fn(usize) -> String,
+    ) {
+        let (got_codes, got_scales) = check.got;
+        let (want_codes, want_scales) = check.want;
+        let (steps, i) = worst_codes(got_codes, want_codes);
+        let detail = format!(
+            "{}got {:#04x} = {}, want {:#04x} = {}",
+            input(i),
+            got_codes[i],
+            norm_act::fp8_e4m3_value(got_codes[i]),
+            want_codes[i],
+            norm_act::fp8_e4m3_value(want_codes[i])
+        );
+        let codes = (f64::from(steps), i);
+        self.record(op, case, dtype, "codes", codes, check.code_steps, detail);
+        let e = worst_scale_error(got_scales, want_scales);
+        let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
+        self.record(op, case, dtype, "scale", e, check.scale_bound, detail);
     }
 
     /// One case: `what` names the measure, `err` its worst value at an element, `bound` its limit.

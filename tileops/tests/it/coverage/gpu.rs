@@ -29,15 +29,13 @@ use std::collections::HashSet;
 
 use crate::common::{ACTIVATIONS, KeepWorst, Measures, POISON_CODE, activation_forward, download};
 use crate::common::{DTYPES, POISON, Report, Special, bound, element_error, floor, gpu_or_skip};
-use crate::common::{code_distance, worst_scaled};
+use crate::common::{Fp8Check, code_distance, worst_scaled};
 use crate::common::{gemm_bound, input_with, lined_up, make_input, reduction_sets, rope_table};
-use crate::common::{
-    row_specials, softmax_lines, worst_by, worst_codes, worst_error, worst_scale_error,
-};
+use crate::common::{row_specials, softmax_lines, worst_by, worst_codes, worst_error};
 use tileops::kernels::{self, KernelSource};
 use tileops::ops::reference as norm_act;
+use tileops::ops::reference as rope_fp8;
 use tileops::ops::reference::{self as reference_reduction, ReduceKind};
-use tileops::ops::reference::{self as rope_fp8, fp8_e4m3_value};
 use tileops::ops::{
     Amax, Fp8Quant, FusedAddRmsNorm, Gemm, LayerNorm, LogSoftmax, Logsumexp, Mean, QkNormRopeFp8,
     QkNormRopeFp8Output, ReduceDim, RmsNorm, Rope, SiluAndMul, Softmax, Sum, reference,
@@ -950,27 +948,15 @@ fn fp8_quant_cases(device: &Device) -> Measures {
             let got_codes = y.to_bytes().expect("codes");
             let got_scales = s.to_vec_f32().expect("scales");
             let label = format!("[{m}, {k}] group_size={group_size} +edges");
-            let c = worst_codes(&got_codes, &want_codes);
-            let detail = format!(
-                "x = {}, got {:#04x} = {}, want {:#04x} = {}",
-                exact[c.1],
-                got_codes[c.1],
-                fp8_e4m3_value(got_codes[c.1]),
-                want_codes[c.1],
-                fp8_e4m3_value(want_codes[c.1])
-            );
-            report.record(
-                "fp8_quant",
-                &label,
-                dtype,
-                "codes",
-                (f64::from(c.0), c.1),
-                0.0,
-                detail,
-            );
-            let e = worst_scale_error(&got_scales, &want_scales);
-            let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
-            report.record("fp8_quant", &label, dtype, "scale", e, 0.0, detail);
+            let check = Fp8Check {
+                got: (&got_codes, &got_scales),
+                want: (&want_codes, &want_scales),
+                code_steps: 0.0,
+                scale_bound: 0.0,
+            };
+            report.record_fp8("fp8_quant", &label, dtype, check, |i| {
+                format!("x = {}, ", exact[i])
+            });
         }
     }
     report
@@ -1084,22 +1070,15 @@ fn fused_cases(device: &Device) -> Measures {
                 let got_codes = codes_t.to_bytes().expect("codes");
                 let got_scales = scales_t.to_vec_f32().expect("scales");
                 let case = format!("{label} {name}");
-                let d = worst_codes(&got_codes, &want_codes);
-                let detail = format!("got {:#04x}, want {:#04x}", got_codes[d.1], want_codes[d.1]);
                 // The norm sums in f32 on the GPU, f64 here: a value on a rounding midpoint may
                 // land one code away.
-                report.record(
-                    "qk_norm_rope_fp8",
-                    &case,
-                    dtype,
-                    "codes",
-                    (f64::from(d.0), d.1),
-                    1.0,
-                    detail,
-                );
-                let e = worst_scale_error(&got_scales, &want_scales);
-                let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
-                report.record("qk_norm_rope_fp8", &case, dtype, "scale", e, 1e-5, detail);
+                let check = Fp8Check {
+                    got: (&got_codes, &got_scales),
+                    want: (&want_codes, &want_scales),
+                    code_steps: 1.0,
+                    scale_bound: 1e-5,
+                };
+                report.record_fp8("qk_norm_rope_fp8", &case, dtype, check, |_| String::new());
             }
         }
     }

@@ -6,8 +6,8 @@
 //! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
 //! it fails instead. `-- --nocapture` prints one line per case and `WORST <op> <dtype>` lines.
 
+use crate::common::{Fp8Check, rope_table};
 use crate::common::{KeepWorst, Measures, POISON, POISON_CODE, gpu_or_skip};
-use crate::common::{rope_table, worst_codes, worst_scale_error};
 use crate::position_encoding::gpu::{positions, random_values, upload};
 use crate::quantization::gpu::codes;
 // The per-dtype bounds of `reduction::gpu::softmax` (`common::bound`).
@@ -105,20 +105,15 @@ pub(crate) fn fused_cases(device: &Device) -> Measures {
                 let got_codes = codes(codes_t);
                 let got_scales = scales_t.to_vec_f32().expect("scales");
                 let case = format!("{label} {name}");
-                let d = worst_codes(&got_codes, &want_codes);
-                let detail = format!("got {:#04x}, want {:#04x}", got_codes[d.1], want_codes[d.1]);
-                report.record(
-                    "qk_norm_rope_fp8",
-                    &case,
-                    dtype,
-                    "codes",
-                    (f64::from(d.0), d.1),
-                    1.0,
-                    detail,
-                );
-                let e = worst_scale_error(&got_scales, &want_scales);
-                let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
-                report.record("qk_norm_rope_fp8", &case, dtype, "scale", e, 1e-5, detail);
+                // The norm sums in f32 on the GPU, f64 here: a value on a rounding midpoint may
+                // land one code away.
+                let check = Fp8Check {
+                    got: (&got_codes, &got_scales),
+                    want: (&want_codes, &want_scales),
+                    code_steps: 1.0,
+                    scale_bound: 1e-5,
+                };
+                report.record_fp8("qk_norm_rope_fp8", &case, dtype, check, |_| String::new());
             }
         }
     }

@@ -6,12 +6,12 @@
 //! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
 //! it fails instead. `-- --nocapture` prints one line per case and `WORST <op> <dtype>` lines.
 
+use crate::common::Fp8Check;
 use crate::common::{DTYPES, KeepWorst, Measures, POISON, POISON_CODE, gpu_or_skip};
-use crate::common::{worst_codes, worst_scale_error};
 use crate::position_encoding::gpu::{random_values, upload};
 // The per-dtype bounds of `reduction::gpu::softmax` (`common::bound`).
 use tileops::ops::Fp8Quant;
-use tileops::ops::reference::{self, fp8_e4m3_value};
+use tileops::ops::reference;
 use tileops::{DType, Device, Tensor, TensorSpec};
 
 pub(crate) fn codes(t: &Tensor) -> Vec<u8> {
@@ -170,26 +170,13 @@ pub(crate) fn fp8_quant_cases(device: &Device) -> Measures {
                 "{shape:?} group={group_size}{}",
                 if edges { " +edges" } else { "" }
             );
-            let c = worst_codes(&got_codes, &want_codes);
-            let detail = format!(
-                "got {:#04x} = {}, want {:#04x} = {}",
-                got_codes[c.1],
-                fp8_e4m3_value(got_codes[c.1]),
-                want_codes[c.1],
-                fp8_e4m3_value(want_codes[c.1])
-            );
-            report.record(
-                "fp8_quant",
-                &label,
-                dtype,
-                "codes",
-                (f64::from(c.0), c.1),
-                0.0,
-                detail,
-            );
-            let e = worst_scale_error(&got_scales, &want_scales);
-            let detail = format!("got {}, want {}", got_scales[e.1], want_scales[e.1]);
-            report.record("fp8_quant", &label, dtype, "scale", e, 0.0, detail);
+            let check = Fp8Check {
+                got: (&got_codes, &got_scales),
+                want: (&want_codes, &want_scales),
+                code_steps: 0.0,
+                scale_bound: 0.0,
+            };
+            report.record_fp8("fp8_quant", &label, dtype, check, |_| String::new());
         }
     }
     report
