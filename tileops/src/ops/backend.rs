@@ -151,6 +151,19 @@ pub(crate) fn exact_inputs<Op: ManifestOp, const K: usize>(
     })
 }
 
+/// Asserts that `y` holds exactly `want` rounded once to its dtype, byte for byte (NaNs and
+/// signed zeros included): the CPU backends' unit tests against their f64 references.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_rounds_to(y: &Tensor, want: &[f64], case: std::fmt::Arguments<'_>) {
+    let want = Tensor::from_f64_rounded(want, y.spec(), &Device::cpu()).expect("want rounds");
+    assert_eq!(
+        y.to_bytes().expect("y's bytes"),
+        want.to_bytes().expect("want's bytes"),
+        "{case}"
+    );
+}
+
 /// A bench's random inputs: one tensor per spec, the i-th drawn from `seed + i`, so that two
 /// inputs of one shape are not the same data.
 pub(crate) fn random_inputs<const N: usize>(

@@ -452,6 +452,7 @@ pub fn silu(x: &Tensor) -> Result<Tensor, Error> {
 mod tests {
     use super::*;
     use crate::DType;
+    use crate::ops::backend::assert_rounds_to;
 
     const DTYPES: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
 
@@ -474,12 +475,7 @@ mod tests {
         let x = Tensor::from_f64_rounded(&values, spec, &cpu).unwrap();
         let y = forward(&x);
         let want: Vec<f64> = x.to_vec_f64().unwrap().into_iter().map(f).collect();
-        let want = Tensor::from_f64_rounded(&want, spec, &cpu).unwrap();
-        assert_eq!(
-            y.to_bytes().unwrap(),
-            want.to_bytes().unwrap(),
-            "{op} {spec}"
-        );
+        assert_rounds_to(&y, &want, format_args!("{op} {spec}"));
     }
 
     #[test]
