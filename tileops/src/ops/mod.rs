@@ -74,6 +74,25 @@ fn check_float_dtype(
     })
 }
 
+/// Rejects 0-d tensors, for ops that work along a dimension (`reason` says what for: "", " to
+/// normalize over").
+fn check_has_dims(
+    op: &'static str,
+    field: &'static str,
+    spec: &TensorSpec,
+    reason: &str,
+) -> Result<(), Error> {
+    if spec.rank() > 0 {
+        return Ok(());
+    }
+    Err(Error::InvalidShape {
+        op,
+        field,
+        shape: Vec::new(),
+        reason: format!("{op} needs at least one dimension{reason}"),
+    })
+}
+
 /// Rejects tensors with no elements, and extents the kernels cannot index.
 fn check_extents(op: &'static str, field: &'static str, spec: &TensorSpec) -> Result<(), Error> {
     if spec.shape.contains(&0) {

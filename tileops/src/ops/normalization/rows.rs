@@ -4,7 +4,7 @@
 use cudarc::driver::LaunchConfig;
 
 use crate::kernels::{self, KernelSource};
-use crate::ops::{RowPlan, check_extents, check_float_dtype, launch, row_plan};
+use crate::ops::{RowPlan, check_extents, check_float_dtype, check_has_dims, launch, row_plan};
 use crate::registry::WorkloadCase;
 use crate::{DType, Error, TensorSpec};
 
@@ -60,15 +60,8 @@ pub(super) fn check_row_param(
 
 /// The last dim of `x`, the row length the norm runs over; errors when `x` has rank 0.
 pub(super) fn last_dim(op: &'static str, x: &TensorSpec) -> Result<usize, Error> {
-    let Some(&n) = x.shape.last() else {
-        return Err(Error::InvalidShape {
-            op,
-            field: "x",
-            shape: Vec::new(),
-            reason: format!("{op} needs at least one dimension to normalize over"),
-        });
-    };
-    Ok(n)
+    check_has_dims(op, "x", x, " to normalize over")?;
+    Ok(x.shape[x.rank() - 1])
 }
 
 /// Checks that rows of `n` elements are indexable by an `int` in the kernels.

@@ -14,7 +14,7 @@ use crate::device::CudaDevice;
 use crate::kernels::{self, REDUCE};
 use crate::ops::backend::{self, Backends, cpu_f64, unary_bench_op, workload_param};
 use crate::ops::launch::{self, launch};
-use crate::ops::{check_extents, check_float_dtype, check_input, pow2_clamped};
+use crate::ops::{check_extents, check_float_dtype, check_has_dims, check_input, pow2_clamped};
 use crate::registry::{FromWorkload, ManifestOp, RoofKey, StaticValue, WorkloadCase};
 use crate::roofline::Value;
 use crate::{DType, Device, Error, Tensor, TensorSpec};
@@ -284,15 +284,8 @@ impl ReducePlan {
         keepdim: bool,
     ) -> Result<ReducePlan, Error> {
         check_float_dtype(op, "x", x)?;
+        check_has_dims(op, "x", x, "")?;
         let rank = x.rank();
-        if rank == 0 {
-            return Err(Error::InvalidShape {
-                op,
-                field: "x",
-                shape: Vec::new(),
-                reason: format!("{op} needs at least one dimension"),
-            });
-        }
         let dims = dim.dims();
         if dims.is_empty() {
             return Err(Error::InvalidParam {

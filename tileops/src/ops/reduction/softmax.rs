@@ -11,7 +11,7 @@ use crate::device::CudaDevice;
 use crate::kernels::{self, SOFTMAX};
 use crate::ops::backend::cpu_f64;
 use crate::ops::launch::{self, launch};
-use crate::ops::{RowPlan, check_extents, check_float_dtype, row_plan};
+use crate::ops::{RowPlan, check_extents, check_float_dtype, check_has_dims, row_plan};
 use crate::{DType, Error, Tensor, TensorSpec};
 
 /// The f64 reference of a softmax-like op over `[outer, n, inner]`: its CPU backend.
@@ -40,15 +40,8 @@ impl SoftmaxPlan {
         dim: i64,
     ) -> Result<SoftmaxPlan, Error> {
         check_float_dtype(op, "x", x)?;
+        check_has_dims(op, "x", x, "")?;
         let rank = x.rank();
-        if rank == 0 {
-            return Err(Error::InvalidShape {
-                op,
-                field: "x",
-                shape: Vec::new(),
-                reason: format!("{op} needs at least one dimension"),
-            });
-        }
         let rank_i = rank as i64;
         if !(-rank_i..rank_i).contains(&dim) {
             return Err(Error::InvalidParam {
