@@ -268,10 +268,24 @@ fn cuda_include_dir(manifest_dir: &Path) -> PathBuf {
     manifest_dir.join("../.cuda-wheels/nvidia/cu13/include")
 }
 
+/// The `.cu` files of tileops's kernels directory and its family directories
+/// (`kernels/<family>/<op>.cu`), labelled by file name as tileops compiles them.
 fn kernel_files(kernels_dir: &Path) -> Vec<KernelFile> {
-    let mut files: Vec<KernelFile> = std::fs::read_dir(kernels_dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", kernels_dir.display()))
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
+    let list = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .collect()
+    };
+    let mut files: Vec<KernelFile> = list(kernels_dir)
+        .into_iter()
+        .flat_map(|path| {
+            if path.is_dir() {
+                list(&path)
+            } else {
+                vec![path]
+            }
+        })
         .filter(|path| path.extension().is_some_and(|ext| ext == "cu"))
         .filter_map(|path| {
             let label = path.file_name()?.to_str()?.to_owned();

@@ -36,7 +36,10 @@ pub struct DeclaredEntry {
 /// A kernel file and its declarations, as the generated code names it.
 #[derive(Debug)]
 pub struct KernelFile {
-    /// File name under `tileops/kernels/` (`softmax.cu`).
+    /// Its path under `tileops/kernels/`, `/`-separated (`reduction/softmax.cu`).
+    pub path: String,
+    /// Its file name (`softmax.cu`): the name NVRTC compiles it under and errors cite, unique
+    /// across the family directories.
     pub file: String,
     /// Its entry points, in the order of its `@entry` lines.
     pub entries: Vec<DeclaredEntry>,
@@ -45,13 +48,13 @@ pub struct KernelFile {
 /// The marker of a declaration line (after the comment's `//`).
 const DIRECTIVE: &str = "@entry";
 
-/// The entry points `text` (the file `file`) declares, or every problem found, each as
-/// `kernels/<file>:<line>: <what>`.
-pub fn parse(file: &str, text: &str) -> Result<KernelFile, Vec<String>> {
+/// The entry points `text` (the file at `path` under `tileops/kernels/`) declares, or every
+/// problem found, each as `kernels/<path>:<line>: <what>`.
+pub fn parse(path: &str, text: &str) -> Result<KernelFile, Vec<String>> {
     let mut entries: Vec<DeclaredEntry> = Vec::new();
     let mut errors = Vec::new();
     for (index, line) in text.lines().enumerate() {
-        let at = |what: String| format!("kernels/{file}:{}: {what}", index + 1);
+        let at = |what: String| format!("kernels/{path}:{}: {what}", index + 1);
         let Some(comment) = line.trim_start().strip_prefix("//") else {
             continue;
         };
@@ -85,13 +88,14 @@ pub fn parse(file: &str, text: &str) -> Result<KernelFile, Vec<String>> {
     }
     if entries.is_empty() && errors.is_empty() {
         errors.push(format!(
-            "kernels/{file}: declares no entry points (add a `// {DIRECTIVE} <name>: <accesses>` \
+            "kernels/{path}: declares no entry points (add a `// {DIRECTIVE} <name>: <accesses>` \
              line per `extern \"C\" __global__` function)"
         ));
     }
     if errors.is_empty() {
         Ok(KernelFile {
-            file: file.to_owned(),
+            path: path.to_owned(),
+            file: path.rsplit('/').next().unwrap_or(path).to_owned(),
             entries,
         })
     } else {
@@ -206,8 +210,9 @@ pub fn render(files: &[KernelFile]) -> Result<String, String> {
         let name = static_name(&file.file)?;
         if names.contains(&name) {
             return Err(format!(
-                "kernels/{}: another file has the static name `{name}`",
-                file.file
+                "kernels/{}: another file has the static name `{name}` (file names must be \
+                 unique across the family directories)",
+                file.path
             ));
         }
         let _ = writeln!(
@@ -215,9 +220,11 @@ pub fn render(files: &[KernelFile]) -> Result<String, String> {
             "\n#[doc = \"`{f}`: the entry points its `@entry` lines declare.\"]\n\
              pub static {name}: KernelSource = KernelSource {{\n    \
              file: {f:?},\n    \
-             source: include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/kernels/{f}\")),\n    \
+             path: {p:?},\n    \
+             source: include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/kernels/{p}\")),\n    \
              entries: &[",
             f = file.file,
+            p = file.path,
         );
         for entry in &file.entries {
             let _ = writeln!(
@@ -281,17 +288,17 @@ mod tests {
                     // @entry h_{x}_{y}: scalar\n\
                     // @entry 9i: scalar\n\
                     // @entry a: scalar\n";
-        let errors = parse("k.cu", text).unwrap_err();
+        let errors = parse("fam/k.cu", text).unwrap_err();
         let expected = [
-            "kernels/k.cu:2: unknown directive `@entries`",
-            "kernels/k.cu:3: `c vector loads`: expected",
-            "kernels/k.cu:4: `vector loads` is listed twice",
-            "kernels/k.cu:5: `scalar` excludes the vector accesses",
-            "kernels/k.cu:6: unknown access `wide loads`",
-            "kernels/k.cu:7: `g_{x,y`: `{` without its `}`",
-            "kernels/k.cu:8: `h_{x}_{y}`: one `{...}` group at most",
-            "kernels/k.cu:9: `9i` (from `9i`) is not a C identifier",
-            "kernels/k.cu:10: `a` is declared twice",
+            "kernels/fam/k.cu:2: unknown directive `@entries`",
+            "kernels/fam/k.cu:3: `c vector loads`: expected",
+            "kernels/fam/k.cu:4: `vector loads` is listed twice",
+            "kernels/fam/k.cu:5: `scalar` excludes the vector accesses",
+            "kernels/fam/k.cu:6: unknown access `wide loads`",
+            "kernels/fam/k.cu:7: `g_{x,y`: `{` without its `}`",
+            "kernels/fam/k.cu:8: `h_{x}_{y}`: one `{...}` group at most",
+            "kernels/fam/k.cu:9: `9i` (from `9i`) is not a C identifier",
+            "kernels/fam/k.cu:10: `a` is declared twice",
         ];
         assert_eq!(errors.len(), expected.len(), "{errors:#?}");
         for (error, start) in errors.iter().zip(expected) {
@@ -323,14 +330,22 @@ mod tests {
     #[test]
     fn rendering_lists_every_file_and_entry() {
         let files = [
-            parse("a.cu", "// @entry a_{f32,f16}: vector loads\n").unwrap(),
+            parse("fam/a.cu", "// @entry a_{f32,f16}: vector loads\n").unwrap(),
             parse("b_c.cu", "// @entry spin: scalar\n").unwrap(),
         ];
+        assert_eq!(
+            (files[0].path.as_str(), files[0].file.as_str()),
+            ("fam/a.cu", "a.cu")
+        );
         let code = render(&files).unwrap();
         assert!(code.contains("pub static A: KernelSource"));
         assert!(code.contains("pub static B_C: KernelSource"));
+        assert!(code.contains(r#"file: "a.cu","#));
+        assert!(code.contains(r#"path: "fam/a.cu","#));
         assert!(
-            code.contains(r#"include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/a.cu"))"#)
+            code.contains(
+                r#"include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/fam/a.cu"))"#
+            )
         );
         assert!(
             code.contains(r#"Entry { name: "a_f16", vector_loads: true, vector_stores: false },"#)
@@ -340,9 +355,10 @@ mod tests {
         );
         assert!(code.contains("pub static SOURCES: &[&KernelSource] = &[&A, &B_C, ];"));
         let clash = [
-            parse("a-b.cu", "// @entry x: scalar\n").unwrap(),
-            parse("a_b.cu", "// @entry y: scalar\n").unwrap(),
+            parse("x/a_b.cu", "// @entry x: scalar\n").unwrap(),
+            parse("y/a_b.cu", "// @entry y: scalar\n").unwrap(),
         ];
-        assert!(render(&clash).unwrap_err().contains("static name `A_B`"));
+        let error = render(&clash).unwrap_err();
+        assert!(error.starts_with("kernels/y/a_b.cu: another file has the static name `A_B`"));
     }
 }

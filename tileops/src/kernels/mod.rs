@@ -61,8 +61,12 @@ impl Cache {
 /// One kernel file and the entry points it defines.
 #[derive(Debug)]
 pub struct KernelSource {
-    /// File name under `tileops/kernels/` (`softmax.cu`).
+    /// File name (`softmax.cu`), unique across `tileops/kernels/`: the name NVRTC compiles it
+    /// under, and the key of the module caches.
     pub file: &'static str,
+    /// Its path under `tileops/kernels/` (`reduction/softmax.cu`): the kernels sit in one
+    /// directory per manifest family, as the ops do.
+    pub path: &'static str,
     /// Its text.
     pub source: &'static str,
     /// Every `extern "C" __global__` entry point in it.

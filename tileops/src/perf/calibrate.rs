@@ -524,7 +524,7 @@ impl ProfileWriter {
     }
 }
 
-// Host twins of the microbenchmark kernels (`kernels/calibrate.cu`): what one launch must
+// Host twins of the microbenchmark kernels (`kernels/perf/calibrate.cu`): what one launch must
 // produce, for the kernel check run instead of a calibration on an emulated device
 // (`calibrate_gpu::check_kernels`).
 

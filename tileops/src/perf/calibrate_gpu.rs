@@ -2,7 +2,7 @@
 //! whose best rates become a profile. What is computed from the timings — envelopes, fractions,
 //! burst and sustained rates, the YAML — lives in [`super::calibrate`] and is tested without a GPU.
 //!
-//! - **HBM**: the four mixes of `kernels/calibrate.cu` (copy, triad, read-only, write-only) over
+//! - **HBM**: the four mixes of `kernels/perf/calibrate.cu` (copy, triad, read-only, write-only) over
 //!   16-byte elements, each array at least 2 GB (and 8× the L2), every block size of
 //!   [`CalibrateOptions::block_sizes`], `hbm_repeats` batches of `hbm_iterations` back-to-back
 //!   launches each; a mix's rate is its best batch. The calibration is the envelope (the best mix)

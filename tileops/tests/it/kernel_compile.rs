@@ -45,10 +45,34 @@ fn toolkit_or_skip(test: &str) -> bool {
     }
 }
 
+/// The `.cu` files under `dir` (the root and the family directories), as `/`-separated paths
+/// relative to it.
+fn kernel_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let found: Vec<std::path::PathBuf> = if path.is_dir() {
+            std::fs::read_dir(&path)?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()?
+        } else {
+            vec![path]
+        };
+        for file in found {
+            if file.extension().is_some_and(|ext| ext == "cu") {
+                let relative = file.strip_prefix(dir).expect("below dir");
+                files.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 #[test]
 fn every_kernel_file_is_embedded_and_current() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let Ok(files) = kernel_files(&dir) else {
         // A test binary copied to a GPU machine runs without the source tree.
         announce(&format!(
             "SKIP: every_kernel_file_is_embedded_and_current: {} not found",
@@ -56,22 +80,21 @@ fn every_kernel_file_is_embedded_and_current() {
         ));
         return;
     };
-    let mut files: Vec<String> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".cu"))
-        .collect();
-    files.sort();
     assert!(!files.is_empty(), "no .cu files in {}", dir.display());
-    for file in &files {
+    for path in &files {
         let source = SOURCES
             .iter()
-            .find(|s| s.file == file)
-            .unwrap_or_else(|| panic!("{file} is not in tileops::kernels::SOURCES (rebuild)"));
-        let on_disk = std::fs::read_to_string(dir.join(file)).expect("readable kernel file");
+            .find(|s| s.path == path)
+            .unwrap_or_else(|| panic!("{path} is not in tileops::kernels::SOURCES (rebuild)"));
+        assert!(
+            path.ends_with(source.file),
+            "{path}: file name {}",
+            source.file
+        );
+        let on_disk = std::fs::read_to_string(dir.join(path)).expect("readable kernel file");
         assert_eq!(
             source.source, on_disk,
-            "{file}: the embedded copy is stale (rebuild)"
+            "{path}: the embedded copy is stale (rebuild)"
         );
     }
     assert_eq!(
