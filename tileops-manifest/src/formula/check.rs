@@ -91,7 +91,7 @@ impl Binding {
     }
 
     /// A name the binding block binds (and so one of [`Checked::names`]).
-    fn is_bound_by_block1(self) -> bool {
+    fn is_bound_by_the_binding_block(self) -> bool {
         matches!(
             self,
             Binding::Input { .. }
@@ -393,7 +393,7 @@ impl Checker<'_> {
     /// A name read as a value.
     fn name_value(&mut self, name: &str, span: Span) {
         let binding = self.resolve(name);
-        if binding.is_bound_by_block1() {
+        if binding.is_bound_by_the_binding_block() {
             self.out.names.insert(name.to_string());
         }
         match binding {
@@ -471,7 +471,7 @@ impl Checker<'_> {
                 }
                 Binding::Unknown => self.unknown_name(name, value.span.clone()),
                 other => {
-                    if other.is_bound_by_block1() {
+                    if other.is_bound_by_the_binding_block() {
                         self.out.names.insert(name.clone());
                     }
                     self.error(
@@ -561,7 +561,7 @@ impl Checker<'_> {
                     false
                 }
                 other => {
-                    if other.is_bound_by_block1() {
+                    if other.is_bound_by_the_binding_block() {
                         self.out.names.insert(name.clone());
                     }
                     self.error(
@@ -595,7 +595,7 @@ impl Checker<'_> {
                         // what it is applied to still needs checking.
                         ExprKind::Attribute { value, .. } => match &value.kind {
                             ExprKind::Name(n) => {
-                                if self.resolve(n).is_bound_by_block1() {
+                                if self.resolve(n).is_bound_by_the_binding_block() {
                                     self.out.names.insert(n.clone());
                                 }
                             }
