@@ -8,6 +8,7 @@ No PyTorch needed; the tests that run the equivalents on CPU tensors skip withou
 
 import json
 import os
+import re
 import sys
 import unittest
 
@@ -69,33 +70,54 @@ class Statistics(unittest.TestCase):
         self.assertEqual(tb.flush_bytes(None), tb.FLUSH_BYTES_UNKNOWN_L2)
 
 
-class Catalog(unittest.TestCase):
-    def test_every_catalog_op_has_an_equivalent(self):
-        self.assertEqual(sorted(tb.EQUIVALENTS), sorted(tb.CATALOG))
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tileops", "manifest")
 
-    def test_plan_resolves_inputs_in_call_order_and_params_with_defaults(self):
+
+def manifest_entries():
+    """{op: its entry's text} for every entry of tileops/manifest/ (the top-level keys)."""
+    entries = {}
+    for name in sorted(os.listdir(MANIFEST)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(MANIFEST, name), encoding="utf-8") as f:
+                text = f.read()
+            keys = list(re.finditer(r"^([A-Za-z_][A-Za-z0-9_]*):", text, re.M))
+            for key, after in zip(keys, keys[1:] + [None]):
+                entries[key.group(1)] = text[key.start():after.start() if after else len(text)]
+    return entries
+
+
+class Catalog(unittest.TestCase):
+    def test_every_manifest_op_has_an_equivalent_reading_its_declared_params(self):
+        entries = manifest_entries()
+        self.assertGreater(len(entries), 0)
+        self.assertEqual(sorted(tb.EQUIVALENTS), sorted(entries))
+        for op, (inputs, params, _) in tb.EQUIVALENTS.items():
+            for name in inputs + params:
+                self.assertRegex(entries[op], rf"\n\s+{name}:", f"{op}: `{name}` not declared")
+
+    def test_plan_resolves_inputs_in_call_order_and_takes_the_rows_params(self):
         specs, params, _ = tb.plan_call(row("rms_norm", inputs=[
             {"name": "weight", "shape": [8], "dtype": "bfloat16"},
-            {"name": "x", "shape": [4, 8], "dtype": "bfloat16"}]))
+            {"name": "x", "shape": [4, 8], "dtype": "bfloat16"}], params={"eps": 1e-6}))
         self.assertEqual([s["name"] for s in specs], ["x", "weight"])
         self.assertEqual(params, {"eps": 1e-6})
         _, params, _ = tb.plan_call(row("gelu", params={"approximate": "tanh"}))
         self.assertEqual(params, {"approximate": "tanh"})
         _, params, _ = tb.plan_call(row("sum", params={"dim": [0, 2], "keepdim": True}))
         self.assertEqual((tb._dims(params["dim"]), params["keepdim"]), ((0, 2), True))
-        # A null param is the default: softmax over the last dim.
-        _, params, _ = tb.plan_call(row("softmax", params={"dim": None}))
-        self.assertEqual(params["dim"], -1)
-        _, params, _ = tb.plan_call(row("gemm", inputs=[
-            {"name": "a", "shape": [4, 8], "dtype": "float32"},
-            {"name": "b", "shape": [8, 2], "dtype": "float32"}], params={"trans_b": True}))
-        self.assertEqual(params, {"trans_a": False, "trans_b": True, "allow_tf32": False})
+        # A null dim is a reduction over every dim.
+        _, params, _ = tb.plan_call(row("sum", params={"dim": None, "keepdim": False}))
+        self.assertIsNone(tb._dims(params["dim"]))
 
-    def test_unmapped_ops_and_missing_inputs_are_errors(self):
+    def test_unmapped_ops_missing_inputs_and_missing_params_are_errors(self):
         with self.assertRaisesRegex(tb.BaselineError, "no PyTorch equivalent .* `conv3d`"):
             tb.plan_call(row("conv3d"))
         with self.assertRaisesRegex(tb.BaselineError, "input\\(s\\) weight"):
-            tb.plan_call(row("rms_norm"))
+            tb.plan_call(row("rms_norm", params={"eps": 1e-6}))
+        with self.assertRaisesRegex(tb.BaselineError, "param\\(s\\) trans_a, allow_tf32"):
+            tb.plan_call(row("gemm", inputs=[
+                {"name": "a", "shape": [4, 8], "dtype": "float32"},
+                {"name": "b", "shape": [8, 2], "dtype": "float32"}], params={"trans_b": True}))
 
     def test_every_record_dtype_maps_to_torch(self):
         for name in ("float32", "float16", "bfloat16", "int64", "float8_e4m3fn", "bool"):
@@ -165,8 +187,10 @@ class EquivalentsOnCpu(unittest.TestCase):
 
     def test_shapes_and_semantics(self):
         x = {"name": "x", "shape": [4, 8], "dtype": "float32"}
-        args, y = self.call("softmax", [x])
+        args, y = self.call("softmax", [x], {"dim": -1})
         self.assertTrue(torch.allclose(y.sum(-1), torch.ones(4)))
+        args, y = self.call("neg", [x])
+        self.assertTrue(torch.equal(y, -args[0]))
         _, y = self.call("sum", [dict(x, shape=[2, 3, 4])], {"dim": [0, 2], "keepdim": True})
         self.assertEqual(tuple(y.shape), (1, 3, 1))
         _, y = self.call("silu_and_mul", [x])

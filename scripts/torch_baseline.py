@@ -68,14 +68,6 @@ RECORD_FIELDS = (
     "timing", "samples", "median_ms", "p10_ms", "p90_ms", "skipped", "device",
 )
 
-# The tileops catalog the baselines cover (manifest names).
-CATALOG = (
-    "softmax", "log_softmax", "rms_norm", "layer_norm", "fused_add_rms_norm", "relu", "gelu",
-    "silu", "sigmoid", "silu_and_mul", "sum", "mean", "amax", "logsumexp", "rope", "fp8_quant",
-    "qk_norm_rope_fp8", "gemm",
-)
-
-
 class BaselineError(Exception):
     """A records file or row this script cannot use; the message says what and where."""
 
@@ -273,50 +265,63 @@ def _gemm(torch, p):
     return call
 
 
-# name -> (inputs in call order, params with the manifest's defaults, builder)
+def _torch_function(name):
+    def build(torch, p):
+        return getattr(torch, name)
+
+    return build
+
+
+# name -> (inputs in call order, the params the builder reads, builder). Every op of the manifest
+# has a line (test_torch_baseline.py checks the names against tileops/manifest/). The params'
+# values, the manifest's defaults included, come from the record: bench_all writes every param.
 EQUIVALENTS = {
-    "softmax": (("x",), {"dim": -1}, _softmax),
-    "log_softmax": (("x",), {"dim": -1}, _log_softmax),
-    "sum": (("x",), {"dim": None, "keepdim": False}, _reduction("sum")),
-    "mean": (("x",), {"dim": None, "keepdim": False}, _reduction("mean")),
-    "amax": (("x",), {"dim": None, "keepdim": False}, _reduction("amax")),
-    "logsumexp": (("x",), {"dim": None, "keepdim": False}, _reduction("logsumexp")),
-    "rms_norm": (("x", "weight"), {"eps": 1e-6}, _rms_norm),
-    "layer_norm": (("x", "weight", "bias"), {"eps": 1e-5}, _layer_norm),
-    "fused_add_rms_norm": (("x", "residual", "weight"), {"eps": 1e-6}, _fused_add_rms_norm),
-    "relu": (("x",), {}, _activation("relu")),
-    "gelu": (("x",), {"approximate": "none"}, _activation("gelu")),
-    "silu": (("x",), {}, _activation("silu")),
-    "sigmoid": (("x",), {}, _activation("sigmoid")),
-    "silu_and_mul": (("x",), {}, _silu_and_mul),
-    "rope": (("x", "positions", "cos_sin_cache"), {}, _rope),
-    "fp8_quant": (("x",), {"group_size": 0}, _fp8_quant),
+    "softmax": (("x",), ("dim",), _softmax),
+    "log_softmax": (("x",), ("dim",), _log_softmax),
+    "sum": (("x",), ("dim", "keepdim"), _reduction("sum")),
+    "mean": (("x",), ("dim", "keepdim"), _reduction("mean")),
+    "amax": (("x",), ("dim", "keepdim"), _reduction("amax")),
+    "logsumexp": (("x",), ("dim", "keepdim"), _reduction("logsumexp")),
+    "rms_norm": (("x", "weight"), ("eps",), _rms_norm),
+    "layer_norm": (("x", "weight", "bias"), ("eps",), _layer_norm),
+    "fused_add_rms_norm": (("x", "residual", "weight"), ("eps",), _fused_add_rms_norm),
+    "relu": (("x",), (), _activation("relu")),
+    "gelu": (("x",), ("approximate",), _activation("gelu")),
+    "silu": (("x",), (), _activation("silu")),
+    "sigmoid": (("x",), (), _activation("sigmoid")),
+    "neg": (("x",), (), _torch_function("neg")),
+    "silu_and_mul": (("x",), (), _silu_and_mul),
+    "rope": (("x", "positions", "cos_sin_cache"), (), _rope),
+    "fp8_quant": (("x",), ("group_size",), _fp8_quant),
     "qk_norm_rope_fp8": (
         ("q", "k", "q_weight", "k_weight", "positions", "cos_sin_cache"),
-        {"eps": 1e-6},
+        ("eps",),
         _qk_norm_rope_fp8,
     ),
-    "gemm": (("a", "b"), {"trans_a": False, "trans_b": False, "allow_tf32": False}, _gemm),
+    "gemm": (("a", "b"), ("trans_a", "trans_b", "allow_tf32"), _gemm),
 }
 
 
 def plan_call(row):
-    """(input specs in call order, resolved params, builder) for a tileops row.
+    """(input specs in call order, the row's params, builder) for a tileops row.
 
-    Raises BaselineError for an op without an equivalent or a row missing an input.
+    Raises BaselineError for an op without an equivalent, or a row missing an input or a param.
     """
     op = row.get("op")
     if op not in EQUIVALENTS:
         raise BaselineError(f"no PyTorch equivalent is mapped for op `{op}`")
-    names, defaults, build = EQUIVALENTS[op]
+    names, wanted, build = EQUIVALENTS[op]
     given = {i.get("name"): i for i in row.get("inputs") or []}
     missing = [n for n in names if n not in given]
     if missing:
         raise BaselineError(f"{op}: the row gives no shape for input(s) {', '.join(missing)}")
-    params = dict(defaults)
-    # A null param means the default, as in bench_all's planning (softmax's dim -1, a reduction
-    # over every dim).
-    params.update({k: v for k, v in (row.get("params") or {}).items() if v is not None})
+    params = dict(row.get("params") or {})
+    absent = [n for n in wanted if n not in params]
+    if absent:
+        raise BaselineError(
+            f"{op}: the row gives no value for param(s) {', '.join(absent)} (bench_all records "
+            "every param, defaults included; a file without them is from an older tileops)"
+        )
     return [given[n] for n in names], params, build
 
 

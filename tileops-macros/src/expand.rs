@@ -703,19 +703,22 @@ fn registration(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    let (name, family, file) = (&entry.name, &entry.family, &entry.file.display_path);
-    let (inputs, outputs) = (tensor_decls(&entry.inputs), tensor_decls(&entry.outputs));
-    let model = roofline_model_impl(x.item, name);
+    let file = &entry.file.display_path;
+    let model = roofline_model_impl(x.item, &entry.name);
+    // The name, family and signature are the `ManifestOp` impl's (emitted beside this), stated
+    // once.
+    let manifest_op = quote!(<#ident as ::tileops::registry::ManifestOp>);
     Ok(quote! {
         #model
 
         ::tileops::__private_v0_1::inventory::submit! {
             ::tileops::registry::OpRegistration::__new(
-                #name,
-                #family,
+                #manifest_op::NAME,
+                #manifest_op::FAMILY,
                 #file,
-                #inputs,
-                #outputs,
+                #manifest_op::INPUTS,
+                #manifest_op::OUTPUTS,
+                #manifest_op::PARAMS,
                 &[#(#workloads),*],
                 |device, case| {
                     let op = <#ident as ::tileops::registry::FromWorkload>::from_workload(device, case)?;

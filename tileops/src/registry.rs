@@ -427,6 +427,8 @@ pub struct OpRegistration {
     pub inputs: &'static [TensorDecl],
     /// The signature's outputs, in declaration order.
     pub outputs: &'static [TensorDecl],
+    /// The signature's params, in declaration order, with their declared defaults.
+    pub params: &'static [ParamDecl],
     /// The manifest's workload rows.
     pub workloads: &'static [Workload],
     /// Plans the op for one workload case, for the bench harness.
@@ -443,6 +445,7 @@ impl OpRegistration {
         manifest_file: &'static str,
         inputs: &'static [TensorDecl],
         outputs: &'static [TensorDecl],
+        params: &'static [ParamDecl],
         workloads: &'static [Workload],
         build: BuildHook,
     ) -> OpRegistration {
@@ -452,6 +455,7 @@ impl OpRegistration {
             manifest_file,
             inputs,
             outputs,
+            params,
             workloads,
             build,
         }

@@ -28,7 +28,9 @@ fn repository_summary() -> String {
                 display_path: path.display().to_string(),
                 text: std::fs::read_to_string(path).expect("readable"),
             });
-            tileops_manifest::manifest::parse_family_file(file).entries.len()
+            tileops_manifest::manifest::parse_family_file(file)
+                .entries
+                .len()
         })
         .sum();
     assert!(entries > 0, "no entries in {}", dir.display());
@@ -77,10 +79,7 @@ fn a_missing_path_is_a_problem_and_the_others_are_still_checked() {
         text.starts_with("error: cannot read manifest tests/absent: "),
         "{text}"
     );
-    assert!(
-        text.contains(&repository_summary()),
-        "{text}"
-    );
+    assert!(text.contains(&repository_summary()), "{text}");
 }
 
 #[test]

@@ -611,6 +611,19 @@ fn bench_case(
     for (name, value) in case.case.workload.params {
         record = record.with_param(*name, param_json(value));
     }
+    // The params the row leaves to the manifest's defaults, with those defaults: a record says
+    // every value its op ran with (the PyTorch baseline reads them from it).
+    for param in case.op.params {
+        let given = case
+            .case
+            .workload
+            .params
+            .iter()
+            .any(|(n, _)| *n == param.name);
+        if let (false, Some(default)) = (given, &param.default) {
+            record = record.with_param(param.name, param_json(default));
+        }
+    }
     if let Some(reason) = case.case.workload.bench_skip_reason {
         return record.with_skip(format!("manifest bench_skip_reason: {reason}"));
     }
@@ -909,6 +922,38 @@ mod tests {
         let whole = super::run(&Device::cpu(), meta(), &cases, &config, &mut Quiet).unwrap();
         assert_eq!(whole.records.len(), cases.len());
         assert!(whole.meta.partial.is_none());
+    }
+
+    #[test]
+    fn records_carry_every_param_with_the_manifest_defaults() {
+        let cases = select(&Selection::default()).unwrap();
+        // Over the budget, every row is a quick skip; its identity and params are still written.
+        let config = BenchConfig {
+            cpu: CpuBudget {
+                max_bytes: 0,
+                max_flops: 0,
+            },
+            ..BenchConfig::default()
+        };
+        let run = run(&Device::cpu(), meta(), &cases, &config, &mut Quiet).unwrap();
+        assert_eq!(run.records.len(), cases.len());
+        for (case, record) in cases.iter().zip(&run.records) {
+            for param in case.op.params {
+                let mut given = case.case.workload.params.iter();
+                let given = given.find(|(name, _)| *name == param.name).map(|(_, v)| v);
+                let want = given.or(param.default.as_ref()).map(param_json);
+                assert_eq!(
+                    record.params.get(param.name),
+                    want.as_ref(),
+                    "{}: {}",
+                    case.name(),
+                    param.name
+                );
+            }
+        }
+        // rms_norm's rows leave eps to the manifest's 1e-6.
+        let rms = run.records.iter().find(|r| r.op == "rms_norm").unwrap();
+        assert_eq!(rms.params["eps"], serde_json::json!(1e-6));
     }
 
     #[test]
