@@ -705,20 +705,14 @@ fn registration(x: &Expansion<'_>) -> Result<TokenStream, Vec<Diagnostic>> {
     }
     let file = &entry.file.display_path;
     let model = roofline_model_impl(x.item, &entry.name);
-    // The name, family and signature are the `ManifestOp` impl's (emitted beside this), stated
-    // once.
-    let manifest_op = quote!(<#ident as ::tileops::registry::ManifestOp>);
     Ok(quote! {
         #model
 
         ::tileops::__private_v0_1::inventory::submit! {
-            ::tileops::registry::OpRegistration::__new(
-                #manifest_op::NAME,
-                #manifest_op::FAMILY,
+            // The name, family and signature are those of the `ManifestOp` impl emitted beside
+            // this one: stated once.
+            ::tileops::registry::OpRegistration::__new::<#ident>(
                 #file,
-                #manifest_op::INPUTS,
-                #manifest_op::OUTPUTS,
-                #manifest_op::PARAMS,
                 &[#(#workloads),*],
                 |device, case| {
                     let op = <#ident as ::tileops::registry::FromWorkload>::from_workload(device, case)?;

@@ -437,25 +437,21 @@ pub struct OpRegistration {
 
 impl OpRegistration {
     /// For the code `#[roofline_op]` generates; not part of the public API (the struct may gain
-    /// fields).
+    /// fields). The name, family and signature are `Op`'s [`ManifestOp`] constants, which the
+    /// same expansion emits: stated once.
     #[doc(hidden)]
-    pub const fn __new(
-        name: &'static str,
-        family: &'static str,
+    pub const fn __new<Op: ManifestOp>(
         manifest_file: &'static str,
-        inputs: &'static [TensorDecl],
-        outputs: &'static [TensorDecl],
-        params: &'static [ParamDecl],
         workloads: &'static [Workload],
         build: BuildHook,
     ) -> OpRegistration {
         OpRegistration {
-            name,
-            family,
+            name: Op::NAME,
+            family: Op::FAMILY,
             manifest_file,
-            inputs,
-            outputs,
-            params,
+            inputs: Op::INPUTS,
+            outputs: Op::OUTPUTS,
+            params: Op::PARAMS,
             workloads,
             build,
         }
