@@ -290,6 +290,7 @@ EQUIVALENTS = {
     "silu": (("x",), (), _activation("silu")),
     "sigmoid": (("x",), (), _activation("sigmoid")),
     "neg": (("x",), (), _torch_function("neg")),
+    "abs": (("x",), (), _torch_function("abs")),
     "silu_and_mul": (("x",), (), _silu_and_mul),
     "rope": (("x", "positions", "cos_sin_cache"), (), _rope),
     "fp8_quant": (("x",), ("group_size",), _fp8_quant),

@@ -9,6 +9,7 @@
 //   silu_*       x / (1 + exp(-x))
 //   sigmoid_*    1 / (1 + exp(-x))
 //   neg_*        -x (a sign flip: exact, NaN and infinities kept)
+//   abs_*        |x| (the sign cleared: exact, NaN kept, -0 becomes +0, as torch.abs)
 //
 // The deep negative tail matches PyTorch's CUDA kernels, which evaluate sigmoid and silu in f32
 // exactly as written here, with expf and IEEE division: where the f32 denominator 1 + expf(-x)
@@ -30,19 +31,20 @@
 
 // The entry points, with the global accesses each is written to issue: tileops's build script
 // reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
-// Relu, gelu (erf and tanh forms), silu, sigmoid, neg.
+// Relu, gelu (erf and tanh forms), silu, sigmoid, neg, abs.
 // @entry relu_{f32,f16,bf16}: vector loads, vector stores
 // @entry gelu_erf_{f32,f16,bf16}: vector loads, vector stores
 // @entry gelu_tanh_{f32,f16,bf16}: vector loads, vector stores
 // @entry silu_{f32,f16,bf16}: vector loads, vector stores
 // @entry sigmoid_{f32,f16,bf16}: vector loads, vector stores
 // @entry neg_{f32,f16,bf16}: vector loads, vector stores
+// @entry abs_{f32,f16,bf16}: vector loads, vector stores
 
 #include "tileops_common.cuh"
 
 using namespace tileops;
 
-enum Act { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSilu = 3, kSigmoid = 4, kNeg = 5 };
+enum Act { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSilu = 3, kSigmoid = 4, kNeg = 5, kAbs = 6 };
 
 template <int A>
 __device__ __forceinline__ float act(float v) {
@@ -57,6 +59,8 @@ __device__ __forceinline__ float act(float v) {
         return v / (1.0f + expf(-2.0f * u));
     } else if (A == kNeg) {
         return -v;
+    } else if (A == kAbs) {
+        return fabsf(v);
     } else if (A == kSilu) {
         // PyTorch's x / (1 + exp(-x)): -0 once the denominator overflows, NaN at -inf.
         return v / (1.0f + expf(-v));
@@ -115,7 +119,8 @@ __device__ __forceinline__ void unary(const T* __restrict__ x, T* __restrict__ y
     TILEOPS_ACT_ENTRY(gelu_tanh_##SUFFIX, kGeluTanh, T) \
     TILEOPS_ACT_ENTRY(silu_##SUFFIX, kSilu, T)         \
     TILEOPS_ACT_ENTRY(sigmoid_##SUFFIX, kSigmoid, T)   \
-    TILEOPS_ACT_ENTRY(neg_##SUFFIX, kNeg, T)
+    TILEOPS_ACT_ENTRY(neg_##SUFFIX, kNeg, T)           \
+    TILEOPS_ACT_ENTRY(abs_##SUFFIX, kAbs, T)
 
 TILEOPS_ACT_ENTRIES(float, f32)
 TILEOPS_ACT_ENTRIES(__half, f16)

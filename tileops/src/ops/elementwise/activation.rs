@@ -1,5 +1,5 @@
-//! The elementwise activations `relu`, `gelu` (erf and tanh forms), `silu`, `sigmoid` and `neg`: one
-//! input of any shape, one output of the same shape and dtype. What they share (the API, the two
+//! The elementwise activations `relu`, `gelu` (erf and tanh forms), `silu`, `sigmoid`, `neg` and
+//! `abs`: one input of any shape, one output of the same shape and dtype. What they share (the API, the two
 //! backends, the bench hooks) is written once in `pointwise_op!`; each op only names its kernel
 //! and its f64 reference.
 
@@ -206,6 +206,25 @@ activation!(
     Neg,
     "neg",
     reference::neg
+);
+
+activation!(
+    /// `abs(x) = |x|` (as `torch.abs`): the sign cleared, exact in every dtype; NaN stays NaN and
+    /// `-0` becomes `+0`.
+    ///
+    /// ```
+    /// use tileops::ops::Abs;
+    /// use tileops::{DType, Device, Tensor, TensorSpec};
+    ///
+    /// let device = Device::cpu();
+    /// let abs = Abs::new(TensorSpec::new([3], DType::Float32), &device)?;
+    /// let x = Tensor::from_f32_slice(&[-1.0, 0.5, f32::NEG_INFINITY], [3], &device)?;
+    /// assert_eq!(abs.forward(&x)?.to_vec_f32()?, vec![1.0, 0.5, f32::INFINITY]);
+    /// # Ok::<(), tileops::Error>(())
+    /// ```
+    Abs,
+    "abs",
+    reference::abs
 );
 
 activation!(
@@ -420,6 +439,20 @@ pub fn neg(x: &Tensor) -> Result<Tensor, Error> {
     Neg::new(x.spec().clone(), x.device())?.forward(x)
 }
 
+/// `|x|` in one call: plans an [`Abs`] for `x`'s spec on its device and runs it.
+///
+/// ```
+/// use tileops::{Device, Tensor};
+///
+/// let device = Device::cpu();
+/// let x = Tensor::from_f32_slice(&[-1.0, 0.5], [2], &device)?;
+/// assert_eq!(tileops::ops::abs(&x)?.to_vec_f32()?, vec![1.0, 0.5]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn abs(x: &Tensor) -> Result<Tensor, Error> {
+    Abs::new(x.spec().clone(), x.device())?.forward(x)
+}
+
 /// `1 / (1 + exp(-x))` in one call: plans a [`Sigmoid`] for `x`'s spec on its device and runs it.
 ///
 /// ```
@@ -488,6 +521,8 @@ mod tests {
                 check("relu", |x| relu.forward(x).unwrap(), reference::relu, &spec);
                 let neg = Neg::new(spec.clone(), &cpu).unwrap();
                 check("neg", |x| neg.forward(x).unwrap(), reference::neg, &spec);
+                let abs = Abs::new(spec.clone(), &cpu).unwrap();
+                check("abs", |x| abs.forward(x).unwrap(), reference::abs, &spec);
                 let silu = Silu::new(spec.clone(), &cpu).unwrap();
                 check("silu", |x| silu.forward(x).unwrap(), reference::silu, &spec);
                 let sigmoid = Sigmoid::new(spec.clone(), &cpu).unwrap();

@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use tileops::ops::reference as norm_act;
-use tileops::ops::{Gelu, GeluApproximate, Neg, Relu, Sigmoid, Silu};
+use tileops::ops::{Abs, Gelu, GeluApproximate, Neg, Relu, Sigmoid, Silu};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
 /// The floating-point dtypes every op is tested in.
@@ -312,13 +312,14 @@ pub fn reduction_sets(shape: &[usize], axes: &[usize]) -> Vec<Vec<usize>> {
 /// An activation's name and its f64 reference.
 pub type Activation = (&'static str, fn(f64) -> f64);
 
-pub const ACTIVATIONS: [Activation; 6] = [
+pub const ACTIVATIONS: [Activation; 7] = [
     ("relu", norm_act::relu),
     ("gelu", norm_act::gelu_erf),
     ("gelu_tanh", norm_act::gelu_tanh),
     ("silu", norm_act::silu),
     ("sigmoid", norm_act::sigmoid),
     ("neg", norm_act::neg),
+    ("abs", norm_act::abs),
 ];
 
 /// Plans the activation `name` (one of [`ACTIVATIONS`]) for `spec` and runs it on `x` into `y`.
@@ -340,6 +341,7 @@ pub fn activation_forward(
             .forward_into(x, y),
         "silu" => Silu::new(spec, device).expect("plan").forward_into(x, y),
         "neg" => Neg::new(spec, device).expect("plan").forward_into(x, y),
+        "abs" => Abs::new(spec, device).expect("plan").forward_into(x, y),
         _ => Sigmoid::new(spec, device).expect("plan").forward_into(x, y),
     }
     .expect("launch");

@@ -19,6 +19,11 @@ pub fn neg(x: f64) -> f64 {
     -x
 }
 
+/// `|x|`: exact in every dtype, NaN kept, `-0` to `+0`.
+pub fn abs(x: f64) -> f64 {
+    x.abs()
+}
+
 /// `max(x, 0)`, NaN kept.
 pub fn relu(x: f64) -> f64 {
     if x < 0.0 { 0.0 } else { x }
