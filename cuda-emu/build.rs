@@ -11,6 +11,12 @@
 //! is `$CUDA_EMU_INCLUDE`, else `$TILEOPS_CUDA_WHEELS/nvidia/cu13/include`, else the workspace's
 //! `.cuda-wheels/nvidia/cu13/include`.
 
+// tileops's build-script module: its listing of the kernel files is the one this build compiles
+// (the parser and renderer there are tileops's business).
+#[allow(dead_code)]
+#[path = "../tileops/build/kernel_entries.rs"]
+mod kernel_entries;
+
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -268,31 +274,21 @@ fn cuda_include_dir(manifest_dir: &Path) -> PathBuf {
     manifest_dir.join("../.cuda-wheels/nvidia/cu13/include")
 }
 
-/// The `.cu` files of tileops's kernels directory and its family directories
-/// (`kernels/<family>/<op>.cu`), labelled by file name as tileops compiles them.
+/// The `.cu` files of tileops's kernels directory and its family directories, as tileops's build
+/// script lists them, labelled by file name as tileops compiles them.
 fn kernel_files(kernels_dir: &Path) -> Vec<KernelFile> {
-    let list = |dir: &Path| -> Vec<PathBuf> {
-        std::fs::read_dir(dir)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .collect()
-    };
-    let mut files: Vec<KernelFile> = list(kernels_dir)
+    let mut files: Vec<KernelFile> = kernel_entries::kernel_files(kernels_dir)
+        .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
-        .flat_map(|path| {
-            if path.is_dir() {
-                list(&path)
-            } else {
-                vec![path]
-            }
-        })
-        .filter(|path| path.extension().is_some_and(|ext| ext == "cu"))
-        .filter_map(|path| {
-            let label = path.file_name()?.to_str()?.to_owned();
+        .filter_map(|relative| {
+            let label = relative.rsplit('/').next()?.to_owned();
             if NOT_COMPILED.iter().any(|(f, _)| *f == label) {
                 return None;
             }
-            Some(KernelFile { label, path })
+            Some(KernelFile {
+                label,
+                path: kernels_dir.join(relative),
+            })
         })
         .collect();
     files.sort_by(|a, b| a.label.cmp(&b.label));

@@ -192,8 +192,6 @@ def _activation(name):
         f = torch.nn.functional
         if name == "gelu":
             return lambda x: f.gelu(x, approximate=p["approximate"])
-        if name == "sigmoid":
-            return torch.sigmoid
         return getattr(f, name)
 
     return build
@@ -288,7 +286,7 @@ EQUIVALENTS = {
     "relu": (("x",), (), _activation("relu")),
     "gelu": (("x",), ("approximate",), _activation("gelu")),
     "silu": (("x",), (), _activation("silu")),
-    "sigmoid": (("x",), (), _activation("sigmoid")),
+    "sigmoid": (("x",), (), _torch_function("sigmoid")),
     "neg": (("x",), (), _torch_function("neg")),
     "abs": (("x",), (), _torch_function("abs")),
     "silu_and_mul": (("x",), (), _silu_and_mul),

@@ -30,20 +30,13 @@ fn main() {
 
 /// The generated statics, or every problem of every kernel file.
 fn kernel_sources(dir: &Path) -> Result<String, Vec<String>> {
-    let mut paths = Vec::new();
-    cu_files(dir, &mut paths).map_err(|e| vec![e])?;
-    paths.sort();
+    let paths = kernel_entries::kernel_files(dir).map_err(|e| vec![e])?;
     let mut files = Vec::new();
     let mut errors = Vec::new();
-    for path in &paths {
-        let relative = path.strip_prefix(dir).ok().and_then(Path::to_str);
-        let Some(relative) = relative else {
-            errors.push(format!("{}: not a UTF-8 path", path.display()));
-            continue;
-        };
-        let relative = relative.replace(std::path::MAIN_SEPARATOR, "/");
-        match std::fs::read_to_string(path) {
-            Ok(text) => match kernel_entries::parse(&relative, &text) {
+    for relative in &paths {
+        let path = dir.join(relative);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => match kernel_entries::parse(relative, &text) {
                 Ok(file) => files.push(file),
                 Err(problems) => errors.extend(problems),
             },
@@ -54,31 +47,6 @@ fn kernel_sources(dir: &Path) -> Result<String, Vec<String>> {
         return Err(errors);
     }
     kernel_entries::render(&files).map_err(|e| vec![e])
-}
-
-/// The `.cu` files in `dir` and its family directories (one level: `kernels/<family>/<op>.cu`).
-fn cu_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
-    let listing = std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
-    for entry in listing {
-        let path = entry
-            .map_err(|e| format!("reading {}: {e}", dir.display()))?
-            .path();
-        if path.is_dir() {
-            let family =
-                std::fs::read_dir(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-            for entry in family {
-                let file = entry
-                    .map_err(|e| format!("reading {}: {e}", path.display()))?
-                    .path();
-                if file.extension().is_some_and(|ext| ext == "cu") {
-                    out.push(file);
-                }
-            }
-        } else if path.extension().is_some_and(|ext| ext == "cu") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// Reports every problem as an error of this build and stops it.

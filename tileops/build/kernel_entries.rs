@@ -45,6 +45,40 @@ pub struct KernelFile {
     pub entries: Vec<DeclaredEntry>,
 }
 
+/// The `.cu` files of `dir` (tileops's `kernels/`) and of its family directories
+/// (`kernels/<family>/<op>.cu`, one level), as sorted `/`-separated paths relative to `dir`.
+pub fn kernel_files(dir: &std::path::Path) -> Result<Vec<String>, String> {
+    let read = |dir: &std::path::Path| -> Result<Vec<std::path::PathBuf>, String> {
+        let listing =
+            std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        listing
+            .map(|entry| {
+                entry
+                    .map(|e| e.path())
+                    .map_err(|e| format!("reading {}: {e}", dir.display()))
+            })
+            .collect()
+    };
+    let mut files = Vec::new();
+    for path in read(dir)? {
+        let found = if path.is_dir() {
+            read(&path)?
+        } else {
+            vec![path]
+        };
+        for file in found {
+            if file.extension().is_some_and(|ext| ext == "cu") {
+                let relative = file.strip_prefix(dir).ok().and_then(|r| r.to_str());
+                let relative =
+                    relative.ok_or_else(|| format!("{}: not a UTF-8 path", file.display()))?;
+                files.push(relative.replace(std::path::MAIN_SEPARATOR, "/"));
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// The marker of a declaration line (after the comment's `//`).
 const DIRECTIVE: &str = "@entry";
 
@@ -314,6 +348,33 @@ mod tests {
         let errors = parse("empty.cu", "// only prose\nvoid f() {}\n").unwrap_err();
         assert_eq!(errors.len(), 1);
         assert!(errors[0].starts_with("kernels/empty.cu: declares no entry points"));
+    }
+
+    #[test]
+    fn kernel_files_are_the_root_and_family_cu_files_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [
+            "b/y.cu",
+            "b/notes.md",
+            "a/z.cu",
+            "top.cu",
+            "common.cuh",
+            "a/deep/w.cu",
+        ] {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        // One level of family directories: a deeper file is not a kernel file.
+        assert_eq!(
+            kernel_files(dir.path()).unwrap(),
+            ["a/z.cu", "b/y.cu", "top.cu"]
+        );
+        assert!(
+            kernel_files(&dir.path().join("absent"))
+                .unwrap_err()
+                .starts_with("reading ")
+        );
     }
 
     #[test]

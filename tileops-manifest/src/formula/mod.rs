@@ -190,29 +190,16 @@ mod tests {
     /// The inline entries of the vendored suite, read from its files with this crate's own
     /// entry parser (read, not copied: the suite is the one source of these formulas).
     fn compat_entries() -> Vec<Entry> {
-        use crate::manifest::{RooflineSpec, check_entry, parse_family_file};
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/tileops-compat");
-        let mut paths: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.expect("a directory entry").path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .collect();
-        paths.sort();
+        use crate::load;
+        use crate::manifest::{RooflineSpec, check_entry};
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let paths = load::locate(base, Some("../tests/tileops-compat")).expect("the suite");
+        let manifest = load::load(base, &paths).expect("the suite's files");
         let mut entries = Vec::new();
-        for path in paths {
-            let file = std::rc::Rc::new(crate::diagnostic::SourceFile {
-                display_path: path.display().to_string(),
-                text: std::fs::read_to_string(&path).expect("a readable suite file"),
-            });
-            let family = parse_family_file(file.clone());
-            assert!(
-                family.errors.is_empty(),
-                "{}: {:?}",
-                path.display(),
-                family.errors
-            );
+        for family in &manifest.files {
+            assert!(family.errors.is_empty(), "{:?}", family.errors);
             for (name, offset, node) in &family.entries {
-                let (entry, _) = check_entry(&file, name, *offset, node);
+                let (entry, _) = check_entry(&family.file, name, *offset, node);
                 let entry = entry.unwrap_or_else(|| panic!("{name}: not an entry"));
                 let Some(RooflineSpec::Inline { vars, flops, bytes }) = entry.roofline else {
                     continue;

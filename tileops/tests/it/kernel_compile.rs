@@ -45,34 +45,11 @@ fn toolkit_or_skip(test: &str) -> bool {
     }
 }
 
-/// The `.cu` files under `dir` (the root and the family directories), as `/`-separated paths
-/// relative to it.
-fn kernel_files(dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let found: Vec<std::path::PathBuf> = if path.is_dir() {
-            std::fs::read_dir(&path)?
-                .map(|e| e.map(|e| e.path()))
-                .collect::<Result<_, _>>()?
-        } else {
-            vec![path]
-        };
-        for file in found {
-            if file.extension().is_some_and(|ext| ext == "cu") {
-                let relative = file.strip_prefix(dir).expect("below dir");
-                files.push(relative.to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
 #[test]
 fn every_kernel_file_is_embedded_and_current() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-    let Ok(files) = kernel_files(&dir) else {
+    // The build script's own listing (`tileops/build/kernel_entries.rs`).
+    let Ok(files) = crate::kernel_entries::kernel_files(&dir) else {
         // A test binary copied to a GPU machine runs without the source tree.
         announce(&format!(
             "SKIP: every_kernel_file_is_embedded_and_current: {} not found",
