@@ -16,6 +16,7 @@
 
 // One module per manifest family (the `family:` of each entry), each with its ops and the f64
 // references of their CPU backend.
+pub(crate) mod attention;
 mod elementwise;
 mod fused;
 mod gemm;
@@ -29,6 +30,7 @@ mod reduction;
 /// stable API.
 #[doc(hidden)]
 pub mod reference {
+    pub use super::attention::reference::*;
     pub use super::elementwise::reference::*;
     pub use super::fused::reference::*;
     pub use super::gemm::reference::*;
@@ -43,6 +45,7 @@ mod launch;
 
 // Each family's plans and one-shot helpers, re-exported whole: a new op is added to its family's
 // module only.
+pub use attention::*;
 pub use elementwise::*;
 pub use fused::*;
 pub use gemm::*;

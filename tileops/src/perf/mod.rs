@@ -37,6 +37,7 @@ pub mod calibrate_cpu;
 pub mod calibrate_gpu;
 pub mod cli;
 pub mod files;
+pub mod formulas;
 pub mod profile;
 pub mod records;
 pub mod report;

@@ -15,6 +15,7 @@
 
 mod common;
 
+mod attention;
 mod elementwise;
 mod fused;
 mod gemm;

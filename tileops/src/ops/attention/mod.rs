@@ -1,0 +1,11 @@
+//! The attention family: decode over a KV cache (one query token per sequence), dense and paged.
+
+mod decode;
+mod gqa_decode;
+mod gqa_decode_paged;
+pub(crate) mod reference;
+
+pub use decode::{DecodeOptions, DecodeOutput};
+pub(crate) use decode::{DecodePlan, KvLayout};
+pub use gqa_decode::*;
+pub use gqa_decode_paged::*;
