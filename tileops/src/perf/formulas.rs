@@ -117,3 +117,134 @@ fn decode_roofline(op: &'static str, p: &DecodePlan) -> Result<Roofline, Rooflin
     ])?;
     Ok(Roofline { flops, bytes })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::DecodeOptions;
+    use crate::registry;
+    use crate::{DType, Device, TensorSpec};
+
+    fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
+        TensorSpec::new(shape, dtype)
+    }
+
+    /// TileOPs's `gqa_decode_roofline` (tile-ai/TileOPs, `tileops/perf/formulas.py`), restated:
+    /// every sequence at the cache's full `N` keys, no softmax FLOPs, q + kv + o bytes.
+    fn tileops_dense(q: &[usize], kv: &[usize], elem_bytes: u64) -> (u64, u64) {
+        let (b, h, d) = (q[0] as u64, q[1] as u64, q[2] as u64);
+        let (n, hkv) = (kv[1] as u64, kv[2] as u64);
+        (4 * b * h * n * d, (2 * b * h * d + 2 * b * n * hkv * d) * elem_bytes)
+    }
+
+    /// TileOPs's `gqa_decode_paged_roofline`, restated: the pool `[N_kv, H_kv, D]` (tokens)
+    /// charged once, every request charged the pool's FLOPs, `B * 4` of lengths and
+    /// `B * ceil(N_kv / page) * 4` of block table.
+    fn tileops_paged(q: &[usize], pool_tokens: usize, hkv: usize, page: usize, eb: u64) -> (u64, u64) {
+        let (b, h, d) = (q[0] as u64, q[1] as u64, q[2] as u64);
+        let (n, hkv) = (pool_tokens as u64, hkv as u64);
+        let table = b * 4 + b * n.div_ceil(page as u64).max(1) * 4;
+        (4 * b * h * n * d, (2 * b * h * d + 2 * n * hkv * d) * eb + table)
+    }
+
+    #[test]
+    fn dense_rows_agree_with_tileops_where_the_conventions_do() {
+        // Every full-length 16-bit row of the manifest without softcap or lse: TileOPs's count
+        // plus our softmax terms (5 per score, 1 per output element) and the 4 bytes per
+        // sequence of seqlens, which TileOPs's op has no input for.
+        let op = registry::find("gqa_decode").expect("registered");
+        let mut compared = 0;
+        for workload in op.workloads {
+            let plain = workload.params.iter().all(|(name, value)| match *name {
+                "softcap" => value.as_f64() == Some(0.0),
+                "return_lse" => *value == registry::StaticValue::Bool(false),
+                "kv_lens" | "cache_dtype" => *value == registry::StaticValue::None,
+                _ => true,
+            });
+            if !plain {
+                continue;
+            }
+            for case in workload.cases() {
+                let planned = (op.build)(&Device::cpu(), &case).expect("plans");
+                let ours = planned.roofline().expect("evaluates");
+                let (q, kv) = (workload.shape("q").unwrap(), workload.shape("k_cache").unwrap());
+                let (flops, bytes) = tileops_dense(q, kv, case.dtype.size_in_bytes() as u64);
+                let (b, h, d, n) = (q[0] as u64, q[1] as u64, q[2] as u64, kv[1] as u64);
+                assert_eq!(ours.flops, flops + 5 * b * h * n + b * h * d, "{}", case.name());
+                assert_eq!(ours.bytes, bytes + 4 * b, "{}", case.name());
+                compared += 1;
+            }
+        }
+        assert!(compared >= 8, "{compared} cases compared");
+    }
+
+    #[test]
+    fn one_full_paged_sequence_agrees_with_tileops_and_a_spare_pool_does_not() {
+        let f16 = DType::Float16;
+        let q = [1, 32, 128];
+        let paged = |pages: usize, lens: &[i32]| {
+            let table: Vec<i32> = (0..8).collect();
+            GqaDecodePaged::new(
+                spec(&q, f16),
+                spec(&[pages, 64, 4, 128], f16),
+                spec(&[pages, 64, 4, 128], f16),
+                &table,
+                8,
+                lens,
+                DecodeOptions::default(),
+                &Device::cpu(),
+            )
+            .unwrap()
+        };
+        // One sequence of 512 keys in a pool of exactly its 8 pages: the same bytes; FLOPs equal
+        // but for the softmax.
+        let ours = gqa_decode_paged_roofline(&paged(8, &[512])).unwrap();
+        let (flops, bytes) = tileops_paged(&q, 8 * 64, 4, 64, 2);
+        assert_eq!(ours.bytes, bytes);
+        assert_eq!(ours.flops, flops + 5 * 32 * 512 + 32 * 128);
+        // The same sequence in a pool of 64 pages, half of its last page used: TileOPs charges
+        // the pool (and every request its FLOPs); this counts the 500 keys read.
+        let ours = gqa_decode_paged_roofline(&paged(64, &[500])).unwrap();
+        let (flops, bytes) = tileops_paged(&q, 64 * 64, 4, 64, 2);
+        assert_eq!(ours.bytes, 2 * 32 * 128 * 2 + 2 * 500 * 4 * 128 * 2 + 4 + 8 * 4);
+        assert!(bytes > 7 * ours.bytes && flops > 8 * ours.flops, "{bytes} {flops}");
+    }
+
+    #[test]
+    fn every_term_by_hand() {
+        // Paged, fp8 pool, softcap, lse: B = 2 (lengths 17 and 0), H = 8, H_kv = 2, D = 64, pages
+        // of 16: sequence 0 uses 2 block-table entries, sequence 1 none.
+        let (bf16, fp8) = (DType::BFloat16, DType::Float8E4M3Fn);
+        let op = GqaDecodePaged::new(
+            spec(&[2, 8, 64], bf16),
+            spec(&[3, 16, 2, 64], fp8),
+            spec(&[3, 16, 2, 64], fp8),
+            &[0, 2, -1, -1],
+            2,
+            &[17, 0],
+            DecodeOptions::default().softcap(30.0).return_lse(true),
+            &Device::cpu(),
+        )
+        .unwrap();
+        let r = op.eval_roofline().unwrap();
+        let scores = 17 * 8;
+        assert_eq!(r.flops, scores * (4 * 64 + 5 + 3) + 2 * 8 * 64 + 2 * 2 * 8 + 2 * 2 * 8 * 64);
+        let q_and_o = 2 * (2 * 8 * 64 * 2);
+        let kv = 2 * 17 * 2 * 64;
+        assert_eq!(r.bytes, q_and_o + kv + 2 * 4 + 2 * 4 + 8 + 2 * 8 * 4);
+    }
+
+    #[test]
+    fn the_generated_method_calls_the_function() {
+        let op = GqaDecode::new(
+            spec(&[1, 4, 128], DType::Float16),
+            spec(&[1, 64, 1, 128], DType::Float16),
+            spec(&[1, 64, 1, 128], DType::Float16),
+            &[40],
+            DecodeOptions::default(),
+            &Device::cpu(),
+        )
+        .unwrap();
+        assert_eq!(op.eval_roofline().unwrap(), gqa_decode_roofline(&op).unwrap());
+    }
+}

@@ -14,7 +14,7 @@ use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_DECODE};
 use crate::ops::backend::{
-    buffer, buffer_mut, random_inputs, workload_bool, workload_f64, workload_param,
+    buffer, buffer_mut, workload_bool, workload_f64, workload_param,
 };
 use crate::ops::check_input;
 use crate::ops::launch::{grid_dim, launch};
@@ -835,6 +835,29 @@ pub(crate) struct DecodeSpecs<'a> {
     pub block_table: Option<&'a TensorSpec>,
 }
 
+/// Elements of the random block a bench cache repeats.
+const TILE_ELEMENTS: usize = 1 << 20;
+
+/// A bench cache: a block of [`TILE_ELEMENTS`] standard normal samples (`Tensor::random`),
+/// repeated. A decode's speed does not depend on the values, and drawing gigabytes of normal
+/// samples one by one takes minutes (about 50 ns an element on the 2-core CI machine): the
+/// Llama-3.1-8B 32k rows hold 2 x 268M elements.
+fn tiled_random(spec: &TensorSpec, seed: u64, device: &Device) -> Result<Tensor, Error> {
+    let numel = spec.numel()?;
+    if numel <= TILE_ELEMENTS {
+        return Tensor::random(spec, seed, device);
+    }
+    let block = Tensor::random(&TensorSpec::new([TILE_ELEMENTS], spec.dtype), seed, &Device::cpu())?;
+    let block = block.to_bytes()?;
+    let size = spec.size_in_bytes()?;
+    let mut bytes = crate::alloc::host_vec::<u8>(size)?;
+    while bytes.len() < size {
+        let take = block.len().min(size - bytes.len());
+        bytes.extend_from_slice(&block[..take]);
+    }
+    Tensor::from_bytes(&bytes, spec, device)
+}
+
 /// The manifest's defaults of `Op`'s options.
 pub(crate) fn defaults<Op: ManifestOp>() -> Defaults {
     Defaults {
@@ -901,7 +924,10 @@ impl DecodePlan {
         seed: u64,
         device: &Device,
     ) -> Result<Vec<Tensor>, Error> {
-        let mut inputs = random_inputs([q, k, v], seed, device)?;
+        let mut inputs = vec![Tensor::random(q, seed, device)?];
+        for (i, cache) in (1u64..).zip([k, v]) {
+            inputs.push(tiled_random(cache, seed.wrapping_add(i), device)?);
+        }
         if let KvLayout::Paged {
             max_pages,
             block_table,
@@ -943,5 +969,100 @@ impl DecodePlan {
     /// The outputs as the bench harness returns them: o, then lse when returned.
     pub(crate) fn bench_outputs(out: DecodeOutput) -> Vec<Tensor> {
         std::iter::once(out.o).chain(out.lse).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::backend::assert_rounds_to;
+    use crate::ops::{GqaDecode, GqaDecodePaged};
+    use crate::registry::BenchOp;
+
+    fn plan(batch: usize, heads: usize, kv_heads: usize, lens: &[i32], cache: DType) -> DecodePlan {
+        let q = TensorSpec::new([batch, heads, 128], DType::BFloat16);
+        let c = TensorSpec::new([batch, 1 << 18, kv_heads, 128], cache);
+        DecodePlan::new(
+            "gqa_decode",
+            &q,
+            ("k_cache", &c),
+            ("v_cache", &c),
+            lens,
+            None,
+            DecodeOptions::default(),
+            defaults::<GqaDecode>(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn splits_fill_the_gpu_and_cover_every_key() {
+        let (bf16, fp8) = (DType::BFloat16, DType::Float8E4M3Fn);
+        // Llama-3.1-8B B32 x 4k: 256 (sequence, KV head) units for a target of 4 x 132 blocks:
+        // 3 splits of whole 32-key steps.
+        assert_eq!(plan(32, 32, 8, &[4096; 32], bf16).split(132), (3, 1376, 1));
+        // Enough units for two waves of resident blocks: the one-pass path.
+        assert_eq!(plan(128, 32, 8, &[4096; 128], bf16).split(132).0, 1);
+        // Batch 1 of Qwen3-30B-A3B (4 KV heads): 131 splits at 256k; at 1k, splits of two steps.
+        assert_eq!(plan(1, 32, 4, &[262_144], bf16).split(132), (131, 2016, 1));
+        assert_eq!(plan(1, 32, 4, &[1024], bf16).split(132), (16, 64, 1));
+        // An fp8 cache: 4 heads a block (2 tiles for a group of 8), 64-key steps.
+        assert_eq!(plan(1, 64, 8, &[4096], fp8).split(132), (32, 128, 2));
+        // Empty and tiny batches still launch one split per unit.
+        assert_eq!(plan(2, 8, 2, &[0, 0], bf16).split(132), (1, 32, 1));
+        for (lens, sms) in [(vec![1, 300, 77], 132), (vec![65_536, 3], 8), (vec![31], 1)] {
+            let p = plan(lens.len(), 32, 2, &lens, bf16);
+            let (splits, chunk, tiles) = p.split(sms);
+            let longest = *lens.iter().max().unwrap() as usize;
+            assert_eq!(chunk % 32, 0, "{lens:?}");
+            assert!(splits * chunk >= longest && (splits - 1) * chunk < longest.max(1), "{lens:?}");
+            assert_eq!(tiles, 2);
+        }
+        let mut one = plan(1, 32, 4, &[262_144], bf16);
+        one.max_splits = 1;
+        assert_eq!(one.split(132), (1, 262_144, 1));
+    }
+
+    #[test]
+    fn the_cpu_backend_is_the_reference_rounded_once() {
+        let cpu = Device::cpu();
+        for (dtype, cache) in [
+            (DType::Float16, DType::Float16),
+            (DType::BFloat16, DType::Float8E4M3Fn),
+        ] {
+            let q = TensorSpec::new([3, 4, 64], dtype);
+            let pool = TensorSpec::new([5, 16, 2, 64], cache);
+            let table = [4, 1, 3, 0, -1, -1, 2, -1, -1];
+            let lens = [40, 0, 16];
+            let options = DecodeOptions::default().softcap(20.0).return_lse(true);
+            let op = GqaDecodePaged::new(q.clone(), pool.clone(), pool.clone(), &table, 3, &lens, options, &cpu)
+                .unwrap();
+            let inputs = op.random_inputs(5).unwrap();
+            let out = op.run(&inputs).unwrap();
+            let (k, v) = (inputs[1].to_vec_f64().unwrap(), inputs[2].to_vec_f64().unwrap());
+            let scales = if cache == DType::Float8E4M3Fn { (0.75, 1.25) } else { (1.0, 1.0) };
+            let want = crate::ops::reference::gqa_decode(
+                &crate::ops::reference::DecodeProblem {
+                    q: &inputs[0].to_vec_f64().unwrap(),
+                    batch: 3,
+                    heads: 4,
+                    kv_heads: 2,
+                    dim: 64,
+                    lens: &lens,
+                    sm_scale: 0.125,
+                    softcap: 20.0,
+                    k_scale: scales.0,
+                    v_scale: scales.1,
+                },
+                |b, key, kvh| {
+                    let row = table[b * 3 + key / 16] as usize * 16 + key % 16;
+                    let at = (row * 2 + kvh) * 64;
+                    (&k[at..at + 64], &v[at..at + 64])
+                },
+            );
+            assert_rounds_to(&out[0], &want.o, format_args!("o {dtype} {cache}"));
+            assert_rounds_to(&out[1], &want.lse, format_args!("lse {dtype} {cache}"));
+            assert_eq!(out[1].to_vec_f32().unwrap()[4], f32::NEG_INFINITY);
+        }
     }
 }

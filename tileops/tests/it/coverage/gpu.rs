@@ -16,6 +16,8 @@
 //!   fp8 saturation (beyond ±448, ±inf, NaN, all-zero and all-NaN groups, values under the scale
 //!   floor) in every group-size class of `fp8_quant_rows` and `fp8_quant_loop`;
 //! - gemm in the four transpose layouts x float32 (strict and TF32), float16, bfloat16;
+//! - attention decode, dense and paged, with 16-bit and fp8 caches, split-KV with its merge and
+//!   the one-pass path (the cases of `attention::gpu`);
 //! - the calibration microbenchmarks (`tileops::perf::calibrate_gpu::check_kernels`).
 //!
 //! On the emulated device (cuda-emu) with `CUDA_EMU_COVERAGE_DIR` set, each test also reads the
@@ -32,6 +34,7 @@ use crate::common::{DTYPES, POISON, Report, Special, bound, element_error, floor
 use crate::common::{Fp8Check, code_distance, worst_scaled};
 use crate::common::{gemm_bound, input_with, lined_up, make_input, reduction_sets, rope_table};
 use crate::common::{row_specials, softmax_lines, worst_by, worst_codes, worst_error};
+use crate::attention::gpu::{Layout, decode_cases};
 use tileops::kernels::{self, KernelSource};
 use tileops::ops::reference as norm_act;
 use tileops::ops::reference as rope_fp8;
@@ -1102,6 +1105,24 @@ fn qk_norm_rope_fp8_reaches_every_kernel() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// gqa_decode, gqa_decode_paged: dense and paged, 16-bit and fp8 caches, split and one-pass, merge
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn attention_decode_reaches_every_kernel() {
+    let Some(gpu) = gpu_or_skip("attention_decode_reaches_every_kernel") else {
+        return;
+    };
+    decode_cases(&gpu, Layout::Dense).finish();
+    decode_cases(&gpu, Layout::Paged).finish();
+    assert_launched(
+        &gpu,
+        "gqa_decode.cu",
+        &entries_of(&kernels::GQA_DECODE, &[DType::Float16, DType::BFloat16]),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // gemm: the four layouts x float32 (strict: cuBLAS Sgemm; TF32: cuBLASLt), float16, bfloat16
 // ---------------------------------------------------------------------------------------------
 
@@ -1256,6 +1277,8 @@ fn harness_accepts_the_cpu_paths_and_catches_poison() {
     fp8_quant_cases(&cpu).finish();
     fused_cases(&cpu).finish();
     gemm_cases(&cpu).finish();
+    decode_cases(&cpu, Layout::Dense).finish();
+    decode_cases(&cpu, Layout::Paged).finish();
     let want = [0.25, f64::NAN, 0.5];
     let zeros = [0.0; 3];
     assert_eq!(
@@ -1288,5 +1311,9 @@ fn harness_accepts_the_cpu_paths_and_catches_poison() {
             &[DType::Float16, DType::BFloat16]
         ),
         vec!["qk_norm_rope_fp8_f16", "qk_norm_rope_fp8_bf16"]
+    );
+    assert_eq!(
+        entries_of(&kernels::GQA_DECODE, &[DType::Float16, DType::BFloat16]).len(),
+        10
     );
 }
