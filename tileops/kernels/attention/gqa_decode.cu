@@ -10,25 +10,28 @@
 //   gqa_decode_merge_*      the second pass of split-KV: merges the partial results
 //
 // Work split. One block of 128 threads per (sequence b, KV head, head tile, split): the block serves
-// GT query heads of the group (GT = 8 for a 16-bit cache, 4 for fp8: 64 f32 q values and 64 f32
-// accumulators per thread either way) over the keys [split * chunk, (split + 1) * chunk) of
-// sequence b. Each key and value is loaded ONCE per block and used for all GT heads, so a group of
-// g <= GT heads reads its KV once; a larger group (g = 16 with a 16-bit cache, g >= 8 with fp8) has
-// ceil(g / GT) head tiles, adjacent in the grid, that read the same KV (the second read mostly from
-// L2). The host picks the number of splits so that the grid fills the GPU at any batch; with one
-// split the block writes the final output directly (the one-pass path), otherwise each block writes
-// its normalised partial output and log-sum-exp (f32) and gqa_decode_merge combines them.
+// GT query heads of the group over the keys [split * chunk, (split + 1) * chunk) of sequence b.
+// GT = 8 for a 16-bit cache and a group of more than 4 (64 f32 q values and 64 f32 accumulators per
+// thread), 4 for groups of up to 4 and for an fp8 cache (whose 16 elements a lane double the
+// registers per head). Each key and value is loaded ONCE per block and used for all GT heads, so a
+// group of g <= GT heads reads its KV once; a larger group (g = 16 with a 16-bit cache, g >= 8 with
+// fp8) has ceil(g / GT) head tiles, adjacent in the grid, that read the same KV (the second read
+// mostly from L2). The host picks the number of splits so that the grid fills the GPU at any batch;
+// with one split the block writes the final output directly (the one-pass path), otherwise each
+// block writes its normalised partial output and log-sum-exp (f32) and gqa_decode_merge combines
+// them.
 //
 // Inside a block: L = D / E lanes hold one key (E = 8 elements of a 16-bit cache, 16 of fp8: one
 // 16-byte load per lane per key and per value), so a warp holds 32 / L keys and the block
 // KG = 128 / L key groups. Each group walks its keys TK = 4 at a time, with all 2 * TK loads of a
 // step issued before any is used (8 x 16 bytes in flight per thread). The scores of the GT heads are
-// dot products over the L lanes (xor shuffles within the lane segment), in base 2: q is scaled by
-// sm_scale * log2(e) (times k_scale for fp8) when it is loaded, so p = exp2(s - m) is one FFMA and
-// one MUFU.EX2. With a softcap c the score is c * tanh(q.k * sm_scale / c) (Gemma 2), computed as
-// (c * log2 e) * tanh(q.k * (sm_scale / c)). Numerics as FlashAttention: f32 accumulation, a running
-// max per head and tile, the accumulators rescaled once per step. The KG groups' states are merged
-// through shared memory at the end. v_scale multiplies the output.
+// dot products over the L lanes (xor shuffles within the lane segment, one branch on L per step), in
+// base 2: q is scaled by sm_scale * log2(e) (times k_scale for fp8) when it is loaded, so
+// p = exp2(s - m) is one FADD and one MUFU.EX2. With a softcap c the score is
+// c * tanh(q.k * sm_scale / c) (Gemma 2), computed as (c * log2 e) * tanh(q.k * (sm_scale / c)).
+// Numerics as FlashAttention: f32 accumulation, a running max per head and step, the accumulators
+// rescaled once per step. The KG groups' states are merged through shared memory at the end.
+// v_scale multiplies the output.
 //
 // Edge cases: a sequence of length 0 (or a split past its end) gives o = 0 and lse = -inf (as
 // FlashInfer); a seqlens entry is clamped to the cache's capacity (S_max, or max_pages * page_size)
@@ -107,21 +110,46 @@ struct DecodeArgs {
 
 }  // namespace
 
-// One block: (sequence, KV head, split, head tile) from blockIdx.x, head tile fastest.
-template <typename T, typename C, bool kPaged>
-__device__ __forceinline__ void gqa_decode(const T* __restrict__ q, const void* __restrict__ k_cache,
-                                           const void* __restrict__ v_cache, const int* __restrict__ seqlens,
-                                           const int* __restrict__ block_table, const float* __restrict__ k_scale,
-                                           const float* __restrict__ v_scale, T* __restrict__ o,
-                                           float* __restrict__ lse, float* __restrict__ part_o,
-                                           float* __restrict__ part_lse, const DecodeArgs& a) {
+// Sums each value over its aligned segment of W lanes (the lanes that hold one key).
+template <int W, int GT>
+__device__ __forceinline__ void lane_sums(float (&s)[GT][kTileKeys]) {
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+#pragma unroll
+        for (int j = 0; j < kTileKeys; ++j) {
+#pragma unroll
+            for (int off = W >> 1; off > 0; off >>= 1) s[h][j] += __shfl_xor_sync(0xffffffffu, s[h][j], off);
+        }
+    }
+}
+
+// The block's shared memory, declared once by the entry point for every instantiation below.
+struct DecodeShared {
+    float o[kThreads * 64];  // [KG][GT][D] partial accumulators: KG * GT * D = 128 * GT * E <= 128 * 64
+    float m[32 * 8];         // [KG][GT] running max (base 2); KG <= 32, GT <= 8
+    float l[32 * 8];         // [KG][GT] running sum
+    int bad;
+};
+
+// One block: (sequence, KV head, split, head tile) from blockIdx.x, head tile fastest; GT the query
+// heads a block serves (compile-time: the q values and accumulators are register arrays).
+template <typename T, typename C, bool kPaged, int GT>
+__device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const void* __restrict__ k_cache,
+                                                 const void* __restrict__ v_cache, const int* __restrict__ seqlens,
+                                                 const int* __restrict__ block_table,
+                                                 const float* __restrict__ k_scale, const float* __restrict__ v_scale,
+                                                 T* __restrict__ o, float* __restrict__ lse, float* __restrict__ part_o,
+                                                 float* __restrict__ part_lse, const DecodeArgs& a, DecodeShared& sm) {
     constexpr int E = Cache<C>::E;
-    constexpr int GT = 64 / E;        // query heads per block
     constexpr int kBytes = Cache<C>::kFp8 ? 1 : static_cast<int>(sizeof(T));
-    __shared__ float sm_o[kThreads * 64];  // [KG][GT][D] partial accumulators: KG * GT * D = 128 * 64
-    __shared__ float sm_m[32 * GT];        // [KG][GT] running max (base 2)
-    __shared__ float sm_l[32 * GT];        // [KG][GT] running sum
-    __shared__ int sm_bad;
+    static_assert(GT * E <= 64 && GT <= 8, "DecodeShared's sizes");
+    const int D = a.dim;
+    const int L = D / E;  // lanes per key: 4..32, a power of two
+    const int KG = kThreads / L;
+    float* const sm_o = sm.o;
+    float* const sm_m = sm.m;
+    float* const sm_l = sm.l;
+    int& sm_bad = sm.bad;
 
     long long idx = blockIdx.x;
     const int tile = static_cast<int>(idx % a.head_tiles);
@@ -134,9 +162,6 @@ __device__ __forceinline__ void gqa_decode(const T* __restrict__ q, const void* 
     const int h0 = kvh * group + tile * GT;  // first query head of this block
     const int gt = min(GT, group - tile * GT);
 
-    const int D = a.dim;
-    const int L = D / E;  // lanes per key
-    const int KG = kThreads / L;
     const int lg = threadIdx.x % L;  // lane within the key group
     const int gi = threadIdx.x / L;  // key group
 
@@ -220,12 +245,18 @@ __device__ __forceinline__ void gqa_decode(const T* __restrict__ q, const void* 
                 s[h][j] = dot;
             }
         }
+        // The L-lane sums: one branch on L (block-uniform) for the whole step, fully unrolled sums.
+        switch (L) {
+            case 4: lane_sums<4>(s); break;
+            case 8: lane_sums<8>(s); break;
+            case 16: lane_sums<16>(s); break;
+            default: lane_sums<32>(s); break;
+        }
 #pragma unroll
         for (int h = 0; h < GT; ++h) {
 #pragma unroll
             for (int j = 0; j < kTileKeys; ++j) {
                 float dot = s[h][j];
-                for (int off = L >> 1; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
                 if (a.cap2 != 0.0f) dot = a.cap2 * tanhf(dot);
                 s[h][j] = valid[j] ? dot : neg_inf();
             }
@@ -305,6 +336,26 @@ __device__ __forceinline__ void gqa_decode(const T* __restrict__ q, const void* 
             part_o[(row * a.splits + split) * D + d] = value;
             if (d == 0) part_lse[row * a.splits + split] = row_lse;
         }
+    }
+}
+
+// The entry points' body: picks the head tile of the instantiation. A 16-bit cache takes 4 heads a
+// block for groups of up to 4 (Llama-3.1-8B's 4: no work on idle heads) and 8 for larger groups; an
+// fp8 cache (16 elements a lane, so twice the registers per head) always takes 4.
+template <typename T, typename C, bool kPaged>
+__device__ __forceinline__ void gqa_decode(const T* __restrict__ q, const void* __restrict__ k_cache,
+                                           const void* __restrict__ v_cache, const int* __restrict__ seqlens,
+                                           const int* __restrict__ block_table, const float* __restrict__ k_scale,
+                                           const float* __restrict__ v_scale, T* __restrict__ o,
+                                           float* __restrict__ lse, float* __restrict__ part_o,
+                                           float* __restrict__ part_lse, const DecodeArgs& a) {
+    __shared__ DecodeShared sm;
+    if (!Cache<C>::kFp8 && a.heads / a.kv_heads > 4) {
+        gqa_decode_block<T, C, kPaged, Cache<C>::kFp8 ? 4 : 8>(q, k_cache, v_cache, seqlens, block_table, k_scale,
+                                                               v_scale, o, lse, part_o, part_lse, a, sm);
+    } else {
+        gqa_decode_block<T, C, kPaged, 4>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o, lse, part_o,
+                                          part_lse, a, sm);
     }
 }
 

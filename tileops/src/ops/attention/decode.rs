@@ -498,9 +498,14 @@ impl DecodePlan {
         })
     }
 
-    /// Query heads one block serves: 8 with a 16-bit cache, 4 with fp8 (gqa_decode.cu's GT).
+    /// Query heads one block serves (gqa_decode.cu's GT): 4 with an fp8 cache; with a 16-bit one,
+    /// 4 for groups of up to 4 and 8 for larger ones.
     fn heads_per_block(&self) -> usize {
-        if self.fp8() { 4 } else { 8 }
+        if !self.fp8() && self.heads / self.kv_heads > 4 {
+            8
+        } else {
+            4
+        }
     }
 
     /// Lanes that hold one key: one 16-byte vector each.
