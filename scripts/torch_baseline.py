@@ -2,7 +2,7 @@
 """PyTorch baselines for a tileops records file, timed the way bench_all times tileops.
 
     python3 scripts/torch_baseline.py RECORDS.json [--out BASELINE.json]
-        [--impl torch,torch-compile] [--budget-s SECONDS] [--seed N] [--device cuda:0]
+        [--impl torch,torch-compile[,flashinfer]] [--budget-s SECONDS] [--seed N] [--device cuda:0]
 
 Runs on the GPU machine (PyTorch with CUDA; no Rust). For every tileops row of RECORDS.json
 (written by `bench_all`) it builds the PyTorch equivalent of the op from the row's inputs and
@@ -24,6 +24,19 @@ is retaken with a longer one; an untimed cold call (for torch.compile: the compi
 for 25 ms (at least 2 samples), then 100 ms / per-call time samples clamped to 10..200; median,
 p10, p90. Without `torch.cuda._sleep` the hold is left out and the method says so.
 
+Most inputs are random; an op whose inputs carry values makes them from the row's params and shapes
+(its EQUIVALENTS entry's setup and input maker). The attention decode ops (gqa_decode,
+gqa_decode_paged) do: `seqlens` holds the row's `kv_lens`, `block_table` scatters each sequence over
+the page pool as tileops's bench does (the same shuffle), an fp8 cache holds random e4m3 codes with
+the scales 0.75 and 1.25. Their lengths and table are host data of the plan, as in tileops and
+FlashInfer: the key mask and the page-gather index are made before the timed call; the gather, the
+dequantization of an fp8 cache and the attention are inside it (one `scaled_dot_product_attention`
+over the batch; the explicit math with a softcap or the lse).
+
+`--impl flashinfer` (not in the default list) also times FlashInfer's batch decode for the decode
+ops, planned outside the timed call; every other row, and every row when FlashInfer is not
+importable, is written as skipped with the reason.
+
 Exit status: 0; 2 for a bad command line or records file; 3 when PyTorch or a CUDA GPU is missing.
 
 Everything above the "PyTorch side" line is plain Python (tested by test_torch_baseline.py
@@ -33,6 +46,7 @@ without PyTorch).
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import json
 import math
@@ -42,7 +56,9 @@ import time
 
 SCHEMA_VERSION = 1
 TILEOPS_IMPL = "tileops"
-IMPLS = ("torch", "torch-compile")
+FLASHINFER_IMPL = "flashinfer"
+IMPLS = ("torch", "torch-compile", FLASHINFER_IMPL)
+DEFAULT_IMPLS = ("torch", "torch-compile")
 
 # bench_all's budgets (tileops::perf::bench::TimeBudget::default).
 WARMUP_MS = 25.0
@@ -270,9 +286,321 @@ def _torch_function(name):
     return build
 
 
-# name -> (inputs in call order, the params the builder reads, builder). Every op of the manifest
-# has a line (test_torch_baseline.py checks the names against tileops/manifest/). The params'
-# values, the manifest's defaults included, come from the record: bench_all writes every param.
+# Attention decode (gqa_decode, gqa_decode_paged). Their inputs carry values: the lengths, the
+# block table and the fp8 scales are made from the row's params and shapes, as tileops's bench makes
+# them (DecodePlan::bench_inputs, shuffled_block_table). The plain-Python part (the row's checks,
+# the lengths, the table, the mask's rows, FlashInfer's page lists) is `_decode_setup`'s host plan;
+# the tensors are made from it by `_decode_inputs`.
+
+DECODE_PARAMS = ("sm_scale", "softcap", "return_lse", "kv_lens", "cache_dtype")
+FP8_CACHE = "float8_e4m3fn"
+# tileops's bench scales of an fp8 cache: codes of unit-normal values times O(1) factors.
+FP8_CACHE_SCALES = (0.75, 1.25)
+# FlashInfer's dense-cache view: pages of up to this many keys (its split-KV works in pages).
+FLASHINFER_DENSE_PAGE = 16
+FLASHINFER_WORKSPACE_BYTES = 128 << 20
+
+
+def shuffled_block_table(batch, max_pages, num_pages, lens, page_size):
+    """tileops's bench table (gqa_decode_paged.rs, shuffled_block_table), row by row: the pool's
+    pages in a fixed pseudo-random order (Fisher-Yates driven by SplitMix64), handed out to each
+    sequence's used slots in turn; unused slots -1."""
+    mask = (1 << 64) - 1
+    pool = list(range(min(num_pages, 2**31 - 1)))
+    state = 0x9E3779B97F4A7C15
+    for i in range(len(pool) - 1, 0, -1):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        j = z % (i + 1)
+        pool[i], pool[j] = pool[j], pool[i]
+    table, nxt = [[-1] * max_pages for _ in range(batch)], iter(pool)
+    for b, n in enumerate(lens[:batch]):
+        used = min(-(-max(n, 0) // max(page_size, 1)), max_pages)
+        for slot in range(used):
+            table[b][slot] = next(nxt, -1)
+    return table
+
+
+def decode_lens(op, kv_lens, batch, capacity):
+    """The row's `kv_lens` checked against the batch and the keys a sequence can hold (S_max, or
+    max_pages * page_size); every sequence full when it is null."""
+    if kv_lens is None:
+        return [capacity] * batch
+    if not isinstance(kv_lens, list):
+        raise BaselineError(f"{op}: kv_lens is {kv_lens!r}, not a list of {batch} lengths")
+    if len(kv_lens) != batch:
+        raise BaselineError(
+            f"{op}: kv_lens has {len(kv_lens)} lengths for a batch of {batch} (q's first dim)"
+        )
+    for i, n in enumerate(kv_lens):
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= capacity:
+            raise BaselineError(
+                f"{op}: kv_lens[{i}] = {n!r} is not a length in 0..={capacity} (the keys a "
+                "sequence's cache holds)"
+            )
+    return list(kv_lens)
+
+
+def decode_masking(lens, capacity):
+    """(mask lengths, kept rows) of the attention over `capacity` keys per sequence.
+
+    The mask lengths are None when every sequence is full (no mask); else each sequence's valid
+    keys, an empty sequence's row left whole (a row with no key would be NaN: its output is zeroed
+    and its lse set to -inf through the kept rows instead). The kept rows are None when no sequence
+    is empty, else whether each one has a key.
+    """
+    ragged = any(n != capacity for n in lens)
+    empty = any(n == 0 for n in lens)
+    mask_lens = [n if n > 0 else capacity for n in lens] if ragged else None
+    keep = [n > 0 for n in lens] if empty else None
+    return mask_lens, keep
+
+
+def flashinfer_pages(host):
+    """(page_size, kv_indptr, kv_indices, kv_last_page_len) of FlashInfer's paged decode for the
+    host plan. A dense cache [B, S_max, H_kv, D] is read as pages of gcd(S_max, 16) keys (sequence b
+    holds pages b * S_max / page_size onwards); a paged one through its table. An empty sequence has
+    no page and a last page of 0 keys (FlashInfer gives it length 0)."""
+    lens = host["lens"]
+    if host["paged"]:
+        page_size, table = host["page_size"], host["table"]
+    else:
+        page_size = math.gcd(host["capacity"], FLASHINFER_DENSE_PAGE)
+        per_seq = host["capacity"] // page_size
+        table = [[b * per_seq + j for j in range(per_seq)] for b in range(len(lens))]
+    indptr, indices, last = [0], [], []
+    for b, n in enumerate(lens):
+        used = -(-n // page_size)
+        indices.extend(table[b][:used])
+        indptr.append(len(indices))
+        last.append(n - (used - 1) * page_size if used else 0)
+    return page_size, indptr, indices, last
+
+
+def _shape(op, spec, dims, layout):
+    shape = spec.get("shape")
+    if (not isinstance(shape, list) or len(shape) != len(dims)
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in shape)):
+        raise BaselineError(f"{op}: {spec.get('name')} has shape {shape!r}, not {layout}")
+    return dict(zip(dims, shape))
+
+
+def _decode_setup(op, specs, params):
+    """The specs (the caches in `cache_dtype`) and the host plan of a decode row, checked.
+
+    The host plan: the call's input names, the dims, the lengths, the keys per sequence of the
+    dense view (`capacity`), the page layout and table (paged), the mask's rows and the fp8 scales.
+    """
+    paged = op == "gqa_decode_paged"
+    k_name, v_name = ("k_pages", "v_pages") if paged else ("k_cache", "v_cache")
+    by_name = {s["name"]: s for s in specs}
+    q = _shape(op, by_name["q"], ("B", "H", "D"), "(B, H, D)")
+    if paged:
+        k = _shape(op, by_name[k_name], ("pages", "page_size", "H_kv", "D"),
+                   "(num_pages, page_size, H_kv, D)")
+        t = _shape(op, by_name["block_table"], ("B", "max_pages"), "(B, max_pages)")
+        if t["B"] != q["B"]:
+            raise BaselineError(f"{op}: block_table has {t['B']} rows for a batch of {q['B']}")
+        if k["page_size"] < 1:
+            raise BaselineError(f"{op}: {k_name} has pages of 0 keys")
+        capacity = t["max_pages"] * k["page_size"]
+    else:
+        k = _shape(op, by_name[k_name], ("B", "S_max", "H_kv", "D"), "(B, S_max, H_kv, D)")
+        if k["B"] != q["B"]:
+            raise BaselineError(f"{op}: {k_name} holds {k['B']} sequences for a batch of {q['B']}")
+        capacity = k["S_max"]
+    if by_name[v_name].get("shape") != by_name[k_name]["shape"]:
+        raise BaselineError(f"{op}: {v_name}'s shape is not {k_name}'s")
+    if k["D"] != q["D"] or k["H_kv"] < 1 or q["H"] % k["H_kv"]:
+        raise BaselineError(
+            f"{op}: q's {q['H']} heads of {q['D']} do not group over {k_name}'s {k['H_kv']} heads "
+            f"of {k['D']}"
+        )
+    if by_name["seqlens"].get("shape") != [q["B"]]:
+        raise BaselineError(f"{op}: seqlens has shape {by_name['seqlens'].get('shape')!r}, "
+                            f"not ({q['B']},)")
+    lens = decode_lens(op, params["kv_lens"], q["B"], capacity)
+
+    cache_dtype = params["cache_dtype"] or by_name["q"].get("dtype")
+    if cache_dtype not in TORCH_DTYPES:
+        raise BaselineError(f"{op}: cache_dtype {cache_dtype!r} is not a dtype this script knows")
+    fp8 = cache_dtype == FP8_CACHE
+    scales = [n for n in ("k_scale", "v_scale") if n in by_name]
+    if fp8 and len(scales) != 2:
+        raise BaselineError(f"{op}: a {FP8_CACHE} cache needs the inputs k_scale and v_scale; "
+                            f"the row gives {' and '.join(scales) or 'neither'}")
+    if not fp8 and scales:
+        raise BaselineError(f"{op}: the row gives {' and '.join(scales)} for a {cache_dtype} "
+                            f"cache (only a {FP8_CACHE} cache has scales)")
+
+    host = {"op": op, "names": [s["name"] for s in specs], "batch": q["B"], "heads": q["H"],
+            "kv_heads": k["H_kv"], "head_dim": q["D"], "capacity": capacity, "lens": lens,
+            "paged": paged, "page_size": None, "table": None, "cache_dtype": cache_dtype,
+            "scales": FP8_CACHE_SCALES if fp8 else None}
+    if paged:
+        used = sum(-(-n // k["page_size"]) for n in lens)
+        if used > k["pages"]:
+            raise BaselineError(f"{op}: the lengths use {used} pages of {k['page_size']} keys, "
+                                f"the pool holds {k['pages']}")
+        host["page_size"] = k["page_size"]
+        host["table"] = shuffled_block_table(q["B"], t["max_pages"], k["pages"], lens,
+                                             k["page_size"])
+    host["mask_lens"], host["keep"] = decode_masking(lens, capacity)
+    specs = [dict(s, dtype=cache_dtype) if s["name"] in (k_name, v_name) else s for s in specs]
+    return specs, host
+
+
+def _decode_inputs(torch, host, tensors):
+    """The call's arguments from the random tensors: `seqlens` (the lengths), `block_table` (the
+    host table), the scales set; then the plan, made here, before the timed call, as FlashInfer's
+    plan is: (gather index [B, max_pages] for paged,) key mask [B, 1, 1, keys] or None, kept rows
+    [B, 1, 1] or None."""
+    args = list(tensors)
+    at = {name: i for i, name in enumerate(host["names"])}
+    device = args[0].device
+
+    def tensor(values, dtype):
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    args[at["seqlens"]] = tensor(host["lens"], torch.int32)
+    if host["paged"]:
+        args[at["block_table"]] = tensor(host["table"], torch.int32)
+    if host["scales"]:
+        args[at["k_scale"]] = tensor([host["scales"][0]], torch.float32)
+        args[at["v_scale"]] = tensor([host["scales"][1]], torch.float32)
+    batch, capacity = host["batch"], host["capacity"]
+    mask = keep = None
+    if host["mask_lens"] is not None:
+        keys = torch.arange(capacity, device=device)
+        mask = (keys < tensor(host["mask_lens"], torch.int64)[:, None]).view(batch, 1, 1, capacity)
+    if host["keep"] is not None:
+        keep = tensor(host["keep"], torch.bool).view(batch, 1, 1)
+    plan = (mask, keep)
+    if host["paged"]:
+        # Unused slots (-1) read page 0; the mask leaves its keys out.
+        plan = (args[at["block_table"]].clamp(min=0).long(),) + plan
+    args.append(plan)
+    return args
+
+
+def _sdpa_takes_gqa(torch):
+    """Whether scaled_dot_product_attention takes `enable_gqa` (PyTorch 2.5 and later)."""
+    x = torch.zeros(1, 2, 1, 8)
+    try:
+        torch.nn.functional.scaled_dot_product_attention(x, x[:, :1], x[:, :1], enable_gqa=True)
+    except TypeError:
+        return False
+    return True
+
+
+def _gather_pages(torch, pages, index):
+    """[B, max_pages * page_size, H_kv, D] from pages [num_pages, page_size, H_kv, D] through an
+    index [B, max_pages] (an fp8 pool is gathered as bytes: not every PyTorch indexes float8)."""
+    if pages.element_size() == 1 and pages.is_floating_point():
+        gathered = pages.view(torch.uint8)[index].view(pages.dtype)
+    else:
+        gathered = pages[index]
+    return gathered.flatten(1, 2)
+
+
+def _decode_attention(torch, q, k, v, mask, keep, p, gqa):
+    """o [B, H, D] (and lse [B, H], float32, with return_lse) of q [B, H, D] over k, v
+    [B, S, H_kv, D] in q's dtype: one SDPA call over the batch, or with a softcap or the lse (SDPA
+    has neither) the explicit math, scores and softmax in float32."""
+    batch, heads, dim = q.shape
+    kv_heads = k.shape[2]
+    group = heads // kv_heads
+    scale = p["sm_scale"] if p["sm_scale"] is not None else 1.0 / math.sqrt(dim)
+    softcap = float(p["softcap"] or 0.0)
+    kh, vh = k.transpose(1, 2), v.transpose(1, 2)  # [B, H_kv, S, D]
+    lse = None
+    if softcap > 0 or p["return_lse"]:
+        qg = q.reshape(batch, kv_heads, group, dim)  # query head h reads KV head h // group
+        scores = torch.matmul(qg, kh.transpose(-1, -2)).float() * scale  # [B, H_kv, G, S]
+        if softcap > 0:
+            scores = softcap * torch.tanh(scores / softcap)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        o = torch.matmul(torch.softmax(scores, dim=-1).to(v.dtype), vh).reshape(batch, heads, dim)
+        if p["return_lse"]:
+            lse = torch.logsumexp(scores, dim=-1).reshape(batch, heads)
+    else:
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        extra = {}
+        if group > 1 and gqa:
+            extra["enable_gqa"] = True
+        elif group > 1:
+            kh, vh = kh.repeat_interleave(group, dim=1), vh.repeat_interleave(group, dim=1)
+        o = sdpa(q.unsqueeze(2), kh, vh, attn_mask=mask, scale=scale, **extra).squeeze(2)
+    if keep is not None:
+        o = o.masked_fill(~keep, 0)
+        if lse is not None:
+            lse = lse.masked_fill(~keep[..., 0], float("-inf"))
+    return (o, lse) if p["return_lse"] else o
+
+
+def _decode(paged):
+    """The PyTorch way to the decode: (paged: gather the pages through the index), dequantize an
+    fp8 cache (`codes.float() * scale`, to q's dtype), attend. The call takes the inputs in call
+    order and the plan `_decode_inputs` appends; `seqlens` and the table reach it as the plan."""
+
+    def build(torch, p):
+        gqa = _sdpa_takes_gqa(torch)
+        fp8 = p["cache_dtype"] == FP8_CACHE
+
+        def call(q, k, v, *rest):
+            plan = rest[-1]
+            if paged:
+                index, plan = plan[0], plan[1:]
+                k, v = _gather_pages(torch, k, index), _gather_pages(torch, v, index)
+            if fp8:
+                k_scale, v_scale = rest[-3], rest[-2]
+                k = (k.float() * k_scale).to(q.dtype)
+                v = (v.float() * v_scale).to(q.dtype)
+            return _decode_attention(torch, q, k, v, plan[0], plan[1], p, gqa)
+
+        return call
+
+    return build
+
+
+def _flashinfer_decode(torch, flashinfer, host, p, args):
+    """FlashInfer's batch decode (BatchDecodeWithPagedKVCacheWrapper, NHD), planned here from the
+    host lengths and table, before the timed call; the call is its `run`.
+
+    Written to FlashInfer's documented API (0.2 and later: plan / run) and not run by this project's
+    tests: FlashInfer is not installed where they run. Its lse is base 2 (FlashInfer's convention,
+    the one its merge functions take): the conversion to natural log stays out of the timed call.
+    """
+    q, k, v = args[0], args[1], args[2]
+    page_size, indptr, indices, last = flashinfer_pages(host)
+    pages = (-1, page_size, host["kv_heads"], host["head_dim"])
+    k, v = k.view(pages), v.view(pages)  # a dense cache as pages; a page pool as it is
+
+    def i32(values):
+        return torch.tensor(values, dtype=torch.int32, device=q.device)
+
+    workspace = torch.empty(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=q.device)
+    wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
+    softcap = float(p["softcap"] or 0.0)
+    wrapper.plan(
+        i32(indptr), i32(indices), i32(last), host["heads"], host["kv_heads"], host["head_dim"],
+        page_size, logits_soft_cap=softcap if softcap > 0 else None, sm_scale=p["sm_scale"],
+        q_data_type=q.dtype, kv_data_type=k.dtype,
+    )
+    run = {"return_lse": bool(p["return_lse"])}
+    if host["scales"]:
+        run["k_scale"], run["v_scale"] = host["scales"]
+    return lambda *_: wrapper.run(q, (k, v), **run)
+
+
+# name -> (inputs in call order, the params the builder reads, builder[, setup, input maker,
+# FlashInfer builder]) (see `Equivalent`). Every op of the manifest has a line
+# (test_torch_baseline.py checks the names against tileops/manifest/). The params' values, the
+# manifest's defaults included, come from the record: bench_all writes every param.
 EQUIVALENTS = {
     "softmax": (("x",), ("dim",), _softmax),
     "log_softmax": (("x",), ("dim",), _log_softmax),
@@ -298,30 +626,91 @@ EQUIVALENTS = {
         _qk_norm_rope_fp8,
     ),
     "gemm": (("a", "b"), ("trans_a", "trans_b", "allow_tf32"), _gemm),
+    "gqa_decode": (
+        ("q", "k_cache", "v_cache", "seqlens", "k_scale?", "v_scale?"),
+        DECODE_PARAMS,
+        _decode(paged=False),
+        _decode_setup,
+        _decode_inputs,
+        _flashinfer_decode,
+    ),
+    "gqa_decode_paged": (
+        ("q", "k_pages", "v_pages", "block_table", "seqlens", "k_scale?", "v_scale?"),
+        DECODE_PARAMS,
+        _decode(paged=True),
+        _decode_setup,
+        _decode_inputs,
+        _flashinfer_decode,
+    ),
 }
+
+# An EQUIVALENTS line, its optional parts None when absent:
+#   inputs      the input names in call order; a name ending in "?" is an optional input, in the
+#               call when the row gives it (bench_all records the inputs a row has), left out if not
+#   params      the params the builder (and setup) read
+#   build       build(torch, params) -> the call, a function of the inputs
+#   setup       setup(op, specs, params) -> (specs, host): plain Python, checks the row beyond its
+#               names and makes the host data of an op whose inputs carry values (specs may be
+#               changed, e.g. a dtype a param decides)
+#   inputs_from inputs_from(torch, host, random tensors of the specs) -> the call's arguments
+#   flashinfer  flashinfer(torch, flashinfer module, host, params, arguments) -> the call of the
+#               `flashinfer` impl, planned before it is timed
+Equivalent = collections.namedtuple(
+    "Equivalent", "inputs params build setup inputs_from flashinfer", defaults=(None, None, None)
+)
+
+# What plan_call makes of a row: the op, the input specs in call order, the row's params, the
+# builder, and the setup's host data (None without a setup).
+CallPlan = collections.namedtuple("CallPlan", "op specs params build host")
+
+
+def equivalent(op):
+    """The EQUIVALENTS line of op as an Equivalent."""
+    return Equivalent(*EQUIVALENTS[op])
+
+
+def input_name(name):
+    """An EQUIVALENTS input name without its optional mark."""
+    return name[:-1] if name.endswith("?") else name
 
 
 def plan_call(row):
-    """(input specs in call order, the row's params, builder) for a tileops row.
+    """The CallPlan of a tileops row.
 
-    Raises BaselineError for an op without an equivalent, or a row missing an input or a param.
+    Raises BaselineError for an op without an equivalent, a row missing an input or a param, or a
+    row its setup refuses.
     """
     op = row.get("op")
     if op not in EQUIVALENTS:
         raise BaselineError(f"no PyTorch equivalent is mapped for op `{op}`")
-    names, wanted, build = EQUIVALENTS[op]
+    entry = equivalent(op)
     given = {i.get("name"): i for i in row.get("inputs") or []}
-    missing = [n for n in names if n not in given]
+    missing = [n for n in entry.inputs if not n.endswith("?") and n not in given]
     if missing:
         raise BaselineError(f"{op}: the row gives no shape for input(s) {', '.join(missing)}")
     params = dict(row.get("params") or {})
-    absent = [n for n in wanted if n not in params]
+    absent = [n for n in entry.params if n not in params]
     if absent:
         raise BaselineError(
             f"{op}: the row gives no value for param(s) {', '.join(absent)} (bench_all records "
             "every param, defaults included; a file without them is from an older tileops)"
         )
-    return [given[n] for n in names], params, build
+    specs = [given[input_name(n)] for n in entry.inputs if input_name(n) in given]
+    host = None
+    if entry.setup is not None:
+        specs, host = entry.setup(op, specs, params)
+    return CallPlan(op, specs, params, entry.build, host)
+
+
+def flashinfer_builder(op, missing):
+    """The FlashInfer builder of op; BaselineError when op has none or FlashInfer is `missing`
+    (the reason it could not be imported; None when it was)."""
+    build = equivalent(op).flashinfer if op in EQUIVALENTS else None
+    if build is None:
+        raise BaselineError(f"no FlashInfer equivalent is mapped for op `{op}`")
+    if missing:
+        raise BaselineError(f"FlashInfer is not importable ({missing})")
+    return build
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,6 +812,24 @@ TORCH_DTYPES = {
     "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
     "bool": "bool", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
 }
+
+
+def call_inputs(torch, plan, all_specs, device, generator):
+    """The call's arguments for a CallPlan: random tensors of its specs, made into the arguments
+    by the op's input maker where it has one."""
+    tensors = make_inputs(torch, plan.specs, all_specs, device, generator)
+    inputs_from = equivalent(plan.op).inputs_from
+    return tensors if inputs_from is None else inputs_from(torch, plan.host, tensors)
+
+
+def import_flashinfer():
+    """(the flashinfer module, None), or (None, why it could not be imported)."""
+    try:
+        import flashinfer
+        import flashinfer.decode  # noqa: F401
+    except Exception as e:  # ImportError, or an install broken against this PyTorch or CUDA
+        return None, f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
+    return flashinfer, None
 
 
 def make_inputs(torch, specs, all_specs, device, generator):
@@ -554,6 +961,9 @@ def torch_device_info(torch, device):
 def run_baselines(torch, rows, impls, device, seed, budget_s, log):
     info = torch_device_info(torch, device)
     timer = Timer(torch, device)
+    flashinfer, no_flashinfer = (
+        import_flashinfer() if FLASHINFER_IMPL in impls else (None, "not asked for")
+    )
     deadline = time.monotonic() + budget_s if budget_s else None
     records = []
     # Eager for every row first: under a time budget, the slow compilations are what is left out.
@@ -566,13 +976,18 @@ def run_baselines(torch, rows, impls, device, seed, budget_s, log):
                 log(f"{name}: skipped: {reason}")
                 continue
             try:
-                specs, params, build = plan_call(row)
+                plan = plan_call(row)
+                if impl == FLASHINFER_IMPL:
+                    build_flashinfer = flashinfer_builder(row["op"], no_flashinfer)
                 generator = torch.Generator(device=device).manual_seed(seed)
-                args = make_inputs(torch, specs, row.get("inputs") or [], device, generator)
+                args = call_inputs(torch, plan, row.get("inputs") or [], device, generator)
                 if row["op"] == "gemm":
                     # fp32 GEMMs run TF32 only where the tileops row allows it.
-                    torch.backends.cuda.matmul.allow_tf32 = bool(params.get("allow_tf32"))
-                call = build(torch, params)
+                    torch.backends.cuda.matmul.allow_tf32 = bool(plan.params.get("allow_tf32"))
+                if impl == FLASHINFER_IMPL:
+                    call = build_flashinfer(torch, flashinfer, plan.host, plan.params, args)
+                else:
+                    call = plan.build(torch, plan.params)
                 if impl == "torch-compile":
                     # Every row is a new shape of the same few functions: without a reset,
                     # dynamo's recompile limit would silently fall back to eager after 8 rows.
@@ -597,7 +1012,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("records", help="a records file written by bench_all")
     p.add_argument("--out", help="baseline records file (default: RECORDS with .torch.json)")
-    p.add_argument("--impl", default=",".join(IMPLS), help="comma-separated: torch,torch-compile")
+    p.add_argument("--impl", default=",".join(DEFAULT_IMPLS),
+                   help="comma-separated, of torch,torch-compile,flashinfer (default: "
+                        "torch,torch-compile)")
     p.add_argument("--budget-s", type=float, default=None,
                    help="stop timing after this many seconds (the rest is written as skipped)")
     p.add_argument("--seed", type=int, default=0)
