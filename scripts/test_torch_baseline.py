@@ -400,6 +400,9 @@ class Records(unittest.TestCase):
         self.assertEqual(tb.driver_version(None, 12080), "CUDA 12.8")
         self.assertEqual(tb.driver_version(proc, None), "580.65.06")
         self.assertIsNone(tb.driver_version("", None))
+        open_module = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  "
+                       "Release Build  (dvs-builder@U22-I3-AE18-23-3)\n")
+        self.assertEqual(tb.driver_version(open_module, 13000), "580.159.04 (CUDA 13.0)")
 
 
 if torch is None:

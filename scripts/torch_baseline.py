@@ -796,8 +796,10 @@ def driver_version(proc_text, cuda_version):
     if proc_text:
         first = proc_text.splitlines()[0] if proc_text.splitlines() else ""
         if "Kernel Module" in first:
+            # The first word after it that starts with a digit: the open module's line reads
+            # "... Open Kernel Module for x86_64  580.159.04 ..." (tileops's meta.rs, module_version).
             rest = first.split("Kernel Module", 1)[1].split()
-            module = rest[0] if rest else None
+            module = next((w for w in rest if w[:1].isdigit()), None)
     cuda = f"CUDA {cuda_version // 1000}.{cuda_version % 1000 // 10}" if cuda_version else None
     if module and cuda:
         return f"{module} ({cuda})"

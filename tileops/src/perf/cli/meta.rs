@@ -98,14 +98,21 @@ pub fn default_out_path(t: SystemTime) -> PathBuf {
 
 /// The kernel driver version (`580.65.06`, from `/proc/driver/nvidia/version`) and the CUDA
 /// version the driver supports (`CUDA 13.0`), as far as known.
+/// The kernel module's version in the first line of `/proc/driver/nvidia/version`: the first
+/// word after "Kernel Module" that starts with a digit. The proprietary module's line reads
+/// `NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 ...`; the open one's
+/// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...` (the
+/// word right after it is "for", which the H200 machine's first records showed as the driver).
+fn module_version(line: &str) -> Option<&str> {
+    let (_, rest) = line.split_once("Kernel Module")?;
+    rest.split_whitespace()
+        .find(|word| word.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 fn driver_version() -> Option<String> {
     let module = std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
-        .and_then(|text| {
-            let line = text.lines().next()?.to_owned();
-            let (_, rest) = line.split_once("Kernel Module")?;
-            rest.split_whitespace().next().map(str::to_owned)
-        });
+        .and_then(|text| module_version(text.lines().next()?).map(str::to_owned));
     let mut version: std::ffi::c_int = 0;
     // SAFETY: writes one int; the driver library is loaded (a device was opened).
     let cuda = unsafe { sys::cuDriverGetVersion(&mut version) }
@@ -139,6 +146,16 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn the_module_version_is_read_from_both_drivers_lines() {
+        let proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 06:54:38 UTC 2025";
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22-I3-AE18-23-3)";
+        assert_eq!(module_version(proprietary), Some("580.65.06"));
+        assert_eq!(module_version(open), Some("580.159.04"));
+        assert_eq!(module_version("NVRM version: something else"), None);
+        assert_eq!(module_version("Kernel Module for x86_64"), None);
+    }
 
     #[test]
     fn dates_are_rfc3339_utc() {
