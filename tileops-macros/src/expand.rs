@@ -406,7 +406,9 @@ fn inline_body(
 /// The referenced dims of fixed-rank inputs. Each input that declares one is read once (its rank
 /// checked; an absent optional input is skipped); each dim takes its extent from the first input
 /// present that declares it, and every other place that declares it must agree, or the evaluation
-/// is a `RooflineError::DimMismatch` naming the dim, both places and both extents.
+/// is a `RooflineError::DimMismatch` naming the dim, both places and both extents. A dim named like
+/// a param binds nothing here (the param is the name's binding): each place is checked against the
+/// param instead ([`dim_param_check`]).
 #[allow(clippy::too_many_arguments)]
 fn fixed_dims(
     x: &Expansion<'_>,
@@ -481,6 +483,13 @@ fn fixed_dims(
         {
             continue; // reported as a missing field
         }
+        if entry.params.iter().any(|p| p.name == *dim) {
+            // The param binds the name (bound above, from its field); the shape must agree.
+            if field(dim).is_some() {
+                bindings.push(dim_param_check(entry, dim, &local, list));
+            }
+            continue;
+        }
         declare(&local);
         let sources = list.iter().map(|(index, axis)| {
             let name = entry.inputs[*index].name.as_str();
@@ -528,6 +537,57 @@ fn fixed_dims(
                 }
             };
         });
+    }
+}
+
+/// The check for a dim named like a param (TileOPs's `a: [numel, k]` beside a param `k`): the
+/// formulas read the param, so every input present that declares the dim must have the param's
+/// value as its extent, or the evaluation is a `RooflineError::DimParamMismatch` naming the dim,
+/// the input, the axis and both values. A param that is not an int (None, a float, a bool, a
+/// list) can equal no extent: that is an evaluation error saying so, at the input's shape.
+fn dim_param_check(
+    entry: &Entry,
+    dim: &str,
+    param: &Ident,
+    list: &[(usize, usize)],
+) -> TokenStream {
+    let op = entry.name.as_str();
+    let sources = list.iter().map(|(index, axis)| {
+        let input = &entry.inputs[*index];
+        let name = input.name.as_str();
+        let dims = format_ident!("__tileops_dims_{}", index);
+        let label = format!("{name}.shape");
+        let text = input.shape_text().unwrap_or_default();
+        quote! { (#name, #axis, #dims, #label, #text) }
+    });
+    let not_an_int = format!(
+        "TypeError: the param `{dim}` is {{}} (a {{}}), not an int, but it names the dim `{dim}` of `{{}}.shape[{{}}]`, whose extent ({{}}) it must equal"
+    );
+    quote! {
+        for (input, axis, dims, label, text) in [#(#sources),*] {
+            let ::core::option::Option::Some(extent) = dims.and_then(|d: &[usize]| d.get(axis).copied()) else {
+                continue; // an absent optional input
+            };
+            match &#param {
+                ::tileops::roofline::Value::Int(value) if *value == extent as i128 => {}
+                ::tileops::roofline::Value::Int(value) => {
+                    return ::core::result::Result::Err(::tileops::RooflineError::DimParamMismatch {
+                        op: #op,
+                        dim: #dim,
+                        input,
+                        axis,
+                        extent: extent as u64,
+                        param: *value,
+                    });
+                }
+                other => {
+                    return ::core::result::Result::Err(::tileops::RooflineError::evaluation(
+                        #op, label, text,
+                        ::tileops::roofline::EvalError::new(::std::format!(#not_an_int, other, other.type_name(), input, axis, extent)),
+                    ));
+                }
+            }
+        }
     }
 }
 

@@ -111,15 +111,19 @@ fn check_inline(
     errors: &mut Vec<Diagnostic>,
 ) -> Option<CheckedRoofline> {
     let mut scope = Scope::default();
-    for input in &entry.inputs {
-        scope.inputs.insert(input.name.clone(), input.optional);
-        for (_, dim, _) in input.dims() {
-            scope.dims.insert(dim.to_owned());
-        }
-    }
     scope
         .params
         .extend(entry.params.iter().map(|p| p.name.clone()));
+    for input in &entry.inputs {
+        scope.inputs.insert(input.name.clone(), input.optional);
+        for (_, dim, _) in input.dims() {
+            // A dim named like a param is that param in the formulas, as in TileOPs (whose
+            // formulas see no dims at all); codegen checks the extent against it at run time.
+            if !scope.params.contains(dim) {
+                scope.dims.insert(dim.to_owned());
+            }
+        }
+    }
 
     let mut checked_vars = Vec::new();
     let mut ok = true;
@@ -220,6 +224,7 @@ fn check_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnostic::SourceFile;
 
     #[test]
     fn python_dotted_paths_are_recognised() {
@@ -230,5 +235,43 @@ mod tests {
         assert_eq!(python_function("clamp"), None);
         assert_eq!(python_function("a.1b"), None);
         assert_eq!(python_function("crate::perf::f"), None);
+    }
+
+    fn entry_from(text: &str) -> Entry {
+        let file = std::rc::Rc::new(SourceFile {
+            display_path: "manifest/t.yaml".into(),
+            text: text.to_owned(),
+        });
+        let family = crate::manifest::parse_family_file(std::rc::Rc::clone(&file));
+        let (name, offset, node) = &family.entries[0];
+        let (entry, errors) = crate::manifest::check_entry(&file, name, *offset, node);
+        assert!(errors.is_empty(), "{errors:?}");
+        entry.unwrap()
+    }
+
+    /// TileOPs's MoeGroupedGemmNopadFwdOp, reduced: every dim of `a` and `b` is also a param.
+    const DIMS_AS_PARAMS: &str = "op:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      a: {dtype: float16, shape: [numel, k]}\n      b: {dtype: float16, shape: [num_experts, n, k]}\n    params:\n      numel: {type: int}\n      num_experts: {type: int}\n      n: {type: int}\n      k: {type: int}\n  roofline:\n    flops: \"2 * numel * n * k\"\n    bytes: \"(numel * k + num_experts * n * k + numel * n) * elem_bytes\"\n";
+
+    #[test]
+    fn a_dim_named_like_a_param_is_the_param_in_the_formulas() {
+        let entry = entry_from(DIMS_AS_PARAMS);
+        let Ok(CheckedRoofline::Inline { flops, .. }) = check(&entry, true) else {
+            panic!("refused")
+        };
+        // The scope holds them as params only: the formulas read the params.
+        for name in ["numel", "num_experts", "n", "k"] {
+            assert!(flops.scope.params.contains(name), "{name}");
+            assert!(!flops.scope.dims.contains(name), "{name}");
+        }
+        assert_eq!(
+            flops.names.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["k", "n", "numel"]
+        );
+        // A dim that is no param is still a dim.
+        let entry = entry_from(&DIMS_AS_PARAMS.replace("      n: {type: int}\n", ""));
+        let Ok(CheckedRoofline::Inline { flops, .. }) = check(&entry, true) else {
+            panic!("refused")
+        };
+        assert!(flops.scope.dims.contains("n") && !flops.scope.params.contains("n"));
     }
 }
