@@ -1,6 +1,7 @@
 //! What the generated `eval_roofline` does at run time, from a user crate's point of view:
-//! fixed-rank dim binding, optional inputs, Python arithmetic, func mode, and evaluation errors
-//! that are values naming the op, the field and the value.
+//! fixed-rank dim binding, optional inputs, Python arithmetic, func mode (Rust paths and TileOPs's
+//! dotted paths, generic structs included), and evaluation errors that are values naming the op,
+//! the field and the value.
 
 use tileops::roofline::Value;
 use tileops::{DType, Roofline, RooflineError, TensorSpec};
@@ -63,6 +64,62 @@ fn func_mode_roofline(op: &FuncMode) -> Result<Roofline, RooflineError> {
         flops: n,
         bytes: 8 * n,
     })
+}
+
+#[tileops::roofline_op(
+    "func_mode_dotted",
+    manifest = "tests/manifests/semantics.yaml",
+    register = false
+)]
+struct DottedFunc {
+    x: TensorSpec,
+}
+
+/// What `func: "it.generated_code.dotted_func_roofline"` calls.
+fn dotted_func_roofline(op: &DottedFunc) -> Result<Roofline, RooflineError> {
+    let n =
+        op.x.numel()
+            .map_err(|e| RooflineError::func("func_mode_dotted", e.to_string()))? as u64;
+    Ok(Roofline::new(3 * n, 4 * n))
+}
+
+#[tileops::roofline_op(
+    "func_mode_generic",
+    manifest = "tests/manifests/semantics.yaml",
+    register = false
+)]
+struct GenericFunc<T: Copy + Into<u64>> {
+    x: TensorSpec,
+    factor: T,
+}
+
+/// What `func: "it.generated_code.generic_func_roofline"` calls, for every `GenericFunc<T>`.
+fn generic_func_roofline<T: Copy + Into<u64>>(
+    op: &GenericFunc<T>,
+) -> Result<Roofline, RooflineError> {
+    let n =
+        op.x.numel()
+            .map_err(|e| RooflineError::func("func_mode_generic", e.to_string()))? as u64;
+    Ok(Roofline::new(op.factor.into() * n, n))
+}
+
+#[tileops::roofline_op(
+    "func_mode_relative",
+    manifest = "tests/manifests/semantics.yaml",
+    register = false
+)]
+struct RelativeFunc {
+    x: TensorSpec,
+}
+
+mod relative {
+    use super::RelativeFunc;
+    use tileops::{Roofline, RooflineError};
+
+    /// What `func: "relative::func_roofline"` calls.
+    pub(super) fn func_roofline(op: &RelativeFunc) -> Result<Roofline, RooflineError> {
+        Ok(Roofline::new(op.x.shape.len() as u64, 1))
+    }
 }
 
 fn spec(shape: &[usize], dtype: DType) -> TensorSpec {
@@ -155,6 +212,40 @@ fn func_mode_calls_the_rust_path() {
     .eval_roofline()
     .unwrap();
     assert_eq!((r.flops, r.bytes), (10, 80));
+}
+
+#[test]
+fn a_dotted_func_path_calls_the_absolute_rust_path() {
+    let r = DottedFunc {
+        x: spec(&[2, 5], DType::Float32),
+    }
+    .eval_roofline()
+    .unwrap();
+    assert_eq!(r, Roofline::new(30, 40));
+}
+
+#[test]
+fn func_mode_works_on_a_generic_struct() {
+    let x = spec(&[7], DType::Float32);
+    let r = GenericFunc {
+        x: x.clone(),
+        factor: 3u8,
+    }
+    .eval_roofline()
+    .unwrap();
+    assert_eq!(r, Roofline::new(21, 7));
+    let r = GenericFunc { x, factor: 2u32 }.eval_roofline().unwrap();
+    assert_eq!(r, Roofline::new(14, 7));
+}
+
+#[test]
+fn a_relative_func_path_resolves_from_the_structs_module() {
+    let r = RelativeFunc {
+        x: spec(&[2, 3, 4], DType::Float32),
+    }
+    .eval_roofline()
+    .unwrap();
+    assert_eq!(r, Roofline::new(3, 1));
 }
 
 #[test]

@@ -6,6 +6,11 @@
 //! (`bench_all::bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure`) needs
 //! cuda-emu's libraries (`TILEOPS_EMU_LIB`): scripts/emu-check.sh runs it, scripts/test.sh skips it.
 
+// The crate names itself, as tileops does with `extern crate self as tileops`, so that a
+// manifest's TileOPs-style dotted `func` path (`it.generated_code.f`, the absolute path
+// `::it::generated_code::f`) resolves in it: generated_code.rs tests that.
+extern crate self as it;
+
 mod common;
 
 mod bench_all;

@@ -1,8 +1,11 @@
 //! Constructs that TileOPs's own manifests use, on synthetic entries
 //! (`tests/manifests/tileops_constructs.yaml`) beside the compatibility suite: each compiles
 //! through `#[roofline_op]` and evaluates to hand-computed values. Also the run-time agreement of
-//! fixed-rank dims, and an entry of 5,000 `vars` (generated code is flat, so rustc copes).
+//! fixed-rank dims, TileOPs's dims named like params (two of its entries, vendored in
+//! `tests/manifests/tileops_dims_as_params.yaml`), and an entry of 5,000 `vars` (generated code is
+//! flat, so rustc copes).
 
+use tileops::roofline::Value;
 use tileops::{DType, RooflineError, TensorSpec};
 
 #[tileops::roofline_op(
@@ -63,6 +66,40 @@ struct SharedDims {
     a: TensorSpec,
     b: TensorSpec,
     bias: Option<TensorSpec>,
+}
+
+// Every dim of its inputs is also a param: `a: [numel, k]`, `b: [num_experts, n, k]`, ...
+#[tileops::roofline_op(
+    "MoeGroupedGemmNopadFwdOp",
+    manifest = "tests/manifests/tileops_dims_as_params.yaml",
+    register = false
+)]
+struct MoeGroupedGemmNopad {
+    a: TensorSpec,
+    b: TensorSpec,
+    true_sizes: TensorSpec,
+    true_offsets: TensorSpec,
+    numel: i64,
+    num_experts: i64,
+    n: i64,
+    k: i64,
+}
+
+// Params as formula values, so that a test can give one that is not an int.
+#[tileops::roofline_op(
+    "MoeGateUpFwdOp",
+    manifest = "tests/manifests/tileops_dims_as_params.yaml",
+    register = false
+)]
+struct MoeGateUp {
+    a: TensorSpec,
+    b: TensorSpec,
+    true_sizes: TensorSpec,
+    true_offsets: TensorSpec,
+    numel: Value,
+    num_experts: Value,
+    ffn: Value,
+    k: Value,
 }
 
 #[tileops::roofline_op(
@@ -188,6 +225,107 @@ fn inputs_that_disagree_on_a_dim_are_an_evaluation_error_not_a_silent_pick() {
     assert_eq!(
         err.to_string(),
         "shared_dims: dim `N` is 4 in `b.shape[1]` but 5 in `bias.shape[0]`"
+    );
+}
+
+/// TileOPs's MoeGroupedGemmNopadFwdOp at its DeepSeek-V3 decode workload, with `k` (the param
+/// and the dim of `a` and `b`) given by `k_param`, `a.shape[1]` and `b.shape[2]`.
+fn nopad(k_param: i64, k_a: usize, k_b: usize) -> MoeGroupedGemmNopad {
+    MoeGroupedGemmNopad {
+        a: spec(&[4096, k_a], DType::BFloat16),
+        b: spec(&[256, 4096, k_b], DType::BFloat16),
+        true_sizes: spec(&[256], DType::Int32),
+        true_offsets: spec(&[256], DType::Int32),
+        numel: 4096,
+        num_experts: 256,
+        n: 4096,
+        k: k_param,
+    }
+}
+
+#[test]
+fn a_dim_named_like_a_param_reads_the_param_when_the_shapes_agree() {
+    let r = nopad(7168, 7168, 7168).eval_roofline().unwrap();
+    // TileOPs: flops "2 * numel * n * k", bytes "(numel * k + num_experts * n * k + numel * n) * elem_bytes".
+    assert_eq!(r.flops, 2 * 4096 * 4096 * 7168);
+    assert_eq!(r.bytes, (4096 * 7168 + 256 * 4096 * 7168 + 4096 * 4096) * 2);
+    let r = MoeGateUp {
+        a: spec(&[32768, 7168], DType::BFloat16),
+        b: spec(&[256, 4096, 7168], DType::BFloat16),
+        true_sizes: spec(&[256], DType::Int32),
+        true_offsets: spec(&[256], DType::Int32),
+        numel: Value::Int(32768),
+        num_experts: Value::Int(256),
+        ffn: Value::Int(2048),
+        k: Value::Int(7168),
+    }
+    .eval_roofline()
+    .unwrap();
+    assert_eq!(r.flops, 4 * 32768 * 2048 * 7168);
+    assert_eq!(
+        r.bytes,
+        (32768 * 7168 + 256 * 2 * 2048 * 7168 + 32768 * 2048) * 2
+    );
+}
+
+#[test]
+fn a_dim_named_like_a_param_must_have_the_param_as_its_extent() {
+    let err = nopad(7000, 7168, 7168).eval_roofline().unwrap_err();
+    assert_eq!(
+        err,
+        RooflineError::DimParamMismatch {
+            op: "MoeGroupedGemmNopadFwdOp",
+            dim: "k",
+            input: "a",
+            axis: 1,
+            extent: 7168,
+            param: 7000,
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "MoeGroupedGemmNopadFwdOp: dim `k` is 7168 in `a.shape[1]` but the param `k` is 7000; the formulas read `k` as the param, so the shape must agree with it"
+    );
+    assert_eq!(err.op(), "MoeGroupedGemmNopadFwdOp");
+    // Every place that declares the dim is checked, not only the first.
+    let err = nopad(7168, 7168, 2048).eval_roofline().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "MoeGroupedGemmNopadFwdOp: dim `k` is 2048 in `b.shape[2]` but the param `k` is 7168; the formulas read `k` as the param, so the shape must agree with it"
+    );
+}
+
+#[test]
+fn a_param_named_like_a_dim_that_is_not_an_int_is_an_evaluation_error() {
+    let op = |k: Value| MoeGateUp {
+        a: spec(&[4096, 7168], DType::BFloat16),
+        b: spec(&[256, 4096, 7168], DType::BFloat16),
+        true_sizes: spec(&[256], DType::Int32),
+        true_offsets: spec(&[256], DType::Int32),
+        numel: Value::Int(4096),
+        num_experts: Value::Int(256),
+        ffn: Value::Int(2048),
+        k,
+    };
+    let err = op(Value::None).eval_roofline().unwrap_err();
+    assert!(matches!(err, RooflineError::Evaluation { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "MoeGateUpFwdOp: evaluating `a.shape` = `[numel, k]` failed: TypeError: the param `k` is None (a NoneType), not an int, but it names the dim `k` of `a.shape[1]`, whose extent (7168) it must equal"
+    );
+    let err = op(Value::List(vec![Value::Int(7168)]))
+        .eval_roofline()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("TypeError: the param `k` is [7168] (a list), not an int, but it names the dim `k` of `a.shape[1]`, whose extent (7168) it must equal"),
+        "{err}"
+    );
+    // A float equal to the extent is still not an int: an extent is a count.
+    let err = op(Value::Float(7168.0)).eval_roofline().unwrap_err();
+    assert!(
+        err.to_string().contains("is 7168.0 (a float), not an int"),
+        "{err}"
     );
 }
 

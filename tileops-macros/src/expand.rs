@@ -18,7 +18,7 @@ use syn::spanned::Spanned;
 use tileops_manifest::diagnostic::Diagnostic;
 use tileops_manifest::formula;
 use tileops_manifest::manifest::{Entry, TensorDecl};
-use tileops_manifest::validate::{CheckedFormula, CheckedRoofline};
+use tileops_manifest::validate::{CheckedFormula, CheckedFunc, CheckedRoofline};
 use tileops_manifest::yaml::{Kind, Node};
 
 /// Everything the expansion needs.
@@ -69,7 +69,7 @@ pub fn expand(x: &Expansion<'_>) -> Result<TokenStream, Vec<Problem>> {
     let entry = x.entry;
     let op_name = entry.name.as_str();
     let body = match x.roofline {
-        CheckedRoofline::Func(path) => quote! { #path(self) },
+        CheckedRoofline::Func(func) => func_body(entry, func),
         CheckedRoofline::Inline { vars, flops, bytes } => inline_body(x, vars, flops, bytes)?,
     };
     let (line, _) = entry.file.line_col(entry.offset);
@@ -143,10 +143,18 @@ fn manifest_op_impl(x: &Expansion<'_>) -> Result<TokenStream, Diagnostic> {
 
 fn formula_doc(roofline: &CheckedRoofline) -> String {
     match roofline {
-        CheckedRoofline::Func(path) => format!(
-            "Computed by `{}`.",
-            quote!(#path).to_string().replace(' ', "")
-        ),
+        CheckedRoofline::Func(func) => {
+            let path = &func.path;
+            let rust = quote!(#path).to_string().replace(' ', "");
+            if func.dotted {
+                format!(
+                    "Computed by `{rust}`, which the manifest names in TileOPs's dotted form, `{}`.",
+                    func.written
+                )
+            } else {
+                format!("Computed by `{rust}`.")
+            }
+        }
         CheckedRoofline::Inline { vars, flops, bytes } => {
             let mut doc = String::from("```text\n");
             for (name, f) in vars {
@@ -158,6 +166,85 @@ fn formula_doc(roofline: &CheckedRoofline) -> String {
             );
             doc
         }
+    }
+}
+
+/// The body of a func-mode `eval_roofline`: the function called with `self`, written so that
+/// rustc's own error, when the path does not resolve, names the manifest entry's place.
+///
+/// rustc resolves the path, not the macro, and its error is spanned at the attribute; what it
+/// names is the module it searched. So the body imports the function's module under a name that
+/// spells the place (file and line of the `func` string) and calls through it:
+///
+/// ```text
+/// use ::tileops as __roofline_func_manifest_attention_yaml_line_45_tileops;
+/// use __roofline_func_manifest_attention_yaml_line_45_tileops::perf::formulas
+///     as __roofline_func_manifest_attention_yaml_line_45;
+/// __roofline_func_manifest_attention_yaml_line_45::gqa_decode_roofline(self)
+/// ```
+///
+/// A missing function is then "cannot find function `gqa_decode_roofline` in module
+/// `__roofline_func_manifest_attention_yaml_line_45`", and a missing module "unresolved import
+/// `__roofline_func_manifest_attention_yaml_line_45_tileops`", labelled "no `formulas` in `perf`"
+/// (the root is imported first under its own such name because an import error names the import
+/// that failed, while a path expression's names only the last module it reached, `perf`). Only a
+/// missing root (an unknown crate or first module) reads as rustc's plain "unresolved import".
+///
+/// The imports are `use` items local to the body rather than a module beside the impl: a block's
+/// `use` resolves a path exactly as the call itself would (relative paths, `super::`, `self::`,
+/// items local to a function body), so no path is re-rooted, and the names cannot collide with
+/// another op's. The module alias works whatever the prefix is (a module, a type for an
+/// associated function, a trait); the last segment keeps its generic arguments, and the call sits
+/// inside the (possibly generic) impl, as `f(self)` did. A path with no module to import (a bare
+/// `f`, `self::f`), one through `Self`, or one whose module carries generic arguments (`use` takes
+/// none) is called as written.
+fn func_body(entry: &Entry, func: &CheckedFunc) -> TokenStream {
+    let path = &func.path;
+    let segments: Vec<&syn::PathSegment> = path.segments.iter().collect();
+    let Some((last, prefix)) = segments.split_last() else {
+        return quote! { #path(self) };
+    };
+    let first = prefix.first().map(|s| s.ident.to_string());
+    let plain = prefix.is_empty()
+        || prefix.iter().any(|s| !s.arguments.is_none())
+        || first.as_deref() == Some("Self")
+        || (first.as_deref() == Some("self") && prefix.len() == 1);
+    if plain {
+        return quote! { #path(self) };
+    }
+    // The root: what a `use` may alias on its own (a crate after `::`, `crate`, a run of `super`,
+    // `self::m`, or the first name of a relative path).
+    let root_len = match first.as_deref() {
+        _ if path.leading_colon.is_some() => 1,
+        Some("super") => prefix.iter().take_while(|s| s.ident == "super").count(),
+        Some("self") => 2,
+        _ => 1,
+    };
+    let (line, _) = entry.file.line_col(func.offset);
+    let place: String = entry
+        .file
+        .display_path
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let module = format_ident!("__roofline_func_{place}_line_{line}");
+    let leading = path.leading_colon;
+    let (root, rest) = prefix.split_at(root_len.min(prefix.len()));
+    let import = if rest.is_empty() {
+        quote! { use #leading #(#root)::* as #module; }
+    } else {
+        let root_name = root
+            .last()
+            .map_or_else(String::new, |s| s.ident.unraw().to_string());
+        let root_alias = format_ident!("{module}_{root_name}");
+        quote! {
+            use #leading #(#root)::* as #root_alias;
+            use #root_alias::#(#rest)::* as #module;
+        }
+    };
+    quote! {
+        #import
+        #module::#last(self)
     }
 }
 
@@ -406,7 +493,9 @@ fn inline_body(
 /// The referenced dims of fixed-rank inputs. Each input that declares one is read once (its rank
 /// checked; an absent optional input is skipped); each dim takes its extent from the first input
 /// present that declares it, and every other place that declares it must agree, or the evaluation
-/// is a `RooflineError::DimMismatch` naming the dim, both places and both extents.
+/// is a `RooflineError::DimMismatch` naming the dim, both places and both extents. A dim named like
+/// a param binds nothing here (the param is the name's binding): each place is checked against the
+/// param instead ([`dim_param_check`]).
 #[allow(clippy::too_many_arguments)]
 fn fixed_dims(
     x: &Expansion<'_>,
@@ -481,6 +570,13 @@ fn fixed_dims(
         {
             continue; // reported as a missing field
         }
+        if entry.params.iter().any(|p| p.name == *dim) {
+            // The param binds the name (bound above, from its field); the shape must agree.
+            if field(dim).is_some() {
+                bindings.push(dim_param_check(entry, dim, &local, list));
+            }
+            continue;
+        }
         declare(&local);
         let sources = list.iter().map(|(index, axis)| {
             let name = entry.inputs[*index].name.as_str();
@@ -528,6 +624,57 @@ fn fixed_dims(
                 }
             };
         });
+    }
+}
+
+/// The check for a dim named like a param (TileOPs's `a: [numel, k]` beside a param `k`): the
+/// formulas read the param, so every input present that declares the dim must have the param's
+/// value as its extent, or the evaluation is a `RooflineError::DimParamMismatch` naming the dim,
+/// the input, the axis and both values. A param that is not an int (None, a float, a bool, a
+/// list) can equal no extent: that is an evaluation error saying so, at the input's shape.
+fn dim_param_check(
+    entry: &Entry,
+    dim: &str,
+    param: &Ident,
+    list: &[(usize, usize)],
+) -> TokenStream {
+    let op = entry.name.as_str();
+    let sources = list.iter().map(|(index, axis)| {
+        let input = &entry.inputs[*index];
+        let name = input.name.as_str();
+        let dims = format_ident!("__tileops_dims_{}", index);
+        let label = format!("{name}.shape");
+        let text = input.shape_text().unwrap_or_default();
+        quote! { (#name, #axis, #dims, #label, #text) }
+    });
+    let not_an_int = format!(
+        "TypeError: the param `{dim}` is {{}} (a {{}}), not an int, but it names the dim `{dim}` of `{{}}.shape[{{}}]`, whose extent ({{}}) it must equal"
+    );
+    quote! {
+        for (input, axis, dims, label, text) in [#(#sources),*] {
+            let ::core::option::Option::Some(extent) = dims.and_then(|d: &[usize]| d.get(axis).copied()) else {
+                continue; // an absent optional input
+            };
+            match &#param {
+                ::tileops::roofline::Value::Int(value) if *value == extent as i128 => {}
+                ::tileops::roofline::Value::Int(value) => {
+                    return ::core::result::Result::Err(::tileops::RooflineError::DimParamMismatch {
+                        op: #op,
+                        dim: #dim,
+                        input,
+                        axis,
+                        extent: extent as u64,
+                        param: *value,
+                    });
+                }
+                other => {
+                    return ::core::result::Result::Err(::tileops::RooflineError::evaluation(
+                        #op, label, text,
+                        ::tileops::roofline::EvalError::new(::std::format!(#not_an_int, other, other.type_name(), input, axis, extent)),
+                    ));
+                }
+            }
+        }
     }
 }
 

@@ -329,6 +329,78 @@ mod tests {
         assert!(out.contains("unreachable"), "{out}");
     }
 
+    /// The expansion of a func entry (the string on line 8 of its file), without spaces, and the
+    /// name of the place-bearing module alias it imports, if any.
+    fn func_expansion(func: &str, item: TokenStream) -> (String, Option<String>) {
+        let text = format!(
+            "op_f:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      x: {{dtype: float16}}\n  roofline:\n    func: \"{func}\"\n"
+        );
+        let out = expand_with(&text, quote!("op_f", register = false), item).replace(' ', "");
+        assert!(!out.contains("compile_error"), "{func}: {out}");
+        let module = out.find("__roofline_func_").map(|start| {
+            let end = start + out[start..].find("_line_8").expect("the line") + "_line_8".len();
+            out[start..end].to_owned()
+        });
+        if let Some(module) = &module {
+            // The file's display path, sanitised: the temporary `.../ops.yaml`.
+            assert!(module.ends_with("_ops_yaml_line_8"), "{module}");
+        }
+        (out, module)
+    }
+
+    #[test]
+    fn a_dotted_func_calls_the_absolute_path_through_place_named_imports() {
+        let item = quote! { pub struct F { x: tileops::TensorSpec } };
+        let (out, module) = func_expansion("tileops.perf.formulas.gqa_decode_roofline", item);
+        let m = module.expect("a place-bearing alias");
+        assert!(
+            out.contains(&format!(
+                "use::tileopsas{m}_tileops;use{m}_tileops::perf::formulasas{m};{m}::gqa_decode_roofline(self)"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains("Computedby`::tileops::perf::formulas::gqa_decode_roofline`,whichthemanifestnamesinTileOPs'sdottedform,`tileops.perf.formulas.gqa_decode_roofline`."),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn rust_func_paths_resolve_as_written_through_place_named_imports() {
+        let item = || quote! { pub struct F<T> { x: tileops::TensorSpec, t: T } };
+        for (func, expected) in [
+            (
+                "crate::perf::f",
+                "usecrateas{m}_crate;use{m}_crate::perfas{m};{m}::f(self)",
+            ),
+            ("::tileops::f", "use::tileopsas{m};{m}::f(self)"),
+            ("my_mod::f", "usemy_modas{m};{m}::f(self)"),
+            ("super::f", "usesuperas{m};{m}::f(self)"),
+            (
+                "super::super::m::f",
+                "usesuper::superas{m}_super;use{m}_super::mas{m};{m}::f(self)",
+            ),
+            (
+                "self::m::n::f",
+                "useself::mas{m}_m;use{m}_m::nas{m};{m}::f(self)",
+            ),
+            ("MyOp::roofline", "useMyOpas{m};{m}::roofline(self)"),
+            ("m::f::<T>", "usemas{m};{m}::f::<T>(self)"),
+        ] {
+            let (out, module) = func_expansion(func, item());
+            let m = module.unwrap_or_else(|| panic!("{func}: no place-bearing alias: {out}"));
+            let expected = expected.replace("{m}", &m);
+            assert!(out.contains(&expected), "{func}: {expected}\n{out}");
+            assert!(out.contains(&format!("Computedby`{func}`.")), "{out}");
+        }
+        // Nothing to import under a name: called as written.
+        for func in ["f", "self::f", "Self::f", "Helper::<T>::f"] {
+            let (out, module) = func_expansion(func, item());
+            assert_eq!(module, None, "{func}: {out}");
+            assert!(out.contains(&format!("{func}(self)")), "{func}: {out}");
+        }
+    }
+
     #[test]
     fn missing_fields_are_listed() {
         let out = expand_with(

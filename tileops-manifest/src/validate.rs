@@ -38,8 +38,22 @@ pub enum CheckedRoofline {
         /// The checked `bytes` formula.
         bytes: Box<CheckedFormula>,
     },
-    /// Func mode: the Rust path to call.
-    Func(syn::Path),
+    /// Func mode: the function to call.
+    Func(CheckedFunc),
+}
+
+/// A `func` roofline: the Rust function the generated `eval_roofline` calls with `self`.
+#[derive(Clone)]
+pub struct CheckedFunc {
+    /// The Rust path called: the path as written, or `::a::b::f` for TileOPs's dotted `a.b.f`.
+    pub path: syn::Path,
+    /// The `func` string as written in the manifest.
+    pub written: String,
+    /// Whether `written` is TileOPs's dotted form (`tileops.perf.formulas.f`).
+    pub dotted: bool,
+    /// Byte offset of the string's content in the manifest file, for the location the generated
+    /// code carries into rustc's error when the path does not resolve.
+    pub offset: usize,
 }
 
 /// Check an entry's formulas. `require_implemented` refuses `spec-only` entries (codegen does;
@@ -63,21 +77,23 @@ pub fn check(entry: &Entry, require_implemented: bool) -> Result<CheckedRoofline
         return Err(errors);
     };
     let result = match roofline {
-        RooflineSpec::Func { path, offset } => match syn::parse_str::<syn::Path>(path) {
-            Ok(path) => Some(CheckedRoofline::Func(path)),
-            Err(_) => {
-                let message = match python_function(path) {
-                    // TileOPs names its func by Python module path; tileops calls Rust.
-                    Some(name) => format!(
-                        "{}: `func` names a Python function (`{path}`, TileOPs's dotted form); tileops calls a Rust function taking `&Op`: give its Rust path (`crate::perf::{name}`)",
+        RooflineSpec::Func { path, offset } => match func_path(path) {
+            Ok((rust, dotted)) => Some(CheckedRoofline::Func(CheckedFunc {
+                path: rust,
+                written: path.clone(),
+                dotted,
+                offset: *offset,
+            })),
+            Err(why) => {
+                errors.push(Diagnostic::at(
+                    &entry.file,
+                    *offset,
+                    path.len(),
+                    format!(
+                        "{}: `func` must name a function taking `&Op`, by a Rust path (`crate::perf::my_roofline`) or by TileOPs's dotted path (`tileops.perf.formulas.my_roofline`, which calls `::tileops::perf::formulas::my_roofline`); `{path}` is neither{why}",
                         entry.name
                     ),
-                    None => format!(
-                        "{}: `func` must be a Rust path to a function taking `&Op` (`crate::perf::my_roofline`); `{path}` is not one",
-                        entry.name
-                    ),
-                };
-                errors.push(Diagnostic::at(&entry.file, *offset, path.len(), message));
+                ));
                 None
             }
         },
@@ -91,16 +107,69 @@ pub fn check(entry: &Entry, require_implemented: bool) -> Result<CheckedRoofline
     }
 }
 
-/// The function name of a Python dotted path (`pkg.module.fn` → `fn`), if `path` is one.
-fn python_function(path: &str) -> Option<&str> {
-    let parts: Vec<&str> = path.split('.').collect();
-    let identifier = |p: &&str| {
-        p.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    };
-    (parts.len() > 1 && parts.iter().all(identifier)).then(|| parts[parts.len() - 1])
+/// The Rust path a `func` string names, and whether it was written in TileOPs's dotted form.
+///
+/// TileOPs names its roofline functions by Python module path (`tileops.perf.formulas.f`); such a
+/// string, identifiers joined by dots, is the absolute Rust path `::tileops::perf::formulas::f`:
+/// its first segment is a crate (tileops has `extern crate self as tileops`, so `::tileops::...`
+/// resolves inside tileops too), and TileOPs's entries port verbatim once the function exists in
+/// Rust. Any other string must be a Rust path, kept as written (`crate::perf::f`, `my_mod::f`).
+/// The error is the reason it is neither, worded to follow "is neither" (empty when there is
+/// nothing more to say than that).
+///
+/// ```
+/// use quote::ToTokens;
+/// use tileops_manifest::validate::func_path;
+/// let (path, dotted) = func_path("tileops.perf.formulas.gqa_decode_roofline").unwrap();
+/// assert!(dotted);
+/// assert_eq!(
+///     path.to_token_stream().to_string().replace(' ', ""),
+///     "::tileops::perf::formulas::gqa_decode_roofline"
+/// );
+/// let (path, dotted) = func_path("crate::perf::f").unwrap();
+/// assert!(!dotted);
+/// assert_eq!(path.to_token_stream().to_string().replace(' ', ""), "crate::perf::f");
+/// assert!(func_path("a.1b").is_err());
+/// ```
+pub fn func_path(text: &str) -> Result<(syn::Path, bool), String> {
+    if text.contains('.') {
+        return dotted_path(text).map(|path| (path, true));
+    }
+    // `syn` accepts a few strings that are no path rustc could call (` crate `, with spaces, is
+    // harmless); everything it refuses is refused here.
+    syn::parse_str::<syn::Path>(text)
+        .map(|path| (path, false))
+        .map_err(|_| String::new())
+}
+
+/// `a.b.f` as `::a::b::f`. Each part must be a Python identifier (ASCII, not a Python keyword);
+/// a Rust keyword becomes a raw identifier (`type` → `r#type`), except those no path segment of
+/// an absolute path can be (`self`, `Self`, `super`, `crate`, `_`).
+fn dotted_path(text: &str) -> Result<syn::Path, String> {
+    let mut rust = String::new();
+    for part in text.split('.') {
+        if !crate::manifest::names::is_identifier(part) {
+            return Err(format!(
+                ": in the dotted form each part is an identifier, and `{part}` is not one"
+            ));
+        }
+        if crate::manifest::names::PYTHON_KEYWORDS.contains(&part) {
+            return Err(format!(
+                ": in the dotted form each part is a Python identifier, and `{part}` is a Python keyword"
+            ));
+        }
+        if ["self", "Self", "super", "crate", "_"].contains(&part) {
+            return Err(format!(
+                ": `{part}` cannot be a segment of the absolute Rust path the dotted form stands for"
+            ));
+        }
+        rust += "::";
+        if syn::parse_str::<syn::Ident>(part).is_err() {
+            rust += "r#"; // a Rust keyword: `type` is the raw `r#type`
+        }
+        rust += part;
+    }
+    syn::parse_str::<syn::Path>(&rust).map_err(|_| String::new())
 }
 
 fn check_inline(
@@ -111,15 +180,19 @@ fn check_inline(
     errors: &mut Vec<Diagnostic>,
 ) -> Option<CheckedRoofline> {
     let mut scope = Scope::default();
-    for input in &entry.inputs {
-        scope.inputs.insert(input.name.clone(), input.optional);
-        for (_, dim, _) in input.dims() {
-            scope.dims.insert(dim.to_owned());
-        }
-    }
     scope
         .params
         .extend(entry.params.iter().map(|p| p.name.clone()));
+    for input in &entry.inputs {
+        scope.inputs.insert(input.name.clone(), input.optional);
+        for (_, dim, _) in input.dims() {
+            // A dim named like a param is that param in the formulas, as in TileOPs (whose
+            // formulas see no dims at all); codegen checks the extent against it at run time.
+            if !scope.params.contains(dim) {
+                scope.dims.insert(dim.to_owned());
+            }
+        }
+    }
 
     let mut checked_vars = Vec::new();
     let mut ok = true;
@@ -221,14 +294,155 @@ fn check_one(
 mod tests {
     use super::*;
 
+    use crate::diagnostic::SourceFile;
+    use quote::ToTokens;
+
+    fn rust(text: &str) -> (String, bool) {
+        let (path, dotted) = func_path(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        (path.to_token_stream().to_string().replace(' ', ""), dotted)
+    }
+
     #[test]
-    fn python_dotted_paths_are_recognised() {
+    fn a_dotted_path_is_the_absolute_rust_path_of_its_parts() {
         assert_eq!(
-            python_function("tileops.perf.formulas.clamp_fwd_roofline"),
-            Some("clamp_fwd_roofline")
+            rust("tileops.perf.formulas.gqa_decode_roofline"),
+            (
+                "::tileops::perf::formulas::gqa_decode_roofline".to_owned(),
+                true
+            )
         );
-        assert_eq!(python_function("clamp"), None);
-        assert_eq!(python_function("a.1b"), None);
-        assert_eq!(python_function("crate::perf::f"), None);
+        assert_eq!(rust("my_crate.f"), ("::my_crate::f".to_owned(), true));
+        // A Rust keyword is a valid Python module name: it becomes a raw identifier.
+        assert_eq!(rust("pkg.type.f"), ("::pkg::r#type::f".to_owned(), true));
+    }
+
+    #[test]
+    fn a_rust_path_is_kept_as_written() {
+        for path in [
+            "crate::perf::f",
+            "::tileops::perf::f",
+            "my_mod::f",
+            "f",
+            "super::f",
+            "self::m::f",
+            "MyOp::roofline",
+            "f::<u8>",
+        ] {
+            assert_eq!(rust(path), (path.to_owned(), false), "{path}");
+        }
+    }
+
+    #[test]
+    fn a_string_that_is_neither_form_is_refused_with_the_reason() {
+        for (text, why) in [
+            ("a.1b", "`1b` is not one"),
+            ("a..f", "`` is not one"),
+            (".f", "`` is not one"),
+            ("a.f(x)", "`f(x)` is not one"),
+            ("pkg.lambda.f", "`lambda` is a Python keyword"),
+            ("pkg.self.f", "`self` cannot be a segment"),
+            ("f(x)", ""),
+            ("", ""),
+            ("crate::", ""),
+        ] {
+            let err = func_path(text).map(|_| ()).unwrap_err();
+            assert!(err.contains(why), "{text:?}: {err:?}");
+        }
+    }
+
+    fn entry_with_func(func: &str) -> Entry {
+        let text = format!(
+            "op:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      x: {{dtype: float16}}\n  roofline:\n    func: \"{func}\"\n"
+        );
+        let file = std::rc::Rc::new(SourceFile {
+            display_path: "manifest/t.yaml".into(),
+            text,
+        });
+        let family = crate::manifest::parse_family_file(std::rc::Rc::clone(&file));
+        let (name, offset, node) = &family.entries[0];
+        let (entry, errors) = crate::manifest::check_entry(&file, name, *offset, node);
+        assert!(errors.is_empty(), "{errors:?}");
+        entry.unwrap()
+    }
+
+    #[test]
+    fn func_entries_check_to_the_path_they_call() {
+        let entry = entry_with_func("tileops.perf.formulas.gqa_decode_roofline");
+        let Ok(CheckedRoofline::Func(func)) = check(&entry, true) else {
+            panic!("not a checked func")
+        };
+        assert!(func.dotted);
+        assert_eq!(func.written, "tileops.perf.formulas.gqa_decode_roofline");
+        assert_eq!(&entry.file.text[func.offset..][..8], "tileops.");
+        let path = &func.path;
+        assert_eq!(
+            quote::quote!(#path).to_string().replace(' ', ""),
+            "::tileops::perf::formulas::gqa_decode_roofline"
+        );
+        let entry = entry_with_func("crate::perf::f");
+        let Ok(CheckedRoofline::Func(func)) = check(&entry, true) else {
+            panic!("not a checked func")
+        };
+        assert!(!func.dotted);
+    }
+
+    #[test]
+    fn an_invalid_func_is_refused_at_its_place_naming_both_forms() {
+        let entry = entry_with_func("a.1b");
+        let Err(errors) = check(&entry, true) else {
+            panic!("accepted")
+        };
+        let rendered = errors[0].render();
+        assert!(
+            rendered.starts_with("manifest/t.yaml:8:12: op: `func` must name a function taking `&Op`, by a Rust path (`crate::perf::my_roofline`) or by TileOPs's dotted path (`tileops.perf.formulas.my_roofline`, which calls `::tileops::perf::formulas::my_roofline`); `a.1b` is neither: in the dotted form each part is an identifier, and `1b` is not one"),
+            "{rendered}"
+        );
+        assert!(rendered.ends_with("^^^^"), "{rendered}");
+        let Err(errors) = check(&entry_with_func("f(x)"), true) else {
+            panic!("accepted")
+        };
+        assert!(
+            errors[0].render().contains("; `f(x)` is neither\n"),
+            "{}",
+            errors[0].render()
+        );
+    }
+
+    fn entry_from(text: &str) -> Entry {
+        let file = std::rc::Rc::new(SourceFile {
+            display_path: "manifest/t.yaml".into(),
+            text: text.to_owned(),
+        });
+        let family = crate::manifest::parse_family_file(std::rc::Rc::clone(&file));
+        let (name, offset, node) = &family.entries[0];
+        let (entry, errors) = crate::manifest::check_entry(&file, name, *offset, node);
+        assert!(errors.is_empty(), "{errors:?}");
+        entry.unwrap()
+    }
+
+    /// TileOPs's MoeGroupedGemmNopadFwdOp, reduced: every dim of `a` and `b` is also a param.
+    const DIMS_AS_PARAMS: &str = "op:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      a: {dtype: float16, shape: [numel, k]}\n      b: {dtype: float16, shape: [num_experts, n, k]}\n    params:\n      numel: {type: int}\n      num_experts: {type: int}\n      n: {type: int}\n      k: {type: int}\n  roofline:\n    flops: \"2 * numel * n * k\"\n    bytes: \"(numel * k + num_experts * n * k + numel * n) * elem_bytes\"\n";
+
+    #[test]
+    fn a_dim_named_like_a_param_is_the_param_in_the_formulas() {
+        let entry = entry_from(DIMS_AS_PARAMS);
+        let Ok(CheckedRoofline::Inline { flops, .. }) = check(&entry, true) else {
+            panic!("refused")
+        };
+        // The scope holds them as params only: the formulas read the params.
+        for name in ["numel", "num_experts", "n", "k"] {
+            assert!(flops.scope.params.contains(name), "{name}");
+            assert!(!flops.scope.dims.contains(name), "{name}");
+        }
+        assert_eq!(
+            flops.names.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["k", "n", "numel"]
+        );
+        // A dim that is no param is still a dim.
+        let entry = entry_from(&DIMS_AS_PARAMS.replace("      n: {type: int}\n", ""));
+        let Ok(CheckedRoofline::Inline { flops, .. }) = check(&entry, true) else {
+            panic!("refused")
+        };
+        assert!(flops.scope.dims.contains("n") && !flops.scope.params.contains("n"));
     }
 }

@@ -689,6 +689,14 @@ mod tests {
     }
 
     #[test]
+    fn a_name_that_is_both_a_param_and_a_dim_binds_the_param() {
+        // The manifest pass leaves such a dim out of the scope; resolution agrees regardless.
+        let scope = scope().dim("dim");
+        assert!(matches!(resolve(&scope, &[], "dim"), Binding::Param));
+        assert!(matches!(resolve(&scope, &[], "K"), Binding::Dim));
+    }
+
+    #[test]
     fn comprehension_variables_are_scoped() {
         // Shadowing an input inside the comprehension, but not in its first iterable.
         let n = clean("[x + 1 for x in x.shape]", Layer::Vars);

@@ -142,6 +142,25 @@ pub enum RooflineError {
         /// Its extent there.
         second_extent: u64,
     },
+    /// A fixed-rank dim named like a param (TileOPs's `a: [numel, k]` beside a param `k`): the
+    /// formulas read the param, and an input's extent for the dim differs from it.
+    #[error(
+        "{op}: dim `{dim}` is {extent} in `{input}.shape[{axis}]` but the param `{dim}` is {param}; the formulas read `{dim}` as the param, so the shape must agree with it"
+    )]
+    DimParamMismatch {
+        /// The op's manifest name.
+        op: &'static str,
+        /// The dim, and the param of the same name.
+        dim: &'static str,
+        /// The input whose shape disagrees.
+        input: &'static str,
+        /// The dim's axis in `input`'s shape.
+        axis: usize,
+        /// Its extent there.
+        extent: u64,
+        /// The param's value.
+        param: i128,
+    },
     /// A hand-written roofline function (`func:` in the manifest) refused its input.
     #[error("{op}: {message}")]
     Func {
@@ -201,6 +220,7 @@ impl RooflineError {
         match self {
             RooflineError::Evaluation { op, .. }
             | RooflineError::DimMismatch { op, .. }
+            | RooflineError::DimParamMismatch { op, .. }
             | RooflineError::Func { op, .. } => op,
         }
     }
