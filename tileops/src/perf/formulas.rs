@@ -134,17 +134,29 @@ mod tests {
     fn tileops_dense(q: &[usize], kv: &[usize], elem_bytes: u64) -> (u64, u64) {
         let (b, h, d) = (q[0] as u64, q[1] as u64, q[2] as u64);
         let (n, hkv) = (kv[1] as u64, kv[2] as u64);
-        (4 * b * h * n * d, (2 * b * h * d + 2 * b * n * hkv * d) * elem_bytes)
+        (
+            4 * b * h * n * d,
+            (2 * b * h * d + 2 * b * n * hkv * d) * elem_bytes,
+        )
     }
 
     /// TileOPs's `gqa_decode_paged_roofline`, restated: the pool `[N_kv, H_kv, D]` (tokens)
     /// charged once, every request charged the pool's FLOPs, `B * 4` of lengths and
     /// `B * ceil(N_kv / page) * 4` of block table.
-    fn tileops_paged(q: &[usize], pool_tokens: usize, hkv: usize, page: usize, eb: u64) -> (u64, u64) {
+    fn tileops_paged(
+        q: &[usize],
+        pool_tokens: usize,
+        hkv: usize,
+        page: usize,
+        eb: u64,
+    ) -> (u64, u64) {
         let (b, h, d) = (q[0] as u64, q[1] as u64, q[2] as u64);
         let (n, hkv) = (pool_tokens as u64, hkv as u64);
         let table = b * 4 + b * n.div_ceil(page as u64).max(1) * 4;
-        (4 * b * h * n * d, (2 * b * h * d + 2 * n * hkv * d) * eb + table)
+        (
+            4 * b * h * n * d,
+            (2 * b * h * d + 2 * n * hkv * d) * eb + table,
+        )
     }
 
     #[test]
@@ -167,10 +179,18 @@ mod tests {
             for case in workload.cases() {
                 let planned = (op.build)(&Device::cpu(), &case).expect("plans");
                 let ours = planned.roofline().expect("evaluates");
-                let (q, kv) = (workload.shape("q").unwrap(), workload.shape("k_cache").unwrap());
+                let (q, kv) = (
+                    workload.shape("q").unwrap(),
+                    workload.shape("k_cache").unwrap(),
+                );
                 let (flops, bytes) = tileops_dense(q, kv, case.dtype.size_in_bytes() as u64);
                 let (b, h, d, n) = (q[0] as u64, q[1] as u64, q[2] as u64, kv[1] as u64);
-                assert_eq!(ours.flops, flops + 5 * b * h * n + b * h * d, "{}", case.name());
+                assert_eq!(
+                    ours.flops,
+                    flops + 5 * b * h * n + b * h * d,
+                    "{}",
+                    case.name()
+                );
                 assert_eq!(ours.bytes, bytes + 4 * b, "{}", case.name());
                 compared += 1;
             }
@@ -206,8 +226,14 @@ mod tests {
         // the pool (and every request its FLOPs); this counts the 500 keys read.
         let ours = gqa_decode_paged_roofline(&paged(64, &[500])).unwrap();
         let (flops, bytes) = tileops_paged(&q, 64 * 64, 4, 64, 2);
-        assert_eq!(ours.bytes, 2 * 32 * 128 * 2 + 2 * 500 * 4 * 128 * 2 + 4 + 8 * 4);
-        assert!(bytes > 7 * ours.bytes && flops > 8 * ours.flops, "{bytes} {flops}");
+        assert_eq!(
+            ours.bytes,
+            2 * 32 * 128 * 2 + 2 * 500 * 4 * 128 * 2 + 4 + 8 * 4
+        );
+        assert!(
+            bytes > 7 * ours.bytes && flops > 8 * ours.flops,
+            "{bytes} {flops}"
+        );
     }
 
     #[test]
@@ -228,7 +254,10 @@ mod tests {
         .unwrap();
         let r = op.eval_roofline().unwrap();
         let scores = 17 * 8;
-        assert_eq!(r.flops, scores * (4 * 64 + 5 + 3) + 2 * 8 * 64 + 2 * 2 * 8 + 2 * 2 * 8 * 64);
+        assert_eq!(
+            r.flops,
+            scores * (4 * 64 + 5 + 3) + 2 * 8 * 64 + 2 * 2 * 8 + 2 * 2 * 8 * 64
+        );
         let q_and_o = 2 * (2 * 8 * 64 * 2);
         let kv = 2 * 17 * 2 * 64;
         assert_eq!(r.bytes, q_and_o + kv + 2 * 4 + 2 * 4 + 8 + 2 * 8 * 4);
@@ -245,6 +274,9 @@ mod tests {
             &Device::cpu(),
         )
         .unwrap();
-        assert_eq!(op.eval_roofline().unwrap(), gqa_decode_roofline(&op).unwrap());
+        assert_eq!(
+            op.eval_roofline().unwrap(),
+            gqa_decode_roofline(&op).unwrap()
+        );
     }
 }

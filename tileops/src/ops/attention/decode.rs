@@ -13,9 +13,7 @@ use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_DECODE};
-use crate::ops::backend::{
-    buffer, buffer_mut, workload_bool, workload_f64, workload_param,
-};
+use crate::ops::backend::{buffer, buffer_mut, workload_bool, workload_f64, workload_param};
 use crate::ops::check_input;
 use crate::ops::launch::{grid_dim, launch};
 use crate::registry::{ManifestOp, StaticValue, Traffic, WorkloadCase};
@@ -210,7 +208,12 @@ impl DecodePlan {
             });
         }
         let &[batch, heads, dim] = q.shape.as_slice() else {
-            return Err(bad_shape(op, "q", q, "must be rank 3: [B, H, D]".to_owned()));
+            return Err(bad_shape(
+                op,
+                "q",
+                q,
+                "must be rank 3: [B, H, D]".to_owned(),
+            ));
         };
         if batch == 0 || heads == 0 {
             return Err(bad_shape(
@@ -342,7 +345,10 @@ impl DecodePlan {
                         op,
                         "block_table",
                         format!("{} entries", table.len()),
-                        &format!("the host copy must hold B x max_pages = {} entries", batch * max_pages),
+                        &format!(
+                            "the host copy must hold B x max_pages = {} entries",
+                            batch * max_pages
+                        ),
                     ));
                 }
                 KvLayout::Paged {
@@ -368,7 +374,9 @@ impl DecodePlan {
                     op,
                     "seqlens",
                     format!("{len} (sequence {b})"),
-                    &format!("a length must lie in 0..={capacity}, the keys the cache holds per sequence"),
+                    &format!(
+                        "a length must lie in 0..={capacity}, the keys the cache holds per sequence"
+                    ),
                 ));
             }
         }
@@ -588,7 +596,12 @@ impl DecodePlan {
                 return Err(bad_param(
                     op,
                     "lse",
-                    if out.lse.is_some() { "given" } else { "missing" }.to_owned(),
+                    if out.lse.is_some() {
+                        "given"
+                    } else {
+                        "missing"
+                    }
+                    .to_owned(),
                     "the output has an lse exactly when the plan returns it (return_lse)",
                 ));
             }
@@ -611,7 +624,8 @@ impl DecodePlan {
                 "holds other lengths than the host copy the op was planned with",
             ));
         }
-        if let (Some(table), KvLayout::Paged { block_table, .. }) = (inputs.block_table, &self.layout)
+        if let (Some(table), KvLayout::Paged { block_table, .. }) =
+            (inputs.block_table, &self.layout)
             && table.to_vec::<i32>()? != *block_table
         {
             return Err(bad_param(
@@ -636,7 +650,10 @@ impl DecodePlan {
                     max_pages,
                     block_table,
                     ..
-                } => block_table[b * max_pages + key / page_size] as usize * page_size + key % page_size,
+                } => {
+                    block_table[b * max_pages + key / page_size] as usize * page_size
+                        + key % page_size
+                }
             }
         };
         let result = super::reference::gqa_decode(
@@ -812,7 +829,7 @@ impl DecodePlan {
 /// `ptr`, when it is 16-byte aligned as the kernels' vector accesses need (true of every CUDA
 /// allocation, checked anyway).
 fn aligned(op: &'static str, ptr: u64) -> Result<u64, Error> {
-    if ptr % 16 != 0 {
+    if !ptr.is_multiple_of(16) {
         return Err(Error::launch_refused(
             op,
             format!("buffer at {ptr:#x} is not 16-byte aligned"),
@@ -852,7 +869,11 @@ fn tiled_random(spec: &TensorSpec, seed: u64, device: &Device) -> Result<Tensor,
     if numel <= TILE_ELEMENTS {
         return Tensor::random(spec, seed, device);
     }
-    let block = Tensor::random(&TensorSpec::new([TILE_ELEMENTS], spec.dtype), seed, &Device::cpu())?;
+    let block = Tensor::random(
+        &TensorSpec::new([TILE_ELEMENTS], spec.dtype),
+        seed,
+        &Device::cpu(),
+    )?;
     let block = block.to_bytes()?;
     let size = spec.size_in_bytes()?;
     let mut bytes = crate::alloc::host_vec::<u8>(size)?;
@@ -880,7 +901,9 @@ pub(crate) struct WorkloadDecode {
     pub cache_dtype: DType,
 }
 
-pub(crate) fn workload_decode<Op: ManifestOp>(case: &WorkloadCase) -> Result<WorkloadDecode, Error> {
+pub(crate) fn workload_decode<Op: ManifestOp>(
+    case: &WorkloadCase,
+) -> Result<WorkloadDecode, Error> {
     let op = Op::NAME;
     let invalid = |field: &'static str, value: &StaticValue, reason: &str| {
         bad_param(op, field, format!("{value:?}"), reason)
@@ -908,10 +931,20 @@ pub(crate) fn workload_decode<Op: ManifestOp>(case: &WorkloadCase) -> Result<Wor
     };
     let cache_dtype = match case.workload.param("cache_dtype") {
         None | Some(StaticValue::None) => case.dtype,
-        Some(StaticValue::Str(name)) => name
-            .parse()
-            .map_err(|_| invalid("cache_dtype", &StaticValue::Str(name), "must be a dtype name"))?,
-        Some(value) => return Err(invalid("cache_dtype", value, "must be a dtype name or null")),
+        Some(StaticValue::Str(name)) => name.parse().map_err(|_| {
+            invalid(
+                "cache_dtype",
+                &StaticValue::Str(name),
+                "must be a dtype name",
+            )
+        })?,
+        Some(value) => {
+            return Err(invalid(
+                "cache_dtype",
+                value,
+                "must be a dtype name or null",
+            ));
+        }
     };
     Ok(WorkloadDecode {
         options,
@@ -939,7 +972,11 @@ impl DecodePlan {
             ..
         } = &self.layout
         {
-            inputs.push(Tensor::from_slice(block_table, [self.batch, *max_pages], device)?);
+            inputs.push(Tensor::from_slice(
+                block_table,
+                [self.batch, *max_pages],
+                device,
+            )?);
         }
         inputs.push(Tensor::from_slice(&self.lens, [self.batch], device)?);
         if self.fp8() {
@@ -956,7 +993,10 @@ impl DecodePlan {
     /// entries used, an fp8 cache's scales; o and lse. Written apart from
     /// `tileops::perf::formulas`, so that the bytes oracle holds the roofline to it.
     pub(crate) fn traffic(&self, q: &TensorSpec) -> Traffic {
-        let kv = TensorSpec::new([self.total_keys(), self.kv_heads, self.dim], self.cache_dtype);
+        let kv = TensorSpec::new(
+            [self.total_keys(), self.kv_heads, self.dim],
+            self.cache_dtype,
+        );
         let mut reads = vec![q.clone(), kv.clone(), kv, self.seqlens_spec()];
         if let KvLayout::Paged { .. } = self.layout {
             reads.push(TensorSpec::new([self.used_pages()], DType::Int32));
@@ -1020,7 +1060,10 @@ mod tests {
             let (splits, chunk, tiles) = p.split(sms);
             let longest = *lens.iter().max().unwrap() as usize;
             assert_eq!(chunk % 32, 0, "{lens:?}");
-            assert!(splits * chunk >= longest && (splits - 1) * chunk < longest.max(1), "{lens:?}");
+            assert!(
+                splits * chunk >= longest && (splits - 1) * chunk < longest.max(1),
+                "{lens:?}"
+            );
             assert_eq!(tiles, 2);
         }
         let mut one = plan(1, 32, 4, &[262_144], bf16);
@@ -1040,12 +1083,28 @@ mod tests {
             let table = [4, 1, 3, 0, -1, -1, 2, -1, -1];
             let lens = [40, 0, 16];
             let options = DecodeOptions::default().softcap(20.0).return_lse(true);
-            let op = GqaDecodePaged::new(q.clone(), pool.clone(), pool.clone(), &table, 3, &lens, options, &cpu)
-                .unwrap();
+            let op = GqaDecodePaged::new(
+                q.clone(),
+                pool.clone(),
+                pool.clone(),
+                &table,
+                3,
+                &lens,
+                options,
+                &cpu,
+            )
+            .unwrap();
             let inputs = op.random_inputs(5).unwrap();
             let out = op.run(&inputs).unwrap();
-            let (k, v) = (inputs[1].to_vec_f64().unwrap(), inputs[2].to_vec_f64().unwrap());
-            let scales = if cache == DType::Float8E4M3Fn { (0.75, 1.25) } else { (1.0, 1.0) };
+            let (k, v) = (
+                inputs[1].to_vec_f64().unwrap(),
+                inputs[2].to_vec_f64().unwrap(),
+            );
+            let scales = if cache == DType::Float8E4M3Fn {
+                (0.75, 1.25)
+            } else {
+                (1.0, 1.0)
+            };
             let want = crate::ops::reference::gqa_decode(
                 &crate::ops::reference::DecodeProblem {
                     q: &inputs[0].to_vec_f64().unwrap(),

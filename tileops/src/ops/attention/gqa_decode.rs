@@ -230,11 +230,8 @@ impl BenchOp for GqaDecode {
     }
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        self.plan.bench_inputs(
-            [&self.q, &self.k_cache, &self.v_cache],
-            seed,
-            &self.device,
-        )
+        self.plan
+            .bench_inputs([&self.q, &self.k_cache, &self.v_cache], seed, &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

@@ -235,7 +235,9 @@ pub(crate) fn shuffled_block_table(
     let mut next = pool.into_iter();
     let mut table = vec![-1; batch * max_pages];
     for (b, &len) in lens.iter().enumerate().take(batch) {
-        let used = (len.max(0) as usize).div_ceil(page_size.max(1)).min(max_pages);
+        let used = (len.max(0) as usize)
+            .div_ceil(page_size.max(1))
+            .min(max_pages);
         for slot in &mut table[b * max_pages..][..used] {
             *slot = next.next().unwrap_or(-1);
         }
@@ -247,7 +249,7 @@ impl FromWorkload for GqaDecodePaged {
     /// q from `q_shape` in the case dtype; the pools from `k_pages_shape`/`v_pages_shape` in
     /// `cache_dtype` (else the case dtype); `max_pages` from `block_table_shape`; the lengths
     /// from `kv_lens` (else every sequence full); a block table that scatters each sequence over
-    /// the pool ([`shuffled_block_table`]); the options from the row, else the manifest's
+    /// the pool (a fixed pseudo-random shuffle); the options from the row, else the manifest's
     /// defaults.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
         let w = workload_decode::<GqaDecodePaged>(case)?;
@@ -288,11 +290,8 @@ impl BenchOp for GqaDecodePaged {
     }
 
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
-        self.plan.bench_inputs(
-            [&self.q, &self.k_pages, &self.v_pages],
-            seed,
-            &self.device,
-        )
+        self.plan
+            .bench_inputs([&self.q, &self.k_pages, &self.v_pages], seed, &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

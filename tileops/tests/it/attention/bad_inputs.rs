@@ -38,26 +38,150 @@ fn gqa_decode_rejects_bad_shapes_dtypes_lengths_and_options() {
     let (f16, bf16) = (DType::Float16, DType::BFloat16);
     let ok = DecodeOptions::default();
     assert!(dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[16, 0], ok).is_ok());
-    assert!(dense(&[2, 8, 64], &[2, 16, 8, 64], bf16, DType::Float8E4M3Fn, &[3, 1], ok).is_ok());
+    assert!(
+        dense(
+            &[2, 8, 64],
+            &[2, 16, 8, 64],
+            bf16,
+            DType::Float8E4M3Fn,
+            &[3, 1],
+            ok
+        )
+        .is_ok()
+    );
     let cases: Vec<(Result<GqaDecode, Error>, &str, &str)> = vec![
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], DType::Float32, DType::Float32, &[1, 1], ok), "q", "float16, bfloat16"),
-        (dense(&[2, 1024], &[2, 16, 2, 128], f16, f16, &[1, 1], ok), "q", "rank 3"),
-        (dense(&[2, 8, 96], &[2, 16, 2, 96], f16, f16, &[1, 1], ok), "q", "head dim 96"),
-        (dense(&[0, 8, 128], &[0, 16, 2, 128], f16, f16, &[], ok), "q", "empty"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, bf16, &[1, 1], ok), "k_cache", "float8_e4m3fn"),
-        (dense(&[2, 8, 128], &[2, 16, 128], f16, f16, &[1, 1], ok), "k_cache", "rank 4"),
-        (dense(&[2, 8, 128], &[2, 16, 3, 128], f16, f16, &[1, 1], ok), "k_cache", "H % H_kv"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 64], f16, f16, &[1, 1], ok), "k_cache", "head dim"),
-        (dense(&[2, 8, 128], &[3, 16, 2, 128], f16, f16, &[1, 1], ok), "k_cache", "batch"),
-        (dense(&[2, 8, 128], &[2, 0, 2, 128], f16, f16, &[0, 0], ok), "k_cache", "empty"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1], ok), "seqlens", "one length per sequence"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[17, 1], ok), "seqlens", "0..=16"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1, -1], ok), "seqlens", "0..=16"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1, 1], ok.sm_scale(0.0)), "sm_scale", "finite and > 0"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1, 1], ok.sm_scale(f64::NAN)), "sm_scale", "finite"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1, 1], ok.softcap(-1.0)), "softcap", ">= 0"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1, 1], ok.softcap(f64::INFINITY)), "softcap", "finite"),
-        (dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1, 1], ok.max_splits(0)), "max_splits", "at least 1"),
+        (
+            dense(
+                &[2, 8, 128],
+                &[2, 16, 2, 128],
+                DType::Float32,
+                DType::Float32,
+                &[1, 1],
+                ok,
+            ),
+            "q",
+            "float16, bfloat16",
+        ),
+        (
+            dense(&[2, 1024], &[2, 16, 2, 128], f16, f16, &[1, 1], ok),
+            "q",
+            "rank 3",
+        ),
+        (
+            dense(&[2, 8, 96], &[2, 16, 2, 96], f16, f16, &[1, 1], ok),
+            "q",
+            "head dim 96",
+        ),
+        (
+            dense(&[0, 8, 128], &[0, 16, 2, 128], f16, f16, &[], ok),
+            "q",
+            "empty",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 16, 2, 128], f16, bf16, &[1, 1], ok),
+            "k_cache",
+            "float8_e4m3fn",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 16, 128], f16, f16, &[1, 1], ok),
+            "k_cache",
+            "rank 4",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 16, 3, 128], f16, f16, &[1, 1], ok),
+            "k_cache",
+            "H % H_kv",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 16, 2, 64], f16, f16, &[1, 1], ok),
+            "k_cache",
+            "head dim",
+        ),
+        (
+            dense(&[2, 8, 128], &[3, 16, 2, 128], f16, f16, &[1, 1], ok),
+            "k_cache",
+            "batch",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 0, 2, 128], f16, f16, &[0, 0], ok),
+            "k_cache",
+            "empty",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1], ok),
+            "seqlens",
+            "one length per sequence",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[17, 1], ok),
+            "seqlens",
+            "0..=16",
+        ),
+        (
+            dense(&[2, 8, 128], &[2, 16, 2, 128], f16, f16, &[1, -1], ok),
+            "seqlens",
+            "0..=16",
+        ),
+        (
+            dense(
+                &[2, 8, 128],
+                &[2, 16, 2, 128],
+                f16,
+                f16,
+                &[1, 1],
+                ok.sm_scale(0.0),
+            ),
+            "sm_scale",
+            "finite and > 0",
+        ),
+        (
+            dense(
+                &[2, 8, 128],
+                &[2, 16, 2, 128],
+                f16,
+                f16,
+                &[1, 1],
+                ok.sm_scale(f64::NAN),
+            ),
+            "sm_scale",
+            "finite",
+        ),
+        (
+            dense(
+                &[2, 8, 128],
+                &[2, 16, 2, 128],
+                f16,
+                f16,
+                &[1, 1],
+                ok.softcap(-1.0),
+            ),
+            "softcap",
+            ">= 0",
+        ),
+        (
+            dense(
+                &[2, 8, 128],
+                &[2, 16, 2, 128],
+                f16,
+                f16,
+                &[1, 1],
+                ok.softcap(f64::INFINITY),
+            ),
+            "softcap",
+            "finite",
+        ),
+        (
+            dense(
+                &[2, 8, 128],
+                &[2, 16, 2, 128],
+                f16,
+                f16,
+                &[1, 1],
+                ok.max_splits(0),
+            ),
+            "max_splits",
+            "at least 1",
+        ),
     ];
     for (result, field, words) in cases {
         let err = result.expect_err(field);
@@ -79,7 +203,12 @@ fn gqa_decode_rejects_bad_shapes_dtypes_lengths_and_options() {
     assert_eq!(field_of(&err), "v_cache", "{err:?}");
 }
 
-fn paged(pages: &[usize], table: &[i32], max_pages: usize, lens: &[i32]) -> Result<GqaDecodePaged, Error> {
+fn paged(
+    pages: &[usize],
+    table: &[i32],
+    max_pages: usize,
+    lens: &[i32],
+) -> Result<GqaDecodePaged, Error> {
     let f16 = DType::Float16;
     GqaDecodePaged::new(
         spec(&[2, 4, 64], f16),
@@ -101,14 +230,38 @@ fn gqa_decode_paged_rejects_bad_tables_and_lengths() {
     assert!(paged(&pool, &[3, 99, 1, 99], 2, &[16, 0]).is_ok());
     let cases: Vec<(Result<GqaDecodePaged, Error>, &str, &str)> = vec![
         // An index a sequence uses, outside the pool: past the end, negative.
-        (paged(&pool, &[3, 4, 1, -1], 2, &[20, 16]), "block_table", "4 (sequence 0, slot 1)"),
-        (paged(&pool, &[3, 0, -1, -1], 2, &[20, 1]), "block_table", "-1 (sequence 1, slot 0)"),
+        (
+            paged(&pool, &[3, 4, 1, -1], 2, &[20, 16]),
+            "block_table",
+            "4 (sequence 0, slot 1)",
+        ),
+        (
+            paged(&pool, &[3, 0, -1, -1], 2, &[20, 1]),
+            "block_table",
+            "-1 (sequence 1, slot 0)",
+        ),
         // The host copy is not B x max_pages entries.
-        (paged(&pool, &[3, 0, 1], 2, &[20, 16]), "block_table", "B x max_pages"),
-        (paged(&pool, &[], 0, &[0, 0]), "block_table", "max_pages >= 1"),
+        (
+            paged(&pool, &[3, 0, 1], 2, &[20, 16]),
+            "block_table",
+            "B x max_pages",
+        ),
+        (
+            paged(&pool, &[], 0, &[0, 0]),
+            "block_table",
+            "max_pages >= 1",
+        ),
         // A length past max_pages * page_size.
-        (paged(&pool, &[3, 0, 1, 2], 2, &[33, 16]), "seqlens", "0..=32"),
-        (paged(&[4, 16, 1, 32], &[3, 0, 1, 2], 2, &[1, 1]), "k_pages", "head dim"),
+        (
+            paged(&pool, &[3, 0, 1, 2], 2, &[33, 16]),
+            "seqlens",
+            "0..=32",
+        ),
+        (
+            paged(&[4, 16, 1, 32], &[3, 0, 1, 2], 2, &[1, 1]),
+            "k_pages",
+            "head dim",
+        ),
     ];
     for (result, field, words) in cases {
         let err = result.expect_err(field);
@@ -125,8 +278,15 @@ fn forward_checks_its_tensors_against_the_plan() {
     let (f16, fp8) = (DType::Float16, DType::Float8E4M3Fn);
     let q_spec = spec(&[2, 4, 64], f16);
     let c_spec = spec(&[2, 8, 1, 64], f16);
-    let op = GqaDecode::new(q_spec.clone(), c_spec.clone(), c_spec.clone(), &[8, 3], DecodeOptions::default(), &cpu)
-        .expect("plan");
+    let op = GqaDecode::new(
+        q_spec.clone(),
+        c_spec.clone(),
+        c_spec.clone(),
+        &[8, 3],
+        DecodeOptions::default(),
+        &cpu,
+    )
+    .expect("plan");
     let q = Tensor::random(&q_spec, 1, &cpu).unwrap();
     let k = Tensor::random(&c_spec, 2, &cpu).unwrap();
     let v = Tensor::random(&c_spec, 3, &cpu).unwrap();
@@ -136,30 +296,60 @@ fn forward_checks_its_tensors_against_the_plan() {
     let stale = Tensor::from_slice(&[8i32, 4], [2], &cpu).unwrap();
     let err = op.forward(&q, &k, &v, &stale, None).unwrap_err();
     assert_eq!(field_of(&err), "seqlens", "{err:?}");
-    assert!(err.to_string().contains("other lengths than the host copy"), "{err}");
+    assert!(
+        err.to_string().contains("other lengths than the host copy"),
+        "{err}"
+    );
     // Another spec than the plan's.
     let err = op.forward(&q, &q, &v, &lens, None).unwrap_err();
     assert_eq!(field_of(&err), "k_cache", "{err:?}");
     // Scales belong to an fp8 cache only, and an fp8 cache needs them.
     let one = Tensor::from_f32_slice(&[1.0], [1], &cpu).unwrap();
-    let err = op.forward(&q, &k, &v, &lens, Some((&one, &one))).unwrap_err();
+    let err = op
+        .forward(&q, &k, &v, &lens, Some((&one, &one)))
+        .unwrap_err();
     assert_eq!(field_of(&err), "k_scale", "{err:?}");
     let c8 = spec(&[2, 8, 1, 64], fp8);
-    let op8 = GqaDecode::new(q_spec.clone(), c8.clone(), c8.clone(), &[8, 3], DecodeOptions::default(), &cpu).unwrap();
-    let (k8, v8) = (Tensor::random(&c8, 2, &cpu).unwrap(), Tensor::random(&c8, 3, &cpu).unwrap());
+    let op8 = GqaDecode::new(
+        q_spec.clone(),
+        c8.clone(),
+        c8.clone(),
+        &[8, 3],
+        DecodeOptions::default(),
+        &cpu,
+    )
+    .unwrap();
+    let (k8, v8) = (
+        Tensor::random(&c8, 2, &cpu).unwrap(),
+        Tensor::random(&c8, 3, &cpu).unwrap(),
+    );
     let err = op8.forward(&q, &k8, &v8, &lens, None).unwrap_err();
     assert_eq!(field_of(&err), "k_scale", "{err:?}");
     let bad_scale = Tensor::from_f32_slice(&[1.0, 2.0], [2], &cpu).unwrap();
-    let err = op8.forward(&q, &k8, &v8, &lens, Some((&one, &bad_scale))).unwrap_err();
+    let err = op8
+        .forward(&q, &k8, &v8, &lens, Some((&one, &bad_scale)))
+        .unwrap_err();
     assert_eq!(field_of(&err), "v_scale", "{err:?}");
     assert!(op8.forward(&q, &k8, &v8, &lens, Some((&one, &one))).is_ok());
 
     // Paged: the device copy of the table must hold the plan's entries.
     let pool = spec(&[3, 16, 1, 64], f16);
     let table = [2, 0, 1, -1];
-    let op = GqaDecodePaged::new(q_spec, pool.clone(), pool.clone(), &table, 2, &[20, 5], DecodeOptions::default(), &cpu)
-        .unwrap();
-    let (kp, vp) = (Tensor::random(&pool, 2, &cpu).unwrap(), Tensor::random(&pool, 3, &cpu).unwrap());
+    let op = GqaDecodePaged::new(
+        q_spec,
+        pool.clone(),
+        pool.clone(),
+        &table,
+        2,
+        &[20, 5],
+        DecodeOptions::default(),
+        &cpu,
+    )
+    .unwrap();
+    let (kp, vp) = (
+        Tensor::random(&pool, 2, &cpu).unwrap(),
+        Tensor::random(&pool, 3, &cpu).unwrap(),
+    );
     let lens = Tensor::from_slice(&[20i32, 5], [2], &cpu).unwrap();
     let good = Tensor::from_slice(&table, [2, 2], &cpu).unwrap();
     assert!(op.forward(&q, &kp, &vp, &good, &lens, None).is_ok());

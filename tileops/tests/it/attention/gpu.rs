@@ -114,7 +114,13 @@ pub(crate) struct Problem {
 
 /// Random q and caches for `case` (cache values rounded to `cache`), with a shuffled pool with
 /// spare pages when paged.
-pub(crate) fn problem(case: &Case, dtype: DType, cache: DType, layout: Layout, seed: u64) -> Problem {
+pub(crate) fn problem(
+    case: &Case,
+    dtype: DType,
+    cache: DType,
+    layout: Layout,
+    seed: u64,
+) -> Problem {
     let batch = case.lens.len();
     let rounded = |shape: &[usize], dtype: DType, seed: u64| {
         Tensor::random(&TensorSpec::new(shape, dtype), seed, &Device::cpu())
@@ -127,14 +133,23 @@ pub(crate) fn problem(case: &Case, dtype: DType, cache: DType, layout: Layout, s
         Layout::Dense => ([batch, case.rows, case.kv_heads, case.dim], Vec::new(), 0),
         Layout::Paged => {
             let page = case.rows;
-            let max_pages = case.lens.iter().map(|&l| (l as usize).div_ceil(page)).max().unwrap_or(1).max(1) + 1;
+            let max_pages = case
+                .lens
+                .iter()
+                .map(|&l| (l as usize).div_ceil(page))
+                .max()
+                .unwrap_or(1)
+                .max(1)
+                + 1;
             let used: usize = case.lens.iter().map(|&l| (l as usize).div_ceil(page)).sum();
             let num_pages = used + 3;
             // Pages handed out from a shuffled pool (a fixed permutation of the seed).
             let mut pool: Vec<i32> = (0..num_pages as i32).collect();
             let mut state = seed;
             for i in (1..pool.len()).rev() {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 pool.swap(i, (state >> 33) as usize % (i + 1));
             }
             let mut next = pool.into_iter();
@@ -204,7 +219,14 @@ pub(crate) enum Planned {
 }
 
 impl Planned {
-    pub(crate) fn new(case: &Case, p: &Problem, dtype: DType, cache: DType, layout: Layout, device: &Device) -> Planned {
+    pub(crate) fn new(
+        case: &Case,
+        p: &Problem,
+        dtype: DType,
+        cache: DType,
+        layout: Layout,
+        device: &Device,
+    ) -> Planned {
         let batch = case.lens.len();
         let q = TensorSpec::new([batch, case.heads, case.dim], dtype);
         let c = TensorSpec::new(p.cache_shape, cache);
@@ -219,8 +241,17 @@ impl Planned {
                 GqaDecode::new(q, c.clone(), c, &case.lens, options, device).expect("valid plan"),
             ),
             Layout::Paged => Planned::Paged(
-                GqaDecodePaged::new(q, c.clone(), c, &p.table, p.max_pages, &case.lens, options, device)
-                    .expect("valid plan"),
+                GqaDecodePaged::new(
+                    q,
+                    c.clone(),
+                    c,
+                    &p.table,
+                    p.max_pages,
+                    &case.lens,
+                    options,
+                    device,
+                )
+                .expect("valid plan"),
             ),
         }
     }
@@ -244,8 +275,7 @@ impl Planned {
     pub(crate) fn run(
         &self,
         p: &Problem,
-        dtype: DType,
-        cache: DType,
+        (dtype, cache): (DType, DType),
         scales: Option<(f64, f64)>,
         device_lens: &[i32],
         device_table: &[i32],
@@ -253,16 +283,27 @@ impl Planned {
     ) -> (Vec<f64>, Option<Vec<f64>>) {
         let batch = device_lens.len();
         let upload = |values: &[f64], shape: &[usize], dtype: DType| {
-            Tensor::from_f64_rounded(values, &TensorSpec::new(shape, dtype), device).expect("upload")
+            Tensor::from_f64_rounded(values, &TensorSpec::new(shape, dtype), device)
+                .expect("upload")
         };
-        let q = upload(&p.q, &[batch, p.q.len() / batch / p.cache_shape[3], p.cache_shape[3]], dtype);
+        let q = upload(
+            &p.q,
+            &[
+                batch,
+                p.q.len() / batch / p.cache_shape[3],
+                p.cache_shape[3],
+            ],
+            dtype,
+        );
         let k = upload(&p.k, &p.cache_shape, cache);
         let v = upload(&p.v, &p.cache_shape, cache);
         let seqlens = Tensor::from_slice(device_lens, [batch], device).expect("seqlens");
         let scale_tensors = scales.map(|(ks, vs)| {
             (
-                Tensor::from_f64_rounded(&[ks], &TensorSpec::new([1], DType::Float32), device).expect("k_scale"),
-                Tensor::from_f64_rounded(&[vs], &TensorSpec::new([1], DType::Float32), device).expect("v_scale"),
+                Tensor::from_f64_rounded(&[ks], &TensorSpec::new([1], DType::Float32), device)
+                    .expect("k_scale"),
+                Tensor::from_f64_rounded(&[vs], &TensorSpec::new([1], DType::Float32), device)
+                    .expect("v_scale"),
             )
         });
         let scales = scale_tensors.as_ref().map(|(k, v)| (k, v));
@@ -277,7 +318,8 @@ impl Planned {
         match self {
             Planned::Dense(op) => op.forward_into(&q, &k, &v, &seqlens, scales, &mut out),
             Planned::Paged(op) => {
-                let table = Tensor::from_slice(device_table, [batch, p.max_pages], device).expect("table");
+                let table =
+                    Tensor::from_slice(device_table, [batch, p.max_pages], device).expect("table");
                 op.forward_into(&q, &k, &v, &table, &seqlens, scales, &mut out)
             }
         }
@@ -289,7 +331,11 @@ impl Planned {
 }
 
 fn cache_label(cache: DType) -> &'static str {
-    if cache == DType::Float8E4M3Fn { "fp8" } else { "16-bit" }
+    if cache == DType::Float8E4M3Fn {
+        "fp8"
+    } else {
+        "16-bit"
+    }
 }
 
 /// Records `o` against the reference (relative to `Σ p |v|`) and `lse` (relative to
@@ -335,7 +381,7 @@ pub(crate) fn decode_cases(device: &Device, layout: Layout) -> Measures {
                     let p = problem(&case, dtype, cache, layout, seed);
                     let planned = Planned::new(&case, &p, dtype, cache, layout, device);
                     let scales = (cache == DType::Float8E4M3Fn).then_some((0.75, 1.25));
-                    let got = planned.run(&p, dtype, cache, scales, &case.lens, &p.table, device);
+                    let got = planned.run(&p, (dtype, cache), scales, &case.lens, &p.table, device);
                     let s = scales.unwrap_or((1.0, 1.0));
                     let want = reference(&case, &p, layout, s, planned.sm_scale(), false);
                     let magnitude = reference(&case, &p, layout, s, planned.sm_scale(), true).0;
@@ -346,10 +392,22 @@ pub(crate) fn decode_cases(device: &Device, layout: Layout) -> Measures {
                         case.heads,
                         case.kv_heads,
                         case.lens,
-                        if layout == Layout::Paged { format!(" page {}", case.rows) } else { String::new() },
+                        if layout == Layout::Paged {
+                            format!(" page {}", case.rows)
+                        } else {
+                            String::new()
+                        },
                         if case.softcap > 0.0 { " softcap" } else { "" },
                     );
-                    record(&mut report, op, &label, dtype, (&got.0, got.1.as_deref()), &want, &magnitude);
+                    record(
+                        &mut report,
+                        op,
+                        &label,
+                        dtype,
+                        (&got.0, got.1.as_deref()),
+                        &want,
+                        &magnitude,
+                    );
                 }
             }
         }
@@ -363,7 +421,8 @@ pub(crate) fn decode_cases(device: &Device, layout: Layout) -> Measures {
 /// past an allocation.
 #[test]
 fn device_copies_that_disagree_with_the_plan_stay_in_bounds() {
-    let Some(device) = gpu_or_skip("device_copies_that_disagree_with_the_plan_stay_in_bounds") else {
+    let Some(device) = gpu_or_skip("device_copies_that_disagree_with_the_plan_stay_in_bounds")
+    else {
         return;
     };
     let dtype = DType::Float16;
@@ -382,11 +441,37 @@ fn device_copies_that_disagree_with_the_plan_stay_in_bounds() {
     };
     let p = problem(&case, dtype, dtype, Layout::Dense, 77);
     let planned = Planned::new(&case, &p, dtype, dtype, Layout::Dense, &device);
-    let got = planned.run(&p, dtype, dtype, None, &[1 << 30, 7], &[], &device);
-    let clamped = Case { lens: vec![45, 7], ..case.clone() };
-    let want = reference(&clamped, &p, Layout::Dense, (1.0, 1.0), planned.sm_scale(), false);
-    let magnitude = reference(&clamped, &p, Layout::Dense, (1.0, 1.0), planned.sm_scale(), true).0;
-    record(&mut report, "gqa_decode", "device seqlens past S_max", dtype, (&got.0, got.1.as_deref()), &want, &magnitude);
+    let got = planned.run(&p, (dtype, dtype), None, &[1 << 30, 7], &[], &device);
+    let clamped = Case {
+        lens: vec![45, 7],
+        ..case.clone()
+    };
+    let want = reference(
+        &clamped,
+        &p,
+        Layout::Dense,
+        (1.0, 1.0),
+        planned.sm_scale(),
+        false,
+    );
+    let magnitude = reference(
+        &clamped,
+        &p,
+        Layout::Dense,
+        (1.0, 1.0),
+        planned.sm_scale(),
+        true,
+    )
+    .0;
+    record(
+        &mut report,
+        "gqa_decode",
+        "device seqlens past S_max",
+        dtype,
+        (&got.0, got.1.as_deref()),
+        &want,
+        &magnitude,
+    );
 
     // Paged: sequence 0's second page index is past the pool on the device (the plan's is good).
     let case = Case {
@@ -403,13 +488,34 @@ fn device_copies_that_disagree_with_the_plan_stay_in_bounds() {
     let planned = Planned::new(&case, &p, dtype, dtype, Layout::Paged, &device);
     let mut bad_table = p.table.clone();
     bad_table[1] = p.cache_shape[0] as i32; // one page past the pool
-    let (o, lse) = planned.run(&p, dtype, dtype, None, &case.lens, &bad_table, &device);
+    let (o, lse) = planned.run(&p, (dtype, dtype), None, &case.lens, &bad_table, &device);
     let lse = lse.expect("lse");
     let row = case.heads * case.dim;
-    assert!(o[..row].iter().all(|x| x.is_nan()), "sequence 0's outputs must be NaN");
-    assert!(lse[..case.heads].iter().all(|x| x.is_nan()), "sequence 0's lse must be NaN");
-    let want = reference(&case, &p, Layout::Paged, (1.0, 1.0), planned.sm_scale(), false);
-    let magnitude = reference(&case, &p, Layout::Paged, (1.0, 1.0), planned.sm_scale(), true).0;
+    assert!(
+        o[..row].iter().all(|x| x.is_nan()),
+        "sequence 0's outputs must be NaN"
+    );
+    assert!(
+        lse[..case.heads].iter().all(|x| x.is_nan()),
+        "sequence 0's lse must be NaN"
+    );
+    let want = reference(
+        &case,
+        &p,
+        Layout::Paged,
+        (1.0, 1.0),
+        planned.sm_scale(),
+        false,
+    );
+    let magnitude = reference(
+        &case,
+        &p,
+        Layout::Paged,
+        (1.0, 1.0),
+        planned.sm_scale(),
+        true,
+    )
+    .0;
     let tail = |v: &[f64], n: usize| v[n..].to_vec();
     let want_tail = (tail(&want.0, row), tail(&want.1, case.heads));
     record(

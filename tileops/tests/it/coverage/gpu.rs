@@ -29,12 +29,12 @@
 
 use std::collections::HashSet;
 
+use crate::attention::gpu::{Layout, decode_cases};
 use crate::common::{ACTIVATIONS, KeepWorst, Measures, POISON_CODE, activation_forward, download};
 use crate::common::{DTYPES, POISON, Report, Special, bound, element_error, floor, gpu_or_skip};
 use crate::common::{Fp8Check, code_distance, worst_scaled};
 use crate::common::{gemm_bound, input_with, lined_up, make_input, reduction_sets, rope_table};
 use crate::common::{row_specials, softmax_lines, worst_by, worst_codes, worst_error};
-use crate::attention::gpu::{Layout, decode_cases};
 use tileops::kernels::{self, KernelSource};
 use tileops::ops::reference as norm_act;
 use tileops::ops::reference as rope_fp8;
