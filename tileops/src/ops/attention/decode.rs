@@ -857,6 +857,69 @@ pub(crate) struct DecodeSpecs<'a> {
     pub block_table: Option<&'a TensorSpec>,
 }
 
+/// The accessors both decode ops share, over their `q`, `plan` and `device` fields, written once:
+/// the roof, the plan's host data and options, the output specs and the split-KV decomposition.
+macro_rules! decode_accessors {
+    ($op:ident) => {
+        impl $op {
+            /// The roof an optimal decode is priced against: tensor cores in q's dtype, which
+            /// FlashInfer and TileOPs use for grouped heads (an fp8 cache with groups of 8 or more
+            /// is beyond the CUDA cores' rate); the call is memory-bound on them.
+            pub fn roof(&self) -> $crate::registry::RoofKey {
+                $crate::registry::RoofKey::tensor_core(self.q.dtype)
+                    .unwrap_or($crate::registry::RoofKey::CUDA_CORE_FP32)
+            }
+
+            /// The q spec the op is planned for.
+            pub fn q(&self) -> &$crate::TensorSpec {
+                &self.q
+            }
+
+            /// The host copy of the lengths.
+            pub fn seqlens(&self) -> &[i32] {
+                &self.plan.lens
+            }
+
+            /// The factor of `q · k`.
+            pub fn sm_scale(&self) -> f64 {
+                self.plan.sm_scale
+            }
+
+            /// The softcap (0 = off).
+            pub fn softcap(&self) -> f64 {
+                self.plan.softcap
+            }
+
+            /// Whether `forward` returns the lse.
+            pub fn return_lse(&self) -> bool {
+                self.plan.return_lse
+            }
+
+            /// The device the op runs on.
+            pub fn device(&self) -> &$crate::Device {
+                &self.device
+            }
+
+            /// The specs of `o` and, when returned, `lse`.
+            pub fn output_specs(&self) -> ($crate::TensorSpec, Option<$crate::TensorSpec>) {
+                self.plan.output_specs()
+            }
+
+            /// The split-KV decomposition the kernel takes on a GPU of `sms` SMs:
+            /// `(splits per sequence, keys per split, head tiles per KV head)`. One split is the
+            /// one-pass path.
+            pub fn split(&self, sms: usize) -> (usize, usize, usize) {
+                self.plan.split(sms)
+            }
+
+            pub(crate) fn plan(&self) -> &$crate::ops::attention::DecodePlan {
+                &self.plan
+            }
+        }
+    };
+}
+pub(crate) use decode_accessors;
+
 /// Elements of the random block a bench cache repeats.
 const TILE_ELEMENTS: usize = 1 << 20;
 

@@ -1,7 +1,8 @@
 //! `gqa_decode`: one query token per sequence attending over a dense KV cache, grouped query heads.
 
 use super::decode::{
-    DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs, defaults, workload_decode,
+    DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs, decode_accessors, defaults,
+    workload_decode,
 };
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{Device, Error, Tensor, TensorSpec};
@@ -62,14 +63,9 @@ pub struct GqaDecode {
     device: Device,
 }
 
-impl GqaDecode {
-    /// The roof an optimal decode is priced against: tensor cores in q's dtype, which FlashInfer
-    /// and TileOPs use for grouped heads (an fp8 cache with groups of 8 or more is beyond the
-    /// CUDA cores' rate); the call is memory-bound on them.
-    pub fn roof(&self) -> RoofKey {
-        RoofKey::tensor_core(self.q.dtype).unwrap_or(RoofKey::CUDA_CORE_FP32)
-    }
+decode_accessors!(GqaDecode);
 
+impl GqaDecode {
     /// Plans a decode of q `[B, H, D]` over `k_cache`, `v_cache` `[B, S_max, H_kv, D]` with the
     /// host copy of the lengths, `seqlens` (`B` values).
     ///
@@ -104,55 +100,9 @@ impl GqaDecode {
         })
     }
 
-    /// The q spec the op is planned for.
-    pub fn q(&self) -> &TensorSpec {
-        &self.q
-    }
-
     /// The cache spec (`k_cache` and `v_cache` alike).
     pub fn k_cache(&self) -> &TensorSpec {
         &self.k_cache
-    }
-
-    /// The host copy of the lengths.
-    pub fn seqlens(&self) -> &[i32] {
-        &self.plan.lens
-    }
-
-    /// The factor of `q · k`.
-    pub fn sm_scale(&self) -> f64 {
-        self.plan.sm_scale
-    }
-
-    /// The softcap (0 = off).
-    pub fn softcap(&self) -> f64 {
-        self.plan.softcap
-    }
-
-    /// Whether `forward` returns the lse.
-    pub fn return_lse(&self) -> bool {
-        self.plan.return_lse
-    }
-
-    /// The device the op runs on.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
-
-    /// The specs of `o` and, when returned, `lse`.
-    pub fn output_specs(&self) -> (TensorSpec, Option<TensorSpec>) {
-        self.plan.output_specs()
-    }
-
-    /// The split-KV decomposition the kernel takes on a GPU of `sms` SMs:
-    /// `(splits per sequence, keys per split, head tiles per KV head)`. One split is the one-pass
-    /// path.
-    pub fn split(&self, sms: usize) -> (usize, usize, usize) {
-        self.plan.split(sms)
-    }
-
-    pub(crate) fn plan(&self) -> &DecodePlan {
-        &self.plan
     }
 
     /// Runs the decode into new outputs. `seqlens` is the device copy of the plan's lengths

@@ -2,7 +2,8 @@
 //! FlashInfer's NHD layout), grouped query heads.
 
 use super::decode::{
-    DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs, defaults, workload_decode,
+    DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs, decode_accessors, defaults,
+    workload_decode,
 };
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
 use crate::{DType, Device, Error, Tensor, TensorSpec};
@@ -59,12 +60,9 @@ pub struct GqaDecodePaged {
     device: Device,
 }
 
-impl GqaDecodePaged {
-    /// The roof an optimal decode is priced against: as [`GqaDecode::roof`](crate::ops::GqaDecode::roof).
-    pub fn roof(&self) -> RoofKey {
-        RoofKey::tensor_core(self.q.dtype).unwrap_or(RoofKey::CUDA_CORE_FP32)
-    }
+decode_accessors!(GqaDecodePaged);
 
+impl GqaDecodePaged {
     /// Plans a decode of q `[B, H, D]` over the page pools `k_pages`, `v_pages`
     /// `[num_pages, page_size, H_kv, D]`, with the host copies of the block table (`B x max_pages`
     /// entries, row-major) and of the lengths (`B` values).
@@ -105,11 +103,6 @@ impl GqaDecodePaged {
         })
     }
 
-    /// The q spec the op is planned for.
-    pub fn q(&self) -> &TensorSpec {
-        &self.q
-    }
-
     /// The page pool spec (`k_pages` and `v_pages` alike).
     pub fn k_pages(&self) -> &TensorSpec {
         &self.k_pages
@@ -118,46 +111,6 @@ impl GqaDecodePaged {
     /// The block table's spec, `[B, max_pages]` int32.
     pub fn block_table(&self) -> &TensorSpec {
         &self.block_table
-    }
-
-    /// The host copy of the lengths.
-    pub fn seqlens(&self) -> &[i32] {
-        &self.plan.lens
-    }
-
-    /// The factor of `q · k`.
-    pub fn sm_scale(&self) -> f64 {
-        self.plan.sm_scale
-    }
-
-    /// The softcap (0 = off).
-    pub fn softcap(&self) -> f64 {
-        self.plan.softcap
-    }
-
-    /// Whether `forward` returns the lse.
-    pub fn return_lse(&self) -> bool {
-        self.plan.return_lse
-    }
-
-    /// The device the op runs on.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
-
-    /// The specs of `o` and, when returned, `lse`.
-    pub fn output_specs(&self) -> (TensorSpec, Option<TensorSpec>) {
-        self.plan.output_specs()
-    }
-
-    /// The split-KV decomposition the kernel takes on a GPU of `sms` SMs, as
-    /// [`GqaDecode::split`](crate::ops::GqaDecode::split).
-    pub fn split(&self, sms: usize) -> (usize, usize, usize) {
-        self.plan.split(sms)
-    }
-
-    pub(crate) fn plan(&self) -> &DecodePlan {
-        &self.plan
     }
 
     /// Runs the decode into new outputs. `block_table` and `seqlens` are the device copies of

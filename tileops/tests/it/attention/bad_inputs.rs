@@ -15,6 +15,17 @@ fn field_of(err: &Error) -> &'static str {
     }
 }
 
+/// Each result is an error of `op` naming `field`, whose message holds `words`.
+fn assert_refused<T: std::fmt::Debug>(op: &str, cases: Vec<(Result<T, Error>, &str, &str)>) {
+    for (result, field, words) in cases {
+        let err = result.expect_err(field);
+        assert_eq!(field_of(&err), field, "{err:?}");
+        let message = err.to_string();
+        assert!(message.starts_with(&format!("{op}: ")), "{message}");
+        assert!(message.contains(words), "{message} lacks {words:?}");
+    }
+}
+
 fn dense(
     q: &[usize],
     cache: &[usize],
@@ -183,13 +194,7 @@ fn gqa_decode_rejects_bad_shapes_dtypes_lengths_and_options() {
             "at least 1",
         ),
     ];
-    for (result, field, words) in cases {
-        let err = result.expect_err(field);
-        assert_eq!(field_of(&err), field, "{err:?}");
-        let message = err.to_string();
-        assert!(message.starts_with("gqa_decode: "), "{message}");
-        assert!(message.contains(words), "{message} lacks {words:?}");
-    }
+    assert_refused("gqa_decode", cases);
     // v_cache must be k_cache's spec.
     let err = GqaDecode::new(
         spec(&[2, 8, 128], f16),
@@ -263,13 +268,7 @@ fn gqa_decode_paged_rejects_bad_tables_and_lengths() {
             "head dim",
         ),
     ];
-    for (result, field, words) in cases {
-        let err = result.expect_err(field);
-        assert_eq!(field_of(&err), field, "{err:?}");
-        let message = err.to_string();
-        assert!(message.starts_with("gqa_decode_paged: "), "{message}");
-        assert!(message.contains(words), "{message} lacks {words:?}");
-    }
+    assert_refused("gqa_decode_paged", cases);
 }
 
 #[test]
