@@ -1,5 +1,5 @@
 //! Times every registered op on every manifest workload case and writes a records file: the
-//! `tileops bench` command ([`tileops::perf::cli::bench`]) as an example, so that
+//! `tileops bench` command ([`tileops_bench::cli::bench`]) as an example, so that
 //! `cargo run --release --example bench_all -- [FLAGS]` works from a checkout.
 //!
 //! ```text
@@ -13,5 +13,5 @@
 //! arguments; 130 (SIGINT) or 143 (SIGTERM) when interrupted, the finished rows written.
 
 fn main() -> std::process::ExitCode {
-    tileops::perf::cli::bench_main()
+    tileops_bench::cli::bench_main()
 }

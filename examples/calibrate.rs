@@ -1,5 +1,5 @@
 //! Measures the ceilings of the GPU it runs on and writes a profile YAML: the `tileops calibrate`
-//! command ([`tileops::perf::cli::calibrate`]) as an example.
+//! command ([`tileops_bench::cli::calibrate`]) as an example.
 //!
 //! ```text
 //! cargo run --release --example calibrate -- [--out PATH] [--base NAME|PATH] [--quick]
@@ -8,5 +8,5 @@
 //! Exit status: 0; 1 when a measurement or the file failed; 2 without a GPU or for bad arguments.
 
 fn main() -> std::process::ExitCode {
-    tileops::perf::cli::calibrate_main()
+    tileops_bench::cli::calibrate_main()
 }

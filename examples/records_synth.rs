@@ -19,8 +19,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tileops::perf::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
 use tileops::registry::RoofKey;
+use tileops_bench::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
 
 const USAGE: &str = "\
 usage: records_synth --rows N --out PATH

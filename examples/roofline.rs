@@ -1,5 +1,5 @@
 //! The roofline tool: prices a bench run against a GPU profile. The `tileops roofline` command
-//! ([`tileops::perf::cli::roofline`]) as an example.
+//! ([`tileops_bench::cli::roofline`]) as an example.
 //!
 //! ```text
 //! cargo run --example roofline -- RECORDS.json [--profile NAME|PATH] [--format md|csv|json]
@@ -11,5 +11,5 @@
 //! that could not be written; 4 when `--fail-on-regression` finds a regression.
 
 fn main() -> std::process::ExitCode {
-    tileops::perf::cli::roofline_main()
+    tileops_bench::cli::roofline_main()
 }

@@ -119,8 +119,9 @@ run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
 echo "== build the GPU tests"
 t0=$(now)
 # Optimised (profile `emulated`): the f64 references are slow in a debug build. The GPU tests are
-# those of tileops's `it` test binary under a `gpu` module.
-cargo test -p tileops --profile emulated --test it --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
+# those of tileops's `it` test binary under a `gpu` module, and tileops-bench's (the calibration
+# kernels' check); one cargo invocation builds both.
+cargo test -p tileops -p tileops-bench --profile emulated --test it --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
   python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -129,20 +130,27 @@ for line in sys.stdin:
     except ValueError:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "it":
-        print(m["executable"])' >"$work/gpu-tests.txt"
-it_exe="$(head -n 1 "$work/gpu-tests.txt")"
-if [[ -z "$it_exe" || ! -x "$it_exe" ]]; then
+        # A package id is `path+file:///dir#[name@]version`: the name, else the last part of the directory.
+        source, _, fragment = m["package_id"].partition("#")
+        name = fragment.split("@")[0] if "@" in fragment else source.rstrip("/").rsplit("/", 1)[-1]
+        print(name, m["executable"])' >"$work/gpu-tests.txt"
+it_exe="$(awk '$1 == "tileops" { print $2 }' "$work/gpu-tests.txt")"
+bench_it_exe="$(awk '$1 == "tileops-bench" { print $2 }' "$work/gpu-tests.txt")"
+if [[ -z "$it_exe" || ! -x "$it_exe" || -z "$bench_it_exe" || ! -x "$bench_it_exe" ]]; then
   tail -40 "$work/logs/build-tests.log"
-  echo "emu-check: tileops's it test binary was not built"
+  cat "$work/gpu-tests.txt"
+  echo "emu-check: tileops's or tileops-bench's it test binary was not built"
   exit 1
 fi
-echo "  $(basename "$it_exe"), $("$it_exe" --list gpu:: 2>/dev/null | grep -c ': test$') GPU tests: $(since "$t0") s"
+echo "  $(basename "$it_exe"), $("$it_exe" --list gpu:: 2>/dev/null | grep -c ': test$') GPU tests; tileops-bench's $(basename "$bench_it_exe"), $("$bench_it_exe" --list gpu:: 2>/dev/null | grep -c ': test$'): $(since "$t0") s"
 
-# The runs of one pass, as `label|filter arguments`: the coverage tests by themselves (each checks
-# the entry points its process launched), then every other GPU test.
+# The runs of one pass, as `label|executable|filter arguments`: the coverage tests by themselves
+# (each checks the entry points its process launched), every other GPU test of tileops, and
+# tileops-bench's (the calibration kernels, which check their own launches too).
 gpu_runs=(
-  "coverage|coverage::gpu::"
-  "gpu|gpu:: --skip coverage::gpu::"
+  "coverage|$it_exe|coverage::gpu::"
+  "gpu|$it_exe|gpu:: --skip coverage::gpu::"
+  "bench|$bench_it_exe|gpu::"
 )
 
 gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE [PRELOAD]
@@ -150,14 +158,17 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE [PRELOAD]
   local t0 r label filters
   echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer}"
   t0=$(now)
+  local exe rest
   for r in "${gpu_runs[@]}"; do
     label="${r%%|*}"
-    read -r -a filters <<<"${r#*|}"
-    run_tests "it ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
+    rest="${r#*|}"
+    exe="${rest%%|*}"
+    read -r -a filters <<<"${rest#*|}"
+    run_tests "$label: ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
       env LD_LIBRARY_PATH="$lib" TILEOPS_REQUIRE_GPU=1 CUDA_EMU_SCHEDULE="$schedule" \
       CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" \
       ${preload:+LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1} \
-      "$it_exe" "${filters[@]}" --test-threads=2
+      "$exe" "${filters[@]}" --test-threads=2
   done
   echo "  pass $name: $(since "$t0") s"
 }

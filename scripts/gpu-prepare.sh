@@ -95,7 +95,7 @@ if [[ "$nvrtc_mode" != none ]]; then
   done
 fi
 
-cp -rL tileops/profiles "$bundle/profiles"
+cp -rL tileops-bench/profiles "$bundle/profiles"
 cp -rL tileops/manifest "$bundle/manifest"
 cp scripts/gpu-check.sh "$bundle/gpu-check.sh"
 cp scripts/torch_baseline.py "$bundle/torch_baseline.py"

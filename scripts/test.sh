@@ -62,7 +62,7 @@ print(versions.pop())')
 rustup toolchain install "$msrv" --profile minimal
 cargo "+$msrv" check --workspace --all-targets --locked
 
-echo "== cargo package: tileops and the workspace crates it depends on, verified against each other"
+echo "== cargo package: tileops, the workspace crates it depends on and tileops-bench, verified against each other"
 # #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
 # link to tileops/manifest): the package must carry every manifest file itself.
 missing=$(comm -23 <(git ls-files tileops/manifest | sed 's|^tileops/||' | sort) \
@@ -82,8 +82,9 @@ package_target="${TMPDIR:-/tmp}/tileops-package-target"
 rm -rf "$package_target" \
     "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
     "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-macros-[0-9]* \
-    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]*
-cargo package -p tileops-manifest -p tileops-macros -p tileops --locked --allow-dirty \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]* \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-bench-[0-9]*
+cargo package -p tileops-manifest -p tileops-macros -p tileops -p tileops-bench --locked --allow-dirty \
     --target-dir "$package_target"
 
 echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
@@ -95,7 +96,7 @@ echo "== cargo test (every target but the GPU tests, which emu-check.sh runs on 
 # SKIP here, with no GPU; they run below instead, on the emulated device with TILEOPS_REQUIRE_GPU=1,
 # so nothing skips in CI. libtest's --skip matches any substring of a test's path, so it is given to
 # the `it` binaries only (no test of theirs but tileops's GPU tests has `gpu::` in its path; unit
-# tests such as tileops's `perf::calibrate_gpu::tests::...` do).
+# tests such as tileops-bench's `calibrate_gpu::tests::...` do).
 # bench_all's emulated-device test runs in emu-check.sh too (it needs the emulator's libraries).
 mapfile -t other_tests < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys

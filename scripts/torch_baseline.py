@@ -16,7 +16,7 @@ the time budget spent) is written as skipped, with the reason: no row is dropped
 
 shows, per tileops row, its strongest (fastest) baseline and the time ratio.
 
-The method is bench_all's (tileops/src/perf/bench.rs): CUDA events with timing enabled; before
+The method is bench_all's (tileops-bench/src/bench.rs): CUDA events with timing enabled; before
 every sample, outside the timed region, a buffer of twice the L2 size is zeroed; a spin kernel
 (`torch.cuda._sleep`) holds the stream while the host enqueues the start event, the call and the
 end event, so launch latency stays out of the events, and a sample whose enqueue outlasted the hold
@@ -60,14 +60,14 @@ FLASHINFER_IMPL = "flashinfer"
 IMPLS = ("torch", "torch-compile", FLASHINFER_IMPL)
 DEFAULT_IMPLS = ("torch", "torch-compile")
 
-# bench_all's budgets (tileops::perf::bench::TimeBudget::default).
+# bench_all's budgets (tileops_bench::bench::TimeBudget::default).
 WARMUP_MS = 25.0
 MEASURE_MS = 100.0
 MIN_SAMPLES = 10
 MAX_SAMPLES = 200
 MIN_WARMUP_SAMPLES = 2
 
-# bench_all's stream hold (tileops/src/perf/bench/gpu.rs).
+# bench_all's stream hold (tileops-bench/src/bench/gpu.rs).
 MIN_HOLD_NS = 50_000
 MAX_HOLD_NS = 20_000_000
 HOLD_MARGIN = 4

@@ -13,7 +13,7 @@ use crate::common;
 
 // The CLI itself (the library's, which the example wraps), so that its arguments, table and
 // file are tested too.
-use tileops::perf::cli::bench as bench_all_cli;
+use tileops_bench::cli::bench as bench_all_cli;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use bench_all_cli::CliError;
 use tileops::Device;
-use tileops::perf::bench::{self, BenchConfig, CpuBudget, Quiet, Selection};
-use tileops::perf::records::{Run, TimingStats};
 use tileops::registry::{self, WorkloadCase};
+use tileops_bench::bench::{self, BenchConfig, CpuBudget, Quiet, Selection};
+use tileops_bench::records::{Run, TimingStats};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tileops-bench-all-{}-{name}", std::process::id()));
@@ -164,7 +164,7 @@ fn no_case_is_dropped_when_everything_is_over_the_budget() {
     };
     let run = bench::run(
         &Device::cpu(),
-        tileops::perf::cli::meta::run_meta(&Device::cpu(), std::time::SystemTime::now()),
+        tileops_bench::cli::meta::run_meta(&Device::cpu(), std::time::SystemTime::now()),
         &cases,
         &config,
         &mut Quiet,
@@ -534,10 +534,10 @@ fn bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure() {
 }
 
 fn on_the_emulated_device() {
-    use tileops::perf::calibrate_gpu::{self, CalibrateGpuError, CalibrateOptions};
-    use tileops::perf::profile::Profile;
-    use tileops::perf::records::{EMULATED_NOTE, EMULATED_TIMING};
-    use tileops::perf::report::{BlankReason, ProfileChoice, Report};
+    use tileops_bench::calibrate_gpu::{self, CalibrateGpuError, CalibrateOptions};
+    use tileops_bench::profile::Profile;
+    use tileops_bench::records::{EMULATED_NOTE, EMULATED_TIMING};
+    use tileops_bench::report::{BlankReason, ProfileChoice, Report};
 
     let device = Device::cuda(0)
         .unwrap_or_else(|e| panic!("{EMU_LIB} is set, but no (emulated) CUDA device opens: {e}"));

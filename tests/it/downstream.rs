@@ -8,7 +8,7 @@
 //!   a plain `cargo build` (no `touch`, no `clean`);
 //! - a formula mistake is a compile error from `cargo build`, located in the user's YAML;
 //! - a new family file is picked up, in either manifest (one that declares an op again now fails);
-//! - the user's bench binary (`tileops::perf::cli::bench_main`) lists and benches the user's own
+//! - the user's bench binary (`tileops_bench::cli::bench_main`) lists and benches the user's own
 //!   registered op together with tileops's.
 //!
 //! The steps share one copy and one target directory, so they run in sequence in one test.
@@ -147,7 +147,7 @@ fn a_downstream_crate_builds_edits_and_fails_like_a_user_sees_it() {
         ],
     );
     assert!(out.success, "the user's bench failed:\n{}", out.stderr);
-    let benched = tileops::perf::records::Run::load(&records).unwrap_or_else(|e| panic!("{e}"));
+    let benched = tileops_bench::records::Run::load(&records).unwrap_or_else(|e| panic!("{e}"));
     let rows: Vec<(&str, &str, bool)> = benched
         .records
         .iter()

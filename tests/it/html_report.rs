@@ -6,14 +6,14 @@
 //! Chromium comes from `scripts/test.sh` (Debian's `chromium` package). Without it the test fails
 //! in CI (`CI` set) and prints `SKIP:` elsewhere.
 
-use tileops::perf::cli::roofline as roofline_cli;
+use tileops_bench::cli::roofline as roofline_cli;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tileops::perf::profile::Profile;
-use tileops::perf::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
-use tileops::perf::report::{ProfileChoice, Report};
+use tileops_bench::profile::Profile;
+use tileops_bench::records::{DeviceInfo, Record, Run, RunMeta, TimingStats};
+use tileops_bench::report::{ProfileChoice, Report};
 
 fn tmp(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html_report");
@@ -202,7 +202,7 @@ fn the_html_report_renders_in_chromium_with_its_table_and_chart() {
         dom.contains("data-sorted=\"efficiency-desc\""),
         "the script ran"
     );
-    let mut by_efficiency: Vec<&tileops::perf::report::Row> = report.rows.iter().collect();
+    let mut by_efficiency: Vec<&tileops_bench::report::Row> = report.rows.iter().collect();
     by_efficiency.sort_by(|a, b| match (a.efficiency(), b.efficiency()) {
         (Some(x), Some(y)) => y.total_cmp(&x),
         (x, y) => x.is_none().cmp(&y.is_none()),

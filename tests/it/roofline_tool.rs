@@ -11,16 +11,16 @@ use crate::common;
 
 // The CLI itself (the library's, which the example wraps), so that its argument handling, exit
 // status and files are tested too.
-use tileops::perf::cli::roofline as roofline_cli;
+use tileops_bench::cli::roofline as roofline_cli;
 
 use std::path::PathBuf;
 
 use roofline_cli::CliError;
-use tileops::perf::profile::{DeviceMismatch, Profile};
-use tileops::perf::records::{
+use tileops_bench::profile::{DeviceMismatch, Profile};
+use tileops_bench::records::{
     DeviceInfo, Partial, Record, RecordsError, Run, RunMeta, TimingStats,
 };
-use tileops::perf::report::{
+use tileops_bench::report::{
     BlankReason, Bound, Comparison, Outcome, ProfileChoice, Report, Verdict,
 };
 
@@ -179,7 +179,7 @@ fn every_verdict() {
 #[test]
 fn physics_check_fails_a_record_implying_more_than_4_8_tb_s() {
     let h200 = h200();
-    let verdict = |bytes: u64, ms: f64| match tileops::perf::report::price(
+    let verdict = |bytes: u64, ms: f64| match tileops_bench::report::price(
         &timed("x", "w", 0, bytes, "cuda_core.fp32", ms),
         &h200,
     ) {
@@ -869,7 +869,7 @@ fn a_records_file_over_the_bound_is_refused_with_the_bound() {
     let dir = common::scratch("roofline-huge");
     let huge = dir.join("huge.json");
     // Sparse: 2 GiB + 1 byte of holes costs no disk and no time to make.
-    let bound = tileops::perf::records::MAX_FILE_BYTES;
+    let bound = tileops_bench::records::MAX_FILE_BYTES;
     assert_eq!(bound, 2 << 30);
     let file = std::fs::File::create(&huge).unwrap();
     file.set_len(bound + 1).unwrap();

@@ -8,16 +8,16 @@
 //! tileops manifest check tileops/manifest # validate manifests
 //! ```
 //!
-//! Each subcommand is the library's ([`tileops::perf::cli`]); `tileops manifest check` is
+//! Each subcommand is the library's ([`tileops_bench::cli`]); `tileops manifest check` is
 //! [`tileops_manifest::check::check_manifest`] over each path. The ops `tileops bench` knows are
 //! those linked into this binary: tileops's own. A crate with ops of its own benches them with a
-//! binary of its own that calls [`tileops::perf::cli::bench_main`].
+//! binary of its own that calls [`tileops_bench::cli::bench_main`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tileops::perf::cli::{BenchArgs, CalibrateArgs, RooflineArgs, bench, calibrate, roofline};
+use tileops_bench::cli::{BenchArgs, CalibrateArgs, RooflineArgs, bench, calibrate, roofline};
 
 /// tileops: CUDA-backed LLM operators whose roofline is part of the code.
 #[derive(Parser)]

@@ -352,30 +352,38 @@ pub enum BlasError {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// A failed driver call, with what tileops was doing.
-    pub(crate) fn driver(context: impl Into<String>, source: cudarc::driver::DriverError) -> Self {
+    /// A failed driver call, with what the caller was doing (for code that drives the GPU beside
+    /// tileops's ops, such as the bench crate's timers).
+    ///
+    /// ```
+    /// use tileops::Error;
+    /// use tileops::cudarc::driver::{DriverError, sys::CUresult};
+    /// let err = Error::driver("creating an event", DriverError(CUresult::CUDA_ERROR_INVALID_VALUE));
+    /// assert!(err.to_string().starts_with("CUDA driver call failed while creating an event"));
+    /// ```
+    pub fn driver(context: impl Into<String>, source: cudarc::driver::DriverError) -> Self {
         Error::Driver {
             context: context.into(),
             source,
         }
     }
 
-    /// A failed cuBLAS or cuBLASLt call, with what tileops was doing.
-    pub(crate) fn blas(context: impl Into<String>, source: impl Into<BlasError>) -> Self {
+    /// A failed cuBLAS or cuBLASLt call, with what the caller was doing.
+    pub fn blas(context: impl Into<String>, source: impl Into<BlasError>) -> Self {
         Error::Blas {
             context: context.into(),
             source: source.into(),
         }
     }
 
-    /// A state tileops's own code should make impossible.
-    pub(crate) fn internal(message: impl Into<String>) -> Self {
+    /// A state tileops's own code (or the tools built on it) should make impossible.
+    pub fn internal(message: impl Into<String>) -> Self {
         Error::Internal(message.into())
     }
 
     /// A failed driver call that allocated `bytes` on `device`: [`Error::OutOfMemory`] when the
     /// driver says so, else [`Error::Driver`].
-    pub(crate) fn device_alloc(
+    pub fn device_alloc(
         context: impl Into<String>,
         bytes: usize,
         device: impl std::fmt::Display,
@@ -392,7 +400,7 @@ impl Error {
     }
 
     /// A launch or module load of `kernel` that the driver refused.
-    pub(crate) fn launch(kernel: impl Into<String>, source: cudarc::driver::DriverError) -> Self {
+    pub fn launch(kernel: impl Into<String>, source: cudarc::driver::DriverError) -> Self {
         Error::Launch {
             kernel: kernel.into(),
             message: source.to_string(),

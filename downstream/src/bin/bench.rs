@@ -6,5 +6,5 @@
 extern crate tileops_downstream_example;
 
 fn main() -> std::process::ExitCode {
-    tileops::perf::cli::bench_main()
+    tileops_bench::cli::bench_main()
 }

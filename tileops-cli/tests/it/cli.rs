@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use tileops::perf::records::{DeviceInfo, Record, Run, RunMeta};
+use tileops_bench::records::{DeviceInfo, Record, Run, RunMeta};
 
 /// The built binary, on the CPU backend whatever the machine.
 fn tileops(args: &[&str]) -> Output {

@@ -187,6 +187,29 @@ pub(crate) fn function(
     Ok(function)
 }
 
+/// The entry point `entry` of `source` on `device`, compiled (once per architecture) and loaded
+/// (once per device) at first use: for code that launches tileops's kernels itself, such as the
+/// bench crate's timers and calibration microbenchmarks (`kernels/perf/`).
+///
+/// Errors with [`Error::NoDevice`] on the CPU, and as a kernel compile or load fails.
+///
+/// ```no_run
+/// use tileops::Device;
+/// use tileops::kernels::{self, BENCH_UTIL};
+/// let spin = kernels::load(&Device::cuda(0)?, &BENCH_UTIL, "bench_spin")?;
+/// # Ok::<(), tileops::Error>(())
+/// ```
+pub fn load(
+    device: &crate::Device,
+    source: &'static KernelSource,
+    entry: &'static str,
+) -> Result<CudaFunction, Error> {
+    let dev = device.cuda_device().ok_or_else(|| Error::NoDevice {
+        reason: format!("{entry} needs a CUDA device, not {device}"),
+    })?;
+    function(dev, source, entry)
+}
+
 /// The `_f32`/`_f16`/`_bf16` suffix of a dtype's entry points.
 pub(crate) fn dtype_suffix(dtype: crate::DType) -> Option<&'static str> {
     match dtype {

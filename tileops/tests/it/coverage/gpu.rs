@@ -18,7 +18,6 @@
 //! - gemm in the four transpose layouts x float32 (strict and TF32), float16, bfloat16;
 //! - attention decode, dense and paged, with 16-bit and fp8 caches, split-KV with its merge and
 //!   the one-pass path (the cases of `attention::gpu`);
-//! - the calibration microbenchmarks (`tileops::perf::calibrate_gpu::check_kernels`).
 //!
 //! On the emulated device (cuda-emu) with `CUDA_EMU_COVERAGE_DIR` set, each test also reads the
 //! emulator's list of the entries this process launched and fails when one of its family's entry
@@ -1222,40 +1221,6 @@ fn gemm_runs_every_layout_and_dtype() {
         return;
     };
     gemm_cases(&gpu).finish();
-}
-
-// ---------------------------------------------------------------------------------------------
-// The calibration microbenchmarks (calibrate.cu)
-// ---------------------------------------------------------------------------------------------
-
-/// `check_kernels` launches every calibration kernel once on a tiny working set (a 2 x 128 grid)
-/// and checks each result against its host twin (copy exact, triad `b + s c`, read's sum, write's
-/// fill, each FMA chain, each uniform fill), then one 16^3 cuBLAS GemmEx per dtype. Every entry
-/// of calibrate.cu must have passed its check.
-#[test]
-fn calibration_kernels_match_their_host_twins() {
-    let Some(gpu) = gpu_or_skip("calibration_kernels_match_their_host_twins") else {
-        return;
-    };
-    let passed = tileops::perf::calibrate_gpu::check_kernels(&gpu, &mut |line| {
-        println!("ok: {line}");
-    })
-    .unwrap_or_else(|e| panic!("calibration kernel check failed: {e}"));
-    let entries: Vec<&'static str> = kernels::CALIBRATE.entries.iter().map(|e| e.name).collect();
-    let unchecked: Vec<&str> = entries
-        .iter()
-        .copied()
-        .filter(|name| {
-            !passed
-                .iter()
-                .any(|line| line.strip_prefix(name).is_some_and(|r| r.starts_with(':')))
-        })
-        .collect();
-    assert!(
-        unchecked.is_empty(),
-        "no passed check for {unchecked:?}; passed: {passed:#?}"
-    );
-    assert_launched(&gpu, "calibrate.cu", &entries);
 }
 
 // ---------------------------------------------------------------------------------------------
