@@ -12,6 +12,33 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's wall time, printed as a table when the script ends (whether it passes or not): where
+# CI's time goes.
+step_names=()
+step_starts=()
+script_start=$(date +%s)
+step() {
+    echo "== $*"
+    step_names+=("$1")
+    step_starts+=("$(date +%s)")
+}
+step_report() {
+    local i n=${#step_names[@]} end now
+    now=$(date +%s)
+    echo
+    echo "| step | seconds |"
+    echo "| --- | ---: |"
+    for ((i = 0; i < n; i++)); do
+        end=$now
+        ((i + 1 < n)) && end=${step_starts[i + 1]}
+        echo "| ${step_names[i]} | $((end - step_starts[i])) |"
+    done
+    echo "| total | $((now - script_start)) |"
+}
+trap step_report EXIT
+
+step "setup" "(the pinned CUDA wheels, chromium)"
+
 if [ -x scripts/install-cuda-wheels.sh ] || [ -f scripts/install-cuda-wheels.sh ]; then
     bash scripts/install-cuda-wheels.sh
 fi
@@ -33,13 +60,13 @@ fi
 # CI must compile every kernel: a missing toolkit is a failure there, not a SKIP.
 export TILEOPS_REQUIRE_NVRTC="${TILEOPS_REQUIRE_NVRTC:-1}"
 
-echo "== cargo fmt --check"
+step "fmt" "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+step "clippy" "cargo clippy on the workspace"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== cargo clippy on downstream/ (a user's crate, its lints denied: the code #[roofline_op] writes into it must pass them)"
+step "clippy downstream" "cargo clippy on downstream/ (a user's crate, its lints denied: the code #[roofline_op] writes into it must pass them)"
 # Its own workspace, resolved from the workspace's lock file (as tests/it/downstream.rs builds it):
 # cargo adds the downstream package itself to the copy and keeps every locked version, so the
 # copy cannot be --locked.
@@ -48,10 +75,10 @@ cp Cargo.lock downstream/Cargo.lock
     cargo clippy --all-targets -- -D warnings)
 rm downstream/Cargo.lock
 
-echo "== cargo doc (private items too; every rustdoc warning, broken intra-doc links included, fails)"
+step "doc" "cargo doc (private items too; every rustdoc warning, broken intra-doc links included, fails)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --locked
 
-echo "== MSRV: cargo check on the declared rust-version"
+step "msrv" "MSRV: cargo check on the declared rust-version"
 # The one rust-version of the workspace ([workspace.package] in Cargo.toml), read from cargo.
 msrv=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
@@ -62,7 +89,7 @@ print(versions.pop())')
 rustup toolchain install "$msrv" --profile minimal
 cargo "+$msrv" check --workspace --all-targets --locked
 
-echo "== cargo package: tileops, the workspace crates it depends on and tileops-bench, verified against each other"
+step "package" "cargo package: tileops, the workspace crates it depends on and tileops-bench, verified against each other"
 # #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
 # link to tileops/manifest): the package must carry every manifest file itself.
 missing=$(comm -23 <(git ls-files tileops/manifest | sed 's|^tileops/||' | sort) \
@@ -87,10 +114,10 @@ rm -rf "$package_target" \
 cargo package -p tileops-manifest -p tileops-macros -p tileops -p tileops-bench --locked --allow-dirty \
     --target-dir "$package_target"
 
-echo "== python: torch baseline script (its pure parts; PyTorch-dependent cases skip)"
+step "python" "torch baseline script (its pure parts; PyTorch-dependent cases skip)"
 python3 -m unittest discover -s scripts -p 'test_*.py'
 
-echo "== cargo test (every target but the GPU tests, which emu-check.sh runs on the emulated device)"
+step "test: unit, examples, benches, other targets" "cargo test (every target but the GPU tests, which emu-check.sh runs on the emulated device)"
 # Each crate has one integration-test binary, `it` (cuda-emu keeps its own test targets). The GPU
 # tests (tileops's `it`, every one under a `gpu` module: `normalization::gpu::...`) would only print
 # SKIP here, with no GPU; they run below instead, on the emulated device with TILEOPS_REQUIRE_GPU=1,
@@ -105,13 +132,16 @@ for package in json.load(sys.stdin)["packages"]:
         if "test" in target["kind"] and target["name"] != "it":
             print("--test=" + target["name"])')
 cargo test --workspace --lib --bins --examples --benches "${other_tests[@]}" --locked
+step "test: it" "the it test binaries"
 cargo test --workspace --test it --locked -- \
     --skip gpu:: --skip bench_all::bench_all_on_the_emulated_device
+step "test: doc" "doc tests"
 cargo test --workspace --doc --locked
+step "test: release" "huge shapes and the fp8 sweep in release"
 # Huge shapes again in release, where unchecked size arithmetic would wrap instead of panicking.
 cargo test -p tileops --release --locked --test it huge_shapes::
 # The dense fp8 sweep (the float8 crate against the hand-written codec it replaced), fast in release.
 cargo test -p tileops --release --locked --lib fp8_oracle -- --ignored
 
-echo "== emulated GPU tests"
+step "emu-check" "emulated GPU tests"
 bash scripts/emu-check.sh
