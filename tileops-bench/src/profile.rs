@@ -85,17 +85,17 @@ const BUILTIN: [(&str, &str, &str); 3] = [
     (
         "h200",
         "profiles/h200.yaml",
-        include_str!("../../profiles/h200.yaml"),
+        include_str!("../profiles/h200.yaml"),
     ),
     (
         "h100",
         "profiles/h100.yaml",
-        include_str!("../../profiles/h100.yaml"),
+        include_str!("../profiles/h100.yaml"),
     ),
     (
         "h20_3e",
         "profiles/h20_3e.yaml",
-        include_str!("../../profiles/h20_3e.yaml"),
+        include_str!("../profiles/h20_3e.yaml"),
     ),
 ];
 

@@ -364,6 +364,19 @@ pub(crate) fn record(
 
 /// Every (q dtype, cache, head dim) of one layout over [`cases_for`].
 pub(crate) fn decode_cases(device: &Device, layout: Layout) -> Measures {
+    decode_sweep(device, layout, &[64, 128, 256], usize::MAX)
+}
+
+/// The coverage test's share: every entry point (each q dtype x cache x layout, through the merge
+/// kernel) once, head dim 128, the first case of [`cases_for`] (ragged, several splits); the
+/// family tests above sweep the rest.
+pub(crate) fn decode_entry_cases(device: &Device, layout: Layout) -> Measures {
+    decode_sweep(device, layout, &[128], 1)
+}
+
+/// The cases of [`cases_for`] (at most `per_dim` of each) for every q dtype, cache and head dim of
+/// `dims`, on one layout.
+fn decode_sweep(device: &Device, layout: Layout, dims: &[usize], per_dim: usize) -> Measures {
     let op = match layout {
         Layout::Dense => "gqa_decode",
         Layout::Paged => "gqa_decode_paged",
@@ -374,9 +387,9 @@ pub(crate) fn decode_cases(device: &Device, layout: Layout) -> Measures {
     let mut index = 0;
     for dtype in [DType::Float16, DType::BFloat16] {
         for cache in [dtype, DType::Float8E4M3Fn] {
-            for dim in [64, 128, 256] {
+            for &dim in dims {
                 index += 1;
-                for case in cases_for(dim, index, layout) {
+                for case in cases_for(dim, index, layout).into_iter().take(per_dim) {
                     seed += 3;
                     let p = problem(&case, dtype, cache, layout, seed);
                     let planned = Planned::new(&case, &p, dtype, cache, layout, device);

@@ -16,8 +16,8 @@
 //!   fp8 saturation (beyond ±448, ±inf, NaN, all-zero and all-NaN groups, values under the scale
 //!   floor) in every group-size class of `fp8_quant_rows` and `fp8_quant_loop`;
 //! - gemm in the four transpose layouts x float32 (strict and TF32), float16, bfloat16;
-//! - attention decode, dense and paged, with 16-bit and fp8 caches, split-KV with its merge and
-//!   the one-pass path (the cases of `attention::gpu`);
+//! - attention decode, dense and paged, with 16-bit and fp8 caches, through the split-KV merge
+//!   (one case of `attention::gpu` per entry point; the family tests sweep the rest);
 //!
 //! On the emulated device (cuda-emu) with `CUDA_EMU_COVERAGE_DIR` set, each test also reads the
 //! emulator's list of the entries this process launched and fails when one of its family's entry
@@ -28,7 +28,7 @@
 
 use std::collections::HashSet;
 
-use crate::attention::gpu::{Layout, decode_cases};
+use crate::attention::gpu::{Layout, decode_cases, decode_entry_cases};
 use crate::common::{ACTIVATIONS, KeepWorst, Measures, POISON_CODE, activation_forward, download};
 use crate::common::{DTYPES, POISON, Report, Special, bound, element_error, floor, gpu_or_skip};
 use crate::common::{Fp8Check, code_distance, worst_scaled};
@@ -1112,8 +1112,10 @@ fn attention_decode_reaches_every_kernel() {
     let Some(gpu) = gpu_or_skip("attention_decode_reaches_every_kernel") else {
         return;
     };
-    decode_cases(&gpu, Layout::Dense).finish();
-    decode_cases(&gpu, Layout::Paged).finish();
+    // One case per entry point: the family tests (attention::gpu) sweep head dims, groups, page
+    // sizes and the one-pass path.
+    decode_entry_cases(&gpu, Layout::Dense).finish();
+    decode_entry_cases(&gpu, Layout::Paged).finish();
     assert_launched(
         &gpu,
         "gqa_decode.cu",
