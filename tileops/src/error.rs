@@ -359,7 +359,9 @@ impl Error {
     /// use tileops::Error;
     /// use tileops::cudarc::driver::{DriverError, sys::CUresult};
     /// let err = Error::driver("creating an event", DriverError(CUresult::CUDA_ERROR_INVALID_VALUE));
-    /// assert!(err.to_string().starts_with("CUDA driver call failed while creating an event"));
+    /// // (Displaying the driver's error asks the driver for its text: not done here, on a machine
+    /// // that may have none.)
+    /// assert!(matches!(&err, Error::Driver { context, .. } if context == "creating an event"));
     /// ```
     pub fn driver(context: impl Into<String>, source: cudarc::driver::DriverError) -> Self {
         Error::Driver {
