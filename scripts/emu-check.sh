@@ -26,7 +26,10 @@
 # failure, on a test run whose filter selected no test, or on an entry point that never launched.
 # Times of each phase go to stdout.
 # Environment: EMU_CHECK_SEED (random schedule's seed, default 1), EMU_CHECK_PASSES (default
-# "A B C"), EMU_CHECK_REHEARSAL=0 to leave out step 4.
+# "A B C"), EMU_CHECK_REHEARSAL=0 to leave out step 4, EMU_CHECK_PHASE=build to build everything
+# the steps run (the emulator and its ASan twin, the GPU test binaries, the emulated builds of the
+# bench test and of the rehearsal's bundle) and stop: scripts/test.sh builds them beside the CPU
+# tests, then runs this script, whose builds are then no-ops.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -92,37 +95,38 @@ link_driver() { # DIR SO: the stand-in driver under the names cudarc and tileops
   for n in libcuda.so libcuda.so.1 libcublas.so.13 libcublasLt.so.13; do ln -sf "$2" "$1/$n"; done
 }
 
-echo "== build the emulator"
-t0=$(now)
-cargo build -p cuda-emu --profile emulated --lib --bin cuda-emu-coverage --locked >"$work/logs/build.log" 2>&1 ||
-  { tail -40 "$work/logs/build.log"; exit 1; }
-echo "  normal build: $(since "$t0") s"
-link_driver "$work/lib" "$root/target/emulated/libcuda_emu.so"
-t0=$(now)
-# Not stripped: ASan's reports name the kernel's source line from the debug info.
-CARGO_PROFILE_RELEASE_STRIP=none cargo build -p cuda-emu --release --lib --features asan \
-  --target-dir "$root/target/emu-asan" --locked >"$work/logs/build-asan.log" 2>&1 ||
-  { tail -40 "$work/logs/build-asan.log"; exit 1; }
-echo "  ASan build: $(since "$t0") s"
-link_driver "$work/lib-asan" "$root/target/emu-asan/release/libcuda_emu.so"
-libasan="$(gcc -print-file-name=libasan.so)"
+# Every build the steps below run, first: the emulator (normal and ASan), the emulator's own test
+# binaries, the GPU test binaries, and the emulated builds of the bench test and the rehearsal's
+# bundle (their cargo commands below are then no-ops). EMU_CHECK_PHASE=build stops after it.
+build_all() {
+  echo "== build the emulator"
+  t0=$(now)
+  cargo build -p cuda-emu --profile emulated --lib --bin cuda-emu-coverage --locked >"$work/logs/build.log" 2>&1 ||
+    { tail -40 "$work/logs/build.log"; exit 1; }
+  echo "  normal build: $(since "$t0") s"
+  link_driver "$work/lib" "$root/target/emulated/libcuda_emu.so"
+  t0=$(now)
+  # Not stripped: ASan's reports name the kernel's source line from the debug info.
+  CARGO_PROFILE_RELEASE_STRIP=none cargo build -p cuda-emu --release --lib --features asan \
+    --target-dir "$root/target/emu-asan" --locked >"$work/logs/build-asan.log" 2>&1 ||
+    { tail -40 "$work/logs/build-asan.log"; exit 1; }
+  echo "  ASan build: $(since "$t0") s"
+  link_driver "$work/lib-asan" "$root/target/emu-asan/release/libcuda_emu.so"
 
-echo "== the emulator's own tests"
-run "cuda-emu tests" "$work/logs/self-tests.log" cargo test -p cuda-emu --profile emulated --locked
-# libasan is preloaded into the test binary only (through cargo's runner), not into rustc.
-run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
-  env CARGO_PROFILE_RELEASE_STRIP=none ASAN_OPTIONS=detect_leaks=0 \
-  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$libasan" \
-  cargo test -p cuda-emu --release --features asan --target-dir "$root/target/emu-asan" --locked \
-  --test planted asan_
-
-echo "== build the GPU tests"
-t0=$(now)
-# Optimised (profile `emulated`): the f64 references are slow in a debug build. The GPU tests are
-# those of tileops's `it` test binary under a `gpu` module, and tileops-bench's (the calibration
-# kernels' check); one cargo invocation builds both.
-cargo test -p tileops -p tileops-bench --profile emulated --test it --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
-  python3 -c '
+  echo "== build the emulator's own test binaries"
+  t0=$(now)
+  cargo test -p cuda-emu --profile emulated --locked --no-run >"$work/logs/build-self-tests.log" 2>&1 &&
+    CARGO_PROFILE_RELEASE_STRIP=none cargo test -p cuda-emu --release --features asan \
+      --target-dir "$root/target/emu-asan" --locked --test planted --no-run >>"$work/logs/build-self-tests.log" 2>&1 ||
+    { tail -40 "$work/logs/build-self-tests.log"; exit 1; }
+  echo "  $(since "$t0") s"
+  echo "== build the GPU tests"
+  t0=$(now)
+  # Optimised (profile `emulated`): the f64 references are slow in a debug build. The GPU tests are
+  # those of tileops's `it` test binary under a `gpu` module, and tileops-bench's (the calibration
+  # kernels' check); one cargo invocation builds both.
+  cargo test -p tileops -p tileops-bench --profile emulated --test it --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
+    python3 -c '
 import json, sys
 for line in sys.stdin:
     try:
@@ -134,15 +138,42 @@ for line in sys.stdin:
         source, _, fragment = m["package_id"].partition("#")
         name = fragment.split("@")[0] if "@" in fragment else source.rstrip("/").rsplit("/", 1)[-1]
         print(name, m["executable"])' >"$work/gpu-tests.txt"
-it_exe="$(awk '$1 == "tileops" { print $2 }' "$work/gpu-tests.txt")"
-bench_it_exe="$(awk '$1 == "tileops-bench" { print $2 }' "$work/gpu-tests.txt")"
-if [[ -z "$it_exe" || ! -x "$it_exe" || -z "$bench_it_exe" || ! -x "$bench_it_exe" ]]; then
-  tail -40 "$work/logs/build-tests.log"
-  cat "$work/gpu-tests.txt"
-  echo "emu-check: tileops's or tileops-bench's it test binary was not built"
-  exit 1
+  it_exe="$(awk '$1 == "tileops" { print $2 }' "$work/gpu-tests.txt")"
+  bench_it_exe="$(awk '$1 == "tileops-bench" { print $2 }' "$work/gpu-tests.txt")"
+  if [[ -z "$it_exe" || ! -x "$it_exe" || -z "$bench_it_exe" || ! -x "$bench_it_exe" ]]; then
+    tail -40 "$work/logs/build-tests.log"
+    cat "$work/gpu-tests.txt"
+    echo "emu-check: tileops's or tileops-bench's it test binary was not built"
+    exit 1
+  fi
+  echo "  $(basename "$it_exe"), $("$it_exe" --list gpu:: 2>/dev/null | grep -c ': test$') GPU tests; tileops-bench's $(basename "$bench_it_exe"), $("$bench_it_exe" --list gpu:: 2>/dev/null | grep -c ': test$'): $(since "$t0") s"
+
+  echo "== build the emulated bench test and the rehearsal's bundle"
+  t0=$(now)
+  # The rehearsal bundles what scripts/gpu-prepare.sh builds: tileops's test executables and the
+  # workspace's examples, with these two commands.
+  cargo test -p tileops-suite --profile emulated --locked --test it --no-run >"$work/logs/build-bench.log" 2>&1 &&
+    cargo test -p tileops --profile emulated --locked --no-run >>"$work/logs/build-bench.log" 2>&1 &&
+    cargo build --profile emulated --locked --workspace --examples >>"$work/logs/build-bench.log" 2>&1 ||
+    { tail -40 "$work/logs/build-bench.log"; exit 1; }
+  echo "  $(since "$t0") s"
+}
+
+build_all
+libasan="$(gcc -print-file-name=libasan.so)"
+if [[ "${EMU_CHECK_PHASE:-all}" == build ]]; then
+  echo "emu-check: built (EMU_CHECK_PHASE=build)"
+  exit 0
 fi
-echo "  $(basename "$it_exe"), $("$it_exe" --list gpu:: 2>/dev/null | grep -c ': test$') GPU tests; tileops-bench's $(basename "$bench_it_exe"), $("$bench_it_exe" --list gpu:: 2>/dev/null | grep -c ': test$'): $(since "$t0") s"
+
+echo "== the emulator's own tests"
+run "cuda-emu tests" "$work/logs/self-tests.log" cargo test -p cuda-emu --profile emulated --locked
+# libasan is preloaded into the test binary only (through cargo's runner), not into rustc.
+run "cuda-emu ASan self-test" "$work/logs/self-tests-asan.log" \
+  env CARGO_PROFILE_RELEASE_STRIP=none ASAN_OPTIONS=detect_leaks=0 \
+  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$libasan" \
+  cargo test -p cuda-emu --release --features asan --target-dir "$root/target/emu-asan" --locked \
+  --test planted asan_
 
 # The runs of one pass, as `label|executable|filter arguments`: the coverage tests by themselves
 # (each checks the entry points its process launched), every other GPU test of tileops, and

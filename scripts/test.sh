@@ -33,9 +33,16 @@ step_report() {
         ((i + 1 < n)) && end=${step_starts[i + 1]}
         echo "| ${step_names[i]} | $((end - step_starts[i])) |"
     done
+    [[ -s "${lane_b_times:-}" ]] && cat "$lane_b_times"
     echo "| total | $((now - script_start)) |"
 }
-trap step_report EXIT
+on_exit() {
+    if [[ -n "${lane_b_pid:-}" ]] && kill -0 "$lane_b_pid" 2>/dev/null; then
+        kill -- "-$lane_b_pid" 2>/dev/null || true
+    fi
+    step_report
+}
+trap on_exit EXIT
 
 step "setup" "(the pinned CUDA wheels, chromium)"
 
@@ -63,6 +70,75 @@ export TILEOPS_REQUIRE_NVRTC="${TILEOPS_REQUIRE_NVRTC:-1}"
 step "fmt" "cargo fmt --check"
 cargo fmt --all -- --check
 
+# Lane B: the checks whose builds have target directories of their own (MSRV's toolchain, the
+# package check's fresh directory, the emulated and ASan builds of emu-check.sh), in the background
+# beside the steps below, so that the two cores stay busy while one lane is in a serial stretch (a
+# big crate's codegen, a test binary's run, a link). Its output goes to target/ci-logs/lane-b.log,
+# shown when it fails; its steps' times join the table.
+mkdir -p target/ci-logs
+lane_b_log="$PWD/target/ci-logs/lane-b.log"
+lane_b_times="$PWD/target/ci-logs/lane-b-times"
+: >"$lane_b_times"
+lane_b_step() { # NAME COMMAND...: runs and times one step of lane B
+    local name="$1" t0 rc
+    shift
+    t0=$(date +%s)
+    echo "== lane B: $name"
+    "$@"
+    rc=$?
+    echo "| lane B: $name | $(($(date +%s) - t0)) |" >>"$lane_b_times"
+    return $rc
+}
+msrv_check() { # MSRV: cargo check on the declared rust-version
+    # The one rust-version of the workspace ([workspace.package] in Cargo.toml), read from cargo.
+    msrv=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+versions = {p["rust_version"] for p in json.load(sys.stdin)["packages"] if p["rust_version"]}
+if len(versions) != 1:
+    sys.exit(f"expected one rust-version in the workspace, found {sorted(versions)}")
+print(versions.pop())')
+    rustup toolchain install "$msrv" --profile minimal
+    cargo "+$msrv" check --workspace --all-targets --locked --target-dir target/msrv
+}
+package_check() { # cargo package: tileops, the crates it depends on and tileops-bench, verified against each other
+    # #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
+    # link to tileops/manifest): the package must carry every manifest file itself.
+    missing=$(comm -23 <(git ls-files tileops/manifest | sed 's|^tileops/||' | sort) \
+        <(cargo package -p tileops --list --locked --allow-dirty | sort))
+    if [ -n "$missing" ]; then
+        echo "the tileops package lacks manifest files: $missing" >&2
+        exit 1
+    fi
+    # The verify build compiles each packaged crate alone, tileops against the packaged macro and
+    # manifest crates, in a fresh target directory outside the repository (no manifest/ above it).
+    # Fresh, and the unpacked copies of an earlier run dropped, because cargo treats a registry crate
+    # of a given name and version as immutable: a rerun would otherwise verify against the first
+    # run's tileops-macros (its sources unpacked under $CARGO_HOME/registry/src/-<hash>/, a local
+    # registry's; crates.io's live under index.crates.io-*/, and its build kept by the fingerprint).
+    # --allow-dirty: this checks what would be packaged, it publishes nothing.
+    package_target="${TMPDIR:-/tmp}/tileops-package-target"
+    rm -rf "$package_target" \
+        "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
+        "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-macros-[0-9]* \
+        "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]* \
+        "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-bench-[0-9]*
+    cargo package -p tileops-manifest -p tileops-macros -p tileops -p tileops-bench --locked --allow-dirty \
+        --target-dir "$package_target"
+}
+lane_b() {
+    set -e
+    lane_b_step "msrv" msrv_check
+    lane_b_step "package" package_check
+    lane_b_step "emulated builds" env EMU_CHECK_PHASE=build bash scripts/emu-check.sh
+}
+step "lane B start" "msrv, package, emulated builds in the background (target/ci-logs/lane-b.log)"
+# Its own process group (job control on for the one command), so that a failure of this lane
+# stops all of lane B, its cargo and rustc processes included.
+set -m
+(lane_b) >"$lane_b_log" 2>&1 &
+lane_b_pid=$!
+set +m
+
 step "clippy" "cargo clippy on the workspace"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
@@ -77,42 +153,6 @@ rm downstream/Cargo.lock
 
 step "doc" "cargo doc (private items too; every rustdoc warning, broken intra-doc links included, fails)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --locked
-
-step "msrv" "MSRV: cargo check on the declared rust-version"
-# The one rust-version of the workspace ([workspace.package] in Cargo.toml), read from cargo.
-msrv=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
-import json, sys
-versions = {p["rust_version"] for p in json.load(sys.stdin)["packages"] if p["rust_version"]}
-if len(versions) != 1:
-    sys.exit(f"expected one rust-version in the workspace, found {sorted(versions)}")
-print(versions.pop())')
-rustup toolchain install "$msrv" --profile minimal
-cargo "+$msrv" check --workspace --all-targets --locked
-
-step "package" "cargo package: tileops, the workspace crates it depends on and tileops-bench, verified against each other"
-# #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
-# link to tileops/manifest): the package must carry every manifest file itself.
-missing=$(comm -23 <(git ls-files tileops/manifest | sed 's|^tileops/||' | sort) \
-    <(cargo package -p tileops --list --locked --allow-dirty | sort))
-if [ -n "$missing" ]; then
-    echo "the tileops package lacks manifest files: $missing" >&2
-    exit 1
-fi
-# The verify build compiles each packaged crate alone, tileops against the packaged macro and
-# manifest crates, in a fresh target directory outside the repository (no manifest/ above it).
-# Fresh, and the unpacked copies of an earlier run dropped, because cargo treats a registry crate
-# of a given name and version as immutable: a rerun would otherwise verify against the first
-# run's tileops-macros (its sources unpacked under $CARGO_HOME/registry/src/-<hash>/, a local
-# registry's; crates.io's live under index.crates.io-*/, and its build kept by the fingerprint).
-# --allow-dirty: this checks what would be packaged, it publishes nothing.
-package_target="${TMPDIR:-/tmp}/tileops-package-target"
-rm -rf "$package_target" \
-    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
-    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-macros-[0-9]* \
-    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]* \
-    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-bench-[0-9]*
-cargo package -p tileops-manifest -p tileops-macros -p tileops -p tileops-bench --locked --allow-dirty \
-    --target-dir "$package_target"
 
 step "python" "torch baseline script (its pure parts; PyTorch-dependent cases skip)"
 python3 -m unittest discover -s scripts -p 'test_*.py'
@@ -138,10 +178,16 @@ cargo test --workspace --test it --locked -- \
 step "test: doc" "doc tests"
 cargo test --workspace --doc --locked
 step "test: release" "huge shapes and the fp8 sweep in release"
-# Huge shapes again in release, where unchecked size arithmetic would wrap instead of panicking.
-cargo test -p tileops --release --locked --test it huge_shapes::
-# The dense fp8 sweep (the float8 crate against the hand-written codec it replaced), fast in release.
-cargo test -p tileops --release --locked --lib fp8_oracle -- --ignored
+# One release build of the library's unit tests: huge shapes again, where unchecked size
+# arithmetic would wrap instead of panicking, and the dense fp8 sweep (the float8 crate against
+# the hand-written codec it replaced; ignored in debug, fast in release).
+cargo test -p tileops --release --locked --lib -- --include-ignored huge_shapes:: fp8_oracle
 
+step "lane B wait" "msrv, package and the emulated builds finishing"
+if ! wait "$lane_b_pid"; then
+    echo "lane B failed (msrv, package or the emulated builds); its log:" >&2
+    tail -n 80 "$lane_b_log" >&2
+    exit 1
+fi
 step "emu-check" "emulated GPU tests"
 bash scripts/emu-check.sh

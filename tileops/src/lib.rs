@@ -46,6 +46,9 @@ pub mod roofline;
 pub mod tensor;
 pub mod tensor_spec;
 
+#[cfg(test)]
+mod huge_shapes;
+
 pub use device::Device;
 pub use dtype::{DType, UnknownDType};
 pub use error::Error;

@@ -6,7 +6,7 @@
 //! `coverage::gpu::...`), so libtest's substring filters select them:
 //!
 //! - `cargo test -p tileops --test it -- --skip gpu::` runs the CPU tests (the bad-input checks,
-//!   huge shapes, the kernel compile check, the library search);
+//!   the kernel compile check, the library search);
 //! - `cargo test -p tileops --test it -- gpu::` runs the GPU tests (each prints `SKIP: <reason>`
 //!   without a usable GPU, and fails instead with `TILEOPS_REQUIRE_GPU=1`);
 //! - `cargo test -p tileops --test it -- reduction::` runs one family's tests, CPU and GPU.
@@ -25,7 +25,6 @@ mod quantization;
 mod reduction;
 
 mod coverage;
-mod huge_shapes;
 mod interop;
 mod kernel_compile;
 // The build script's reader of the kernel files' `@entry` lines, here for its unit tests (a build

@@ -1,13 +1,14 @@
 //! Huge shapes are errors, never panics, aborts or wrong sizes, in debug and release builds.
 //!
-//! `scripts/test.sh` runs this file twice: with the workspace's tests (debug, where unchecked
+//! `scripts/test.sh` runs these unit tests twice: with the workspace's tests (debug, where unchecked
 //! arithmetic would panic with "attempt to multiply with overflow") and again with `--release`
-//! (where it would wrap: `[2^32, 2^32]` once passed for 0 bytes). Nothing here allocates more
+//! (where it would wrap: `[2^32, 2^32]` once passed for 0 bytes), in the library's own test binary,
+//! which the release run builds anyway for the fp8 sweep. Nothing here allocates more
 //! than a few bytes: the 1 TiB requests are refused, not granted and filled.
 
-use tileops::ops::{Softmax, Sum};
-use tileops::registry::Traffic;
-use tileops::{DType, Device, Error, Tensor, TensorSpec};
+use crate::ops::{Softmax, Sum};
+use crate::registry::Traffic;
+use crate::{DType, Device, Error, Tensor, TensorSpec};
 
 const TWO_32: usize = 1 << 32;
 
