@@ -1101,3 +1101,97 @@ fn the_json_report_of_many_rows_is_complete_and_valid() {
     assert_eq!(value["comparison"]["rows"].as_array().unwrap().len(), n);
     assert!(json.out.ends_with("}\n"));
 }
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
+    let records = write_run("same-records.json", &run_of(verdict_records()));
+    let other = write_run("same-other.json", &run_of(verdict_records()));
+    let torch = write_run("same-torch.json", &run_of(verdict_records()));
+    let before = std::fs::read(&records).unwrap();
+    let profile = tmp("same-profile.yaml");
+    std::fs::copy(h200_file(), &profile).unwrap();
+    let (r, o, t, p) = (
+        records.to_str().unwrap(),
+        other.to_str().unwrap(),
+        torch.to_str().unwrap(),
+        profile.to_str().unwrap(),
+    );
+    let cases: [(&[&str], &str); 5] = [
+        (&[r, "--html", r], "--html"),
+        (&[r, "--svg", r], "--svg"),
+        (&[r, "--compare", o, "--svg", o], "compared run's file"),
+        (&[r, "--torch", t, "--html", t], "PyTorch records file"),
+        (&[r, "--profile", p, "--svg", p], "profile file"),
+    ];
+    for (args, expected) in cases {
+        let c = cli(args);
+        let text = error_text(&c);
+        assert!(
+            matches!(c.code, Err(CliError::Usage(_))),
+            "{args:?}: {text}"
+        );
+        assert!(text.contains(expected), "{args:?}: {text}");
+        assert!(
+            text.contains("would replace that input"),
+            "{args:?}: {text}"
+        );
+    }
+    assert_eq!(std::fs::read(&records).unwrap(), before, "the records kept");
+    assert_eq!(
+        std::fs::read(&profile).unwrap(),
+        std::fs::read(h200_file()).unwrap()
+    );
+}
+
+#[test]
+fn a_profile_with_an_unphysical_rate_is_refused_and_any_chart_is_finite() {
+    let records = write_run("extreme-records.json", &run_of(verdict_records()));
+    let svg = tmp("extreme.svg");
+    // Each made the chart loop ~2³¹ times once; now the profile is refused at once.
+    let text = std::fs::read_to_string(h200_file()).unwrap();
+    for (from, to) in [
+        ("calibration: 0.9380", "calibration: 1e-300"),
+        ("theoretical: 4800e9", "theoretical: 6e-295"),
+    ] {
+        assert!(text.contains(from), "the h200 profile has `{from}`");
+        let profile = tmp("extreme-profile.yaml");
+        std::fs::write(&profile, text.replacen(from, to, 1)).unwrap();
+        let c = cli(&[
+            records.to_str().unwrap(),
+            "--profile",
+            profile.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ]);
+        let err = error_text(&c);
+        assert!(err.contains("physical range"), "{to}: {err}");
+    }
+    // Records whose points are extreme (a time of 1e-300 ms, an intensity of 2⁶⁴) chart
+    // within bounds: the off-scale one is listed as not plotted.
+    let mut extreme = verdict_records();
+    extreme.push(timed("tiny_time", "w", 1, 1, "hbm", 1e-300));
+    extreme.push(timed(
+        "huge_intensity",
+        "w",
+        u64::MAX,
+        1,
+        "cuda_core.fp32",
+        1.0,
+    ));
+    let records = write_run("extreme-points.json", &run_of(extreme));
+    let c = cli(&[
+        records.to_str().unwrap(),
+        "--profile",
+        "h200",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(c.code.is_ok(), "{}", c.err);
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    roxmltree::Document::parse(&chart).expect("the chart is well-formed XML");
+    assert!(
+        chart.contains("1 outside the chart&apos;s range"),
+        "{}",
+        c.err
+    );
+}

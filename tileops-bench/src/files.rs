@@ -29,7 +29,7 @@
 
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, ErrorKind, Read, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// What a file of this type is, for an error message (`"a FIFO (named pipe)"`).
@@ -127,16 +127,112 @@ pub fn open_regular(path: &Path, bound: u64) -> io::Result<io::Take<File>> {
     Ok(file.take(bound.saturating_add(1)))
 }
 
-/// The file a write to `path` replaces: `path`, or the file a symbolic link at `path` points to
-/// (so that writing through a link updates the file, not the link). A dangling link is replaced
-/// itself.
-fn target_of(path: &Path) -> PathBuf {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+/// The most links followed from an output path to its file (Linux's own limit, `ELOOP`).
+const MAX_LINKS: usize = 40;
+
+/// Whether the tools may follow the symbolic link `link`, whose metadata is `link_meta`, to write
+/// through it: the rule of Linux's `fs.protected_symlinks`, applied whatever that setting is
+/// (resolving a link here and renaming over its target would otherwise get round it). In a sticky,
+/// world-writable directory (`/tmp`) a link is followed only when it belongs to the user or to
+/// the directory's owner; elsewhere only someone who may already write the directory could have
+/// made it.
+fn may_follow(link: &Path, link_meta: &fs::Metadata) -> io::Result<bool> {
+    let dir = fs::metadata(directory_of(link))?;
+    let sticky_world_writable = dir.mode() & 0o1002 == 0o1002;
+    // SAFETY: geteuid takes nothing, cannot fail and touches no memory of ours.
+    let me = unsafe { libc::geteuid() };
+    Ok(!sticky_world_writable || link_meta.uid() == me || link_meta.uid() == dir.uid())
+}
+
+/// The file a write to `path` replaces: `path`, or the file a symbolic link at `path` points to,
+/// through any chain of links (so that writing through a link updates the file, not the link). A
+/// dangling link is replaced itself.
+///
+/// # Errors
+/// [`ErrorKind::PermissionDenied`] for a link another user planted in a shared directory (see
+/// [`may_follow`]); `ELOOP`'s error past [`MAX_LINKS`] links.
+fn target_of(path: &Path) -> io::Result<PathBuf> {
+    let mut current = path.to_owned();
+    for _ in 0..MAX_LINKS {
+        let meta = match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => meta,
+            _ => return Ok(current),
+        };
+        if !may_follow(&current, &meta)? {
+            return Err(io::Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "{} is a symbolic link of another user (uid {}) in a shared directory: the \
+                     tools do not write through it (it could point at any file you can write); \
+                     remove it or write elsewhere",
+                    current.display(),
+                    meta.uid()
+                ),
+            ));
         }
-        _ => path.to_owned(),
+        let next = directory_of(&current).join(fs::read_link(&current)?);
+        if fs::symlink_metadata(&next).is_err() {
+            return Ok(current);
+        }
+        current = next;
     }
+    // ELOOP's kind, as the kernel reports it for a path with too many links.
+    Err(io::Error::new(
+        io::Error::from_raw_os_error(libc::ELOOP).kind(),
+        format!(
+            "more than {MAX_LINKS} symbolic links from {}",
+            path.display()
+        ),
+    ))
+}
+
+/// Whether `a` and `b` are the same file (device and inode, links followed); `false` when either
+/// cannot be read.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Refuses to write `output` when it is one of `inputs` (`(what, path)` pairs, for the message):
+/// `roofline run.json --html run.json` would replace the records with the page.
+///
+/// ```
+/// use std::path::Path;
+/// use tileops_bench::files;
+///
+/// let dir = std::env::temp_dir().join(format!("tileops-same-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let records = dir.join("run.json");
+/// std::fs::write(&records, "{}")?;
+/// let err = files::check_not_an_input(&dir.join("./run.json"), [("records", records.as_path())])
+///     .unwrap_err();
+/// assert!(err.to_string().contains("is the records file"), "{err}");
+/// files::check_not_an_input(&dir.join("chart.svg"), [("records", records.as_path())])?;
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] naming the input.
+pub fn check_not_an_input<'a>(
+    output: &Path,
+    inputs: impl IntoIterator<Item = (&'a str, &'a Path)>,
+) -> io::Result<()> {
+    for (what, input) in inputs {
+        if same_file(output, input) {
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "is the {what} file {}: writing it would replace that input; write to another \
+                     path",
+                    input.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The directory of `path` (`.` for a bare file name).
@@ -206,7 +302,7 @@ fn temporary_beside(
 /// [`ErrorKind::IsADirectory`] or [`ErrorKind::InvalidInput`] for a path that is not a regular
 /// file; the error of creating the directory or the probe file, saying which.
 pub fn check_writable(path: &Path) -> io::Result<()> {
-    let target = target_of(path);
+    let target = target_of(path)?;
     check_target(&target)?;
     let mut probe = temporary_beside(&target, None)?;
     probe.write_all(b"{}\n")?;
@@ -218,15 +314,17 @@ pub fn check_writable(path: &Path) -> io::Result<()> {
 /// missing), flushed to the disk (`fsync`), then renamed over `path`, and the directory flushed
 /// so the rename survives a crash. A reader, or a crash, sees the previous file or the new one,
 /// never a part of either; on any failure the previous file is untouched and the temporary file
-/// removed. A symbolic link at `path` is followed: the file it points to is replaced. A file that
-/// exists keeps its permissions.
+/// removed. A symbolic link at `path` is followed: the file it points to is replaced; but not a
+/// link another user made in a shared directory such as `/tmp` (the rule of Linux's
+/// `fs.protected_symlinks`, which a rename over the resolved target would otherwise get round). A
+/// file that exists keeps its permissions.
 ///
 /// # Errors
 /// As [`check_writable`], and the error of the write, the flush or the rename (for example
 /// [`ErrorKind::StorageFull`], or [`ErrorKind::FileTooLarge`] under `ulimit -f` once the tool
 /// ignores `SIGXFSZ`, see [`file_size_limit_as_error`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let target = target_of(path);
+    let target = target_of(path)?;
     check_target(&target)?;
     let permissions = fs::metadata(&target).ok().map(|m| m.permissions());
     let mut file = temporary_beside(&target, permissions)?;
@@ -339,6 +437,112 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(fs::read(&path).unwrap(), b"three");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_another_user_planted_in_a_shared_directory_is_not_followed() {
+        // A sticky, world-writable directory like /tmp, a victim file, and a link to it as
+        // another user would plant it: owned by uid 65534 (nobody), which needs root to make.
+        let dir = scratch("foreign-link");
+        let shared = dir.join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, Permissions::from_mode(0o1777)).unwrap();
+        let victim = dir.join("victim.txt");
+        fs::write(&victim, b"precious").unwrap();
+        let planted = shared.join("report.html");
+        symlink(&victim, &planted).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            println!(
+                "SKIP: a link owned by another user needs root to make (run as root, as CI does)"
+            );
+            fs::remove_dir_all(&dir).unwrap();
+            return;
+        }
+        std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+        for result in [check_writable(&planted), write_atomic(&planted, b"<html>")] {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+            assert!(
+                err.to_string().contains("another user (uid 65534)"),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            fs::read(&victim).unwrap(),
+            b"precious",
+            "the victim untouched"
+        );
+        assert!(
+            fs::symlink_metadata(&planted)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+
+        // The user's own link in the same directory, and the other user's link outside a shared
+        // directory, are followed as before.
+        fs::remove_file(&planted).unwrap();
+        symlink(&victim, &planted).unwrap();
+        write_atomic(&planted, b"mine").unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"mine");
+        let private = dir.join("private-link.txt");
+        symlink(&victim, &private).unwrap();
+        std::os::unix::fs::lchown(&private, Some(65534), Some(65534)).unwrap();
+        write_atomic(&private, b"followed").unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"followed");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn chains_of_links_end_or_are_refused() {
+        let dir = scratch("chains");
+        let file = dir.join("file.txt");
+        fs::write(&file, b"a").unwrap();
+        symlink("file.txt", dir.join("one")).unwrap();
+        symlink("one", dir.join("two")).unwrap();
+        write_atomic(&dir.join("two"), b"b").unwrap();
+        assert_eq!(
+            fs::read(&file).unwrap(),
+            b"b",
+            "a relative chain, followed to its end"
+        );
+        symlink("loop-b", dir.join("loop-a")).unwrap();
+        symlink("loop-a", dir.join("loop-b")).unwrap();
+        let err = write_atomic(&dir.join("loop-a"), b"x").unwrap_err();
+        assert!(
+            err.to_string().contains("more than 40 symbolic links"),
+            "{err}"
+        );
+        // A dangling link is replaced itself, as before.
+        symlink("nowhere", dir.join("dangling")).unwrap();
+        write_atomic(&dir.join("dangling"), b"c").unwrap();
+        assert_eq!(fs::read(dir.join("dangling")).unwrap(), b"c");
+        assert!(!dir.join("nowhere").exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_output_that_is_an_input_is_refused() {
+        let dir = scratch("same");
+        let records = dir.join("run.json");
+        fs::write(&records, b"{}").unwrap();
+        let link = dir.join("link.json");
+        symlink(&records, &link).unwrap();
+        let hard = dir.join("hard.json");
+        fs::hard_link(&records, &hard).unwrap();
+        for output in [records.clone(), link, hard, dir.join("sub/../run.json")] {
+            fs::create_dir_all(dir.join("sub")).unwrap();
+            let err = check_not_an_input(
+                &output,
+                [("profile", Path::new("/")), ("records", &*records)],
+            )
+            .unwrap_err();
+            assert!(err.to_string().starts_with("is the records file"), "{err}");
+        }
+        check_not_an_input(&dir.join("new.json"), [("records", records.as_path())]).unwrap();
+        assert!(!same_file(&dir.join("missing"), &dir.join("missing")));
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -547,6 +547,12 @@ struct RawRoof {
     calibration_mixes: BTreeMap<String, Spanned<f64>>,
 }
 
+/// The rates a profile may state, peak or effective, per second (bytes for `hbm`, FLOPs
+/// otherwise): from a megabyte or megaFLOP per second, below any processor tileops runs on, to an
+/// exa-, far above any one device. Ratios of two of them (ridge points) and the chart's axes built
+/// from them stay finite, normal numbers.
+const PHYSICAL_RATES: std::ops::RangeInclusive<f64> = 1e6..=1e18;
+
 struct Checker<'a> {
     origin: &'a str,
 }
@@ -588,6 +594,31 @@ impl Checker<'_> {
         Ok(v)
     }
 
+    /// Checks that `theoretical × fraction`, a rate the reports divide by and chart on log axes, is
+    /// a physical one: a fraction such as `1e-300` is in (0, 1] but makes the rate subnormal or
+    /// zero, and its ridge point (compute ÷ memory) infinite.
+    fn effective_rate(
+        &self,
+        fraction: &Spanned<f64>,
+        field: &str,
+        theoretical: f64,
+    ) -> Result<(), ProfileError> {
+        let rate = theoretical * fraction.value;
+        if PHYSICAL_RATES.contains(&rate) {
+            return Ok(());
+        }
+        Err(self.invalid(
+            fraction,
+            field,
+            &format!(
+                "makes the effective rate (theoretical × this fraction) {rate:e} per second, outside \
+                 the physical range {:e} to {:e}: a calibration is a measured fraction such as 0.9",
+                PHYSICAL_RATES.start(),
+                PHYSICAL_RATES.end()
+            ),
+        ))
+    }
+
     fn roof(&self, raw: &RawRoof, key: &str) -> Result<Roof, ProfileError> {
         let theoretical = raw.theoretical.value;
         if !theoretical.is_finite() || theoretical <= 0.0 {
@@ -597,12 +628,26 @@ impl Checker<'_> {
                 "a peak must be a positive number (bytes/s for hbm, FLOP/s otherwise), e.g. 4800e9",
             ));
         }
+        if !(PHYSICAL_RATES.contains(&theoretical)) {
+            return Err(self.invalid(
+                &raw.theoretical,
+                &format!("{key}.theoretical"),
+                &format!(
+                    "is outside the physical range of a peak, {:e} to {:e} per second (bytes/s \
+                     for hbm, FLOP/s otherwise), e.g. 4800e9",
+                    PHYSICAL_RATES.start(),
+                    PHYSICAL_RATES.end()
+                ),
+            ));
+        }
         let calibration = self.fraction(&raw.calibration, &format!("{key}.calibration"))?;
+        self.effective_rate(&raw.calibration, &format!("{key}.calibration"), theoretical)?;
         let calibration_burst = match &raw.calibration_burst {
             None => None,
             Some(burst) => {
                 let field = format!("{key}.calibration_burst");
                 let v = self.fraction(burst, &field)?;
+                self.effective_rate(burst, &field, theoretical)?;
                 if v < calibration {
                     return Err(self.invalid(
                         burst,
@@ -621,6 +666,7 @@ impl Checker<'_> {
         for (mix, value) in &raw.calibration_mixes {
             let field = format!("{key}.calibration_mixes.{mix}");
             let v = self.fraction(value, &field)?;
+            self.effective_rate(value, &field, theoretical)?;
             // The calibration is the envelope of the mixes: a mix above it would put correct
             // kernels of that mix above "speed of light" (the Triad-only profile's mistake).
             if v > calibration {
@@ -840,6 +886,50 @@ hbm:
         assert!(matches!(
             h200.describes(&cc),
             Err(DeviceMismatch::ComputeCapability { .. })
+        ));
+    }
+
+    #[test]
+    fn rates_outside_the_physical_range_are_refused() {
+        // Each of these passed the checks once, and the chart's axes, built from a zero, subnormal
+        // or near-f64::MAX rate or ridge, then looped until memory ran out.
+        let cases = [
+            (
+                "theoretical: 1000e9",
+                "theoretical: 1e-300",
+                "hbm.theoretical",
+            ),
+            ("calibration: 0.9", "calibration: 1e-300", "hbm.calibration"),
+            ("calibration: 0.9", "calibration: 5e-324", "hbm.calibration"),
+            (
+                "theoretical: 1000e9",
+                "theoretical: 6e-295",
+                "hbm.theoretical",
+            ),
+            (
+                "theoretical: 1000e9",
+                "theoretical: 1e300",
+                "hbm.theoretical",
+            ),
+            (
+                "calibration: 0.9",
+                "calibration: 0.9\n  calibration_burst: 1.0\n  calibration_mixes: { copy: 1e-20 }",
+                "hbm.calibration_mixes.copy",
+            ),
+        ];
+        for (from, to, expected_field) in cases {
+            let err = error(&GOOD.replace(from, to));
+            let ProfileError::Invalid { field, problem, .. } = &err else {
+                panic!("{to}: {err}")
+            };
+            assert_eq!(field, expected_field, "{to}: {err}");
+            assert!(problem.contains("physical range"), "{to}: {err}");
+        }
+        let compute =
+            format!("{GOOD}cuda_core:\n  fp32:\n    theoretical: 60e12\n    calibration: 1e-300\n");
+        assert!(matches!(
+            error(&compute),
+            ProfileError::Invalid { field, .. } if field == "cuda_core.fp32.calibration"
         ));
     }
 

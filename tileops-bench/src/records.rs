@@ -1010,6 +1010,61 @@ fn check_record(record: &Record) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
+    check_samples_agree(&record.samples_ms, record.samples, [median, p10, p90])
+}
+
+/// Checks that a row's kept samples agree with its stored statistics: a comparison (and its
+/// regression gate) decides on the samples, the reports on the statistics, so a row whose two
+/// disagree (median 5 ms, samples around 0.5 ms) could pass the gate while it reports a 10×
+/// slowdown. With every sample kept, their percentiles are the statistics up to rounding; with a
+/// thinned set (evenly spaced ranks of the sorted samples, [`MAX_KEPT_SAMPLES`] of them), each
+/// statistic lies between the kept samples around its rank.
+fn check_samples_agree(
+    samples_ms: &[f64],
+    samples: u32,
+    [median, p10, p90]: [f64; 3],
+) -> Result<(), (&'static str, String)> {
+    if samples_ms.is_empty() {
+        return Ok(());
+    }
+    // The relative slack of rounding: a writer may print fewer than the 17 digits that round-trip.
+    const ROUNDING: f64 = 1e-6;
+    let mut sorted = samples_ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let last = sorted.len() - 1;
+    let every_sample = sorted.len() == samples as usize;
+    for (name, q, stored) in [
+        ("median_ms", 0.5, median),
+        ("p10_ms", 0.1, p10),
+        ("p90_ms", 0.9, p90),
+    ] {
+        let position = q * last as f64;
+        let (low, high) = if every_sample {
+            let exact = percentile(&sorted, q).unwrap_or(f64::NAN);
+            (exact, exact)
+        } else {
+            (
+                sorted[(position.floor() as usize).saturating_sub(1)],
+                sorted[(position.ceil() as usize + 1).min(last)],
+            )
+        };
+        if !(low * (1.0 - ROUNDING) <= stored && stored <= high * (1.0 + ROUNDING)) {
+            let expected = if every_sample {
+                format!("{low}")
+            } else {
+                format!("between {low} and {high}")
+            };
+            return Err((
+                "samples_ms",
+                format!(
+                    "disagree with the row's statistics: the {} kept samples put {name} at \
+                     {expected}, the row says {stored}; the row was edited, or its samples are \
+                     another run's",
+                    sorted.len()
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -1086,6 +1141,39 @@ mod tests {
         );
         let err = load(&edit(|v| v["records"][0]["flop"] = 1.into())).unwrap_err();
         assert!(err.to_string().contains("unknown field `flop`"), "{err}");
+    }
+
+    #[test]
+    fn samples_that_disagree_with_the_statistics_are_refused() {
+        let sampled = |samples: &[f64]| {
+            let record = Record::new("softmax", "reduction", "w", "float32", device())
+                .with_samples("cuda_events", samples)
+                .unwrap();
+            Run::new(
+                RunMeta::new("abc123", "2026-11-30T04:00:00Z", "0.1.0", device()),
+                vec![record],
+            )
+        };
+        // Every sample kept (100), and thinned (5000 samples, 1000 kept).
+        for count in [100u32, 5000] {
+            let samples: Vec<f64> = (0..count).map(|i| 0.5 + f64::from(i % 97) * 1e-3).collect();
+            let run = sampled(&samples);
+            run.validate("r.json").unwrap();
+            assert_eq!(run.records[0].samples_ms.len(), count.min(1000) as usize);
+            // The row of the probe: median 5.0 ms beside samples around 0.5 ms.
+            let mut edited = run.clone();
+            edited.records[0].median_ms = Some(5.0);
+            edited.records[0].p90_ms = Some(5.5);
+            let err = edited.validate("r.json").unwrap_err().to_string();
+            assert!(err.contains("`samples_ms`"), "{err}");
+            assert!(err.contains("disagree with the row's statistics"), "{err}");
+            assert!(err.contains("the row says 5"), "{err}");
+            // A statistic rounded to 7 significant digits still agrees.
+            let mut rounded = run.clone();
+            let p10 = rounded.records[0].p10_ms.unwrap();
+            rounded.records[0].p10_ms = Some(format!("{p10:.6e}").parse().unwrap());
+            rounded.validate("r.json").unwrap();
+        }
     }
 
     #[test]

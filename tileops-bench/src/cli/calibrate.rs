@@ -169,6 +169,19 @@ pub fn main() -> ExitCode {
 
 /// [`main`] with the arguments already parsed (`tileops calibrate`).
 pub fn main_with(args: &CalibrateArgs) -> ExitCode {
+    // The output is checked before minutes of measuring, as `bench --out` is: a path that
+    // cannot be written, or the base profile itself, fails now.
+    if let Some(out) = &args.out {
+        let base = args
+            .base
+            .as_deref()
+            .map(|b| ("--base profile", std::path::Path::new(b)));
+        if let Err(e) =
+            files::check_not_an_input(out, base).and_then(|()| files::check_writable(out))
+        {
+            return fail(2, format!("--out {}: {e}", out.display()));
+        }
+    }
     if args.cpu {
         return calibrate_host(args);
     }

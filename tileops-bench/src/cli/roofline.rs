@@ -226,6 +226,33 @@ fn write_report(
     out.flush()
 }
 
+/// Refuses, before anything is read or written, an output (`--svg`, `--html`, the baseline
+/// `--save-baseline` writes) that is the same file as an input: the records, the run compared
+/// with, a `--torch` file or the profile.
+fn check_outputs_are_not_inputs(
+    args: &RooflineArgs,
+    other: Option<&Path>,
+    save_to: Option<&Path>,
+) -> Result<(), CliError> {
+    let mut inputs: Vec<(&str, &Path)> = vec![("records", &args.records)];
+    inputs.extend(other.map(|p| ("compared run's", p)));
+    inputs.extend(args.torch.iter().map(|p| ("PyTorch records", p.as_path())));
+    // A built-in profile's name is not a file; a path is.
+    inputs.extend(args.profile.as_deref().map(|p| ("profile", Path::new(p))));
+    let outputs = [
+        ("--svg", args.svg.as_deref()),
+        ("--html", args.html.as_deref()),
+        ("--save-baseline", save_to),
+    ];
+    for (option, output) in outputs {
+        if let Some(output) = output {
+            files::check_not_an_input(output, inputs.iter().copied())
+                .map_err(|e| CliError::Usage(format!("{option} {}: {e}", output.display())))?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the tool from its arguments (after the program name): see [`run_with`].
 ///
 /// # Errors
@@ -264,6 +291,7 @@ pub fn run_with(
         (None, None) => None,
     };
     let save_to = args.save_baseline.as_deref().map(name_path).transpose()?;
+    check_outputs_are_not_inputs(args, other_path.as_deref(), save_to.as_deref())?;
     let mut run = Run::load(&args.records).map_err(CliError::Records)?;
     let mut output_errors = Vec::new();
     if let Some(path) = &save_to {
