@@ -1195,3 +1195,36 @@ fn a_profile_with_an_unphysical_rate_is_refused_and_any_chart_is_finite() {
         c.err
     );
 }
+
+#[test]
+fn a_large_comparison_shows_its_progress_a_line_per_tenth() {
+    let template = verdict_records().remove(0);
+    let many: Vec<Record> = (0..2500)
+        .map(|i| {
+            let mut r = template.clone();
+            r.workload = format!("w{i}");
+            r
+        })
+        .collect();
+    let records = write_run("progress-records.json", &run_of(many));
+    let c = cli(&[
+        records.to_str().unwrap(),
+        "--compare",
+        records.to_str().unwrap(),
+        "--profile",
+        "h200",
+    ]);
+    assert!(c.code.is_ok(), "{}", c.err);
+    let lines: Vec<&str> = c
+        .err
+        .lines()
+        .filter(|l| l.starts_with("roofline: comparing: "))
+        .collect();
+    assert_eq!(lines.len(), 10, "{}", c.err);
+    assert_eq!(lines[9], "roofline: comparing: 2500 of 2500 rows");
+    // A small comparison stays quiet.
+    let small = write_run("progress-small.json", &run_of(verdict_records()));
+    let s = small.to_str().unwrap();
+    let c = cli(&[s, "--compare", s, "--profile", "h200"]);
+    assert!(!c.err.contains("comparing:"), "{}", c.err);
+}

@@ -50,12 +50,36 @@ pub mod units;
 
 pub use report::render::{html, svg};
 
-/// A parser's message without the " at line L, column C" it appends: errors here show the position
-/// in their own `file:line:column` prefix.
+/// A JSON parser's message without the " at line L column C" serde_json appends: errors here
+/// show the position in their own `file:line:column` prefix. Only that trailing suffix goes; a
+/// message that merely contains " at line " keeps it.
 pub(crate) fn parser_message(message: &str) -> String {
     let first = message.lines().next().unwrap_or_default().trim();
+    let is_position = |tail: &str| {
+        let mut words = tail.split([' ', ',']).filter(|w| !w.is_empty());
+        matches!(
+            (words.next(), words.next(), words.next(), words.next(), words.next()),
+            (Some(n), Some("column"), Some(c), None, None)
+                if n.bytes().all(|b| b.is_ascii_digit()) && c.bytes().all(|b| b.is_ascii_digit())
+        )
+    };
     match first.rfind(" at line ") {
-        Some(at) => first[..at].to_owned(),
-        None => first.to_owned(),
+        Some(at) if is_position(&first[at + " at line ".len()..]) => first[..at].to_owned(),
+        _ => first.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parser_messages_lose_only_a_trailing_position() {
+        use super::parser_message;
+        assert_eq!(
+            parser_message("expected value at line 1 column 1"),
+            "expected value"
+        );
+        assert_eq!(parser_message("EOF at line 3, column 9"), "EOF");
+        let kept = "unknown variant `at line 2 column 1 x`, expected one of `a`";
+        assert_eq!(parser_message(kept), kept);
     }
 }

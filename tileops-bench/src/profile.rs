@@ -352,7 +352,7 @@ impl Profile {
                 file: origin.to_owned(),
                 line: location.as_ref().map_or(0, |l| l.line()),
                 column: location.as_ref().map_or(0, |l| l.column()),
-                message: super::parser_message(&e.without_snippet().to_string()),
+                message: yaml_message(&e),
             }
         })?;
         raw.check(name, origin)
@@ -545,6 +545,82 @@ struct RawRoof {
     calibration_burst: Option<Spanned<f64>>,
     #[serde(default)]
     calibration_mixes: BTreeMap<String, Spanned<f64>>,
+}
+
+/// serde-saphyr's message for `error`, without the position (the error's own `file:line:column`
+/// prefix shows it): its default wording with a localizer that attaches no location, where
+/// cutting the rendered text at `" at line "` garbled alias errors (`(defined at line 1, column 4)
+/// (used at line 3, column 7)`), and a sentence for a budget breach instead of its Debug form.
+fn yaml_message(error: &serde_saphyr::Error) -> String {
+    let mut options = serde_saphyr::RenderOptions::new(&PlainYamlMessages);
+    options.snippets = serde_saphyr::SnippetMode::Off;
+    let message = error.render_with_options(options);
+    // One line: the rest of a multi-line message (none expected without snippets) is context.
+    message.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+/// The message formatter of [`yaml_message`].
+struct PlainYamlMessages;
+
+impl serde_saphyr::localizer::Localizer for PlainYamlMessages {
+    fn attach_location<'a>(
+        &self,
+        base: std::borrow::Cow<'a, str>,
+        _: serde_saphyr::Location,
+    ) -> std::borrow::Cow<'a, str> {
+        base
+    }
+
+    fn alias_used_at(&self, _: serde_saphyr::Location) -> String {
+        String::new()
+    }
+
+    fn alias_defined_at(&self, defined: serde_saphyr::Location) -> String {
+        format!(
+            " (through an alias of the anchor at line {}, column {})",
+            defined.line(),
+            defined.column()
+        )
+    }
+}
+
+impl serde_saphyr::MessageFormatter for PlainYamlMessages {
+    fn localizer(&self) -> &dyn serde_saphyr::localizer::Localizer {
+        self
+    }
+
+    fn format_message<'a>(&self, error: &'a serde_saphyr::Error) -> std::borrow::Cow<'a, str> {
+        use serde_saphyr::budget::BudgetBreach as B;
+        let serde_saphyr::Error::Budget { breach, .. } = error else {
+            return serde_saphyr::DefaultMessageFormatter.format_message(error);
+        };
+        let (what, count) = match breach {
+            B::Events { events } => ("parser events", *events),
+            B::Aliases { aliases } => ("aliases", *aliases),
+            B::Anchors { anchors } => ("anchors", *anchors),
+            B::Depth { depth } => ("levels of nesting", *depth),
+            B::InclusionDepth { depth } => ("levels of included files", *depth as usize),
+            B::Documents { documents } => ("documents", *documents),
+            B::Nodes { nodes } => ("nodes", *nodes),
+            B::ScalarBytes { total_scalar_bytes } => ("bytes of scalars", *total_scalar_bytes),
+            B::MergeKeys { merge_keys } => ("merge keys", *merge_keys),
+            B::AliasAnchorRatio { aliases, .. } => ("aliases per anchor", *aliases),
+            B::InputBytes { input_bytes } => ("bytes of input", *input_bytes),
+            B::RecordedAnchorEvents {
+                recorded_anchor_events,
+            } => ("events recorded under anchors", *recorded_anchor_events),
+            B::SequenceUnbalanced => {
+                return "the YAML's sequences do not balance (a parser limit was hit)".into();
+            }
+            // BudgetBreach is non-exhaustive: a limit a later serde-saphyr adds.
+            other => return format!("the YAML is over a parser limit ({other:?})").into(),
+        };
+        format!(
+            "the YAML has {count} {what} or more, over the parser's limit for a file this tool \
+             reads (a profile is a few kilobytes: is this the right file, or an alias bomb?)"
+        )
+        .into()
+    }
 }
 
 /// The rates a profile may state, peak or effective, per second (bytes for `hbm`, FLOPs
@@ -1066,5 +1142,44 @@ hbm:
         let err = Profile::from_path(&path).unwrap_err().to_string();
         assert!(err.starts_with(&format!("{}:8:", path.display())), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod yaml_message_tests {
+    use super::*;
+
+    fn message(text: &str) -> String {
+        match Profile::from_yaml_str(text, "t", "t.yaml") {
+            Ok(p) => panic!("expected an error, loaded {p:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn alias_errors_keep_their_whole_message() {
+        // Once cut at its last " at line ": `invalid ... (defined at line 1, column 8) (used`.
+        let text = "device:\n  name: &n Test GPU\n  match: [\"Test GPU\"]\n  \
+                    compute_capability: \"9.0\"\n  l2_bytes: *n\n";
+        let shown = message(text);
+        assert!(!shown.contains("(used"), "{shown}");
+        assert!(
+            shown
+                .contains("invalid u64 (through an alias of the anchor at line 2, column 12); see"),
+            "{shown}"
+        );
+        assert!(shown.starts_with("t.yaml:5:"), "{shown}");
+        assert_eq!(message("device: *missing\n").matches("line").count(), 0);
+    }
+
+    #[test]
+    fn a_budget_breach_is_a_sentence_not_a_debug_dump() {
+        let text = format!("device:\n  name: {}\n", "x".repeat(70_000_000));
+        let shown = message(&text);
+        assert!(!shown.contains("ScalarBytes {"), "{shown}");
+        assert!(
+            shown.contains("bytes of scalars or more, over the parser's limit"),
+            "{shown}"
+        );
     }
 }

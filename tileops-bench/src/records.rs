@@ -667,6 +667,87 @@ pub enum RecordsError {
     Serialize(#[source] serde_json::Error),
 }
 
+/// The error of a records file that did not parse: truncated, not UTF-8, or malformed at the
+/// parser's position.
+fn json_error(e: &serde_json::Error, file: &str) -> RecordsError {
+    let message = super::parser_message(&e.to_string());
+    if e.is_eof() {
+        RecordsError::Truncated {
+            file: file.to_owned(),
+            line: e.line(),
+            column: e.column(),
+        }
+    } else if message.contains("invalid unicode code point") {
+        // serde_json's words for bytes that are not UTF-8, in a string or out of one.
+        RecordsError::Malformed {
+            file: file.to_owned(),
+            line: e.line(),
+            column: e.column(),
+            message: "the file is not UTF-8 text".into(),
+        }
+    } else {
+        RecordsError::Malformed {
+            file: file.to_owned(),
+            line: e.line(),
+            column: e.column(),
+            message,
+        }
+    }
+}
+
+/// What a file is when it is not a records file at all, judged from its first bytes (after a
+/// byte order mark): empty, a JSON array (a list of records without the run around them), YAML
+/// (a profile, a manifest) or other text. `None` for a JSON object, which the parser then reads.
+fn not_a_records_object(start: &[u8], file: &str) -> Option<RecordsError> {
+    let skipped = start.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let before = &start[..skipped];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+    let malformed = |message: String| RecordsError::Malformed {
+        file: file.to_owned(),
+        line,
+        column,
+        message,
+    };
+    let rest = &start[skipped..];
+    let first_line = String::from_utf8_lossy(&rest[..rest.len().min(200)])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(40)
+        .collect::<String>();
+    let looks_like_yaml = first_line.starts_with("---")
+        || first_line.starts_with('#')
+        || first_line
+            .split_once(':')
+            .is_some_and(|(key, _)| !key.is_empty() && !key.contains(['{', '"', '[']));
+    let prefix = &rest[..rest.len().min(4)];
+    let not_utf8 = matches!(std::str::from_utf8(prefix), Err(e) if e.valid_up_to() == 0 && e.error_len().is_some());
+    match rest.first() {
+        None => Some(malformed(
+            "the file is empty (did the bench write it?)".into(),
+        )),
+        Some(_) if not_utf8 => Some(malformed("the file is not UTF-8 text".into())),
+        Some(b'{') => None,
+        Some(b'[') => Some(malformed(
+            "the file is a JSON array; a records file is one JSON object with `schema`, `meta` \
+             and `records` (as `bench --out` writes it)"
+                .into(),
+        )),
+        Some(_) if looks_like_yaml => Some(malformed(format!(
+            "the file looks like YAML (`{}`), not a records file (JSON, as `bench --out` writes \
+             it); a profile goes to --profile",
+            first_line.escape_debug()
+        ))),
+        Some(_) => Some(malformed(format!(
+            "the file is not JSON (it starts `{}`); a records file is the JSON object `bench \
+             --out` writes",
+            first_line.escape_debug()
+        ))),
+    }
+}
+
 impl Run {
     /// A run of the current schema version.
     pub fn new(meta: RunMeta, records: Vec<Record>) -> Self {
@@ -693,38 +774,60 @@ impl Run {
             source,
         };
         // Parsed straight from the file: holding its text as well as the run it becomes would
-        // cost a third more memory on a large file.
+        // cost a third more memory on a large file. A file that does not parse is not read again
+        // as text either: every error below comes from the stream (its first bytes, the parser's
+        // position), or from a second streaming pass that reads the schema version alone.
         let file = files::open_regular(path, MAX_FILE_BYTES).map_err(io)?;
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
         let start = reader.fill_buf().map_err(io)?;
         if start.starts_with(BOM) {
             reader.consume(BOM.len());
         }
-        match serde_json::from_reader::<_, Run>(&mut reader) {
+        let capacity = reader.capacity();
+        let start = reader.fill_buf().map_err(io)?;
+        // A first buffer of nothing but whitespace, as long as the buffer, is not known to be an
+        // empty file: the parser reads on.
+        let judged = start.len() < capacity || start.iter().any(|b| !b.is_ascii_whitespace());
+        if let Some(err) = judged
+            .then(|| not_a_records_object(start, &shown))
+            .flatten()
+        {
+            return Err(err);
+        }
+        let run = serde_json::from_reader::<_, Run>(&mut reader);
+        match run {
             Ok(run) => {
                 run.validate(&shown)?;
                 Ok(run)
             }
             Err(e) if e.is_io() => Err(io(e.into())),
-            // A file that does not parse is read again as text, for the errors of
-            // [`Run::from_json_str`]: the schema version first, an empty or truncated file, the
-            // line and column, bytes that are not UTF-8.
-            Err(_) => {
-                let bytes = files::read_regular(path, MAX_FILE_BYTES).map_err(io)?;
-                let text = String::from_utf8(bytes).map_err(|e| {
-                    let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-                    let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
-                    let column = upto.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-                    RecordsError::Malformed {
-                        file: shown.clone(),
-                        line,
-                        column,
-                        message: "the file is not UTF-8 text".into(),
-                    }
-                })?;
-                Run::from_json_str(&text, &shown)
+            Err(e) => {
+                // The version first, so a file of another schema gets that error rather than a
+                // confusing complaint about some field that changed.
+                if let Some(found) = Self::schema_of(path)
+                    && found != SCHEMA_VERSION
+                {
+                    return Err(RecordsError::Schema { file: shown, found });
+                }
+                Err(json_error(&e, &shown))
             }
         }
+    }
+
+    /// The `schema` of the records file at `path`, read by a streaming pass that keeps nothing
+    /// else (`None` when it cannot be read).
+    fn schema_of(path: &Path) -> Option<u32> {
+        #[derive(Deserialize)]
+        struct Version {
+            schema: Option<u32>,
+        }
+        let file = files::open_regular(path, MAX_FILE_BYTES).ok()?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+        if reader.fill_buf().ok()?.starts_with(BOM) {
+            reader.consume(BOM.len());
+        }
+        // `Version` ignores every other field without keeping it, so the pass holds no copy.
+        serde_json::from_reader::<_, Version>(reader).ok()?.schema
     }
 
     /// Parses and validates records JSON; `origin` names it in errors.
@@ -743,29 +846,8 @@ impl Run {
         struct Version {
             schema: Option<u32>,
         }
-        let json_error = |e: serde_json::Error| {
-            if e.is_eof() {
-                RecordsError::Truncated {
-                    file: file.clone(),
-                    line: e.line(),
-                    column: e.column(),
-                }
-            } else {
-                RecordsError::Malformed {
-                    file: file.clone(),
-                    line: e.line(),
-                    column: e.column(),
-                    message: super::parser_message(&e.to_string()),
-                }
-            }
-        };
-        if text.trim().is_empty() {
-            return Err(RecordsError::Malformed {
-                file,
-                line: 1,
-                column: 1,
-                message: "the file is empty (did the bench write it?)".into(),
-            });
+        if let Some(err) = not_a_records_object(text.as_bytes(), &file) {
+            return Err(err);
         }
         if let Ok(Version {
             schema: Some(found),
@@ -774,7 +856,7 @@ impl Run {
         {
             return Err(RecordsError::Schema { file, found });
         }
-        let run: Run = serde_json::from_str(text).map_err(json_error)?;
+        let run: Run = serde_json::from_str(text).map_err(|e| json_error(&e, &file))?;
         run.validate(origin)?;
         Ok(run)
     }
@@ -1368,6 +1450,93 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("not UTF-8"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_that_are_not_records_say_what_they_are() {
+        let dir = std::env::temp_dir().join(format!("tileops-records-what-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let record = serde_json::to_string(&run().records[0]).unwrap();
+        let cases = [
+            (
+                "array.json",
+                format!("\n[{record}]"),
+                (2, 1),
+                "is a JSON array",
+            ),
+            (
+                "profile.yaml",
+                "# a profile\ndevice:\n  name: x\n".to_owned(),
+                (1, 1),
+                "looks like YAML (`# a profile`)",
+            ),
+            (
+                "text.json",
+                "hello".to_owned(),
+                (1, 1),
+                "is not JSON (it starts `hello`)",
+            ),
+            ("empty.json", " \n ".to_owned(), (2, 2), "the file is empty"),
+        ];
+        for (name, text, (line, column), expected) in cases {
+            let path = dir.join(name);
+            std::fs::write(&path, &text).unwrap();
+            for err in [Run::load(&path).unwrap_err(), load(&text).unwrap_err()] {
+                let shown = err.to_string();
+                assert!(shown.contains(expected), "{name}: {shown}");
+                assert!(
+                    matches!(err, RecordsError::Malformed { line: l, column: c, .. } if (l, c) == (line, column)),
+                    "{name}: {shown}"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn errors_deep_in_a_large_file_are_located_from_the_stream() {
+        // A file of many megabytes, malformed near its end; the loader locates the error from
+        // the parser's position (no second reading of the whole file as text), and still gives a
+        // file of another schema that error first.
+        let dir = std::env::temp_dir().join(format!("tileops-records-deep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut many = run();
+        let template = many.records[0].clone();
+        many.records = (0..20_000)
+            .map(|i| {
+                let mut r = template.clone();
+                r.workload = format!("w{i}");
+                r
+            })
+            .collect();
+        let text = many.to_json_pretty().unwrap();
+        assert!(text.len() > 8 << 20, "{} bytes", text.len());
+        let lines = text.lines().count();
+        let path = dir.join("deep.json");
+        let broken = text.replacen("\"w19999\"", "\"w19999\" oops", 1);
+        std::fs::write(&path, &broken).unwrap();
+        let err = Run::load(&path).unwrap_err();
+        let RecordsError::Malformed { line, .. } = err else {
+            panic!("{err}")
+        };
+        assert!(line > lines - 100, "line {line} of {lines}");
+        let at = text.find("\"w19999\"").unwrap() + 6;
+        let latin1 = [&text.as_bytes()[..at], b"\xe9", &text.as_bytes()[at..]].concat();
+        std::fs::write(&path, latin1).unwrap();
+        let err = Run::load(&path).unwrap_err();
+        assert!(err.to_string().contains("not UTF-8"), "{err}");
+        // Another schema: valid JSON whose fields changed (a renamed field near the end).
+        let other_schema = text.replacen("\"schema\": 1", "\"schema\": 7", 1).replacen(
+            "\"w19999\"",
+            "\"w19999\", \"renamed\": 0",
+            1,
+        );
+        std::fs::write(&path, other_schema).unwrap();
+        assert!(matches!(
+            Run::load(&path).unwrap_err(),
+            RecordsError::Schema { found: 7, .. }
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -46,6 +46,10 @@ theoretical peak); 2 for bad input or an output that could not be written; 4 whe
 --fail-on-regression finds a row slower beyond its threshold. So 3 is a `fail` and an output
 error, 5 a `fail` and a regression.";
 
+/// The size of a comparison (rows of the current run) from which its progress is shown: a
+/// bootstrap per row takes ~1 ms, so from here it takes seconds.
+const COMPARE_PROGRESS_ROWS: usize = 2000;
+
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
@@ -344,7 +348,16 @@ pub fn run_with(
         Some(path) => {
             let other = Run::load(path).map_err(CliError::Records)?;
             note_partial(err, path, &other);
-            Some(Comparison::build(&run, &other))
+            // A large comparison says how far it is, a line per tenth (never a line per row).
+            let mut shown = 0;
+            let mut progress = |done: usize, total: usize| {
+                let tenth = done * 10 / total.max(1);
+                if total >= COMPARE_PROGRESS_ROWS && tenth > shown {
+                    shown = tenth;
+                    let _ = writeln!(err, "roofline: comparing: {done} of {total} rows");
+                }
+            };
+            Some(Comparison::build_with_progress(&run, &other, &mut progress))
         }
         None => None,
     };

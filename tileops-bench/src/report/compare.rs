@@ -295,12 +295,25 @@ impl Comparison {
     /// each timed pair's ratio from their raw samples ([`RatioInterval::bootstrap`] with
     /// [`BOOTSTRAP_RESAMPLES`], [`CONFIDENCE`] and [`BOOTSTRAP_SEED`]).
     pub fn build(current: &Run, other: &Run) -> Comparison {
+        Comparison::build_with_progress(current, other, &mut |_, _| {})
+    }
+
+    /// [`Comparison::build`], calling `progress(done, total)` after each of the current run's
+    /// rows (the bootstrap of a large run takes a while: a tool shows how far it is).
+    pub fn build_with_progress(
+        current: &Run,
+        other: &Run,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Comparison {
         let others: HashMap<RecordKey, &Record> =
             other.records.iter().map(|r| (r.key(), r)).collect();
+        let total = current.records.len();
         let mut rows: Vec<CompareRow> = current
             .records
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(done, r)| {
+                progress(done + 1, total);
                 let key = r.key();
                 let theirs = others.get(&key).copied();
                 let interval = theirs

@@ -425,3 +425,29 @@ fn manifest_check_passes_the_shipped_manifest_and_fails_a_broken_one() {
     let (code, _, err) = run(&["manifest", "check"]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn calibrate_checks_its_output_before_measuring() {
+    // Once it measured the host for tens of seconds and then failed on the path.
+    let start = std::time::Instant::now();
+    let (code, out, err) = run(&["calibrate", "--cpu", "--out", "/proc/x.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.starts_with("calibrate: --out /proc/x.yaml: cannot create a file in /proc"),
+        "{err}"
+    );
+    assert!(!err.contains("  "), "nothing measured: {err}");
+    println!("refused in {:.2?}", start.elapsed());
+    // Nor over the base profile it reads.
+    let dir = scratch("calibrate-over-base");
+    let base = dir.join("base.yaml");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tileops-bench/profiles/h200.yaml"),
+        &base,
+    )
+    .unwrap();
+    let base = base.to_str().unwrap();
+    let (code, _, err) = run(&["calibrate", "--base", base, "--out", base]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is the --base profile file"), "{err}");
+}
