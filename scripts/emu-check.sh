@@ -7,13 +7,14 @@
 #
 # 1. builds the emulator twice: the normal build, and an AddressSanitizer build;
 # 2. runs the emulator's own tests (schedules, shuffles, planted kernel bugs; the ASan self-test);
-# 3. runs every tileops GPU test (the tests under a `gpu` module of the `it` test binary:
+# 3. runs the tileops GPU tests (the tests under a `gpu` module of the `it` test binary:
 #    `normalization::gpu::...`, `coverage::gpu::...`) with TILEOPS_REQUIRE_GPU=1 (nothing skips),
-#    the coverage tests (`coverage::gpu::`) in a process of their own, as their check of the
-#    entry points launched reads that process's list:
-#      pass A  schedule round-robin, every launch compared with warp-greedy
-#      pass B  schedule random (seeded, preempting at loads), every launch compared with reverse
-#      pass C  the ASan build, round-robin
+#    the coverage tests (`coverage::gpu::`, one case per entry point) in a process of their own,
+#    as their check of the entry points launched reads that process's list:
+#      pass A  every GPU test; schedule round-robin, every launch compared with warp-greedy
+#      pass B  the family tests (shape sweeps); schedule random (seeded, preempting at loads),
+#              every launch compared with reverse
+#      pass C  the coverage tests (every entry point) in the ASan build, round-robin
 #    "compared": each launch runs under both schedules from the same device memory and fails on
 #    any differing byte (a race);
 # 4. runs the root package's emulated-device test of bench_all (`--test it
@@ -184,14 +185,15 @@ gpu_runs=(
   "bench|$bench_it_exe|gpu::"
 )
 
-gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE [PRELOAD]
-  local name="$1" lib="$2" schedule="$3" compare="$4" preload="${5:-}"
+gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of gpu_runs to run
+  local name="$1" lib="$2" schedule="$3" compare="$4" runs="$5" preload="${6:-}"
   local t0 r label filters
-  echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer}"
+  echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer} ($runs)"
   t0=$(now)
   local exe rest
   for r in "${gpu_runs[@]}"; do
     label="${r%%|*}"
+    [[ " $runs " == *" $label "* ]] || continue
     rest="${r#*|}"
     exe="${rest%%|*}"
     read -r -a filters <<<"${rest#*|}"
@@ -204,11 +206,17 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE [PRELOAD]
   echo "  pass $name: $(since "$t0") s"
 }
 
+# Every GPU test runs in pass A, under two schedules compared byte for byte. Pass B runs the
+# family tests (the shape sweeps) under a random schedule and its reverse; pass C runs every entry
+# point once (the coverage tests) in the AddressSanitizer build, which checks the emulator and
+# the host side (the emulator checks every kernel access against its allocation in each pass).
+# The coverage tests are not repeated in B nor the sweeps in C: each costs minutes of CI, and the
+# emulator's own checks run in every pass.
 for pass in $passes; do
   case "$pass" in
-    A) gpu_pass A "$work/lib" round-robin warp-greedy ;;
-    B) gpu_pass B "$work/lib" "random:$seed" reverse ;;
-    C) gpu_pass C "$work/lib-asan" round-robin "" "$libasan" ;;
+    A) gpu_pass A "$work/lib" round-robin warp-greedy "coverage gpu bench" ;;
+    B) gpu_pass B "$work/lib" "random:$seed" reverse "gpu bench" ;;
+    C) gpu_pass C "$work/lib-asan" round-robin "" "coverage bench" "$libasan" ;;
     *) echo "emu-check: unknown pass $pass"; exit 2 ;;
   esac
 done

@@ -433,6 +433,28 @@ fn cli_on_records_from_a_host_no_profile_describes() {
     );
     // The measured rate is still shown; only the priced columns are blank.
     assert!(c.out.contains("| 25.00 | 2.684 |"), "{}", c.out);
+    // And the way to price them is said.
+    assert!(c.err.contains("`tileops calibrate --cpu`"), "{}", c.err);
+
+    // A host profile beside the records (`<dir>/profiles/` next to `<dir>/bench/`), as a run in
+    // another directory than the tool's leaves it, prices them.
+    let dir = common::scratch("roofline-host-beside");
+    std::fs::create_dir_all(dir.join("bench")).unwrap();
+    std::fs::create_dir_all(dir.join("profiles")).unwrap();
+    let beside = dir.join("bench/cpu.json");
+    std::fs::copy(&path, &beside).unwrap();
+    let host = "device:\n  name: this host\n  kind: cpu\n  match: [\"cpu: x86_64, 2 cores\"]\n  \
+                l2_bytes: 1048576\nhbm:\n  theoretical: 20e9\n  calibration: 0.5\ncpu:\n  fp32:\n    \
+                theoretical: 200e9\n    calibration: 0.5\n";
+    std::fs::write(dir.join("profiles/host-this.yaml"), host).unwrap();
+    let priced = cli(&[beside.to_str().unwrap()]);
+    assert!(priced.code.is_ok(), "{}", priced.err);
+    assert!(
+        !priced.out.contains("no profile describes"),
+        "{}",
+        priced.out
+    );
+    assert!(!priced.err.contains("calibrate --cpu"), "{}", priced.err);
 
     // Forcing a profile does not price them either.
     let forced = cli(&[path.to_str().unwrap(), "--profile", "h200"]);

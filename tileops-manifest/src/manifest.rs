@@ -301,10 +301,14 @@ impl EntryChecker<'_> {
             if let Some(allowed) = allowed
                 && !allowed.contains(&name)
             {
+                // A typo is the usual cause (`worklaods`): the nearest field first.
+                let hint = crate::formula::check::nearest(name, allowed.iter().copied())
+                    .map(|n| format!(" (did you mean `{n}`?)"))
+                    .unwrap_or_default();
                 self.error(
                     key,
                     format!(
-                        "unknown field `{name}` in {what}; expected one of: {}",
+                        "unknown field `{name}` in {what}{hint}; expected one of: {}",
                         allowed.join(", ")
                     ),
                 );
@@ -1242,7 +1246,11 @@ softmax:
         );
         assert_one_error(
             &GOOD.replace("  family: reduction\n", "  famliy: reduction\n"),
-            "unknown field `famliy`",
+            "unknown field `famliy` in entry `softmax` (did you mean `family`?)",
+        );
+        assert_one_error(
+            &GOOD.replace("  family: reduction\n", "  colour: reduction\n"),
+            "unknown field `colour` in entry `softmax`; expected one of",
         );
     }
 

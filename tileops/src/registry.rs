@@ -278,6 +278,13 @@ pub trait RooflineModel {
 ///
 /// Implemented by hand for each registered op: it maps the case's input shapes, params and dtype
 /// onto the op's own constructor, so the constructor's validation applies.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is registered for the benchmark but does not implement `FromWorkload`",
+    label = "`#[roofline_op]` registers this op, so it must plan itself from a manifest workload",
+    note = "implement `tileops::registry::FromWorkload` and `tileops::registry::BenchOp` for \
+            `{Self}` (see the ops in tileops::ops), or leave it out of the registry: \
+            `#[roofline_op(\"name\", register = false)]`"
+)]
 pub trait FromWorkload: Sized {
     /// Plan the op on `device` for `case`.
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error>;
@@ -286,6 +293,12 @@ pub trait FromWorkload: Sized {
 /// An op planned for one case, as the bench harness drives it.
 ///
 /// Implemented by hand for each registered op; [`RooflineModel`] comes from the macro.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is registered for the benchmark but does not implement `BenchOp`",
+    label = "`#[roofline_op]` registers this op, so the harness must be able to run it",
+    note = "implement `tileops::registry::BenchOp` (and `FromWorkload`) for `{Self}`, or leave \
+            it out of the registry: `#[roofline_op(\"name\", register = false)]`"
+)]
 pub trait BenchOp: RooflineModel {
     /// The roof the op is priced against: the unit an optimal implementation would use
     /// (`cuda_core.fp32` for elementwise work, `tensor_core.<dtype>` for matrix products).

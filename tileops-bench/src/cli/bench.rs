@@ -74,7 +74,7 @@ pub struct BenchArgs {
     /// Only the cases whose `op/workload/dtype` matches this regular expression
     #[arg(long, value_name = "REGEX")]
     pub filter: Option<Regex>,
-    /// Only cases in this dtype (repeatable: `bfloat16`, `float32`, ...)
+    /// Only cases in this dtype (repeatable: `bfloat16`, `float32`, ...; `bf16`, `fp16`, `fp32`, `fp8` too)
     #[arg(long = "dtype", value_name = "DTYPE", value_parser = parse_dtype)]
     pub dtypes: Vec<DType>,
     /// Print the selected ops and cases, run nothing
@@ -121,9 +121,19 @@ fn parse_count(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("a non-negative integer, not `{text}`"))
 }
 
-/// A dtype name, with a suggestion for a near miss.
+/// A dtype name (the manifest's, or a short name such as `bf16`), with a suggestion for a near miss.
 fn parse_dtype(text: &str) -> Result<DType, String> {
-    text.parse::<DType>().map_err(|_| {
+    // The short names users type (PyTorch's and CUDA's), beside the manifest's own.
+    let name = match text.to_ascii_lowercase().as_str() {
+        "bf16" => "bfloat16",
+        "fp16" | "f16" | "half" => "float16",
+        "fp32" | "f32" | "float" => "float32",
+        "fp64" | "f64" | "double" => "float64",
+        "fp8" | "fp8_e4m3" | "e4m3" => "float8_e4m3fn",
+        "fp8_e5m2" | "e5m2" => "float8_e5m2",
+        _ => text,
+    };
+    name.parse::<DType>().map_err(|_| {
         let known: Vec<String> = DType::ALL.iter().map(|d| d.name().to_owned()).collect();
         format!(
             "unknown dtype `{text}`{} (known: {})",
@@ -645,6 +655,23 @@ fn list(cases: &[Case]) -> String {
 mod tests {
     use super::*;
     use crate::bench::Selection;
+
+    #[test]
+    fn dtypes_take_the_short_names_users_type() {
+        for (alias, dtype) in [
+            ("bf16", DType::BFloat16),
+            ("BF16", DType::BFloat16),
+            ("fp16", DType::Float16),
+            ("f16", DType::Float16),
+            ("fp32", DType::Float32),
+            ("fp8", DType::Float8E4M3Fn),
+            ("float32", DType::Float32),
+        ] {
+            assert_eq!(parse_dtype(alias), Ok(dtype), "{alias}");
+        }
+        let err = parse_dtype("bfloat61").unwrap_err();
+        assert!(err.contains("did you mean `bfloat16`"), "{err}");
+    }
 
     #[test]
     fn the_listing_names_each_op_then_its_cases_and_their_input_shapes() {

@@ -194,7 +194,8 @@ pub fn main_with(args: &CalibrateArgs) -> ExitCode {
             2,
             format!(
                 "needs a CUDA GPU, and none is usable here ({why}); run it on the GPU machine \
-                 (scripts/gpu-check.sh does)"
+                 (scripts/gpu-check.sh does), or measure this host for the CPU rows with \
+                 `calibrate --cpu`"
             ),
         );
     }

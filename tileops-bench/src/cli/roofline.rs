@@ -230,6 +230,26 @@ fn write_report(
     out.flush()
 }
 
+/// Where the host profiles `calibrate --cpu` wrote are looked for: its own directory
+/// ([`host_profiles::profiles_dir`]: `$CARGO_TARGET_DIR/profiles` or `target/profiles`), and beside
+/// the records (their directory, and `../profiles` from it: a run in `target/bench/` finds
+/// `target/profiles/` wherever the tool is run from). Each directory once.
+fn host_profile_dirs(records: &Path) -> Vec<PathBuf> {
+    let beside = records.parent().filter(|p| !p.as_os_str().is_empty());
+    let mut dirs = vec![host_profiles::profiles_dir()];
+    if let Some(dir) = beside {
+        dirs.extend([dir.join("../profiles"), dir.to_owned()]);
+    }
+    let mut seen = Vec::new();
+    dirs.retain(|dir| {
+        let id = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        let new = !seen.contains(&id);
+        seen.push(id);
+        new
+    });
+    dirs
+}
+
 /// Refuses, before anything is read or written, an output (`--svg`, `--html`, the baseline
 /// `--save-baseline` writes) that is the same file as an input: the records, the run compared
 /// with, a `--torch` file or the profile.
@@ -327,10 +347,9 @@ pub fn run_with(
         Some(_) => Vec::new(),
         None => {
             let mut all = Profile::builtins().map_err(CliError::Profile)?;
-            all.extend(
-                host_profiles::discover(&host_profiles::profiles_dir())
-                    .map_err(CliError::Profile)?,
-            );
+            for dir in host_profile_dirs(&args.records) {
+                all.extend(host_profiles::discover(&dir).map_err(CliError::Profile)?);
+            }
             all
         }
     };
@@ -414,6 +433,17 @@ pub fn run_with(
         let _ = writeln!(
             err,
             "roofline: {n} record(s) ran on an emulated device: blank (emulated device: no timing)"
+        );
+    }
+    if let Some(n) = report.summary.blank.get("no_profile")
+        && report.meta.device.name.starts_with("cpu")
+    {
+        let _ = writeln!(
+            err,
+            "roofline: {n} record(s) have no profile of their device; the CPU rows of this host \
+             are priced once `tileops calibrate --cpu` (or `cargo run --release --example \
+             calibrate -- --cpu`) has measured it into {}",
+            host_profiles::profiles_dir().display()
         );
     }
     let failed = report.summary.count(Verdict::Fail);

@@ -185,7 +185,10 @@ fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
 
 /// The candidate closest to `name`, if it is close enough to be worth suggesting. Case is
 /// ignored so `n` suggests `N`; Jaro-Winkler favours shared prefixes (`prod` → `product`).
-fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let lower = name.to_lowercase();
     let mut best: Option<(f64, &str)> = None;
     for c in candidates {

@@ -18,7 +18,7 @@
 //! Spans are byte offsets into the formula string; the caller maps them into the manifest file.
 
 pub mod ast;
-mod check;
+pub(crate) mod check;
 mod codegen;
 mod lexer;
 mod parser;

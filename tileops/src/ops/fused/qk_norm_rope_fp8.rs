@@ -9,6 +9,7 @@ use crate::ops::backend::{self, Backends, exact_inputs, workload_f64};
 use crate::ops::launch::{grid_dim, launch};
 use crate::ops::position_encoding::rope::{
     check_positions, check_positions_spec, cos_sin_cache_rows, random_positions, rope_table,
+    used_table_rows,
 };
 use crate::ops::quantization::fp8_quant::store_fp8;
 use crate::ops::{check_extents, check_input};
@@ -411,7 +412,7 @@ impl Backends<6, 4> for QkNormRopeFp8 {
     ) -> Result<(), Error> {
         let pos = positions.to_vec::<i64>()?;
         check_positions(OP, &pos, self.max_pos)?;
-        let cache = cos_sin_cache.host_f64()?;
+        let (cache, pos) = used_table_rows(cos_sin_cache, &pos, HEAD_DIM)?;
         for (x, w, heads, codes_out, scales_out) in [
             (q, q_weight, self.q_heads, q_fp8, q_scale),
             (k, k_weight, self.k_heads, k_fp8, k_scale),
