@@ -425,9 +425,10 @@ fn cli_on_records_from_a_host_no_profile_describes() {
     let c = cli(&[path.to_str().unwrap()]);
     assert_eq!(c.code.as_ref().ok(), Some(&0));
     assert!(c.out.contains("none describes this device"), "{}", c.out);
+    // A markdown cell writes a backtick as `&#96;` (a field from the file cannot open a code span).
     assert!(
         c.out
-            .contains("no profile describes `cpu: x86_64, 2 cores`"),
+            .contains("no profile describes &#96;cpu: x86_64, 2 cores&#96;"),
         "{}",
         c.out
     );
@@ -462,7 +463,7 @@ fn cli_on_records_from_a_host_no_profile_describes() {
     assert!(
         forced
             .out
-            .contains("not the profiled device: timed on `cpu: x86_64, 2 cores`"),
+            .contains("not the profiled device: timed on &#96;cpu: x86_64, 2 cores&#96;"),
         "{}",
         forced.out
     );
@@ -1249,4 +1250,287 @@ fn a_large_comparison_shows_its_progress_a_line_per_tenth() {
     let s = small.to_str().unwrap();
     let c = cli(&[s, "--compare", s, "--profile", "h200"]);
     assert!(!c.err.contains("comparing:"), "{}", c.err);
+}
+
+// ---- strings from the records are data, never code ----
+
+/// A raw character that a terminal, an XML parser or a reader's eyes would take for something
+/// else: a control character other than the line feed and the tab (ESC, BEL, CR, C1 CSI), a bidi
+/// control, U+2028/U+2029, U+FFFE or U+FFFF.
+fn raw_hidden(text: &str) -> Option<char> {
+    text.chars().find(|&c| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(
+                c,
+                '\u{61c}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+                    | '\u{fffe}'
+                    | '\u{ffff}'
+            )
+    })
+}
+
+/// The fields of an RFC 4180 CSV text, row by row (quoted fields may hold commas, quotes and
+/// line breaks).
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field) = (Vec::new(), Vec::new(), String::new());
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    rows
+}
+
+/// Records whose every string carries a payload: terminal sequences (a screen clear, an OSC 8
+/// link, an OSC 52 clipboard write, a C1 CSI), bidi controls, XML's forbidden characters, CSV
+/// formulas, HTML and a carriage return in the middle of a markdown cell.
+fn hostile_run(median_scale: f64) -> Run {
+    let device = DeviceInfo::new("NVIDIA H200 \u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}31m\u{202e}")
+        .with_driver("580\u{1b}[2J")
+        .with_l2_bytes(H200_L2);
+    let timed = |op: &str, family: &str, workload: &str| {
+        Record::new(op, family, workload, "bfloat16", device.clone())
+            .with_roofline(Some(GB / 4), Some(GB))
+            .with_roof("cuda_core.fp32")
+            .with_timing(
+                "cuda_events",
+                TimingStats::new(
+                    100,
+                    0.5 * median_scale,
+                    0.49 * median_scale,
+                    0.51 * median_scale,
+                ),
+            )
+    };
+    let records = vec![
+        timed(
+            "=HYPERLINK(\"http://x\",\"y\")\u{1b}[2J",
+            "fam\u{1}\u{8}\u{1b}]8;;http://x\u{7}link\u{1b}]8;;\u{7}\u{fffe}\u{ffff}",
+            "<img src=x onerror=alert(1)>\rsplit `code` | cell",
+        )
+        .with_impl("@SUM(A1:A2)"),
+        timed("+1", "fam\u{2066}\u{202e}lanigiro", "-cmd").with_impl("\ttorch"),
+        Record::new("copy", "fam", "skipped", "bfloat16", device.clone())
+            .with_skip("too big\u{1b}[2J\u{9b}\u{200f}\r\n=1+1"),
+    ];
+    let meta =
+        RunMeta::new("0123abc\u{1b}[31m", "2026-11-30T04:00:00Z", "0.1.0", device).with_partial(
+            Partial::new("interrupted\u{1b}[2J by \u{9b}\u{202e}SIGINT", 9),
+        );
+    Run::new(meta, records)
+}
+
+#[test]
+fn no_string_from_the_records_reaches_a_terminal_spreadsheet_or_renderer_as_code() {
+    let run = hostile_run(1.0);
+    let path = write_run("hostile.json", &run);
+    let path = path.to_str().unwrap();
+    let clean = |what: &str, c: &Cli| {
+        assert_eq!(
+            raw_hidden(&c.out),
+            None,
+            "{what}: raw in stdout:\n{:?}",
+            c.out
+        );
+        assert_eq!(
+            raw_hidden(&c.err),
+            None,
+            "{what}: raw in stderr:\n{:?}",
+            c.err
+        );
+    };
+
+    // Markdown: the payloads shown, escaped; no HTML; a row per record, each one line.
+    let md = cli(&[path, "--profile", "h200"]);
+    assert!(md.code.is_ok(), "{}", md.err);
+    clean("md", &md);
+    assert!(
+        md.err
+            .contains("is a partial run: interrupted\\u{1b}[2J by \\u{9b}\\u{202e}SIGINT")
+    );
+    assert!(
+        !md.out.contains("<img") && !md.out.contains('\r'),
+        "{}",
+        md.out
+    );
+    assert!(
+        md.out
+            .contains("&lt;img src=x onerror=alert(1)&gt; split &#96;code&#96; \\| cell")
+    );
+    assert!(
+        md.out
+            .contains("NVIDIA H200 \\u{1b}\\]52;c;cm0gLXJmIH4=\\u{7}\\u{9b}31m\\u{202e}")
+    );
+    let rows: Vec<&str> = md
+        .out
+        .lines()
+        .skip_while(|l| !l.starts_with("| op |"))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(rows.len(), 2 + run.records.len(), "{}", md.out);
+    // The cell separators of a row as GFM finds them: each `|` not escaped by a backslash.
+    let separators = |row: &str| {
+        let mut chars = row.chars();
+        let mut n = 0;
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '|' => n += 1,
+                _ => {}
+            }
+        }
+        n
+    };
+    for row in &rows {
+        // Every row has the header's cells: no `|` from a field split one.
+        assert_eq!(separators(row), separators(rows[0]), "{row}");
+    }
+
+    // CSV: a formula's first character neutralised in text cells, numbers left numbers.
+    let csv = cli(&[path, "--profile", "h200", "--format", "csv"]);
+    assert!(csv.code.is_ok(), "{}", csv.err);
+    clean("csv", &csv);
+    let table = csv_rows(&csv.out);
+    assert_eq!(table.len(), 1 + run.records.len(), "{}", csv.out);
+    let at = |row: usize, column: &str| {
+        let i = table[0].iter().position(|h| h == column).unwrap();
+        table[row][i].as_str()
+    };
+    assert_eq!(at(1, "op"), "'=HYPERLINK(\"http://x\",\"y\")\\u{1b}[2J");
+    assert_eq!(at(1, "impl"), "'@SUM(A1:A2)");
+    assert_eq!(at(2, "op"), "'+1");
+    assert_eq!(at(2, "workload"), "'-cmd");
+    assert_eq!(at(2, "impl"), "'\ttorch");
+    // CSV quoting carries the line feed inside a cell; the carriage return is shown escaped.
+    assert_eq!(
+        at(3, "reason"),
+        "not timed: too big\\u{1b}[2J\\u{9b}\\u{200f}\\u{d}\n=1+1"
+    );
+    assert_eq!(at(1, "flops"), (GB / 4).to_string());
+    assert_eq!(at(1, "median_ms"), "0.5");
+    for row in &table[1..] {
+        for cell in row {
+            assert!(
+                !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "{cell:?} would be evaluated"
+            );
+        }
+    }
+
+    // JSON is data: every value exactly as in the file, the hidden characters as JSON escapes.
+    let json = cli(&[path, "--profile", "h200", "--format", "json"]);
+    assert!(json.code.is_ok(), "{}", json.err);
+    clean("json", &json);
+    let value: serde_json::Value = serde_json::from_str(&json.out).unwrap();
+    for (i, record) in run.records.iter().enumerate() {
+        assert_eq!(value["rows"][i]["op"], record.op.as_str());
+        assert_eq!(value["rows"][i]["family"], record.family.as_str());
+        assert_eq!(value["rows"][i]["workload"], record.workload.as_str());
+        assert_eq!(value["rows"][i]["impl"], record.implementation.as_str());
+    }
+    assert_eq!(
+        value["meta"]["device"]["name"],
+        run.meta.device.name.as_str()
+    );
+    assert_eq!(
+        value["meta"]["partial"]["reason"],
+        run.meta.partial.as_ref().unwrap().reason.as_str()
+    );
+
+    // The chart parses as XML, shows the payloads escaped and holds none raw; the page escapes
+    // its HTML as before.
+    let svg = tmp("hostile.svg");
+    let html = tmp("hostile.html");
+    let files = cli(&[
+        path,
+        "--profile",
+        "h200",
+        "--svg",
+        svg.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(files.code.is_ok(), "{}", files.err);
+    clean("svg/html", &files);
+    assert!(
+        files.err.contains("(2 of 3 records plotted)"),
+        "{}",
+        files.err
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(raw_hidden(&svg), None, "raw in the SVG");
+    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    let legend =
+        "fam\\u{1}\\u{8}\\u{1b}]8;;http://x\\u{7}link\\u{1b}]8;;\\u{7}\\u{fffe}\\u{ffff}: 1";
+    assert!(texts.iter().any(|t| t.trim() == legend), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.trim() == "fam\\u{2066}\\u{202e}lanigiro: 1")
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(raw_hidden(&page), None, "raw in the page");
+    assert!(!page.contains("<img"));
+    assert!(page.contains("<td>&lt;img src=x onerror=alert(1)&gt;\\u{d}split `code` | cell</td>"));
+
+    // A comparison that finds regressions names the rows on stderr, escaped.
+    let slower = write_run("hostile-fast.json", &hostile_run(0.5));
+    let gate = cli(&[
+        path,
+        "--profile",
+        "h200",
+        "--compare",
+        slower.to_str().unwrap(),
+        "--fail-on-regression",
+        "5",
+    ]);
+    assert_eq!(gate.code.as_ref().ok(), Some(&4), "{}", gate.err);
+    clean("compare", &gate);
+    assert!(
+        gate.err.contains(
+            "regression: =HYPERLINK(\"http://x\",\"y\")\\u{1b}[2J/<img src=x onerror=alert(1)>\\u{d}split"
+        ),
+        "{}",
+        gate.err
+    );
+    assert!(
+        gate.out.contains("Current run `0123abc\\u{1b}\\[31m`"),
+        "{}",
+        gate.out
+    );
+
+    // An error that quotes the file: escaped too.
+    let mut bad = hostile_run(1.0);
+    bad.records[0].roof = Some(" ".into());
+    // Written past `Run::save`, which checks a run as the tool does.
+    let bad_path = tmp("hostile-bad.json");
+    std::fs::write(&bad_path, serde_json::to_string(&bad).unwrap()).unwrap();
+    let bad = bad_path;
+    let refused = cli(&[bad.to_str().unwrap()]);
+    let message = error_text(&refused);
+    assert!(message.contains("=HYPERLINK"), "{message}");
+    assert_eq!(raw_hidden(&message), None, "{message:?}");
 }

@@ -16,7 +16,8 @@
 //! regular files only, atomic writes. [`cli`] is the tools themselves (`tileops bench`, `roofline`,
 //! `calibrate`), for the `tileops` binary, the examples and a downstream crate's own bench binary;
 //! [`units`] prints their figures and `table` (crate-internal) writes every table of theirs, in
-//! every format.
+//! every format. Every string from a file is untrusted: [`text`] makes it safe for the terminal,
+//! CSV, markdown, HTML or SVG it is shown in.
 //!
 //! ```
 //! use tileops_bench::profile::Profile;
@@ -46,6 +47,7 @@ pub mod profile;
 pub mod records;
 pub mod report;
 pub(crate) mod table;
+pub mod text;
 pub mod units;
 
 pub use report::render::{html, svg};

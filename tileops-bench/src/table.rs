@@ -6,12 +6,17 @@
 //! differ only in how they write it. A cell may carry what a single output uses and the others
 //! ignore: the number an HTML table sorts it by, an HTML class, a console colour. Building a
 //! table once and writing it in several formats keeps the formats from drifting apart.
+//!
+//! Cells may come from a file (an op, a device, a reason): each output makes every header and cell
+//! safe for where it goes ([`crate::text`]), so no caller has to.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Color};
 
 use super::svg::escape_xml;
+use crate::text;
 
 /// How a column's cells are aligned: on the console, in a markdown separator (`---` or `---:`),
 /// and in HTML, where a right-aligned column is a numeric one (class `num`).
@@ -74,6 +79,10 @@ pub(crate) struct Cell {
     pub class: Option<String>,
     /// The console colour.
     pub color: Option<Color>,
+    /// Whether the text is a number (CSV writes it as it is; a text cell that a spreadsheet
+    /// could take for a formula, such as `-cmd`, gets a `'` in front, a number such as `-0.5`
+    /// must not).
+    pub numeric: bool,
 }
 
 impl Cell {
@@ -84,6 +93,16 @@ impl Cell {
             sort_value: None,
             class: None,
             color: None,
+            numeric: false,
+        }
+    }
+
+    /// A number already written as text (`-0.5`, `123`): a number in every output, never taken
+    /// for a formula in CSV.
+    pub fn numeral(text: impl Into<String>) -> Cell {
+        Cell {
+            numeric: true,
+            ..Cell::new(text)
         }
     }
 
@@ -91,7 +110,7 @@ impl Cell {
     pub fn number(value: Option<f64>, shown: impl FnOnce(f64) -> String) -> Cell {
         Cell {
             sort_value: value,
-            ..Cell::new(value.map(shown).unwrap_or_default())
+            ..Cell::numeral(value.map(shown).unwrap_or_default())
         }
     }
 
@@ -170,8 +189,9 @@ impl Table {
     }
 
     /// The table as markdown: the header, the separator (`---`, or `---:` for a right-aligned
-    /// column), a line per row. A `|` in a cell is escaped and a line break becomes a space, so
-    /// every row stays one line.
+    /// column), a line per row. Every header and cell goes through [`text::for_markdown_cell`]:
+    /// no markup or hidden character gets through, a `|` is escaped and a line break becomes a
+    /// space, so every row stays one line.
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
         markdown_line(&mut out, self.columns.iter().map(|c| c.header.as_str()));
@@ -190,7 +210,9 @@ impl Table {
 
     /// The table as CSV (the header line first), quoted by the csv crate (RFC 4180: a cell with
     /// a comma, a quote or a line break is quoted, its quotes doubled), one `\n`-terminated line
-    /// per row.
+    /// per row. Headers and text cells go through [`text::for_csv_cell`] first (hidden characters
+    /// escaped, a formula's first character neutralised); numeric cells ([`Cell::numeral`]) are
+    /// written as they are.
     pub fn to_csv(&self) -> String {
         // A writer into memory: its only failure would be the buffer's I/O, which cannot fail.
         let mut writer = csv::WriterBuilder::new()
@@ -198,11 +220,26 @@ impl Table {
             .flexible(true)
             .from_writer(Vec::new());
         writer
-            .write_record(self.columns.iter().map(|c| c.header.as_str()))
+            .write_record(
+                self.columns
+                    .iter()
+                    .map(|c| text::for_csv_cell(&c.header).into_owned()),
+            )
             .expect("writing CSV into memory cannot fail");
         for row in &self.rows {
+            let cells: Vec<Cow<'_, str>> = row
+                .cells
+                .iter()
+                .map(|c| {
+                    if c.numeric {
+                        Cow::Borrowed(c.text.as_str())
+                    } else {
+                        text::for_csv_cell(&c.text)
+                    }
+                })
+                .collect();
             writer
-                .write_record(row.cells.iter().map(|c| c.text.as_str()))
+                .write_record(cells.iter().map(|c| c.as_bytes()))
                 .expect("writing CSV into memory cannot fail");
         }
         let bytes = writer
@@ -215,7 +252,8 @@ impl Table {
 
     /// The table for a terminal: the header, a line of dashes, a row per line, right-aligned
     /// columns padded on the left; trailing spaces trimmed. Cells with a colour are coloured
-    /// (ANSI escapes) only when `color` is set.
+    /// (ANSI escapes) only when `color` is set; those escapes are the table's own: the headers and
+    /// cells go through [`text::for_terminal`], so none of theirs reaches the terminal.
     pub fn to_console(&self, color: bool) -> String {
         let mut table = comfy_table::Table::new();
         table.load_preset(CONSOLE_STYLE);
@@ -225,10 +263,10 @@ impl Table {
         } else {
             table.force_no_tty();
         }
-        table.set_header(self.columns.iter().map(|c| c.header.as_str()));
+        table.set_header(self.columns.iter().map(|c| text::for_terminal(&c.header)));
         for row in &self.rows {
             table.add_row(row.cells.iter().map(|cell| {
-                let console = comfy_table::Cell::new(&cell.text);
+                let console = comfy_table::Cell::new(text::for_terminal(&cell.text));
                 match cell.color {
                     Some(c) => console.fg(c),
                     None => console,
@@ -307,11 +345,11 @@ impl Table {
     }
 }
 
-/// One markdown table line: `| a | b |`, each cell's `|` escaped and line breaks made spaces.
+/// One markdown table line: `| a | b |`, each cell through [`text::for_markdown_cell`].
 fn markdown_line<'a>(out: &mut String, cells: impl Iterator<Item = &'a str>) {
     out.push('|');
     for cell in cells {
-        let _ = write!(out, " {} |", cell.replace('|', "\\|").replace('\n', " "));
+        let _ = write!(out, " {} |", text::for_markdown_cell(cell));
     }
     out.push('\n');
 }
@@ -350,6 +388,74 @@ mod tests {
             table.to_csv(),
             "\"a,b\",\"say \"\"hi\"\"\",plain\n\"two\nlines\",,x\n"
         );
+    }
+
+    /// A row of text from a hostile file, and a negative number.
+    fn hostile() -> Table {
+        let mut table = Table::new(vec![
+            Column::left("op"),
+            Column::left("reason"),
+            Column::right("ratio"),
+        ]);
+        table.push([
+            Cell::new("=HYPERLINK(\"http://x\",\"y\")"),
+            Cell::new("<img src=x onerror=alert(1)>\rsecond `row`"),
+            Cell::numeral("-0.5"),
+        ]);
+        table.push([
+            Cell::new("\u{1b}[2J\u{1b}]8;;http://x\u{7}a\u{9b}b\u{202e}"),
+            Cell::new("@SUM(A1)"),
+            Cell::number(Some(-2.0), |v| format!("{v}")),
+        ]);
+        table.push([Cell::new("+1"), Cell::new("-cmd"), Cell::new("-1")]);
+        table
+    }
+
+    #[test]
+    fn csv_neutralises_formulas_in_text_cells_but_not_numbers() {
+        let csv = hostile().to_csv();
+        let mut reader = csv::ReaderBuilder::new().from_reader(csv.as_bytes());
+        let rows: Vec<Vec<String>> = reader
+            .records()
+            .map(|r| r.unwrap().iter().map(str::to_owned).collect())
+            .collect();
+        assert_eq!(rows[0][0], "'=HYPERLINK(\"http://x\",\"y\")");
+        assert_eq!(rows[0][2], "-0.5", "a number stays a number");
+        assert_eq!(
+            rows[1][0],
+            "\\u{1b}[2J\\u{1b}]8;;http://x\\u{7}a\\u{9b}b\\u{202e}"
+        );
+        assert_eq!(rows[1][1], "'@SUM(A1)");
+        assert_eq!(rows[1][2], "-2");
+        // A text cell that merely looks like a number is text: neutralised like any other.
+        assert_eq!(rows[2], ["'+1", "'-cmd", "'-1"]);
+        assert!(!csv.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']));
+        // The quote goes inside the CSV quoting: the field starts with the quote character.
+        assert!(csv.contains("\n\"'=HYPERLINK(\"\"http://x\"\""), "{csv}");
+    }
+
+    #[test]
+    fn markdown_cells_carry_no_html_no_hidden_character_and_no_row_break() {
+        let md = hostile().to_markdown();
+        assert_eq!(md.lines().count(), 5, "{md}");
+        assert!(!md.contains("<img") && !md.contains('`') && !md.contains('\r'));
+        assert!(md.contains("| &lt;img src=x onerror=alert(1)&gt; second &#96;row&#96; |"));
+        assert!(
+            !md.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']),
+            "{md:?}"
+        );
+        assert!(md.contains("\\u{1b}\\[2J\\u{1b}\\]8;;http://x\\u{7}a\\u{9b}b\\u{202e}"));
+    }
+
+    #[test]
+    fn console_cells_cannot_drive_the_terminal() {
+        let console = hostile().to_console(true);
+        // The table's own colours are the only escapes: none here has a colour.
+        assert!(
+            !console.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\r']),
+            "{console:?}"
+        );
+        assert!(console.contains("\\u{1b}[2J"), "{console}");
     }
 
     #[test]

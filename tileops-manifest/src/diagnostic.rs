@@ -199,10 +199,13 @@ impl Diagnostic {
     /// `path:line:col: message`, then the YAML line with carets under the fault, then the notes.
     ///
     /// Deterministic: the same diagnostic renders to the same text. Offsets that are not on a
-    /// character boundary, or past the end, are rounded down to one that is.
+    /// character boundary, or past the end, are rounded down to one that is. A manifest may come
+    /// from anyone: control characters (ESC above all), bidi controls, U+2028, U+2029, U+FFFE and
+    /// U+FFFF in the quoted line, the message or a note are shown escaped (`\u{1b}`), never raw,
+    /// and the carets stay under the escaped text.
     pub fn render(&self) -> String {
         let mut out = match &self.location {
-            None => self.message.clone(),
+            None => visible(&self.message),
             Some(loc) => snippet(loc, &self.message),
         };
         let gutter = self.location.as_ref().map_or(0, |loc| {
@@ -219,7 +222,7 @@ impl Diagnostic {
             if i == 0 && self.location.is_some() {
                 out.push_str(&format!("\n{pad} |"));
             }
-            out.push_str(&format!("\n{pad} = note: {note}"));
+            out.push_str(&format!("\n{pad} = note: {}", visible(note)));
         }
         out
     }
@@ -235,6 +238,46 @@ fn alias_name(text: &str, at: usize) -> &str {
         .find(|(_, c)| c.is_whitespace() || matches!(c, ',' | '[' | ']' | '{' | '}'))
         .map_or(rest.len(), |(i, _)| i);
     &rest[..end]
+}
+
+/// Whether a diagnostic shows `c` escaped rather than raw (a terminal or rustc's output would
+/// otherwise get it): a control character (C0, DEL, C1: ESC starts the sequences that clear a screen, write a link or the
+/// clipboard), a bidi control (it reorders the text around it), U+2028, U+2029, U+FFFE or
+/// U+FFFF. The same set as `tileops_bench::text::is_hidden`; this crate cannot depend on that one.
+fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{fffe}'
+                | '\u{ffff}'
+        )
+}
+
+/// How `c` is shown in a diagnostic: itself, or, when [`is_hidden`], `\u{1b}` (lower-case hex, as
+/// the messages' `{:?}` writes a character). Tab stays a tab (the caret line repeats it), and so
+/// does a line feed in a message or a note, which may span lines.
+fn shown(c: char, out: &mut String) {
+    if is_hidden(c) && c != '\t' && c != '\n' {
+        out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+    } else {
+        out.push(c);
+    }
+}
+
+/// `text` as a diagnostic shows it ([`shown`]).
+fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        shown(c, &mut out);
+    }
+    out
 }
 
 fn snippet(loc: &Location, message: &str) -> String {
@@ -257,16 +300,30 @@ fn snippet(loc: &Location, message: &str) -> String {
     let width = fault_chars
         .max(1)
         .min(line_chars.saturating_sub(col - 1).max(1));
+    // The line is shown with its hidden characters escaped: each takes as many columns as its
+    // escape, under which the caret line puts as many spaces (or carets), so both stay aligned.
     // The caret line repeats the line's tabs, so that a terminal aligns both lines alike.
-    let space: String = text
-        .chars()
-        .take(col - 1)
-        .map(|c| if c == '\t' { '\t' } else { ' ' })
-        .collect();
+    let mut space = String::new();
+    let mut carets = 0;
+    let mut escaped = String::new();
+    for (i, c) in text.chars().enumerate() {
+        escaped.clear();
+        shown(c, &mut escaped);
+        if i < col - 1 {
+            // A hidden character's escape has no tab: only a tab itself is repeated.
+            for e in escaped.chars() {
+                space.push(if e == '\t' { '\t' } else { ' ' });
+            }
+        } else if i < col - 1 + width {
+            carets += escaped.chars().count();
+        }
+    }
     format!(
         "{path}:{line}:{col}: {message}\n{pad} |\n{line} | {text}\n{pad} | {space}{carets}",
-        path = file.display_path,
-        carets = "^".repeat(width),
+        path = visible(&file.display_path),
+        message = visible(message),
+        text = visible(text),
+        carets = "^".repeat(carets.max(1)),
     )
 }
 
@@ -411,6 +468,34 @@ mod tests {
         let offset = f.text.find('Q').unwrap();
         let text = Diagnostic::at(&f, offset, 1, "m").render();
         assert!(text.ends_with("\n  | \t      \t ^"), "{text:?}");
+    }
+
+    #[test]
+    fn a_line_with_escape_sequences_is_shown_escaped_with_the_carets_under_the_fault() {
+        // A screen clear before the fault, an OSC 8 link, a C1 CSI and a bidi override in it.
+        let f = file("flops: \"\u{1b}[2J N + Q\u{9b}\u{202e}\" # \u{1b}]8;;http://x\u{7}\n");
+        let offset = f.text.find('Q').unwrap();
+        let text = Diagnostic::at(&f, offset, 'Q'.len_utf8() + 2 + 3, "unknown name `Q`")
+            .with_note("see \u{1b}]52;c;eA==\u{7}")
+            .render();
+        assert_eq!(
+            text,
+            "manifest/x.yaml:1:18: unknown name `Q`\n  |\n\
+             1 | flops: \"\\u{1b}[2J N + Q\\u{9b}\\u{202e}\" # \\u{1b}]8;;http://x\\u{7}\n  \
+             |                       ^^^^^^^^^^^^^^^\n  |\n  = note: see \\u{1b}]52;c;eA==\\u{7}"
+        );
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']),
+            "{text:?}"
+        );
+        // The carets start under the `Q` of the escaped line and cover `Q\u{9b}\u{202e}`.
+        let lines: Vec<&str> = text.lines().collect();
+        let q = lines[2].find('Q').unwrap();
+        assert_eq!(lines[3].find('^'), Some(q));
+        assert_eq!(&lines[2][q..q + 15], "Q\\u{9b}\\u{202e}");
+        // A message quoting the file is escaped too.
+        let d = Diagnostic::unlocated("unknown op `a\u{1b}[31mb`");
+        assert_eq!(d.render(), "unknown op `a\\u{1b}[31mb`");
     }
 
     #[test]

@@ -40,6 +40,7 @@ use crate::bench::{
 use crate::files;
 use crate::profile::Profile;
 use crate::records::{Record, RecordsError};
+use crate::text::{for_terminal, for_terminal_text};
 use tileops::{DType, Device};
 
 const AFTER_HELP: &str = "\
@@ -169,12 +170,14 @@ pub enum CliError {
     Io(std::io::Error),
 }
 
+/// The message for a terminal: a bench or records error may quote a manifest's names or reasons,
+/// so its hidden characters are escaped ([`for_terminal_text`]).
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CliError::Help(text) => f.write_str(text),
             CliError::Usage(e) => write!(f, "{}", e.render()),
-            CliError::Bench(e) => write!(f, "{e}"),
+            CliError::Bench(e) => f.write_str(&for_terminal_text(&e.to_string())),
             CliError::NoMatch(what) => write!(f, "no case matches {what}"),
             CliError::Baseline(message) => f.write_str(message),
             CliError::Output { path, source } => write!(
@@ -182,7 +185,7 @@ impl std::fmt::Display for CliError {
                 "cannot write the records to {}: {source}; nothing was run (check --out)",
                 path.display()
             ),
-            CliError::Records(e) => write!(f, "{e}"),
+            CliError::Records(e) => f.write_str(&for_terminal_text(&e.to_string())),
             CliError::Io(e) => write!(f, "writing the table: {e}"),
         }
     }
@@ -303,7 +306,9 @@ impl Observer for Progress<'_> {
     }
 
     fn case_started(&mut self, _index: usize, case: &Case) {
-        self.bar.set_message(case.name());
+        // Names come from a manifest: nothing in them may drive the terminal.
+        self.bar
+            .set_message(for_terminal(&case.name()).into_owned());
     }
 
     fn case_finished(&mut self, index: usize, record: &Record) {
@@ -313,7 +318,7 @@ impl Observer for Progress<'_> {
                 (Some(_), _) if record.is_emulated() => {
                     "ran once on the emulated device (not timed)".to_owned()
                 }
-                (Some(reason), _) => format!("skipped: {reason}"),
+                (Some(reason), _) => format!("skipped: {}", for_terminal(reason)),
                 (None, Some(ms)) => format!("{ms:.4} ms median of {}", record.samples),
                 (None, None) => String::new(),
             };
@@ -322,9 +327,9 @@ impl Observer for Progress<'_> {
                 "[{}/{}] {}/{}-{}: {outcome}",
                 index + 1,
                 self.total,
-                record.op,
-                record.workload,
-                record.dtype
+                for_terminal(&record.op),
+                for_terminal(&record.workload),
+                for_terminal(&record.dtype)
             );
         }
     }
@@ -408,7 +413,10 @@ pub fn run_until(
     let started = (Instant::now(), SystemTime::now());
     let cases = cases(args)?;
     if args.list {
-        ignore_closed_pipe(out.write_all(list(&cases).as_bytes())).map_err(CliError::Io)?;
+        // The listing quotes the manifests' labels and skip reasons.
+        let listing = list(&cases);
+        ignore_closed_pipe(out.write_all(for_terminal_text(&listing).as_bytes()))
+            .map_err(CliError::Io)?;
         return Ok(0);
     }
     let baseline = args
@@ -435,7 +443,13 @@ pub fn run_until(
     } else {
         Device::probe_best()
     };
-    let _ = writeln!(err, "bench: running on {device} ({why})");
+    // The device's name is the driver's (or /proc/cpuinfo's) text.
+    let _ = writeln!(
+        err,
+        "bench: running on {} ({})",
+        for_terminal(&device.to_string()),
+        for_terminal(&why)
+    );
     let config = BenchConfig {
         cpu: CpuBudget {
             max_bytes: args.cpu_max_bytes,
@@ -451,10 +465,12 @@ pub fn run_until(
     if device.is_emulated() {
         let _ = writeln!(
             err,
-            "bench: {device} is emulated: nothing is timed; each row of at most {} B and {} \
+            "bench: {} is emulated: nothing is timed; each row of at most {} B and {} \
              FLOP per call runs once, for correctness, and is recorded with timing `emulated` \
              and no time",
-            config.emulated.max_bytes, config.emulated.max_flops
+            for_terminal(&device.to_string()),
+            config.emulated.max_bytes,
+            config.emulated.max_flops
         );
     }
     let draw = if std::io::stderr().is_terminal() {
@@ -502,7 +518,7 @@ pub fn run_until(
             let _ = writeln!(
                 err,
                 "efficiency blank: no built-in profile describes `{}`",
-                run.meta.device.name
+                for_terminal(&run.meta.device.name)
             );
         }
     }
@@ -530,7 +546,7 @@ pub fn run_until(
         err,
         "bench: {} records ({counts}) on {} in {:.1} s; wrote {}",
         run.records.len(),
-        run.meta.device.name,
+        for_terminal(&run.meta.device.name),
         started.0.elapsed().as_secs_f64(),
         path.display()
     );
@@ -539,7 +555,7 @@ pub fn run_until(
             let _ = writeln!(
                 err,
                 "bench: {}: the {} finished rows are written, marked partial in meta",
-                partial.reason,
+                for_terminal(&partial.reason),
                 run.records.len()
             );
             128 + signal as u8

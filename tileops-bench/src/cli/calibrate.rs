@@ -70,17 +70,20 @@ pub struct CalibrateArgs {
 }
 
 /// A line on stdout. A closed or failing stdout is not worth a panic (`println!` would give one):
-/// the profile file, the result that matters, is written before anything is printed.
+/// the profile file, the result that matters, is written before anything is printed. The line may
+/// quote a profile or the driver (a device name, a roof key): its hidden characters are escaped.
 macro_rules! say {
     ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(std::io::stdout(), "{}", crate::text::for_terminal_text(&line));
     }};
 }
 
-/// A line on stderr; its failure is ignored for the same reason.
+/// A line on stderr; its failure is ignored, and its text escaped, for the same reasons.
 macro_rules! note {
     ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::text::for_terminal_text(&line));
     }};
 }
 

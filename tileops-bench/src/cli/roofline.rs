@@ -33,6 +33,7 @@ use crate::profile::{Profile, ProfileError};
 use crate::records::{RecordsError, Run};
 use crate::report::{Comparison, ProfileChoice, Report, Verdict};
 use crate::svg::{self, SvgError};
+use crate::text::{for_terminal, for_terminal_text};
 
 const AFTER_HELP: &str = "\
 A records file that is partial (bench was interrupted: `meta.partial`) is reported as such, on
@@ -134,15 +135,18 @@ pub enum CliError {
     Io(String, std::io::Error),
 }
 
+/// The message for a terminal: a records or profile error may quote the file (a field, a key the
+/// parser did not expect), so its hidden characters are escaped ([`for_terminal_text`]).
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CliError::Help(text) | CliError::Usage(text) => f.write_str(text),
-            CliError::Records(e) => write!(f, "{e}"),
-            CliError::Profile(e) => write!(f, "{e}"),
-            CliError::Svg(e) => write!(f, "{e}"),
-            CliError::Io(what, e) => write!(f, "{what}: {e}"),
-        }
+        let text = match self {
+            CliError::Help(text) | CliError::Usage(text) => return f.write_str(text),
+            CliError::Records(e) => e.to_string(),
+            CliError::Profile(e) => e.to_string(),
+            CliError::Svg(e) => e.to_string(),
+            CliError::Io(what, e) => format!("{what}: {e}"),
+        };
+        f.write_str(&for_terminal_text(&text))
     }
 }
 
@@ -197,7 +201,7 @@ fn note_partial(err: &mut dyn Write, path: &Path, run: &Run) {
             err,
             "roofline: {} is a partial run: {}; {} of the {} planned rows are in the file",
             path.display(),
-            partial.reason,
+            for_terminal(&partial.reason),
             run.records.len(),
             partial.planned_rows
         );
@@ -466,7 +470,7 @@ pub fn run_with(
             let _ = writeln!(
                 err,
                 "roofline: regression: {} is {:.1}% slower ({interval}), beyond --fail-on-regression {pct}",
-                row.key,
+                for_terminal(&row.key.to_string()),
                 (row.time_ratio().unwrap_or(f64::NAN) - 1.0) * 100.0
             );
         }

@@ -387,3 +387,33 @@ fn four_significant_digits() {
     assert_eq!(sig4(0.000123456), "0.0001235");
     assert_eq!(sig4(1234.5), "1234");
 }
+
+#[test]
+fn the_streamed_json_escapes_hidden_characters_and_keeps_every_value() {
+    // serde_json escapes C0 controls by itself; C1 and bidi controls, U+2028 and U+FFFF it writes
+    // raw, and a terminal showing the JSON would get them.
+    let hostile = "a\u{1b}[2J\u{9b}b\u{202e}c\u{2028}\u{ffff}\u{7f}";
+    let meta = RunMeta::new(hostile, "2026-11-30T04:00:00Z", "0.1.0", device());
+    let run = Run::new(
+        meta,
+        vec![Record {
+            op: hostile.into(),
+            workload: format!("{hostile}\u{2066}"),
+            ..record(1_000, 2_000_000_000, 0.25)
+        }],
+    );
+    let report = Report::build(&run, ProfileChoice::Fixed(&h200()));
+    let mut text = Vec::new();
+    report.write_json(&mut text, None).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        !text.contains(|c: char| crate::text::is_hidden(c) && c != '\n'),
+        "{text}"
+    );
+    assert!(text.contains(r#""op": "a\u001b[2J\u009bb\u202ec\u2028\uffff\u007f""#));
+    // The same document, value for value.
+    let back: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, report.to_json());
+    assert_eq!(back["rows"][0]["op"], hostile);
+    assert_eq!(back["meta"]["git_revision"], hostile);
+}

@@ -95,7 +95,11 @@ pub fn console_table(
     if !options.verbose {
         for (count, reason) in collapsed_skips(records) {
             let rows = if count == 1 { "row" } else { "rows" };
-            let _ = writeln!(out, "{count} {rows} skipped: {reason}");
+            let _ = writeln!(
+                out,
+                "{count} {rows} skipped: {}",
+                crate::text::for_terminal(&reason)
+            );
         }
     }
     out

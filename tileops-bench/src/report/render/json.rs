@@ -11,6 +11,75 @@ use serde::ser::{SerializeSeq, Serializer};
 use crate::records::RunMeta;
 use crate::report::{self, BlankReason, Bound, Call, Verdict};
 
+/// serde_json's pretty printer, but a [`is_hidden`](crate::text::is_hidden) character in a string
+/// is written as a `\uXXXX` escape. serde_json escapes the C0 controls only: a C1 control or a bidi
+/// override from a records file would reach the terminal that shows the JSON raw. An escape is the
+/// same JSON value, so the document reads back exactly.
+pub(super) struct VisibleFormatter(serde_json::ser::PrettyFormatter<'static>);
+
+impl VisibleFormatter {
+    pub(super) fn new() -> Self {
+        VisibleFormatter(serde_json::ser::PrettyFormatter::new())
+    }
+}
+
+impl serde_json::ser::Formatter for VisibleFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        // serde_json has escaped the C0 controls, `"` and `\` already: the fragment holds none.
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if crate::text::is_hidden(c) {
+                writer.write_all(&fragment.as_bytes()[start..i])?;
+                // Every hidden character is in the Basic Multilingual Plane: one `\u` escape.
+                write!(writer, "\\u{:04x}", u32::from(c))?;
+                start = i + c.len_utf8();
+            }
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+
+    // The rest is the pretty printer's: every method it overrides, delegated.
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
 /// Rows serialised one at a time, each view made just before it is written: only one row's
 /// view exists at once.
 struct Each<'a, T, V>(&'a [T], fn(&'a T) -> V);

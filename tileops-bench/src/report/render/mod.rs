@@ -2,6 +2,12 @@
 //! chart in [`svg`] and the self-contained page in [`html`]. Every table goes through the one
 //! table renderer ([`crate::table`]); the JSON is streamed from borrowed views, so a large
 //! report is never held twice.
+//!
+//! Every string from the records or a profile is untrusted: the table renderer makes each cell
+//! safe, and the markdown's sentences pass theirs through [`crate::text::for_markdown_cell`] too
+//! (inside a code span, where GFM shows an entity as written, that costs a hostile string its
+//! looks, never its escaping). The JSON escapes hidden characters as `\uXXXX`: its values stay
+//! exact.
 
 pub mod html;
 mod json;
@@ -15,6 +21,7 @@ use super::compare::{BOOTSTRAP_RESAMPLES, CONFIDENCE};
 use super::{BlankReason, Bound, Call, Comparison, Report, Summary, Verdict};
 use crate::records::DeviceInfo;
 use crate::table::{Cell, Column, Table};
+use crate::text::for_markdown_cell as md;
 
 impl Report {
     /// The report as a markdown document: run and profile, the table, the summary.
@@ -25,13 +32,13 @@ impl Report {
         let _ = writeln!(
             out,
             "Run `{}` of {}, tileops {}, on {}.\n",
-            m.git_revision,
-            m.date,
-            m.tool_version,
+            md(&m.git_revision),
+            md(&m.date),
+            md(&m.tool_version),
             describe_device(&m.device)
         );
         if let Some(note) = self.partial_note() {
-            let _ = writeln!(out, "**{note}**\n");
+            let _ = writeln!(out, "**{}**\n", md(&note));
         }
         if self.profiles.is_empty() {
             let _ = writeln!(
@@ -40,7 +47,7 @@ impl Report {
             );
         }
         for p in &self.profiles {
-            let _ = writeln!(out, "Profile {p}.\n");
+            let _ = writeln!(out, "Profile {}.\n", md(p));
         }
         if let Some(n) = self.summary.blank.get(BlankReason::Emulated.kind()) {
             let _ = writeln!(
@@ -162,47 +169,37 @@ impl Report {
         let mut table = Table::new(header.into_iter().map(Column::left).collect());
         for row in &self.rows {
             let p = row.priced();
-            let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
             let baseline_cells = baselines.then(|| {
                 let b = row.baseline.as_ref();
                 [
-                    b.map(|b| b.implementation.clone()).unwrap_or_default(),
-                    num(b.map(|b| b.stats.median_ms)),
-                    num(row.baseline_ratio()),
-                    row.baseline_call().map_or("", Call::as_str).to_owned(),
+                    Cell::new(b.map(|b| b.implementation.clone()).unwrap_or_default()),
+                    csv_number(b.map(|b| b.stats.median_ms)),
+                    csv_number(row.baseline_ratio()),
+                    Cell::new(row.baseline_call().map_or("", Call::as_str)),
                 ]
             });
             table.push(
                 [
-                    row.key.op.clone(),
-                    row.family.clone(),
-                    row.key.workload.clone(),
-                    row.key.dtype.clone(),
-                    row.key.implementation.clone(),
-                    row.roof.clone().unwrap_or_default(),
-                    row.profile.clone().unwrap_or_default(),
-                    row.flops.map(|v| v.to_string()).unwrap_or_default(),
-                    row.bytes.map(|v| v.to_string()).unwrap_or_default(),
-                    num(row.stats.map(|s| s.median_ms)),
-                    num(row.stats.map(|s| s.p10_ms)),
-                    num(row.stats.map(|s| s.p90_ms)),
-                    num(p.map(|p| p.memory_ms)),
-                    num(p.map(|p| p.compute_ms)),
-                    num(row.sol_ms()),
-                    num(row.efficiency()),
-                    row.bound()
-                        .map(Bound::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    row.verdict()
-                        .map(Verdict::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    row.blank()
-                        .map(BlankReason::kind)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    row.reason().unwrap_or_default(),
+                    Cell::new(row.key.op.clone()),
+                    Cell::new(row.family.clone()),
+                    Cell::new(row.key.workload.clone()),
+                    Cell::new(row.key.dtype.clone()),
+                    Cell::new(row.key.implementation.clone()),
+                    Cell::new(row.roof.clone().unwrap_or_default()),
+                    Cell::new(row.profile.clone().unwrap_or_default()),
+                    Cell::numeral(row.flops.map(|v| v.to_string()).unwrap_or_default()),
+                    Cell::numeral(row.bytes.map(|v| v.to_string()).unwrap_or_default()),
+                    csv_number(row.stats.map(|s| s.median_ms)),
+                    csv_number(row.stats.map(|s| s.p10_ms)),
+                    csv_number(row.stats.map(|s| s.p90_ms)),
+                    csv_number(p.map(|p| p.memory_ms)),
+                    csv_number(p.map(|p| p.compute_ms)),
+                    csv_number(row.sol_ms()),
+                    csv_number(row.efficiency()),
+                    Cell::new(row.bound().map(Bound::as_str).unwrap_or_default()),
+                    Cell::new(row.verdict().map(Verdict::as_str).unwrap_or_default()),
+                    Cell::new(row.blank().map(BlankReason::kind).unwrap_or_default()),
+                    Cell::new(row.reason().unwrap_or_default()),
                 ]
                 .into_iter()
                 .chain(baseline_cells.into_iter().flatten()),
@@ -221,6 +218,9 @@ impl Report {
     /// Writes the report as pretty-printed JSON to `out`, row by row: the same document as
     /// `format!("{:#}", report.to_json())` (and `comparison`'s [`Comparison::to_json`] under the
     /// key `comparison`, when given), without building it in memory first; a newline ends it.
+    /// The text differs only where a string holds a hidden character ([`crate::text::is_hidden`]):
+    /// it is written as a `\uXXXX` escape, so that no bidi or C1 control reaches a terminal raw,
+    /// and the value read back is the same.
     /// Memory stays that of the report itself. `out` should be buffered.
     ///
     /// ```
@@ -244,7 +244,9 @@ impl Report {
         out: &mut dyn std::io::Write,
         comparison: Option<&Comparison>,
     ) -> std::io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, &json::Report::of(self, comparison))
+        let mut serializer =
+            serde_json::Serializer::with_formatter(&mut *out, json::VisibleFormatter::new());
+        serde::Serialize::serialize(&json::Report::of(self, comparison), &mut serializer)
             .map_err(std::io::Error::from)?;
         out.write_all(b"\n")
     }
@@ -288,20 +290,26 @@ impl Summary {
     }
 }
 
-/// The run's device for the report's first line: its name, and its compute capability, driver
-/// and L2 size where known.
+/// The run's device for the report's first line, as markdown: its name, and its compute
+/// capability, driver and L2 size where known.
 fn describe_device(d: &DeviceInfo) -> String {
-    let mut out = format!("`{}`", d.name);
+    let mut out = format!("`{}`", md(&d.name));
     if let Some(cc) = d.compute_capability {
         let _ = write!(out, ", compute capability {cc}");
     }
     if let Some(driver) = &d.driver {
-        let _ = write!(out, ", driver {driver}");
+        let _ = write!(out, ", driver {}", md(driver));
     }
     if let Some(l2) = d.l2_bytes {
         let _ = write!(out, ", L2 {:.1} MiB", l2 as f64 / (1u64 << 20) as f64);
     }
     out
+}
+
+/// A CSV figure: the value exactly as `f64` writes it (a negative one stays a number, not a text
+/// to neutralise), or an empty cell without one.
+fn csv_number(v: Option<f64>) -> Cell {
+    Cell::numeral(v.map(|v| v.to_string()).unwrap_or_default())
 }
 
 /// `f` of the value, or an empty cell without one.
@@ -326,10 +334,10 @@ impl Comparison {
             out,
             "## Comparison\n\nCurrent run `{}` ({}) against `{}` ({}): {} faster, {} slower, \
              {} same, {} without a call.\n",
-            self.current.git_revision,
-            self.current.date,
-            self.other.git_revision,
-            self.other.date,
+            md(&self.current.git_revision),
+            md(&self.current.date),
+            md(&self.other.git_revision),
+            md(&self.other.date),
             self.count(Call::Faster),
             self.count(Call::Slower),
             self.count(Call::Same),
@@ -343,7 +351,7 @@ impl Comparison {
             BOOTSTRAP_RESAMPLES
         );
         if let Some(note) = self.device_note() {
-            let _ = writeln!(out, "Note: {note}.\n");
+            let _ = writeln!(out, "Note: {}.\n", md(&note));
         }
         let header = [
             "op",
@@ -399,23 +407,22 @@ impl Comparison {
         let mut table = Table::new(header.into_iter().map(Column::left).collect());
         for row in &self.rows {
             let (c, o) = (row.current.stats(), row.other.stats());
-            let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
             table.push([
-                row.key.op.clone(),
-                row.key.workload.clone(),
-                row.key.dtype.clone(),
-                row.key.implementation.clone(),
-                num(c.map(|s| s.median_ms)),
-                num(c.map(|s| s.p10_ms)),
-                num(c.map(|s| s.p90_ms)),
-                num(o.map(|s| s.median_ms)),
-                num(o.map(|s| s.p10_ms)),
-                num(o.map(|s| s.p90_ms)),
-                num(row.interval.map(|i| i.low)),
-                num(row.interval.map(|i| i.high)),
-                num(row.time_ratio()),
-                row.call().map(Call::as_str).unwrap_or_default().to_owned(),
-                row.note().unwrap_or_default(),
+                Cell::new(row.key.op.clone()),
+                Cell::new(row.key.workload.clone()),
+                Cell::new(row.key.dtype.clone()),
+                Cell::new(row.key.implementation.clone()),
+                csv_number(c.map(|s| s.median_ms)),
+                csv_number(c.map(|s| s.p10_ms)),
+                csv_number(c.map(|s| s.p90_ms)),
+                csv_number(o.map(|s| s.median_ms)),
+                csv_number(o.map(|s| s.p10_ms)),
+                csv_number(o.map(|s| s.p90_ms)),
+                csv_number(row.interval.map(|i| i.low)),
+                csv_number(row.interval.map(|i| i.high)),
+                csv_number(row.time_ratio()),
+                Cell::new(row.call().map(Call::as_str).unwrap_or_default()),
+                Cell::new(row.note().unwrap_or_default()),
             ]);
         }
         table.to_csv()

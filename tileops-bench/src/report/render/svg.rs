@@ -46,6 +46,7 @@ use crate::files;
 use crate::profile::Profile;
 use crate::records::RecordKey;
 use crate::report::{Report, Row, Verdict, sig4};
+use crate::text;
 use tileops::registry::RoofKey;
 
 /// Width of the chart, pixels.
@@ -309,19 +310,20 @@ fn decades(lo: f64, hi: f64) -> std::ops::RangeInclusive<i32> {
 /// axis.
 const MAX_DECADES: i32 = 201;
 
-/// Escapes text for XML (and HTML) content and attribute values.
+/// Escapes text for XML (and HTML) content and attribute values: [`text::visible`] first (control
+/// characters, bidi controls, U+FFFE and U+FFFF shown as `\u{1b}`: XML 1.0 forbids most of them,
+/// and the rest would reorder or hide what the page shows), then the markup characters as
+/// entities. Tab and line feed stay: XML allows them, as white space (a tooltip's lines).
 pub fn escape_xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    let shown = text::visible(text);
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Characters XML 1.0 forbids (control codes other than tab and newline) cannot be
-            // escaped at all: they are dropped rather than making the document unreadable.
-            c if (c as u32) < 0x20 && c != '\t' && c != '\n' && c != '\r' => {}
             c => out.push(c),
         }
     }
@@ -476,6 +478,9 @@ pub fn render(report: &Report, profile: Option<&Profile>) -> Result<Chart, SvgEr
                 report.meta.device.name
             ),
         };
+        // Plotters escapes the markup characters of its texts but not the characters XML
+        // forbids: every text it draws goes through the shared step first.
+        let title = text::visible(&title).into_owned();
         let (body, note_area) = root.split_vertically(height - NOTE_HEIGHT);
         // The legend gets its own panel: inside the plot it would hide a roof or a marker.
         let (chart_area, legend_area) = body.split_horizontally(PLOT_WIDTH);
@@ -628,7 +633,11 @@ pub fn render(report: &Report, profile: Option<&Profile>) -> Result<Chart, SvgEr
             note.push_str(&format!("; not plotted: {}", listed.join(", ")));
         }
         note_area
-            .draw(&Text::new(note, (20, 10), ("sans-serif", 14).into_font()))
+            .draw(&Text::new(
+                text::visible(&note).into_owned(),
+                (20, 10),
+                ("sans-serif", 14).into_font(),
+            ))
             .map_err(drawing)?;
 
         let (px, py) = chart.plotting_area().get_pixel_range();
@@ -755,10 +764,12 @@ impl<'p, 'a> Legend<'p, 'a> {
         Legend { area, y: Self::TOP }
     }
 
-    fn text_at(&mut self, x: i32, text: &str, size: u32) -> Result<(), SvgError> {
+    /// Draws a legend line. A family or roof name comes from a file: the shared step makes its
+    /// hidden characters visible (plotters would write them raw, and the chart would not parse).
+    fn text_at(&mut self, x: i32, line: &str, size: u32) -> Result<(), SvgError> {
         self.area
             .draw(&Text::new(
-                text.to_owned(),
+                text::visible(line).into_owned(),
                 (x, self.y - 7),
                 ("sans-serif", size).into_font(),
             ))
@@ -931,6 +942,55 @@ mod tests {
 
     fn number(node: &roxmltree::Node<'_, '_>, attr: &str) -> f64 {
         node.attribute(attr).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn hidden_characters_from_the_records_or_profile_leave_the_svg_well_formed_and_visible() {
+        // C0 controls (XML forbids them), a C1 control, bidi controls and U+FFFE/U+FFFF in the
+        // family (the legend, drawn by plotters), the device (the caption) and the workload (the
+        // tooltip, written here).
+        let hostile = "a\u{1}\u{1b}[2J\u{8}\u{9b}\u{202e}\u{2066}\u{fffe}\u{ffff}<b>";
+        let device = DeviceInfo::new(format!("GPU {hostile}"));
+        let record = Record::new(
+            "relu",
+            format!("fam {hostile}"),
+            hostile,
+            "bf16",
+            device.clone(),
+        )
+        .with_roofline(Some(1 << 20), Some(1 << 22))
+        .with_roof("cuda_core.fp32")
+        .with_timing("cuda_events", TimingStats::new(20, 0.01, 0.0098, 0.0103));
+        let run = Run::new(RunMeta::new("abc", "d", "v", device), vec![record]);
+        let mut h200 = Profile::builtin("h200").unwrap();
+        h200.device.name = format!("H200 {hostile}");
+        let report = Report::build(&run, ProfileChoice::Fixed(&h200));
+        for profile in [None, Some(&h200)] {
+            let chart = render(&report, profile).unwrap();
+            let doc = roxmltree::Document::parse(&chart.svg)
+                .unwrap_or_else(|e| panic!("not well-formed: {e}"));
+            assert_eq!(chart.plotted, 1);
+            assert!(
+                !chart
+                    .svg
+                    .contains(|c: char| text::is_hidden(c) && c != '\n'),
+                "a raw hidden character in the SVG"
+            );
+            let shown = "a\\u{1}\\u{1b}[2J\\u{8}\\u{9b}\\u{202e}\\u{2066}\\u{fffe}\\u{ffff}<b>";
+            let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+            let has = |needle: &str| texts.iter().any(|t| t.contains(needle));
+            assert!(
+                has(&format!("fam {shown}: 1")),
+                "the legend line: {texts:?}"
+            );
+            let caption = match profile {
+                Some(_) => format!("H200 {shown}"),
+                None => format!("GPU {shown}"),
+            };
+            assert!(has(&caption), "the caption: {texts:?}");
+            assert!(has(&format!("workload: {shown}")), "the tooltip");
+        }
+        assert_eq!(escape_xml("a\u{0}\tb\u{202e}&"), "a\\u{0}\tb\\u{202e}&amp;");
     }
 
     #[test]
