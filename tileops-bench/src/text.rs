@@ -177,6 +177,21 @@ pub fn for_markdown_cell(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `word` with each number in it (a digit, then digits, `.` and `_`) written `N`: `(4.2` is `(N`.
+pub(crate) fn numbers_as_n(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut in_number = false;
+    for c in word.chars() {
+        let continues = in_number && (c.is_ascii_digit() || c == '.' || c == '_');
+        if continues {
+            continue;
+        }
+        in_number = c.is_ascii_digit();
+        out.push(if in_number { 'N' } else { c });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,7 +40,7 @@ use crate::bench::{
 use crate::files;
 use crate::profile::Profile;
 use crate::records::{Record, RecordsError};
-use crate::text::{for_terminal, for_terminal_text};
+use crate::text::{for_terminal, for_terminal_text, numbers_as_n};
 use tileops::{DType, Device};
 
 const AFTER_HELP: &str = "\
@@ -297,6 +297,9 @@ struct Progress<'a> {
     log: &'a mut dyn Write,
     total: usize,
     interrupts: &'a Interrupts,
+    /// Skip reasons printed in full (their first clause with numbers as `N`), and the row that
+    /// printed each.
+    reasons_shown: std::collections::HashMap<Vec<String>, usize>,
 }
 
 impl Observer for Progress<'_> {
@@ -318,7 +321,24 @@ impl Observer for Progress<'_> {
                 (Some(_), _) if record.is_emulated() => {
                     "ran once on the emulated device (not timed)".to_owned()
                 }
-                (Some(reason), _) => format!("skipped: {}", for_terminal(reason)),
+                (Some(reason), _) => {
+                    // A reason in full once; the same reason again (its numbers aside) by its
+                    // first clause, pointing back: a log of 96 rows skipped for one reason is
+                    // otherwise 96 copies of it.
+                    let clause = reason.split("; ").next().unwrap_or(reason);
+                    let key: Vec<String> = clause.split(' ').map(numbers_as_n).collect();
+                    match self.reasons_shown.get(&key) {
+                        Some(&first) if clause != reason => format!(
+                            "skipped: {} (the rest as in [{first}/{}])",
+                            for_terminal(clause),
+                            self.total
+                        ),
+                        _ => {
+                            self.reasons_shown.entry(key).or_insert(index + 1);
+                            format!("skipped: {}", for_terminal(reason))
+                        }
+                    }
+                }
                 (None, Some(ms)) => format!("{ms:.4} ms median of {}", record.samples),
                 (None, None) => String::new(),
             };
@@ -489,6 +509,7 @@ pub fn run_until(
         log: err,
         total: cases.len(),
         interrupts,
+        reasons_shown: std::collections::HashMap::new(),
     };
     let meta = meta::run_meta(&device, SystemTime::now());
     let result = bench::run(&device, meta, &cases, &config, &mut progress);

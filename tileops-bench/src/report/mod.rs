@@ -63,6 +63,7 @@ pub(crate) use render::sig4;
 
 use super::profile::Profile;
 use super::records::{Record, RecordKey, Run, RunMeta, TILEOPS_IMPL, TimingStats};
+use crate::text::numbers_as_n;
 use price::{timing, unpriceable};
 
 /// One report row: the record's identity and numbers, and its outcome.
@@ -72,7 +73,8 @@ pub struct Row {
     pub key: RecordKey,
     /// The op's family.
     pub family: String,
-    /// The record's roof key.
+    /// The roof key the row is priced against: the record's, or on a host profile the CPU roof
+    /// (the CPU backend runs every op's f64 reference, whatever unit the record declares).
     pub roof: Option<String>,
     /// The profile the row was priced against, if any.
     pub profile: Option<String>,
@@ -101,7 +103,22 @@ pub struct Baseline {
     pub candidates: usize,
 }
 
+/// Rows the harness did not time for one reason (`Report::skipped_groups`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkippedGroup<'r> {
+    /// The reason's first clause, numbers that differ between the rows written `N`.
+    pub reason: String,
+    /// The rows, in the report's order.
+    pub rows: Vec<&'r Row>,
+}
+
 impl Row {
+    /// Whether the harness did not time the row (over a budget, no GPU, a failed run): such rows
+    /// are collapsed by reason in the reports, after the timed ones.
+    pub fn is_skipped(&self) -> bool {
+        matches!(self.outcome, Outcome::Blank(BlankReason::NotTimed { .. }))
+    }
+
     /// The priced numbers, `None` for a blank row.
     pub fn priced(&self) -> Option<&Priced> {
         match &self.outcome {
@@ -303,6 +320,57 @@ pub struct Report {
 }
 
 impl Report {
+    /// The skipped rows ([`Row::is_skipped`]) grouped by reason, in order of first appearance, as
+    /// the console groups them: reasons that differ only in their numbers (`9000 B per call`,
+    /// `12000 B per call`) are one group, shown by their first clause (the rest, what to do about
+    /// it, is the same for the group and in the records).
+    pub fn skipped_groups(&self) -> Vec<SkippedGroup<'_>> {
+        let mut groups: Vec<(Vec<String>, Vec<Vec<&str>>, Vec<&Row>)> = Vec::new();
+        for row in self.rows.iter().filter(|r| r.is_skipped()) {
+            let Outcome::Blank(BlankReason::NotTimed { reason }) = &row.outcome else {
+                continue;
+            };
+            let clause = reason.split("; ").next().unwrap_or(reason);
+            let words: Vec<&str> = clause.split(' ').collect();
+            let key: Vec<String> = words.iter().map(|w| numbers_as_n(w)).collect();
+            match groups.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, all_words, rows)) => {
+                    all_words.push(words);
+                    rows.push(row);
+                }
+                None => groups.push((key, vec![words], vec![row])),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(key, all_words, rows)| {
+                // Each word the rows share as it is; where they differ, `N`.
+                let first = &all_words[0];
+                let reason = (0..first.len())
+                    .map(|i| {
+                        if all_words.iter().all(|w| w[i] == first[i]) {
+                            first[i].to_owned()
+                        } else {
+                            key[i].clone()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                SkippedGroup { reason, rows }
+            })
+            .collect()
+    }
+
+    /// A sentence for a run on the CPU backend, which times each op's f64 reference (what the
+    /// GPU kernels are checked against), not a kernel; `None` for other runs.
+    pub fn host_note(&self) -> Option<&'static str> {
+        self.meta.device.name.starts_with("cpu").then_some(
+            "This run is on the CPU backend: each row times the op's f64 reference (what the \
+             GPU kernels are tested against), not a kernel; a host profile (`calibrate --cpu`) \
+             prices it against this host's memory and f64 roofs.",
+        )
+    }
+
     /// Prices every record of a run; tileops rows get the strongest baseline among the run's own
     /// baseline rows.
     pub fn build(run: &Run, choice: ProfileChoice<'_>) -> Report {
@@ -334,7 +402,15 @@ impl Report {
                 Row {
                     key: record.key(),
                     family: record.family.clone(),
-                    roof: record.roof.clone(),
+                    // The roof the row was priced against: on a host profile the CPU roof every
+                    // op's f64 reference runs on, not the GPU unit the record declares.
+                    roof: match (profile, &record.roof) {
+                        (Some(p), Some(declared)) => Some(
+                            p.pricing_roof(declared)
+                                .map_or_else(|| declared.clone(), |(key, _)| key.to_owned()),
+                        ),
+                        (_, declared) => declared.clone(),
+                    },
                     profile: profile.map(|p| p.name.clone()),
                     flops: record.flops,
                     bytes: record.bytes,

@@ -451,3 +451,31 @@ fn calibrate_checks_its_output_before_measuring() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is the --base profile file"), "{err}");
 }
+
+#[test]
+fn a_log_states_a_skip_reason_once_then_points_back_to_it() {
+    // Four rope prefill rows over the CPU budget: stderr is not a terminal here, so the progress
+    // is a line per row.
+    let dir = scratch("skip-reasons-once");
+    let out = dir.join("run.json");
+    let (code, _, err) = run(&[
+        "bench",
+        "--cpu",
+        "--op",
+        "rope",
+        "--filter",
+        "prefill",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let skips: Vec<&str> = err.lines().filter(|l| l.contains(": skipped: ")).collect();
+    assert_eq!(skips.len(), 4, "{err}");
+    let advice = "a GPU run times it";
+    assert!(skips[0].contains(advice), "the first in full: {}", skips[0]);
+    for line in &skips[1..] {
+        assert!(!line.contains(advice), "{line}");
+        assert!(line.contains("over the reference budget"), "{line}");
+        assert!(line.ends_with("(the rest as in [1/4])"), "{line}");
+    }
+}

@@ -17,6 +17,7 @@ use crate::profile::Profile;
 use crate::records::Record;
 use crate::report::{self, Outcome, Verdict};
 use crate::table::{Cell, Column, Table};
+use crate::text::numbers_as_n;
 use crate::units::{Unit, scaled};
 
 /// How the table is drawn.
@@ -213,21 +214,6 @@ pub fn collapsed_skips(records: &[Record]) -> Vec<(usize, String)> {
             (rows.len(), merged.join(" "))
         })
         .collect()
-}
-
-/// `word` with each number in it (a digit, then digits, `.` and `_`) written `N`: `(4.2` is `(N`.
-fn numbers_as_n(word: &str) -> String {
-    let mut out = String::with_capacity(word.len());
-    let mut in_number = false;
-    for c in word.chars() {
-        let continues = in_number && (c.is_ascii_digit() || c == '.' || c == '_');
-        if continues {
-            continue;
-        }
-        in_number = c.is_ascii_digit();
-        out.push(if in_number { 'N' } else { c });
-    }
-    out
 }
 
 /// `text` cut to `max` characters, the cut marked with `…`.

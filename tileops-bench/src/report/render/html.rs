@@ -232,6 +232,9 @@ pub fn render(report: &Report, chart: Option<&Chart>) -> String {
     for p in &report.profiles {
         let _ = writeln!(out, "<p>Profile {}.</p>", esc(p));
     }
+    if let Some(note) = report.host_note() {
+        let _ = writeln!(out, "<p>{}</p>", esc(note));
+    }
     if let Some(sentence) = report.baseline_summary() {
         let _ = writeln!(out, "<p>{}</p>", esc(&sentence));
     }
@@ -239,9 +242,30 @@ pub fn render(report: &Report, chart: Option<&Chart>) -> String {
     let _ = writeln!(
         out,
         "<h2>Rows</h2>\n<p class=\"meta\">{} rows; click a column header to sort.</p>",
-        report.rows.len()
+        report.rows.iter().filter(|r| !r.is_skipped()).count()
     );
     table(&mut out, report);
+    // The rows the harness skipped, a line per reason (their keys folded away), as the console
+    // shows them.
+    let skipped = report.skipped_groups();
+    if !skipped.is_empty() {
+        out.push_str("<h2>Skipped</h2>\n<ul class=\"skipped\">\n");
+        for group in &skipped {
+            let keys: Vec<String> = group
+                .rows
+                .iter()
+                .map(|r| esc(&format!("{}/{}/{}", r.key.op, r.key.workload, r.key.dtype)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "<li><details><summary>{} row(s): {}</summary>{}</details></li>",
+                group.rows.len(),
+                esc(&group.reason),
+                keys.join(", ")
+            );
+        }
+        out.push_str("</ul>\n");
+    }
     out.push_str("<h2>Chart</h2>\n");
     match chart {
         Some(chart) => {
@@ -290,7 +314,7 @@ fn table(out: &mut String, report: &Report) {
             })
             .collect(),
     );
-    for row in &report.rows {
+    for row in report.rows.iter().filter(|r| !r.is_skipped()) {
         let verdict = row.verdict().map_or("blank", Verdict::as_str);
         let cells = columns
             .iter()
@@ -360,12 +384,22 @@ mod tests {
         let page = render(&report, None);
         let body = page.split("<table id=\"rows\">").nth(1).unwrap();
         let body = body.split("</table>").next().unwrap();
-        assert_eq!(body.matches("<tr class=").count(), report.rows.len());
+        // Every row but the skipped ones, which follow the table a line per reason.
+        let skipped = report.rows.iter().filter(|r| r.is_skipped()).count();
+        assert!(skipped > 0);
+        assert_eq!(
+            body.matches("<tr class=").count(),
+            report.rows.len() - skipped
+        );
+        let after = page.split("<h2>Skipped</h2>").nth(1).unwrap();
+        assert_eq!(
+            after.matches("<li><details><summary>").count(),
+            report.skipped_groups().len()
+        );
         assert_eq!(body.matches("<th data-key=").count(), COLUMNS.len() - 1);
         assert!(body.contains("<th data-key=\"efficiency\" data-type=\"num\">"));
         let e = report.rows[0].efficiency().unwrap();
         assert!(body.contains(&format!("data-value=\"{e:e}\">{:.1}%</td>", e * 100.0)));
-        assert!(body.contains("<tr class=\"v-blank\">"));
         assert!(page.contains("<p>No chart.</p>"));
     }
 

@@ -49,6 +49,9 @@ impl Report {
         for p in &self.profiles {
             let _ = writeln!(out, "Profile {}.\n", md(p));
         }
+        if let Some(note) = self.host_note() {
+            let _ = writeln!(out, "{}\n", md(note));
+        }
         if let Some(n) = self.summary.blank.get(BlankReason::Emulated.kind()) {
             let _ = writeln!(
                 out,
@@ -84,7 +87,9 @@ impl Report {
         }
         columns.push(Column::left("reason"));
         let mut rows = Table::new(columns);
-        for row in &self.rows {
+        // Timed rows (and every other blank) in the table; the rows the harness skipped after it,
+        // a line per reason, as the console shows them.
+        for row in self.rows.iter().filter(|r| !r.is_skipped()) {
             let baseline_cells = baselines.then(|| {
                 let b = row.baseline.as_ref();
                 [
@@ -121,6 +126,26 @@ impl Report {
             rows.push(cells);
         }
         out.push_str(&rows.to_markdown());
+        let skipped = self.skipped_groups();
+        if !skipped.is_empty() {
+            let _ = writeln!(out, "\n## Skipped\n");
+            for group in &skipped {
+                let keys: Vec<String> = group
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        md(&format!("{}/{}/{}", r.key.op, r.key.workload, r.key.dtype)).into_owned()
+                    })
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "- {} row(s): {}: {}",
+                    group.rows.len(),
+                    md(&group.reason),
+                    keys.join(", ")
+                );
+            }
+        }
         let s = &self.summary;
         let _ = writeln!(out, "\n## Summary\n\n{} rows.\n", s.rows);
         out.push_str(&s.verdict_table().to_markdown());
