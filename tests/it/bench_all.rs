@@ -482,6 +482,13 @@ fn a_closed_stdout_ends_quietly_and_the_records_are_still_written() {
     assert_eq!(done.code(), 0, "{done:?}");
     assert!(!done.stderr.contains("panicked"), "{}", done.stderr);
     assert!(done.stderr.contains("wrote "), "{}", done.stderr);
+    // The example's user has a checkout, not necessarily an installed `tileops`: the next step it
+    // names is the roofline example.
+    let next = format!(
+        "next: cargo run --release --example roofline -- {}",
+        path.display()
+    );
+    assert!(done.stderr.contains(&next), "{}", done.stderr);
     let run = Run::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(!run.records.is_empty() && run.meta.partial.is_none());
 }

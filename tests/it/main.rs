@@ -19,6 +19,7 @@ mod downstream;
 mod formula_limits;
 mod generated_code;
 mod html_report;
+mod readme;
 mod registry;
 mod roofline_tool;
 mod tileops_compat;

@@ -334,6 +334,25 @@ pub enum Error {
     /// A state tileops's own code should make impossible: a bug, reported rather than panicking.
     #[error("internal error in tileops (please report): {0}")]
     Internal(String),
+
+    /// An op's roofline could not be computed: a manifest formula failed on the op's shapes and
+    /// params. It converts with `?`, so one function returning [`Error`] can plan an op, price it
+    /// with `eval_roofline()` and run it; the message is the roofline error's own.
+    ///
+    /// ```
+    /// use tileops::{Error, RooflineError};
+    ///
+    /// fn priced() -> Result<u64, Error> {
+    ///     let roofline: Result<tileops::Roofline, RooflineError> =
+    ///         Err(RooflineError::func("attention", "window larger than the sequence"));
+    ///     Ok(roofline?.flops)
+    /// }
+    /// let err = priced().unwrap_err();
+    /// assert!(matches!(&err, Error::Roofline(e) if e.op() == "attention"));
+    /// assert_eq!(err.to_string(), "attention: window larger than the sequence");
+    /// ```
+    #[error(transparent)]
+    Roofline(#[from] crate::roofline::RooflineError),
 }
 
 /// The error of a cuBLAS or cuBLASLt call ([`Error::Blas`]).
@@ -417,5 +436,45 @@ impl Error {
             message: message.into(),
             source: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Softmax;
+    use crate::roofline::{EvalError, RooflineError};
+    use crate::{DType, Device, TensorSpec};
+
+    /// Plans a softmax and prices it in one function returning tileops's `Result`, as the README's
+    /// "Using an op" does; `fail` substitutes a formula failure for the roofline.
+    fn plan_and_price(fail: bool) -> Result<u64> {
+        let op = Softmax::new(TensorSpec::new([4, 8], DType::Float32), -1, &Device::cpu())?;
+        let roofline = if fail {
+            Err(RooflineError::evaluation(
+                "softmax",
+                "flops",
+                "5 * M * N",
+                EvalError::new("ZeroDivisionError: division by zero"),
+            ))
+        } else {
+            op.eval_roofline()
+        };
+        Ok(roofline?.flops)
+    }
+
+    #[test]
+    fn a_roofline_error_converts_with_the_question_mark_and_keeps_its_message() {
+        assert_eq!(plan_and_price(false).unwrap(), 5 * 4 * 8);
+        let err = plan_and_price(true).unwrap_err();
+        let Error::Roofline(inner) = &err else {
+            panic!("not Error::Roofline: {err:?}");
+        };
+        assert_eq!(inner.op(), "softmax");
+        // Transparent: the message is the roofline error's, with nothing wrapped around it.
+        assert_eq!(
+            err.to_string(),
+            "softmax: evaluating `flops` = `5 * M * N` failed: ZeroDivisionError: division by zero"
+        );
     }
 }

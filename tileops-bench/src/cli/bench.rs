@@ -394,7 +394,7 @@ pub fn cases(args: &BenchArgs) -> Result<Vec<Case>, CliError> {
         }
         return Err(CliError::NoMatch(format!(
             "{} among the {before} selected cases (`--list` shows them; the filter sees \
-             `op/workload/dtype`, e.g. `softmax/llama-8b-prefill/bfloat16`)",
+             `op/workload/dtype`, e.g. `softmax/attn-weights-4k/bfloat16`)",
             what.join(" with ")
         )));
     }
@@ -583,9 +583,41 @@ pub fn run_until(
         }
         _ => 0,
     };
-    let _ = writeln!(err, "next: tileops roofline {}", path.display());
+    let program = std::env::args_os().next();
+    let _ = writeln!(err, "next: {}", roofline_command(program.as_deref(), &path));
     printed.map_err(CliError::Io)?;
     Ok(status)
+}
+
+/// The command that prices the records at `path`, in the form matching how bench was run: a user
+/// of the `bench_all` example (`argv[0]` ending in `bench_all`) has a checkout and maybe no
+/// installed `tileops`, so it gets the `roofline` example; anything else (`tileops bench`, a
+/// downstream crate's bench binary) gets `tileops roofline`.
+///
+/// ```
+/// use std::ffi::OsStr;
+/// use std::path::Path;
+/// use tileops_bench::cli::bench::roofline_command;
+/// let run = Path::new("target/bench/run.json");
+/// assert_eq!(
+///     roofline_command(Some(OsStr::new("target/release/examples/bench_all")), run),
+///     "cargo run --release --example roofline -- target/bench/run.json"
+/// );
+/// assert_eq!(
+///     roofline_command(Some(OsStr::new("/usr/bin/tileops")), run),
+///     "tileops roofline target/bench/run.json"
+/// );
+/// ```
+pub fn roofline_command(program: Option<&std::ffi::OsStr>, path: &std::path::Path) -> String {
+    let stem = program.and_then(|p| std::path::Path::new(p).file_stem());
+    if stem.is_some_and(|s| s == "bench_all") {
+        format!(
+            "cargo run --release --example roofline -- {}",
+            path.display()
+        )
+    } else {
+        format!("tileops roofline {}", path.display())
+    }
 }
 
 /// Whether a skip reason says the row's op failed (its inputs or its call), rather than that the
