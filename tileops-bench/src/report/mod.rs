@@ -325,7 +325,9 @@ impl Report {
     /// `12000 B per call`) are one group, shown by their first clause (the rest, what to do about
     /// it, is the same for the group and in the records).
     pub fn skipped_groups(&self) -> Vec<SkippedGroup<'_>> {
-        let mut groups: Vec<(Vec<String>, Vec<Vec<&str>>, Vec<&Row>)> = Vec::new();
+        // Per group: its key (the clause's words, numbers as `N`), each row's words, the rows.
+        type Group<'a> = (Vec<String>, Vec<Vec<&'a str>>, Vec<&'a Row>);
+        let mut groups: Vec<Group<'_>> = Vec::new();
         for row in self.rows.iter().filter(|r| r.is_skipped()) {
             let Outcome::Blank(BlankReason::NotTimed { reason }) = &row.outcome else {
                 continue;
