@@ -177,17 +177,17 @@ cargo test --workspace --test it --locked -- \
     --skip gpu:: --skip bench_all::bench_all_on_the_emulated_device
 step "test: doc" "doc tests"
 cargo test --workspace --doc --locked
-step "test: release" "huge shapes and the fp8 sweep in release"
-# One release build of the library's unit tests: huge shapes again, where unchecked size
-# arithmetic would wrap instead of panicking, and the dense fp8 sweep (the float8 crate against
-# the hand-written codec it replaced; ignored in debug, fast in release).
-cargo test -p tileops --release --locked --lib -- --include-ignored huge_shapes:: fp8_oracle
-
 step "lane B wait" "msrv, package and the emulated builds finishing"
 if ! wait "$lane_b_pid"; then
     echo "lane B failed (msrv, package or the emulated builds); its log:" >&2
     tail -n 80 "$lane_b_log" >&2
     exit 1
 fi
+step "test: optimised" "huge shapes and the fp8 sweep, optimised"
+# The library's unit tests optimised (profile `emulated`: release with overflow checks, whose
+# test binary lane B built for the GPU check's bundle, so this builds nothing): the huge shapes
+# again, and the dense fp8 sweep (the float8 crate against the hand-written codec it replaced;
+# ignored in debug, where it is slow).
+cargo test -p tileops --profile emulated --locked --lib -- --include-ignored huge_shapes:: fp8_oracle
 step "emu-check" "emulated GPU tests"
 bash scripts/emu-check.sh

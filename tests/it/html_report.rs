@@ -93,7 +93,9 @@ fn chromium() -> Option<PathBuf> {
 /// Runs headless Chromium on `url` with `args` and returns its stdout.
 fn headless(chromium: &Path, args: &[&str], url: &str) -> String {
     // A profile directory per call: parallel runs must not share Chromium's lock.
-    let profile = tmp(&format!("profile-{}", args.len()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let profile = tmp(&format!("profile-{call}"));
     let output = Command::new(chromium)
         // --no-sandbox: CI runs as root, where Chromium refuses its sandbox.
         .args([
@@ -233,4 +235,60 @@ fn the_html_report_renders_in_chromium_with_its_table_and_chart() {
     assert_eq!((width, height), (1500, 2200));
     assert!(bytes.len() > 50_000, "a blank page compresses to far less");
     println!("screenshot: {}", png.display());
+}
+
+/// The markdown report rendered as a reader's tool renders it (CommonMark with GFM tables, raw
+/// HTML passed through, as GitHub's and Python-Markdown's renderers do) and loaded in Chromium:
+/// markup from a records file runs nothing. The payload's handler would mark the page; a page
+/// built from the raw payload shows that the check sees it run.
+#[test]
+fn the_markdown_report_rendered_in_chromium_runs_nothing_from_the_records() {
+    let payload = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">";
+    let mut records = run().records;
+    records[0].op = format!("relu{payload}");
+    records[1].workload = format!("w`{payload}`\r| x |");
+    let path = tmp("markdown-payload.json");
+    Run::new(run().meta, records).save(&path).unwrap();
+    let args = [path.to_str().unwrap(), "--profile", "h200"];
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    roofline_cli::run(args, &mut out, &mut err).unwrap();
+    let markdown = String::from_utf8(out).unwrap();
+
+    let render = |markdown: &str| {
+        let parser =
+            pulldown_cmark::Parser::new_ext(markdown, pulldown_cmark::Options::ENABLE_TABLES);
+        let mut body = String::new();
+        pulldown_cmark::html::push_html(&mut body, parser);
+        format!("<!DOCTYPE html><html><body>{body}</body></html>")
+    };
+    let Some(chromium) = chromium() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: chromium is not installed; scripts/test.sh installs it (apt-get install chromium)"
+        );
+        println!("SKIP: chromium not installed (scripts/test.sh installs it)");
+        return;
+    };
+    let load = |name: &str, html: String| {
+        let page = tmp(name);
+        std::fs::write(&page, html).unwrap();
+        headless(
+            &chromium,
+            &["--dump-dom", "--virtual-time-budget=2000"],
+            &format!("file://{}", page.display()),
+        )
+    };
+    // The check sees a payload run: the raw one, rendered the same way.
+    let raw = load(
+        "markdown-raw.html",
+        render(&format!("| op |\n| --- |\n| {payload} |\n")),
+    );
+    // The handler marks the body; the payload's own text (shown escaped) names the mark too.
+    let ran = |dom: &str| dom.contains("<body data-pwned=\"1\">");
+    assert!(ran(&raw), "the raw payload runs: {raw}");
+    // The report's markdown runs nothing, and shows the payload as text.
+    let dom = load("markdown-report.html", render(&markdown));
+    assert!(!ran(&dom), "{dom}");
+    assert!(!dom.contains("<img"), "{dom}");
+    assert!(dom.contains("relu&lt;img src=x onerror="), "{dom}");
 }

@@ -1,10 +1,11 @@
-//! Huge shapes are errors, never panics, aborts or wrong sizes, in debug and release builds.
+//! Huge shapes are errors, never panics, aborts or wrong sizes.
 //!
-//! `scripts/test.sh` runs these unit tests twice: with the workspace's tests (debug, where unchecked
-//! arithmetic would panic with "attempt to multiply with overflow") and again with `--release`
-//! (where it would wrap: `[2^32, 2^32]` once passed for 0 bytes), in the library's own test binary,
-//! which the release run builds anyway for the fp8 sweep. Nothing here allocates more
-//! than a few bytes: the 1 TiB requests are refused, not granted and filled.
+//! `scripts/test.sh` runs these unit tests twice: with the workspace's tests (debug) and again
+//! optimised (profile `emulated`, whose library test binary the GPU check's bundle builds anyway,
+//! beside the dense fp8 sweep). Both keep overflow checks, so unchecked size arithmetic fails
+//! either run with "attempt to multiply with overflow" (in a build without them it would wrap:
+//! `[2^32, 2^32]` once passed for 0 bytes). Nothing here allocates more than a few bytes: the
+//! 1 TiB requests are refused, not granted and filled.
 
 use crate::ops::{Softmax, Sum};
 use crate::registry::Traffic;

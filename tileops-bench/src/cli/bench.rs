@@ -536,9 +536,15 @@ pub fn run_until(
             let _ = writeln!(err, "efficiency against the built-in profile `{}`", p.name);
         }
         None => {
+            // On the CPU backend the way to a priced row is a host profile.
+            let hint = if device.is_cuda() {
+                ""
+            } else {
+                "; `calibrate --cpu` measures this host, and `roofline` then prices its rows"
+            };
             let _ = writeln!(
                 err,
-                "efficiency blank: no built-in profile describes `{}`",
+                "efficiency blank: no built-in profile describes `{}`{hint}",
                 for_terminal(&run.meta.device.name)
             );
         }

@@ -478,4 +478,9 @@ fn a_log_states_a_skip_reason_once_then_points_back_to_it() {
         assert!(line.contains("over the reference budget"), "{line}");
         assert!(line.ends_with("(the rest as in [1/4])"), "{line}");
     }
+    // No built-in profile describes a CPU: the way to priced rows is said.
+    assert!(
+        err.contains("`calibrate --cpu` measures this host"),
+        "{err}"
+    );
 }

@@ -43,7 +43,8 @@ impl Report {
         if self.profiles.is_empty() {
             let _ = writeln!(
                 out,
-                "Profile: none describes this device; efficiency is blank.\n"
+                "Profile: none describes this device; efficiency is blank (pass `--profile`, or \
+                 calibrate the host with `calibrate --cpu`).\n"
             );
         }
         for p in &self.profiles {

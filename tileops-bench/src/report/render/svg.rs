@@ -153,16 +153,19 @@ pub enum Shape {
 impl Shape {
     /// Every shape, in the order families get them.
     /// The upward triangle comes last: the ridge points are upward triangles too.
+    /// The pentagon comes after the hexagon and the other shapes: at a marker's size the two
+    /// look alike (the H200 chart gave them to gemm and position_encoding), so they meet only
+    /// from the ninth family on.
     pub const ALL: [Shape; 10] = [
         Shape::Circle,
         Shape::Square,
         Shape::Diamond,
         Shape::TriangleDown,
-        Shape::Pentagon,
-        Shape::Star,
-        Shape::Hexagon,
         Shape::Plus,
+        Shape::Star,
         Shape::Cross,
+        Shape::Hexagon,
+        Shape::Pentagon,
         Shape::TriangleUp,
     ];
 
@@ -663,6 +666,25 @@ pub fn render(report: &Report, profile: Option<&Profile>) -> Result<Chart, SvgEr
             );
         }
         let _ = writeln!(own, "</g>");
+        // A static image has no tooltips: the markers a reader most needs to name carry their
+        // op/workload beside them.
+        let _ = writeln!(
+            own,
+            "<g class=\"marker-labels\" font-family=\"sans-serif\" font-size=\"11\" \
+             fill=\"#333333\">"
+        );
+        for point in labelled(&points) {
+            let (x, y) = chart.backend_coord(&point.at);
+            let _ = writeln!(
+                own,
+                "<text class=\"marker-label\" x=\"{}\" y=\"{}\">{}/{}</text>",
+                x + 8,
+                y - 6,
+                escape_xml(&point.row.key.op),
+                escape_xml(&point.row.key.workload),
+            );
+        }
+        let _ = writeln!(own, "</g>");
         root.present().map_err(drawing)?;
     }
     let end = svg
@@ -816,6 +838,36 @@ impl<'p, 'a> Legend<'p, 'a> {
     fn skip(&mut self) {
         self.y += Self::LINE / 2;
     }
+}
+
+/// The most markers the chart labels, so that labels never bury the chart.
+const MAX_LABELS: usize = 12;
+
+/// The lowest efficiencies the chart labels beside every `fail` and `anomaly`.
+const LABELLED_LOWEST: usize = 5;
+
+/// The points whose markers get a label: every `fail` and `anomaly` (a formula or calibration to
+/// fix), then the [`LABELLED_LOWEST`] lowest efficiencies (the kernels to work on), at most
+/// [`MAX_LABELS`] in all.
+fn labelled<'p, 'r>(points: &'p [Point<'r>]) -> Vec<&'p Point<'r>> {
+    let mut chosen: Vec<&Point<'_>> = points
+        .iter()
+        .filter(|p| matches!(p.row.verdict(), Some(Verdict::Fail | Verdict::Anomaly)))
+        .collect();
+    let mut by_efficiency: Vec<(f64, &Point<'_>)> = points
+        .iter()
+        .filter_map(|p| Some((p.row.efficiency()?, p)))
+        .filter(|(_, p)| !matches!(p.row.verdict(), Some(Verdict::Fail | Verdict::Anomaly)))
+        .collect();
+    by_efficiency.sort_by(|a, b| a.0.total_cmp(&b.0));
+    chosen.extend(
+        by_efficiency
+            .into_iter()
+            .take(LABELLED_LOWEST)
+            .map(|(_, p)| p),
+    );
+    chosen.truncate(MAX_LABELS);
+    chosen
 }
 
 /// A log range covering `values` with margin, or `[lo, hi]` when there are none.
@@ -1124,6 +1176,39 @@ mod tests {
         }
         // The workload with XML metacharacters survived the round trip.
         assert!(chart.svg.contains("workload: a&lt;b &amp; &quot;c&quot;"));
+    }
+
+    #[test]
+    fn the_markers_a_reader_must_name_are_labelled() {
+        let report = report();
+        let chart = render(&report, Some(&Profile::builtin("h200").unwrap())).unwrap();
+        let doc = roxmltree::Document::parse(&chart.svg).unwrap();
+        let labels: Vec<String> = doc
+            .descendants()
+            .filter(|n| class_is(n, "marker-label"))
+            .map(|n| n.text().unwrap_or_default().to_owned())
+            .collect();
+        // Every outlier, then the lowest efficiencies: here every priced row (fewer than five
+        // besides the outliers).
+        let expected: Vec<String> = report
+            .rows
+            .iter()
+            .filter(|r| position(r).is_ok() && r.efficiency().is_some())
+            .map(|r| format!("{}/{}", r.key.op, r.key.workload))
+            .collect();
+        assert!(!labels.is_empty());
+        let mut sorted_labels = labels.clone();
+        sorted_labels.sort();
+        let mut sorted_expected = expected;
+        sorted_expected.sort();
+        assert_eq!(sorted_labels, sorted_expected);
+        // Many rows: the cap holds.
+        let many = distinct_families(100);
+        let chart = render(&many, Some(&Profile::builtin("h200").unwrap())).unwrap();
+        assert_eq!(
+            chart.svg.matches("class=\"marker-label\"").count(),
+            LABELLED_LOWEST
+        );
     }
 
     #[test]

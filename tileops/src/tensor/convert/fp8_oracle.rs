@@ -6,8 +6,9 @@
 //! conversion (`fp8_e4m3_saturate`).
 //!
 //! In a debug build the sweep takes every 4099th f32 pattern; `scripts/test.sh` runs the dense
-//! sweep (every 61st pattern, about 70 million values) in release:
-//! `cargo test -p tileops --release --lib fp8_oracle -- --ignored`.
+//! sweep (every 61st pattern, about 70 million values) optimised:
+//! `cargo test -p tileops --release --lib fp8_oracle -- --ignored` (scripts/test.sh runs it in the
+//! `emulated` profile, release with overflow checks).
 
 use super::{decode_f64, encode_f64};
 use crate::DType;
@@ -275,10 +276,10 @@ fn the_new_codecs_encode_as_the_old_on_a_sweep() {
     assert!(sweep(4099) > 3_000_000);
 }
 
-/// The dense sweep, in release (scripts/test.sh): about 70 million f32 values, each also as
+/// The dense sweep, optimised (scripts/test.sh): about 70 million f32 values, each also as
 /// its two f64 neighbours.
 #[test]
-#[ignore = "dense: run in release, as scripts/test.sh does"]
+#[ignore = "dense: run optimised, as scripts/test.sh does"]
 fn the_new_codecs_encode_as_the_old_on_a_dense_sweep() {
     assert!(sweep(61) > 200_000_000);
 }
