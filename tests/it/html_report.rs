@@ -90,6 +90,19 @@ fn chromium() -> Option<PathBuf> {
     })
 }
 
+/// [`chromium`] for a test: without it the test fails in CI (`CI` set) and says `SKIP:` elsewhere.
+fn chromium_or_skip() -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: chromium is not installed; scripts/test.sh installs it (apt-get install chromium)"
+        );
+        println!("SKIP: chromium not installed (scripts/test.sh installs it)");
+    }
+    found
+}
+
 /// Runs headless Chromium on `url` with `args` and returns its stdout.
 fn headless(chromium: &Path, args: &[&str], url: &str) -> String {
     // A profile directory per call: parallel runs must not share Chromium's lock.
@@ -164,12 +177,7 @@ fn the_html_report_renders_in_chromium_with_its_table_and_chart() {
         .collect();
     assert!(siblings.is_empty(), "the atomic write left {siblings:?}");
 
-    let Some(chromium) = chromium() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: chromium is not installed; scripts/test.sh installs it (apt-get install chromium)"
-        );
-        println!("SKIP: chromium not installed (scripts/test.sh installs it)");
+    let Some(chromium) = chromium_or_skip() else {
         return;
     };
     let url = format!("file://{}", page.display());
@@ -261,12 +269,7 @@ fn the_markdown_report_rendered_in_chromium_runs_nothing_from_the_records() {
         pulldown_cmark::html::push_html(&mut body, parser);
         format!("<!DOCTYPE html><html><body>{body}</body></html>")
     };
-    let Some(chromium) = chromium() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: chromium is not installed; scripts/test.sh installs it (apt-get install chromium)"
-        );
-        println!("SKIP: chromium not installed (scripts/test.sh installs it)");
+    let Some(chromium) = chromium_or_skip() else {
         return;
     };
     let load = |name: &str, html: String| {
