@@ -177,6 +177,56 @@ pub fn for_markdown_cell(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A skip reason's first clause (what happened; the rest says what to do about it) and its group
+/// key: the clause with each number written `N`, so that `9000 B per call` and `12000 B per call`
+/// are one reason.
+pub(crate) fn reason_clause(reason: &str) -> (&str, String) {
+    let clause = reason.split("; ").next().unwrap_or(reason);
+    let key = clause
+        .split(' ')
+        .map(numbers_as_n)
+        .collect::<Vec<_>>()
+        .join(" ");
+    (clause, key)
+}
+
+/// `items` (a reason each) grouped by [`reason_clause`]'s key, in order of first appearance: each
+/// group's clause keeps every word its items share and shows `N` where their numbers differ.
+pub(crate) fn group_by_reason<'a, T>(
+    items: impl IntoIterator<Item = (&'a str, T)>,
+) -> Vec<(String, Vec<T>)> {
+    // Per group: its key, each member's words, the members.
+    type Group<'w, T> = (String, Vec<Vec<&'w str>>, Vec<T>);
+    let mut groups: Vec<Group<'_, T>> = Vec::new();
+    for (reason, item) in items {
+        let (clause, key) = reason_clause(reason);
+        let words: Vec<&str> = clause.split(' ').collect();
+        match groups.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, all_words, members)) => {
+                all_words.push(words);
+                members.push(item);
+            }
+            None => groups.push((key, vec![words], vec![item])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, all_words, members)| {
+            let first = &all_words[0];
+            let merged: Vec<String> = (0..first.len())
+                .map(|i| {
+                    if all_words.iter().all(|w| w[i] == first[i]) {
+                        first[i].to_owned()
+                    } else {
+                        numbers_as_n(first[i])
+                    }
+                })
+                .collect();
+            (merged.join(" "), members)
+        })
+        .collect()
+}
+
 /// `word` with each number in it (a digit, then digits, `.` and `_`) written `N`: `(4.2` is `(N`.
 pub(crate) fn numbers_as_n(word: &str) -> String {
     let mut out = String::with_capacity(word.len());

@@ -40,7 +40,7 @@ use crate::bench::{
 use crate::files;
 use crate::profile::Profile;
 use crate::records::{Record, RecordsError};
-use crate::text::{for_terminal, for_terminal_text, numbers_as_n};
+use crate::text::{for_terminal, for_terminal_text, reason_clause};
 use tileops::{DType, Device};
 
 const AFTER_HELP: &str = "\
@@ -299,7 +299,7 @@ struct Progress<'a> {
     interrupts: &'a Interrupts,
     /// Skip reasons printed in full (their first clause with numbers as `N`), and the row that
     /// printed each.
-    reasons_shown: std::collections::HashMap<Vec<String>, usize>,
+    reasons_shown: std::collections::HashMap<String, usize>,
 }
 
 impl Observer for Progress<'_> {
@@ -325,8 +325,7 @@ impl Observer for Progress<'_> {
                     // A reason in full once; the same reason again (its numbers aside) by its
                     // first clause, pointing back: a log of 96 rows skipped for one reason is
                     // otherwise 96 copies of it.
-                    let clause = reason.split("; ").next().unwrap_or(reason);
-                    let key: Vec<String> = clause.split(' ').map(numbers_as_n).collect();
+                    let (clause, key) = reason_clause(reason);
                     match self.reasons_shown.get(&key) {
                         Some(&first) if clause != reason => format!(
                             "skipped: {} (the rest as in [{first}/{}])",

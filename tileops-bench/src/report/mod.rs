@@ -63,7 +63,7 @@ pub(crate) use render::sig4;
 
 use super::profile::Profile;
 use super::records::{Record, RecordKey, Run, RunMeta, TILEOPS_IMPL, TimingStats};
-use crate::text::numbers_as_n;
+use crate::text::group_by_reason;
 use price::{timing, unpriceable};
 
 /// One report row: the record's identity and numbers, and its outcome.
@@ -325,41 +325,13 @@ impl Report {
     /// `12000 B per call`) are one group, shown by their first clause (the rest, what to do about
     /// it, is the same for the group and in the records).
     pub fn skipped_groups(&self) -> Vec<SkippedGroup<'_>> {
-        // Per group: its key (the clause's words, numbers as `N`), each row's words, the rows.
-        type Group<'a> = (Vec<String>, Vec<Vec<&'a str>>, Vec<&'a Row>);
-        let mut groups: Vec<Group<'_>> = Vec::new();
-        for row in self.rows.iter().filter(|r| r.is_skipped()) {
-            let Outcome::Blank(BlankReason::NotTimed { reason }) = &row.outcome else {
-                continue;
-            };
-            let clause = reason.split("; ").next().unwrap_or(reason);
-            let words: Vec<&str> = clause.split(' ').collect();
-            let key: Vec<String> = words.iter().map(|w| numbers_as_n(w)).collect();
-            match groups.iter_mut().find(|(k, _, _)| *k == key) {
-                Some((_, all_words, rows)) => {
-                    all_words.push(words);
-                    rows.push(row);
-                }
-                None => groups.push((key, vec![words], vec![row])),
-            }
-        }
-        groups
+        let skipped = self.rows.iter().filter_map(|row| match &row.outcome {
+            Outcome::Blank(BlankReason::NotTimed { reason }) => Some((reason.as_str(), row)),
+            _ => None,
+        });
+        group_by_reason(skipped)
             .into_iter()
-            .map(|(key, all_words, rows)| {
-                // Each word the rows share as it is; where they differ, `N`.
-                let first = &all_words[0];
-                let reason = (0..first.len())
-                    .map(|i| {
-                        if all_words.iter().all(|w| w[i] == first[i]) {
-                            first[i].to_owned()
-                        } else {
-                            key[i].clone()
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                SkippedGroup { reason, rows }
-            })
+            .map(|(reason, rows)| SkippedGroup { reason, rows })
             .collect()
     }
 

@@ -8,7 +8,6 @@
 //! The table is drawn by the crate's one table renderer, the same that writes the roofline
 //! report's markdown, CSV and HTML tables.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use comfy_table::Color;
@@ -17,7 +16,7 @@ use crate::profile::Profile;
 use crate::records::Record;
 use crate::report::{self, Outcome, Verdict};
 use crate::table::{Cell, Column, Table};
-use crate::text::numbers_as_n;
+use crate::text::group_by_reason;
 use crate::units::{Unit, scaled};
 
 /// How the table is drawn.
@@ -178,41 +177,13 @@ fn verdict_color(verdict: Verdict) -> Color {
 /// and shows `N` where their numbers differ. Only the reason's first clause is shown: the rest
 /// (what to do about it) is in the records.
 pub fn collapsed_skips(records: &[Record]) -> Vec<(usize, String)> {
-    let mut groups: Vec<(String, Vec<Vec<&str>>)> = Vec::new();
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    for reason in records
+    let skipped = records
         .iter()
         .filter(|r| !r.is_emulated())
-        .filter_map(|r| r.skipped.as_deref())
-    {
-        let clause = reason.split("; ").next().unwrap_or(reason);
-        let words: Vec<&str> = clause.split(' ').collect();
-        let key = words
-            .iter()
-            .map(|w| numbers_as_n(w))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let slot = *index.entry(key.clone()).or_insert_with(|| {
-            groups.push((key, Vec::new()));
-            groups.len() - 1
-        });
-        groups[slot].1.push(words);
-    }
-    groups
+        .filter_map(|r| Some((r.skipped.as_deref()?, ())));
+    group_by_reason(skipped)
         .into_iter()
-        .map(|(_, rows)| {
-            let first = &rows[0];
-            let merged: Vec<String> = (0..first.len())
-                .map(|i| {
-                    if rows.iter().all(|w| w[i] == first[i]) {
-                        first[i].to_owned()
-                    } else {
-                        numbers_as_n(first[i])
-                    }
-                })
-                .collect();
-            (rows.len(), merged.join(" "))
-        })
+        .map(|(reason, rows)| (rows.len(), reason))
         .collect()
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::records::{ComputeCapability, DeviceInfo, TimingStats};
+use crate::text::numbers_as_n;
 
 fn timed(op: &str, median: f64) -> Record {
     Record::new(

@@ -251,11 +251,7 @@ pub fn render(report: &Report, chart: Option<&Chart>) -> String {
     if !skipped.is_empty() {
         out.push_str("<h2>Skipped</h2>\n<ul class=\"skipped\">\n");
         for group in &skipped {
-            let keys: Vec<String> = group
-                .rows
-                .iter()
-                .map(|r| esc(&format!("{}/{}/{}", r.key.op, r.key.workload, r.key.dtype)))
-                .collect();
+            let keys: Vec<String> = group.rows.iter().map(|r| esc(&r.key.to_string())).collect();
             let _ = writeln!(
                 out,
                 "<li><details><summary>{} row(s): {}</summary>{}</details></li>",

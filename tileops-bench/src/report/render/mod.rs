@@ -134,9 +134,7 @@ impl Report {
                 let keys: Vec<String> = group
                     .rows
                     .iter()
-                    .map(|r| {
-                        md(&format!("{}/{}/{}", r.key.op, r.key.workload, r.key.dtype)).into_owned()
-                    })
+                    .map(|r| md(&r.key.to_string()).into_owned())
                     .collect();
                 let _ = writeln!(
                     out,
