@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::profile::{DeviceKind, DeviceSpec, Profile, ROOF_KEYS, Roof};
+use super::profile::{DeviceKind, DeviceSpec, Profile, ROOF_KEYS, Roof, SmPipes};
 use super::records::percentile;
 use tileops::registry::RoofKey;
 
@@ -389,6 +389,9 @@ pub struct ProfileWriter {
     pub provenance: Provenance,
     measured: BTreeMap<String, Measured>,
     carried: BTreeMap<String, (Roof, String)>,
+    /// The base profile's SM pipes and where they came from: no microbenchmark measures them yet,
+    /// so a written profile keeps them (the kernel ledger's issue and SFU times need them).
+    carried_sm: Option<(SmPipes, String)>,
 }
 
 impl ProfileWriter {
@@ -399,6 +402,7 @@ impl ProfileWriter {
             provenance,
             measured: BTreeMap::new(),
             carried: BTreeMap::new(),
+            carried_sm: None,
         }
     }
 
@@ -411,6 +415,7 @@ impl ProfileWriter {
                 .carried
                 .insert(key.clone(), (roof.clone(), base.origin.clone()));
         }
+        writer.carried_sm = base.sm.clone().map(|sm| (sm, base.origin.clone()));
         writer
     }
 
@@ -519,6 +524,20 @@ impl ProfileWriter {
                     let _ = write!(out, "  {leaf}:\n{body}");
                 }
             }
+        }
+        if let Some((sm, origin)) = &self.carried_sm {
+            let _ = write!(
+                out,
+                "\n# not measured in this run: carried over from {origin}\nsm:\n  count: {}\n  \
+                 clock_hz: {:e}\n  issue: {{per_clock: {}, calibration: {}}}\n  \
+                 sfu: {{per_clock: {}, calibration: {}}}\n",
+                sm.count,
+                sm.clock_hz,
+                sm.issue_per_clock,
+                sm.issue.calibration,
+                sm.sfu_per_clock,
+                sm.sfu.calibration
+            );
         }
         Ok(out)
     }
@@ -790,5 +809,8 @@ mod tests {
         assert!(yaml.contains("driver 580.65.06"), "{yaml}");
         assert_eq!(back.provenance["driver"], "580.65.06");
         assert_eq!(back.device, base.device);
+        // The SM pipes, which nothing measures yet, are carried over too.
+        assert!(base.sm.is_some());
+        assert_eq!(back.sm, base.sm);
     }
 }

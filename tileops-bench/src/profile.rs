@@ -141,6 +141,39 @@ pub struct DeviceSpec {
     pub l2_bytes: u64,
 }
 
+/// A GPU's SM pipes, what the kernel ledger's instruction and SFU counts are priced against
+/// (`sm:` in the file): `issue` in thread-instructions/s, `sfu` in MUFU thread-operations/s, each
+/// `theoretical` computed from the SM count, the clock and the per-clock rate, times a
+/// `calibration` as for the roofs.
+///
+/// ```
+/// use tileops_bench::profile::Profile;
+///
+/// let h200 = Profile::builtin("h200")?;
+/// let sm = h200.sm.as_ref().expect("the H200 profile states its SM pipes");
+/// assert_eq!(sm.count, 132);
+/// // 132 SMs x 4 warp-instructions x 32 threads x 1.98 GHz
+/// assert!((sm.issue.theoretical - 3.345e13).abs() < 1e10);
+/// // 132 SMs x 16 MUFU results x 1.98 GHz
+/// assert!((sm.sfu.theoretical - 4.18e12).abs() < 1e10);
+/// # Ok::<(), tileops_bench::profile::ProfileError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmPipes {
+    /// Streaming multiprocessors.
+    pub count: u32,
+    /// The clock the per-clock rates run at, Hz (the boost clock).
+    pub clock_hz: f64,
+    /// Warp instructions one SM issues per clock (one per scheduler).
+    pub issue_per_clock: f64,
+    /// MUFU (SFU) thread-results one SM produces per clock.
+    pub sfu_per_clock: f64,
+    /// Thread-instructions per second: `count × issue_per_clock × 32 × clock_hz`, calibrated.
+    pub issue: Roof,
+    /// MUFU thread-operations per second: `count × sfu_per_clock × clock_hz`, calibrated.
+    pub sfu: Roof,
+}
+
 /// A hardware profile, loaded and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
@@ -154,6 +187,9 @@ pub struct Profile {
     pub provenance: BTreeMap<String, String>,
     /// The roofs it defines, by key; always has `hbm`.
     pub roofs: BTreeMap<String, Roof>,
+    /// The SM pipes (`sm:`), for the kernel ledger's issue and SFU times; `None` when the file
+    /// does not state them (a host profile never does).
+    pub sm: Option<SmPipes>,
 }
 
 /// Why a record's device is not the one a profile describes.
@@ -502,6 +538,23 @@ struct RawProfile {
     tensor_core: RawTensorCore,
     #[serde(default)]
     cpu: RawCpu,
+    sm: Option<RawSm>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSm {
+    count: Spanned<u32>,
+    clock_hz: Spanned<f64>,
+    issue: RawPipe,
+    sfu: RawPipe,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPipe {
+    per_clock: Spanned<f64>,
+    calibration: Spanned<f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -766,6 +819,64 @@ impl Checker<'_> {
     }
 }
 
+impl Checker<'_> {
+    /// The SM pipes: a positive SM count and clock, per-clock rates within what a GPU can do, and
+    /// calibrated rates in the physical range.
+    fn sm(&self, raw: &RawSm) -> Result<SmPipes, ProfileError> {
+        let count = raw.count.value;
+        if !(1..=4096).contains(&count) {
+            return Err(self.invalid(
+                &raw.count,
+                "sm.count",
+                "is the number of streaming multiprocessors, 1 to 4096 (132 on an H200)",
+            ));
+        }
+        let clock_hz = raw.clock_hz.value;
+        if !(clock_hz.is_finite() && (1e8..=1e10).contains(&clock_hz)) {
+            return Err(self.invalid(
+                &raw.clock_hz,
+                "sm.clock_hz",
+                "is the SM clock in Hz, 1e8 to 1e10 (1.98e9 on an H200)",
+            ));
+        }
+        let pipe = |raw: &RawPipe, name: &str, lanes: f64| -> Result<(f64, Roof), ProfileError> {
+            let per_clock = raw.per_clock.value;
+            if !(per_clock.is_finite() && per_clock > 0.0 && per_clock <= 1024.0) {
+                return Err(self.invalid(
+                    &raw.per_clock,
+                    &format!("sm.{name}.per_clock"),
+                    "is a per-SM, per-clock rate: a positive number up to 1024",
+                ));
+            }
+            let field = format!("sm.{name}.calibration");
+            let calibration = self.fraction(&raw.calibration, &field)?;
+            let theoretical = f64::from(count) * per_clock * lanes * clock_hz;
+            self.effective_rate(&raw.calibration, &field, theoretical)?;
+            Ok((
+                per_clock,
+                Roof {
+                    theoretical,
+                    calibration,
+                    calibration_burst: None,
+                    calibration_mixes: BTreeMap::new(),
+                },
+            ))
+        };
+        // Issue is counted in warp instructions per clock, each of 32 threads; the SFU's rate is
+        // in thread results already.
+        let (issue_per_clock, issue) = pipe(&raw.issue, "issue", 32.0)?;
+        let (sfu_per_clock, sfu) = pipe(&raw.sfu, "sfu", 1.0)?;
+        Ok(SmPipes {
+            count,
+            clock_hz,
+            issue_per_clock,
+            sfu_per_clock,
+            issue,
+            sfu,
+        })
+    }
+}
+
 impl RawProfile {
     fn check(self, name: &str, origin: &str) -> Result<Profile, ProfileError> {
         let checker = Checker { origin };
@@ -828,6 +939,18 @@ impl RawProfile {
                 roofs.insert(key.as_str().to_owned(), checker.roof(raw, key.as_str())?);
             }
         }
+        let sm = match (&self.sm, kind) {
+            (None, _) => None,
+            (Some(raw), DeviceKind::Gpu) => Some(checker.sm(raw)?),
+            (Some(raw), DeviceKind::Cpu) => {
+                return Err(checker.invalid(
+                    &raw.count,
+                    "sm.count",
+                    "a host profile has no SM pipes: `sm:` describes a GPU's streaming \
+                     multiprocessors",
+                ));
+            }
+        };
         Ok(Profile {
             name: name.to_owned(),
             origin: origin.to_owned(),
@@ -846,6 +969,7 @@ impl RawProfile {
             },
             provenance: self.provenance,
             roofs,
+            sm,
         })
     }
 }
@@ -930,6 +1054,51 @@ hbm:
         let b = Profile::from_yaml_str(GOOD, "b", "b.yaml").unwrap();
         let err = Profile::select("Test GPU 80GB", &[a, b]).unwrap_err();
         assert_eq!(err.profiles, ["a", "b"]);
+    }
+
+    #[test]
+    fn sm_pipes_load_and_bad_ones_are_located_errors() {
+        let sm = "sm:\n  count: 2\n  clock_hz: 1e9\n  issue: {per_clock: 4, calibration: 0.5}\n  \
+                  sfu: {per_clock: 16, calibration: 1.0}\n";
+        let p = Profile::from_yaml_str(&format!("{GOOD}{sm}"), "t", "t.yaml").unwrap();
+        let pipes = p.sm.unwrap();
+        assert_eq!(pipes.issue.theoretical, 2.0 * 4.0 * 32.0 * 1e9);
+        assert_eq!(pipes.issue.effective(), 2.0 * 4.0 * 32.0 * 1e9 * 0.5);
+        assert_eq!(pipes.sfu.effective(), 2.0 * 16.0 * 1e9);
+        assert!(
+            Profile::from_yaml_str(GOOD, "t", "t.yaml")
+                .unwrap()
+                .sm
+                .is_none()
+        );
+        let cases = [
+            ("count: 2", "count: 0", "sm.count", 10),
+            ("clock_hz: 1e9", "clock_hz: 1e30", "sm.clock_hz", 11),
+            ("per_clock: 4,", "per_clock: -4,", "sm.issue.per_clock", 12),
+            (
+                "calibration: 1.0}",
+                "calibration: 1.5}",
+                "sm.sfu.calibration",
+                13,
+            ),
+        ];
+        for (from, to, expected_field, expected_line) in cases {
+            let err = error(&format!("{GOOD}{}", sm.replace(from, to)));
+            let ProfileError::Invalid { field, line, .. } = &err else {
+                panic!("{to}: {err}")
+            };
+            assert_eq!(
+                (field.as_str(), *line),
+                (expected_field, expected_line),
+                "{err}"
+            );
+        }
+        let host = GOOD.replace("match:", "kind: cpu\n  match:");
+        let err = error(&format!("{host}{sm}"));
+        assert!(
+            err.to_string().contains("a host profile has no SM pipes"),
+            "{err}"
+        );
     }
 
     #[test]
