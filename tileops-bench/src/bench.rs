@@ -53,6 +53,7 @@
 //! # Ok::<(), tileops_bench::bench::BenchError>(())
 //! ```
 
+mod emulator;
 mod gpu;
 
 pub(crate) use gpu::l2_bytes;
@@ -205,6 +206,10 @@ pub struct EmulatedBudget {
     pub max_bytes: u64,
     /// The most FLOPs (per `eval_roofline`) one emulated call may do.
     pub max_flops: u64,
+    /// The most bytes a row over the budget may move and still be launched dry for its kernel
+    /// ledger: its inputs are made and its launches logged, not run (the emulator's memory is
+    /// the host's, so this bounds what the row allocates).
+    pub max_dry_run_bytes: u64,
 }
 
 impl Default for EmulatedBudget {
@@ -212,6 +217,7 @@ impl Default for EmulatedBudget {
         EmulatedBudget {
             max_bytes: 32 << 20,
             max_flops: 4_000_000_000,
+            max_dry_run_bytes: 2 << 30,
         }
     }
 }
@@ -525,8 +531,25 @@ pub fn run(
 enum Timer {
     Cpu,
     Gpu(Box<gpu::GpuTimer>),
-    /// An emulated device: nothing is timed; [`Timer::cold`] is the one call of a row.
-    Emulated(Device),
+    /// An emulated device: nothing is timed; [`Timer::cold`] is the one call of a row. The
+    /// ledger's tools, or why the rows get no kernel ledger.
+    Emulated(Device, Result<LedgerTools, String>),
+}
+
+/// What an emulated row's kernel ledger is made with: the emulator's launch log and dry-run
+/// switch, and the SASS ledger that prices each launch.
+struct LedgerTools {
+    emulator: emulator::Emulator,
+    sass: &'static crate::ledger::Ledger,
+}
+
+impl LedgerTools {
+    fn new() -> Result<LedgerTools, String> {
+        Ok(LedgerTools {
+            emulator: emulator::Emulator::attach()?,
+            sass: crate::ledger::Ledger::builtin().map_err(|e| e.to_string())?,
+        })
+    }
 }
 
 impl Timer {
@@ -535,7 +558,7 @@ impl Timer {
             // The machinery a GPU run depends on is set up and exercised once, its reading
             // discarded: the plumbing is checked, no figure is taken.
             gpu::GpuTimer::new(device)?.exercise()?;
-            Timer::Emulated(device.clone())
+            Timer::Emulated(device.clone(), LedgerTools::new())
         } else if device.is_cuda() {
             Timer::Gpu(Box::new(gpu::GpuTimer::new(device)?))
         } else {
@@ -548,7 +571,7 @@ impl Timer {
         match self {
             Timer::Cpu => CPU_METHOD,
             Timer::Gpu(gpu) => gpu.method(),
-            Timer::Emulated(_) => EMULATED_METHOD,
+            Timer::Emulated(..) => EMULATED_METHOD,
         }
     }
 
@@ -559,7 +582,7 @@ impl Timer {
         match self {
             Timer::Cpu => op.run(inputs).map(drop),
             Timer::Gpu(gpu) => gpu.cold(op, inputs),
-            Timer::Emulated(device) => {
+            Timer::Emulated(device, _) => {
                 let outputs = op.run(inputs)?;
                 device.synchronize()?;
                 for output in &outputs {
@@ -573,7 +596,7 @@ impl Timer {
     /// One timed call, ms.
     fn sample(&mut self, op: &dyn BenchOp, inputs: &[Tensor]) -> Result<f64, Error> {
         match self {
-            Timer::Emulated(device) => Err(Error::NoDevice {
+            Timer::Emulated(device, _) => Err(Error::NoDevice {
                 reason: format!("{device} is emulated: its calls are run, never timed"),
             }),
             Timer::Cpu => {
@@ -653,14 +676,8 @@ fn bench_case(
     {
         return record.with_skip(reason);
     }
-    if let Timer::Emulated(_) = timer {
-        if let Some(reason) = config.emulated.skip_reason(&roofline) {
-            return record.with_skip(reason);
-        }
-        return match run_once(planned.as_ref(), config, timer) {
-            Ok(()) => record.with_emulated_run(),
-            Err(reason) => record.with_skip(reason),
-        };
+    if let Timer::Emulated(..) = timer {
+        return emulated_row(record, planned.as_ref(), &roofline, config, timer);
     }
     match time_op(planned.as_ref(), config, timer) {
         Ok(samples) => {
@@ -673,6 +690,97 @@ fn bench_case(
         }
         Err(reason) => record.with_skip(reason),
     }
+}
+
+/// A row on an emulated device: run once, untimed, with its kernel ledger; a row over the
+/// emulator's budget is launched dry for its ledger (launch shapes only, nothing run) when it fits
+/// [`EmulatedBudget::max_dry_run_bytes`], else skipped. A row whose ledger cannot be made says why
+/// in its `skipped` text.
+fn emulated_row(
+    record: Record,
+    op: &dyn BenchOp,
+    roofline: &Roofline,
+    config: &BenchConfig,
+    timer: &mut Timer,
+) -> Record {
+    let over = config.emulated.skip_reason(roofline);
+    if let Timer::Emulated(_, Err(why)) = timer {
+        let why = format!("no kernel ledger: {why}");
+        return match over {
+            Some(reason) => record.with_skip(format!("{reason}; {why}")),
+            None => match run_once(op, config, timer) {
+                Ok(()) => with_note(record.with_emulated_run(), &why),
+                Err(reason) => record.with_skip(reason),
+            },
+        };
+    }
+    let Timer::Emulated(_, Ok(tools)) = timer else {
+        return record.with_skip("internal error: an emulated row on a timer that is not emulated");
+    };
+    if let Some(reason) = &over
+        && roofline.bytes > config.emulated.max_dry_run_bytes
+    {
+        return record.with_skip(format!(
+            "{reason}; too large to launch dry for its kernel ledger ({} B over the dry-run \
+             limit of {} B)",
+            roofline.bytes, config.emulated.max_dry_run_bytes
+        ));
+    }
+    let dry = over.is_some();
+    let inputs = match op.random_inputs(config.seed) {
+        Ok(inputs) => inputs,
+        Err(e) => return record.with_skip(format!("making random inputs failed: {e}")),
+    };
+    let device = op_device(&inputs);
+    let captured = tools.emulator.capture(dry, || -> Result<Vec<Tensor>, Error> {
+        let outputs = op.run(&inputs)?;
+        if let Some(device) = &device {
+            device.synchronize()?;
+        }
+        if !dry {
+            // Read back, so that every kernel fault surfaces (a dry run computed nothing).
+            for output in &outputs {
+                output.to_bytes()?;
+            }
+        }
+        Ok(outputs)
+    });
+    let (outputs, launches) = match captured {
+        Ok((Ok(outputs), launches)) => (outputs, launches),
+        Ok((Err(e), _)) => return record.with_skip(format!("running the op failed: {e}")),
+        Err(why) => return record.with_skip(format!("no kernel ledger: {why}")),
+    };
+    let elements = inputs
+        .iter()
+        .chain(&outputs)
+        .map(|t| t.numel() as u64)
+        .max()
+        .unwrap_or(0);
+    let ledger = emulator::ledger_of_launches(&launches, elements, tools.sass);
+    let record = match over {
+        Some(reason) => record.with_skip(format!(
+            "{reason}; launched dry (shapes only, nothing run) for its kernel ledger"
+        )),
+        None => record.with_emulated_run(),
+    };
+    match ledger {
+        Ok(ledger) => record.with_ledger(ledger),
+        Err(why) => with_note(record, &format!("no kernel ledger: {why}")),
+    }
+}
+
+/// The device of a call's inputs, to wait for (`None` without an input).
+fn op_device(inputs: &[Tensor]) -> Option<Device> {
+    inputs.first().map(|t| t.device().clone())
+}
+
+/// Appends a clause to a row's `skipped` text.
+fn with_note(mut record: Record, note: &str) -> Record {
+    if let Some(skipped) = &mut record.skipped {
+        skipped.push_str("; ");
+        skipped.push_str(note);
+    }
+    record
 }
 
 /// The one call of a row on an emulated device, untimed; `Err` is the skip reason.

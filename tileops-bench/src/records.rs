@@ -76,6 +76,174 @@ pub const EMULATED_NOTE: &str = "emulated device: ran once for correctness, not 
 /// its file: the few hundred rows of a bench_all run stay far below [`MAX_FILE_BYTES`].
 pub const MAX_KEPT_SAMPLES: usize = 1000;
 
+/// The most kernel launches one record's [`Ledger`] lists: 4096, far above any op's call (the
+/// split-KV decode launches two), so that a records file from anyone stays bounded.
+pub const MAX_LEDGER_LAUNCHES: usize = 4096;
+
+/// The kernel ledger of one call: every kernel launch it made and what each costs in the pipes a
+/// roofline does not see (instructions issued, MUFU operations), and, where the emulator counted
+/// it, its memory traffic. Recorded by the bench on an emulated device, where nothing is timed;
+/// `tileops roofline` turns it into issue and SFU times, the limiting pipe and the row's ceiling.
+/// Every figure is **from the ledger, not measured**: instruction counts come from the sm_90 SASS
+/// of the kernels, launch shapes and traffic from the emulator (see `tileops/docs/kernels.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ledger {
+    /// How the figures were obtained (the SASS ledger's compiler and disassembler, the emulator).
+    pub method: String,
+    /// The launches of one call, in order.
+    pub launches: Vec<LaunchLedger>,
+}
+
+/// One kernel launch of a call, with its ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchLedger {
+    /// The kernel entry point (`"relu_bf16"`).
+    pub entry: String,
+    /// Grid dimensions, in CTAs.
+    pub grid: [u32; 3],
+    /// Block dimensions, in threads.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per CTA, bytes.
+    pub dynamic_smem: u32,
+    /// Whether the emulator ran it (`false`: a dry run, the launch shape only, for a row over the
+    /// emulator's budget).
+    pub ran: bool,
+    /// Thread-instructions the launch issues (SASS instructions on the common path × threads).
+    pub thread_instructions: f64,
+    /// MUFU (SFU) thread-operations.
+    pub mufu_ops: f64,
+    /// SASS instructions per element at this launch shape (per-thread fixed work amortised).
+    pub instr_per_elem: f64,
+    /// MUFU operations per element.
+    pub mufu_per_elem: f64,
+    /// Registers per thread.
+    pub registers: u32,
+    /// CTAs resident per SM at once (occupancy), at least 1.
+    pub ctas_per_sm: u32,
+    /// Memory traffic the emulator counted, when it ran the launch with its traffic
+    /// instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Traffic>,
+}
+
+impl LaunchLedger {
+    /// CTAs in the grid.
+    pub fn ctas(&self) -> u64 {
+        self.grid.iter().map(|&d| u64::from(d)).product()
+    }
+
+    /// Threads in one CTA.
+    pub fn threads_per_cta(&self) -> u64 {
+        self.block.iter().map(|&d| u64::from(d)).product()
+    }
+}
+
+/// The memory traffic of one launch, counted by the emulator per access (never timed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Traffic {
+    /// Bytes of the unique 32-byte global sectors read: DRAM reads with an ideal L2.
+    pub read_bytes: u64,
+    /// Bytes of the unique 32-byte global sectors written.
+    pub write_bytes: u64,
+    /// Warp-level global requests.
+    pub global_requests: u64,
+    /// 32-byte sectors those requests touched.
+    pub global_sectors: u64,
+    /// Sectors they would touch if perfectly coalesced for their width.
+    pub global_ideal_sectors: u64,
+    /// Warp-level shared-memory requests.
+    pub shared_requests: u64,
+    /// Shared-memory wavefronts they took (bank conflicts add wavefronts).
+    pub shared_wavefronts: u64,
+    /// Wavefronts without bank conflicts.
+    pub shared_ideal_wavefronts: u64,
+}
+
+impl Ledger {
+    /// Thread-instructions of the whole call.
+    pub fn thread_instructions(&self) -> f64 {
+        self.launches.iter().map(|l| l.thread_instructions).sum()
+    }
+
+    /// MUFU operations of the whole call.
+    pub fn mufu_ops(&self) -> f64 {
+        self.launches.iter().map(|l| l.mufu_ops).sum()
+    }
+
+    /// The call's traffic, when the emulator counted every launch of it.
+    pub fn traffic(&self) -> Option<Traffic> {
+        let mut total = Traffic::default();
+        for launch in &self.launches {
+            let t = launch.traffic?;
+            total.read_bytes += t.read_bytes;
+            total.write_bytes += t.write_bytes;
+            total.global_requests += t.global_requests;
+            total.global_sectors += t.global_sectors;
+            total.global_ideal_sectors += t.global_ideal_sectors;
+            total.shared_requests += t.shared_requests;
+            total.shared_wavefronts += t.shared_wavefronts;
+            total.shared_ideal_wavefronts += t.shared_ideal_wavefronts;
+        }
+        (!self.launches.is_empty()).then_some(total)
+    }
+
+    /// Whether every launch ran on the emulator (none was a dry run).
+    pub fn all_ran(&self) -> bool {
+        self.launches.iter().all(|l| l.ran)
+    }
+
+    /// The first problem of a ledger read from a file: `(field, problem)`.
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.method.trim().is_empty() {
+            return Err(("ledger.method", "is empty; say how the ledger was obtained".into()));
+        }
+        if self.launches.is_empty() || self.launches.len() > MAX_LEDGER_LAUNCHES {
+            return Err((
+                "ledger.launches",
+                format!(
+                    "lists {} launches; a call's ledger lists 1 to {MAX_LEDGER_LAUNCHES}",
+                    self.launches.len()
+                ),
+            ));
+        }
+        for launch in &self.launches {
+            let at = |problem: String| ("ledger.launches", format!("`{}`: {problem}", launch.entry));
+            if launch.entry.trim().is_empty() {
+                return Err(("ledger.launches", "an entry name is empty".into()));
+            }
+            if launch.grid.contains(&0) || launch.block.contains(&0) {
+                return Err(at(format!(
+                    "grid {:?} or block {:?} has a zero dimension",
+                    launch.grid, launch.block
+                )));
+            }
+            if launch.threads_per_cta() > 1024 {
+                return Err(at(format!(
+                    "block {:?} has more than 1024 threads",
+                    launch.block
+                )));
+            }
+            for (what, v) in [
+                ("thread_instructions", launch.thread_instructions),
+                ("mufu_ops", launch.mufu_ops),
+                ("instr_per_elem", launch.instr_per_elem),
+                ("mufu_per_elem", launch.mufu_per_elem),
+            ] {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(at(format!("{what} is {v}; a count is finite and >= 0")));
+                }
+            }
+            if launch.ctas_per_sm == 0 {
+                return Err(at("ctas_per_sm is 0; a launchable kernel fits 1 CTA".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A CUDA compute capability, `major.minor` (`"9.0"`).
 ///
 /// ```
@@ -382,6 +550,10 @@ pub struct Record {
     pub samples_ms: Vec<f64>,
     /// The device the row was timed on.
     pub device: DeviceInfo,
+    /// The kernel ledger of one call (launches, instructions, MUFU operations, traffic), recorded
+    /// on an emulated device; `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<Ledger>,
 }
 
 fn default_impl() -> String {
@@ -418,7 +590,14 @@ impl Record {
             skipped: Some("the bench never timed it".to_owned()),
             samples_ms: Vec::new(),
             device,
+            ledger: None,
         }
+    }
+
+    /// Sets the kernel ledger of one call.
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// Sets the implementation name (`impl`).
@@ -993,6 +1172,9 @@ fn check_record(record: &Record) -> Result<(), (&'static str, String)> {
     }
     if record.roof.as_deref().is_some_and(|r| r.trim().is_empty()) {
         return Err(("roof", "is empty; use null for an op without a roof".into()));
+    }
+    if let Some(ledger) = &record.ledger {
+        ledger.check()?;
     }
     // An emulator's clock says nothing about a GPU: a figure from it must never pass as a timing.
     if record.is_emulated() && record.skipped.is_none() {

@@ -108,6 +108,11 @@ pub struct RooflineArgs {
     /// PyTorch row on the same device and the time ratio
     #[arg(long = "torch", value_name = "RECORDS.json")]
     pub torch: Vec<PathBuf>,
+    /// A run benched on the emulated device (repeatable): each row without a kernel ledger of its
+    /// own takes that run's ledger of the same op/workload/dtype, so a GPU-timed row shows its
+    /// measured efficiency beside the ledger's ceiling and limiter
+    #[arg(long = "ledger", value_name = "RECORDS.json")]
+    pub ledger: Vec<PathBuf>,
 }
 
 /// A percentage: finite, not negative.
@@ -265,6 +270,7 @@ fn check_outputs_are_not_inputs(
     let mut inputs: Vec<(&str, &Path)> = vec![("records", &args.records)];
     inputs.extend(other.map(|p| ("compared run's", p)));
     inputs.extend(args.torch.iter().map(|p| ("PyTorch records", p.as_path())));
+    inputs.extend(args.ledger.iter().map(|p| ("ledger records", p.as_path())));
     // A built-in profile's name is not a file; a path is.
     inputs.extend(args.profile.as_deref().map(|p| ("profile", Path::new(p))));
     let outputs = [
@@ -363,6 +369,12 @@ pub fn run_with(
         .map(Run::load)
         .collect::<Result<Vec<Run>, _>>()
         .map_err(CliError::Records)?;
+    let ledgers = args
+        .ledger
+        .iter()
+        .map(Run::load)
+        .collect::<Result<Vec<Run>, _>>()
+        .map_err(CliError::Records)?;
     let choice = match &fixed {
         Some(p) => ProfileChoice::Fixed(p),
         None => ProfileChoice::ByDevice(&builtins),
@@ -384,7 +396,7 @@ pub fn run_with(
         }
         None => None,
     };
-    let report = Report::build_with_baselines(&run, choice, &torch);
+    let report = Report::build_with_ledgers(&run, choice, &torch, &ledgers);
     // The run's records are not needed past here; a large run's memory goes back before the
     // report is written.
     drop(run);
@@ -437,6 +449,19 @@ pub fn run_with(
         let _ = writeln!(
             err,
             "roofline: {n} record(s) ran on an emulated device: blank (emulated device: no timing)"
+        );
+    }
+    let ledgered = report.rows.iter().filter(|r| r.pipes.is_some()).count();
+    if ledgered > 0 {
+        let priced = report
+            .rows
+            .iter()
+            .filter(|r| matches!(r.pipes, Some(Ok(_))))
+            .count();
+        let _ = writeln!(
+            err,
+            "roofline: {ledgered} record(s) carry a kernel ledger, {priced} priced against the \
+             profile's pipes: ceiling and limiter from the ledger, not measured"
         );
     }
     if let Some(n) = report.summary.blank.get("no_profile")

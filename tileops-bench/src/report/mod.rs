@@ -44,6 +44,7 @@
 //! ```
 
 pub mod compare;
+pub mod pipes;
 pub mod price;
 pub(super) mod render;
 #[cfg(test)]
@@ -55,6 +56,7 @@ pub use compare::{
     BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, Call, CompareRow, Comparison,
     MIN_BOOTSTRAP_SAMPLES, RatioInterval, Side,
 };
+pub use pipes::{Pipe, PipeBlank, PipeTimes};
 pub use price::{
     ANOMALY_ABOVE, AT_CEILING_FROM, BlankReason, Bound, Impossible, LATENCY_MEDIAN_MS,
     LATENCY_SOL_MS, Outcome, Priced, Verdict, price,
@@ -88,6 +90,12 @@ pub struct Row {
     pub outcome: Outcome,
     /// For a tileops row, its strongest baseline (see [`Report::build_with_baselines`]).
     pub baseline: Option<Baseline>,
+    /// The kernel ledger priced against the row's profile ([`pipes`]): the issue and SFU times, the
+    /// limiter and the ceiling, from the ledger, not measured; `None` when the record has no
+    /// ledger (none of its own, none joined with [`Report::build_with_ledgers`]).
+    pub pipes: Option<Result<PipeTimes, PipeBlank>>,
+    /// The kernel entry points of the ledger's launches, in order.
+    pub entries: Vec<String>,
 }
 
 /// The strongest baseline of a tileops row: of the timed rows of another implementation
@@ -356,6 +364,24 @@ impl Report {
     /// op, workload and dtype and the same device name, found in `run` itself or in `baselines`
     /// (the files `torch_baseline.py` writes). The baseline files' own rows are not reported.
     pub fn build_with_baselines(run: &Run, choice: ProfileChoice<'_>, baselines: &[Run]) -> Report {
+        Report::build_with_ledgers(run, choice, baselines, &[])
+    }
+
+    /// As [`Report::build_with_baselines`], and each row without a kernel ledger of its own takes
+    /// the ledger of the same op/workload/dtype from `ledgers` (a run benched on the emulated
+    /// device), so that a GPU-timed row shows its measured efficiency beside the ledger's
+    /// ceiling. A row's ledger is priced against the row's profile, or, for a row from the
+    /// emulated device, the profile of the GPU it models ([`pipes::emulated_model`]).
+    pub fn build_with_ledgers(
+        run: &Run,
+        choice: ProfileChoice<'_>,
+        baselines: &[Run],
+        ledgers: &[Run],
+    ) -> Report {
+        let ledger_records: Vec<Record> = ledgers
+            .iter()
+            .flat_map(|r| r.records.iter().filter(|r| r.ledger.is_some()).cloned())
+            .collect();
         let candidates = baseline_candidates(run, baselines);
         let rows: Vec<Row> = run
             .records
@@ -389,6 +415,21 @@ impl Report {
                     flops: record.flops,
                     bytes: record.bytes,
                     stats: timing(record),
+                    pipes: pipes::ledger_of(record, &ledger_records).map(|ledger| {
+                        match profile.or_else(|| ledger_profile(record, choice)) {
+                            Some(p) => pipes::price_ledger(record, ledger, p),
+                            None => Err(PipeBlank::Unpriced {
+                                reason: format!(
+                                    "no profile describes `{}` to price its ledger against; \
+                                     pass --profile",
+                                    record.device.name
+                                ),
+                            }),
+                        }
+                    }),
+                    entries: pipes::ledger_of(record, &ledger_records)
+                        .map(|l| l.launches.iter().map(|l| l.entry.clone()).collect())
+                        .unwrap_or_default(),
                     outcome,
                     baseline: strongest_baseline(record, &candidates),
                 }
@@ -534,6 +575,18 @@ fn strongest_baseline(record: &Record, candidates: &Candidates<'_>) -> Option<Ba
 }
 
 /// `"h200: NVIDIA H200 SXM … (profiles/h200.yaml (built in)); hbm 4502.4 GB/s effective of 4800.0"`.
+/// The profile a row's ledger is priced against when the row itself has none: for a row from the
+/// emulated device, the candidate (or the fixed profile) describing the GPU the emulator models.
+fn ledger_profile<'a>(record: &Record, choice: ProfileChoice<'a>) -> Option<&'a Profile> {
+    match choice {
+        ProfileChoice::Fixed(p) => Some(p),
+        ProfileChoice::ByDevice(candidates) => {
+            let model = pipes::emulated_model(&record.device.name)?;
+            Profile::select(model, candidates).ok().flatten()
+        }
+    }
+}
+
 fn describe_profile(p: &Profile) -> String {
     let hbm = p.hbm();
     format!(

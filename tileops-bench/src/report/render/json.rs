@@ -175,12 +175,31 @@ pub(super) struct Row<'a> {
     op: &'a str,
     p10_ms: Option<f64>,
     p90_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipes: Option<Pipes<'a>>,
     profile: Option<&'a str>,
     reason: Option<String>,
     roof: Option<&'a str>,
     sol_ms: Option<f64>,
     verdict: Option<&'static str>,
     workload: &'a str,
+}
+
+/// A row's kernel ledger priced ([`report::PipeTimes`]), or why it could not be; from the
+/// ledger, not measured.
+#[derive(Serialize)]
+struct Pipes<'a> {
+    blank: Option<String>,
+    ceiling: Option<f64>,
+    compute_ms: Option<f64>,
+    entries: &'a [String],
+    issue_ms: Option<f64>,
+    limiter: Option<&'static str>,
+    memory_ms: Option<f64>,
+    sectors_per_request_ratio: Option<f64>,
+    sfu_ms: Option<f64>,
+    traffic_ratio: Option<f64>,
+    wavefronts_ratio: Option<f64>,
 }
 
 impl<'a> Row<'a> {
@@ -210,6 +229,22 @@ impl<'a> Row<'a> {
             op: &row.key.op,
             p10_ms: row.stats.map(|s| s.p10_ms),
             p90_ms: row.stats.map(|s| s.p90_ms),
+            pipes: row.pipes.as_ref().map(|pipes| {
+                let ok = pipes.as_ref().ok();
+                Pipes {
+                    blank: pipes.as_ref().err().map(ToString::to_string),
+                    ceiling: ok.map(report::PipeTimes::ceiling),
+                    compute_ms: ok.map(|p| p.compute_ms),
+                    entries: &row.entries,
+                    issue_ms: ok.map(|p| p.issue_ms),
+                    limiter: ok.map(|p| p.limiter().as_str()),
+                    memory_ms: ok.map(|p| p.memory_ms),
+                    sectors_per_request_ratio: ok.and_then(|p| p.sectors_per_request_ratio),
+                    sfu_ms: ok.map(|p| p.sfu_ms),
+                    traffic_ratio: ok.and_then(|p| p.traffic_ratio),
+                    wavefronts_ratio: ok.and_then(|p| p.wavefronts_ratio),
+                }
+            }),
             profile: row.profile.as_deref(),
             reason: row.reason(),
             roof: row.roof.as_deref(),

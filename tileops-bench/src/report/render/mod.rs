@@ -145,6 +145,11 @@ impl Report {
                 );
             }
         }
+        if let Some(pipes) = self.pipes_table() {
+            let _ = writeln!(out, "\n## Pipes (from the ledger, not measured)\n");
+            let _ = writeln!(out, "{PIPES_NOTE}\n");
+            out.push_str(&pipes.to_markdown());
+        }
         let s = &self.summary;
         let _ = writeln!(out, "\n## Summary\n\n{} rows.\n", s.rows);
         out.push_str(&s.verdict_table().to_markdown());
@@ -154,6 +159,67 @@ impl Report {
         );
         out.push_str(&s.family_table().to_markdown());
         out
+    }
+
+    /// The rows with a kernel ledger, priced against their profile's pipes: memory, compute,
+    /// issue and SFU times, the limiter and the ceiling (from the ledger, not measured), the
+    /// measured efficiency beside it where the row was timed, and the traffic figures the emulator
+    /// counted. `None` when no row has a ledger.
+    pub(crate) fn pipes_table(&self) -> Option<Table> {
+        let with: Vec<_> = self
+            .rows
+            .iter()
+            .filter_map(|r| Some((r, r.pipes.as_ref()?)))
+            .collect();
+        if with.is_empty() {
+            return None;
+        }
+        let mut table = Table::new(vec![
+            Column::left("op"),
+            Column::left("workload"),
+            Column::left("dtype"),
+            Column::left("kernels"),
+            Column::right("memory ms"),
+            Column::right("compute ms"),
+            Column::right("issue ms"),
+            Column::right("SFU ms"),
+            Column::left("limiter"),
+            Column::right("ceiling"),
+            Column::right("measured"),
+            Column::right("traffic / bytes"),
+            Column::right("sectors / ideal"),
+            Column::right("wavefronts / ideal"),
+            Column::left("note"),
+        ]);
+        let ratio = |v: Option<f64>| opt(v, |r| format!("{r:.3}"));
+        for (row, pipes) in with {
+            let ok = pipes.as_ref().ok();
+            table.push([
+                row.key.op.clone(),
+                row.key.workload.clone(),
+                row.key.dtype.clone(),
+                row.entries.join(" + "),
+                opt(ok.map(|p| p.memory_ms), sig4),
+                opt(ok.map(|p| p.compute_ms), sig4),
+                opt(ok.map(|p| p.issue_ms), sig4),
+                opt(ok.map(|p| p.sfu_ms), sig4),
+                ok.map(|p| p.limiter().as_str().to_owned())
+                    .unwrap_or_default(),
+                opt(ok.map(super::PipeTimes::ceiling), |c| {
+                    format!("{:.1}%", c * 100.0)
+                }),
+                opt(row.efficiency(), |e| format!("{:.1}%", e * 100.0)),
+                ratio(ok.and_then(|p| p.traffic_ratio)),
+                ratio(ok.and_then(|p| p.sectors_per_request_ratio)),
+                ratio(ok.and_then(|p| p.wavefronts_ratio)),
+                pipes
+                    .as_ref()
+                    .err()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+            ]);
+        }
+        Some(table)
     }
 
     /// The rows as CSV (header line first; blank cells for missing numbers).
@@ -190,9 +256,39 @@ impl Report {
                 "baseline_call",
             ]);
         }
+        let pipes = self.rows.iter().any(|r| r.pipes.is_some());
+        if pipes {
+            header.extend([
+                "ledger_memory_ms",
+                "issue_ms",
+                "sfu_ms",
+                "limiter",
+                "ceiling",
+                "traffic_ratio",
+                "ledger_note",
+            ]);
+        }
         let mut table = Table::new(header.into_iter().map(Column::left).collect());
         for row in &self.rows {
             let p = row.priced();
+            let pipe_cells = pipes.then(|| {
+                let ok = row.pipes.as_ref().and_then(|p| p.as_ref().ok());
+                [
+                    csv_number(ok.map(|p| p.memory_ms)),
+                    csv_number(ok.map(|p| p.issue_ms)),
+                    csv_number(ok.map(|p| p.sfu_ms)),
+                    Cell::new(ok.map_or("", |p| p.limiter().as_str())),
+                    csv_number(ok.map(super::PipeTimes::ceiling)),
+                    csv_number(ok.and_then(|p| p.traffic_ratio)),
+                    Cell::new(
+                        row.pipes
+                            .as_ref()
+                            .and_then(|p| p.as_ref().err())
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
+                    ),
+                ]
+            });
             let baseline_cells = baselines.then(|| {
                 let b = row.baseline.as_ref();
                 [
@@ -226,7 +322,8 @@ impl Report {
                     Cell::new(row.reason().unwrap_or_default()),
                 ]
                 .into_iter()
-                .chain(baseline_cells.into_iter().flatten()),
+                .chain(baseline_cells.into_iter().flatten())
+                .chain(pipe_cells.into_iter().flatten()),
             );
         }
         table.to_csv()
@@ -313,6 +410,14 @@ impl Summary {
         table
     }
 }
+
+/// What the pipes table is, said above it in every format that shows it.
+pub(crate) const PIPES_NOTE: &str = "Each row's kernel ledger (instructions and MUFU operations \
+     from the sm_90 SASS, launch shapes and traffic from the emulator) priced against the \
+     profile's pipes: the limiter is the slowest pipe, the ceiling the highest efficiency the \
+     kernel can reach given its pipes (the spec's SOL time over the limiter's). From the ledger, \
+     not measured; traffic columns are blank where the emulator did not count (a dry run over \
+     its budget, or a build without the traffic instrumentation).";
 
 /// The run's device for the report's first line, as markdown: its name, and its compute
 /// capability, driver and L2 size where known.
