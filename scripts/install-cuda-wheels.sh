@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned NVIDIA wheels that let tileops compile its kernels on a machine without a GPU
 # or CUDA toolkit: NVRTC (libnvrtc.so.13 + libnvrtc-builtins), the CUDA headers (cuda_fp16.h, ...)
-# and ptxas; and the host-side headers (crt/, nv/target) the CPU emulator compiles the kernels with.
+# ptxas and nvdisasm; and the host-side headers (crt/, nv/target) the CPU emulator compiles the kernels with.
 # Idempotent: a second run with everything in place does nothing.
 #
 #   bash scripts/install-cuda-wheels.sh            # into <repo>/.cuda-wheels
@@ -25,6 +25,12 @@ pins=(
   # compile as host C++, for the CPU emulator of the kernels (cuda-emu/).
   "nvidia-cuda-crt==13.0.88"
   "nvidia-cuda-cccl==13.0.85"
+  # nvdisasm, for the SASS instruction ledger (tileops-bench/src/ledger/). PyPI has no 13.0 build
+  # of it (13.2.51 is the oldest); 13.2.86 is the newest 13.2 patch, the closest to the 13.0
+  # toolkit above, and it only reads CUBINs (sm_90 SASS encodings do not change between these
+  # releases), so it cannot affect what NVRTC emits. Bumping it can change the disassembly's
+  # spelling: regenerate tileops-bench/ledger/sass_sm90.json in the same change.
+  "nvidia-cuda-nvdisasm==13.2.86"
 )
 stamp="$dest/.tileops-pins"
 want="$(printf '%s\n' "${pins[@]}")"
@@ -35,6 +41,7 @@ complete() {
   compgen -G "$dest/nvidia/cu13/lib/libnvrtc-builtins.so.13*" >/dev/null || return 1
   [[ -f "$dest/nvidia/cu13/include/cuda_fp16.h" && -f "$dest/nvidia/cu13/include/cuda_bf16.h" ]] || return 1
   [[ -x "$dest/nvidia/cu13/bin/ptxas" ]] || return 1
+  [[ -x "$dest/nvidia/cu13/bin/nvdisasm" ]] || return 1
   [[ -f "$dest/nvidia/cu13/include/crt/host_defines.h" && -e "$dest/nvidia/cu13/include/nv/target" ]] || return 1
 }
 

@@ -5,3 +5,4 @@
 //! downstream-style tests (`tests/it/`) and the unit tests of each module.
 
 mod gpu;
+mod ledger;

@@ -1,0 +1,166 @@
+//! Building the ledger: every kernel file compiled by NVRTC for sm_90 with tileops's own
+//! options ([`tileops::kernels::compile`]), its CUBIN disassembled by `nvdisasm`, each entry's
+//! common path walked.
+//!
+//! nvdisasm is found beside the CUDA headers NVRTC uses (`<root>/include` → `<root>/bin`): the
+//! pinned `nvidia-cuda-nvdisasm` wheel that `scripts/install-cuda-wheels.sh` installs.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use tileops::kernels::{self, KernelSource, SOURCES, Target};
+
+use super::cfg::Cfg;
+use super::{EntryLedger, Ledger, LedgerError, LoopLedger, Toolchain, sass, walk};
+
+/// The architecture the ledger describes.
+pub const ARCH: u32 = 90;
+
+/// nvdisasm beside the toolkit's headers, and its version line.
+pub fn nvdisasm() -> Result<(PathBuf, String), LedgerError> {
+    let toolkit = kernels::toolkit().map_err(|e| LedgerError::Generate(e.to_string()))?;
+    let path = toolkit
+        .include_dir
+        .parent()
+        .map(|root| root.join("bin").join("nvdisasm"))
+        .filter(|p| p.is_file())
+        .ok_or_else(|| {
+            LedgerError::Generate(format!(
+                "no bin/nvdisasm beside {} (run scripts/install-cuda-wheels.sh)",
+                toolkit.include_dir.display()
+            ))
+        })?;
+    let out = Command::new(&path)
+        .arg("--version")
+        .output()
+        .map_err(|e| LedgerError::Generate(format!("{}: {e}", path.display())))?;
+    let version = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    Ok((path, version))
+}
+
+/// The toolchain that [`generate`] would use, without compiling anything.
+pub fn toolchain() -> Result<Toolchain, LedgerError> {
+    let toolkit = kernels::toolkit().map_err(|e| LedgerError::Generate(e.to_string()))?;
+    let (_, version) = nvdisasm()?;
+    Ok(Toolchain {
+        arch: format!("sm_{ARCH}"),
+        nvrtc: format!("{}.{}", toolkit.nvrtc_version.0, toolkit.nvrtc_version.1),
+        nvdisasm: version,
+    })
+}
+
+/// Element bytes from an entry's dtype suffix.
+fn element_bytes(entry: &str) -> u32 {
+    if entry.ends_with("_f16") || entry.ends_with("_bf16") {
+        2
+    } else {
+        4
+    }
+}
+
+/// The ledger of one kernel file's entries.
+pub fn file_entries(source: &KernelSource, nvdisasm: &PathBuf) -> Result<Vec<EntryLedger>, LedgerError> {
+    let failed = |message: String| LedgerError::Generate(format!("{}: {message}", source.file));
+    let compiled = kernels::compile(source, Target::Sm(ARCH)).map_err(|e| failed(e.to_string()))?;
+    let cubin = compiled
+        .cubin
+        .as_deref()
+        .ok_or_else(|| failed("NVRTC returned no CUBIN".into()))?;
+    let mut file = tempfile::Builder::new()
+        .suffix(".cubin")
+        .tempfile()
+        .map_err(|e| failed(format!("temporary CUBIN: {e}")))?;
+    std::io::Write::write_all(&mut file, cubin).map_err(|e| failed(e.to_string()))?;
+    let out = Command::new(nvdisasm)
+        .arg("-c")
+        .arg(file.path())
+        .output()
+        .map_err(|e| failed(format!("{}: {e}", nvdisasm.display())))?;
+    if !out.status.success() {
+        return Err(failed(format!(
+            "nvdisasm failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let functions = sass::parse(&text)?;
+    let usage = compiled.resource_usage();
+    let mut entries = Vec::with_capacity(source.entries.len());
+    for entry in source.entries {
+        let function = functions
+            .iter()
+            .find(|f| f.name == entry.name)
+            .ok_or_else(|| failed(format!("{} is not in the disassembly", entry.name)))?;
+        let usage = usage
+            .iter()
+            .find(|u| u.function == entry.name)
+            .ok_or_else(|| failed(format!("no ptxas report for {}", entry.name)))?;
+        let cfg = Cfg::build(function).map_err(failed)?;
+        let path = walk::common_path(function, &cfg);
+        let element_bytes = element_bytes(entry.name);
+        let loops = path
+            .loops
+            .iter()
+            .map(|(header, body)| LoopLedger {
+                header: *header,
+                elements_per_iteration: f64::from(body.load_bytes.max(body.store_bytes))
+                    / f64::from(element_bytes),
+                body: *body,
+            })
+            .collect();
+        entries.push(EntryLedger {
+            entry: entry.name.to_owned(),
+            file: source.file.to_owned(),
+            element_bytes,
+            registers: usage.registers,
+            stack_bytes: usage.stack_bytes,
+            spill_bytes: usage.spill_stores + usage.spill_loads,
+            static_smem: usage.shared_bytes,
+            fixed: path.fixed,
+            loops,
+        });
+    }
+    Ok(entries)
+}
+
+/// Compiles, disassembles and walks every entry of every kernel file, on up to
+/// `available_parallelism` threads (NVRTC dominates: about a minute of CPU for all files).
+pub fn generate() -> Result<Ledger, LedgerError> {
+    let toolchain = toolchain()?;
+    let (nvdisasm, _) = nvdisasm()?;
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, SOURCES.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<Vec<EntryLedger>, LedgerError>>> =
+        (0..SOURCES.len()).map(|_| None).collect();
+    let slots = std::sync::Mutex::new(&mut results);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(source) = SOURCES.get(i) else { break };
+                    let result = file_entries(source, &nvdisasm);
+                    if let Ok(mut slots) = slots.lock() {
+                        slots[i] = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    let mut entries = Vec::new();
+    for (source, result) in SOURCES.iter().zip(results) {
+        let result = result.ok_or_else(|| {
+            LedgerError::Generate(format!("{}: a worker thread stopped", source.file))
+        })?;
+        entries.extend(result?);
+    }
+    Ok(Ledger { toolchain, entries })
+}

@@ -1,0 +1,438 @@
+//! The instruction ledger: what every kernel entry point costs in SASS instructions, SFU
+//! (MUFU) operations, registers and occupancy on sm_90, counted from the CUBINs NVRTC builds,
+//! with no GPU.
+//!
+//! The figures are generated ([`generate`]) from the disassembly (`nvdisasm`) of each entry's
+//! sm_90 CUBIN and committed as `tileops-bench/ledger/sass_sm90.json`, which this crate embeds:
+//! [`Ledger::builtin`] works on any machine. Per entry the ledger holds the common path's
+//! instructions outside loops (fixed per-thread work) and one iteration of each loop with the
+//! elements it handles; [`Ledger::launch_cost`] turns them into the cost of one launch.
+//! `tileops-bench/ledger/METHOD.md` states the counting method and its expected error.
+//!
+//! ```
+//! use tileops_bench::ledger::{LaunchShape, Ledger};
+//!
+//! let ledger = Ledger::builtin()?;
+//! // relu over 2048×4096 bf16 elements, 8 CTAs of 256 threads per SM on 132 SMs.
+//! let launch = LaunchShape { grid: [8 * 132, 1, 1], block: [256, 1, 1], dynamic_smem: 0 };
+//! let cost = ledger.launch_cost("relu_bf16", &launch, 2048 * 4096)?;
+//! assert!(cost.instr_per_elem > 4.0 && cost.instr_per_elem < 10.0);
+//! assert_eq!(cost.mufu_per_elem, 0.0);
+//! # Ok::<(), tileops_bench::ledger::LedgerError>(())
+//! ```
+//!
+//! Regenerate the JSON after changing a kernel (needs the pinned wheels, NVRTC and nvdisasm):
+//! `TILEOPS_LEDGER_UPDATE=1 cargo test -p tileops-bench --test it ledger`.
+
+pub mod cfg;
+pub mod generate;
+pub mod occupancy;
+pub mod sass;
+pub mod walk;
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+pub use occupancy::{SM90, SmLimits};
+pub use walk::Tally;
+
+/// The committed ledger, embedded.
+const BUILTIN: &str = include_str!("../../ledger/sass_sm90.json");
+
+/// What went wrong reading, generating or using the ledger.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LedgerError {
+    /// No entry point of that name is in the ledger.
+    #[error("`{entry}` is not in the SASS ledger{hint}")]
+    UnknownEntry {
+        /// The name asked for.
+        entry: String,
+        /// ` (did you mean `x`?)`, or empty.
+        hint: String,
+    },
+    /// The launch cannot run on sm_90 as given.
+    #[error("{entry}: launch grid {grid:?} block {block:?} dynamic smem {dynamic_smem} B: {reason}")]
+    BadLaunch {
+        /// The entry point.
+        entry: String,
+        /// The grid asked for.
+        grid: [u32; 3],
+        /// The block asked for.
+        block: [u32; 3],
+        /// The dynamic shared memory asked for.
+        dynamic_smem: u32,
+        /// Why it cannot run.
+        reason: String,
+    },
+    /// A call over no elements has no cost per element.
+    #[error("{entry}: a launch over 0 elements has no cost per element; pass the largest tensor's element count")]
+    NoElements {
+        /// The entry point.
+        entry: String,
+    },
+    /// The disassembly could not be read.
+    #[error("nvdisasm output line {line}: {message}")]
+    Sass {
+        /// 1-based line.
+        line: usize,
+        /// What is wrong there.
+        message: String,
+    },
+    /// The ledger JSON could not be read.
+    #[error("the SASS ledger JSON: {0}")]
+    Json(String),
+    /// Generating the ledger failed (NVRTC, nvdisasm, a missing entry).
+    #[error("generating the SASS ledger: {0}")]
+    Generate(String),
+}
+
+/// Which tools built the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toolchain {
+    /// The architecture the CUBINs were built for (`sm_90`).
+    pub arch: String,
+    /// NVRTC's version (`13.0`).
+    pub nvrtc: String,
+    /// nvdisasm's version line (`Cuda compilation tools, release 13.2, V13.2.86`).
+    pub nvdisasm: String,
+}
+
+/// One loop of an entry's common path, one iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopLedger {
+    /// Byte offset of the loop header in the entry's SASS (for reading the disassembly).
+    pub header: u32,
+    /// Elements one iteration handles: the larger of the bytes it loads from and stores to
+    /// global memory, divided by the entry's element size. 0 when it touches no global memory
+    /// (a reduction tree, a shuffle loop): then it counts as fixed per-thread work.
+    pub elements_per_iteration: f64,
+    /// One iteration's instructions (nested loops' own instructions not included).
+    pub body: Tally,
+}
+
+/// One entry point's static figures on sm_90.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntryLedger {
+    /// The entry point (`relu_bf16`).
+    pub entry: String,
+    /// Its kernel file (`activation.cu`).
+    pub file: String,
+    /// Bytes of its element type, from the name's suffix (`_f32` 4, `_f16`/`_bf16` 2, else 4).
+    pub element_bytes: u32,
+    /// Registers per thread (ptxas).
+    pub registers: u32,
+    /// Stack frame bytes per thread (ptxas).
+    pub stack_bytes: u32,
+    /// Spill bytes stored + loaded per thread (ptxas).
+    pub spill_bytes: u32,
+    /// Static shared memory per CTA, bytes (ptxas).
+    pub static_smem: u32,
+    /// The common path outside loops: once per thread.
+    pub fixed: Tally,
+    /// The loops on the common path, in the order it enters them.
+    pub loops: Vec<LoopLedger>,
+}
+
+impl EntryLedger {
+    /// Instructions per thread that do not scale with the elements: the path outside loops
+    /// and the loops that touch no global memory (one iteration each).
+    pub fn fixed_per_thread(&self) -> Tally {
+        let mut tally = self.fixed;
+        for l in self.loops.iter().filter(|l| l.elements_per_iteration == 0.0) {
+            tally.accumulate(&l.body);
+        }
+        tally
+    }
+
+    /// `(instructions, MUFU)` per element in the loops that stream elements, fixed work left
+    /// out: the cost once a thread handles many elements.
+    pub fn loop_per_element(&self) -> (f64, f64) {
+        self.loops
+            .iter()
+            .filter(|l| l.elements_per_iteration > 0.0)
+            .fold((0.0, 0.0), |(i, m), l| {
+                (
+                    i + f64::from(l.body.instructions) / l.elements_per_iteration,
+                    m + f64::from(l.body.mufu) / l.elements_per_iteration,
+                )
+            })
+    }
+}
+
+/// A kernel launch: the configuration `cuLaunchKernel` gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchShape {
+    /// CTAs per grid dimension.
+    pub grid: [u32; 3],
+    /// Threads per CTA dimension.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per CTA, bytes.
+    pub dynamic_smem: u32,
+}
+
+/// What one launch costs, from the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LaunchCost {
+    /// SASS instructions issued, summed over threads (thread-instructions; ÷ 32 for warp
+    /// instructions).
+    pub thread_instructions: f64,
+    /// MUFU operations, summed over threads.
+    pub mufu_ops: f64,
+    /// `thread_instructions / elements`.
+    pub instr_per_elem: f64,
+    /// `mufu_ops / elements`.
+    pub mufu_per_elem: f64,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Resident CTAs per SM.
+    pub ctas_per_sm: u32,
+    /// Resident warps per SM (`ctas_per_sm` × warps per CTA).
+    pub warps_per_sm: u32,
+    /// CTAs of the grid ÷ (resident CTAs per SM × 132 SMs).
+    pub waves: f64,
+}
+
+/// The instruction ledger of every entry point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// What built it.
+    pub toolchain: Toolchain,
+    /// One per entry point, in the order of `tileops::kernels::SOURCES` and their entries.
+    pub entries: Vec<EntryLedger>,
+}
+
+impl Ledger {
+    /// The ledger committed with this crate (`tileops-bench/ledger/sass_sm90.json`).
+    pub fn builtin() -> Result<&'static Ledger, LedgerError> {
+        static PARSED: OnceLock<Result<Ledger, LedgerError>> = OnceLock::new();
+        PARSED
+            .get_or_init(|| Ledger::from_json(BUILTIN))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Reads a ledger from its JSON.
+    pub fn from_json(text: &str) -> Result<Ledger, LedgerError> {
+        serde_json::from_str(text).map_err(|e| LedgerError::Json(e.to_string()))
+    }
+
+    /// The JSON committed as `sass_sm90.json`: pretty, one field a line, a final newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_else(|e| {
+            // Plain structs of numbers and strings always serialise; keep the message if not.
+            format!("{{\"error\": {:?}}}", e.to_string())
+        });
+        text.push('\n');
+        text
+    }
+
+    /// One entry point's figures.
+    pub fn entry(&self, entry: &str) -> Result<&EntryLedger, LedgerError> {
+        self.entries.iter().find(|e| e.entry == entry).ok_or_else(|| {
+            let best = self
+                .entries
+                .iter()
+                .map(|e| (strsim::jaro_winkler(&e.entry, entry), &e.entry))
+                .filter(|(score, _)| *score > 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            LedgerError::UnknownEntry {
+                entry: entry.to_owned(),
+                hint: best.map_or_else(String::new, |(_, name)| {
+                    format!(" (did you mean `{name}`?)")
+                }),
+            }
+        })
+    }
+
+    /// The cost of launching `entry` with `launch` over `elements`: the element count of the
+    /// call's largest tensor (input or output).
+    ///
+    /// Each thread of the grid runs the fixed work once
+    /// ([`EntryLedger::fixed_per_thread`]); each streaming loop runs
+    /// `elements / elements_per_iteration` iterations in all, spread over the threads.
+    /// Occupancy is sm_90's ([`SM90`]) with the entry's registers and static shared memory
+    /// plus `dynamic_smem`; waves are over 132 SMs.
+    pub fn launch_cost(
+        &self,
+        entry: &str,
+        launch: &LaunchShape,
+        elements: u64,
+    ) -> Result<LaunchCost, LedgerError> {
+        let e = self.entry(entry)?;
+        let bad = |reason: String| LedgerError::BadLaunch {
+            entry: entry.to_owned(),
+            grid: launch.grid,
+            block: launch.block,
+            dynamic_smem: launch.dynamic_smem,
+            reason,
+        };
+        if launch.grid.contains(&0) || launch.block.contains(&0) {
+            return Err(bad("a grid or block dimension of 0".into()));
+        }
+        if elements == 0 {
+            return Err(LedgerError::NoElements {
+                entry: entry.to_owned(),
+            });
+        }
+        let block_threads = launch
+            .block
+            .iter()
+            .try_fold(1u32, |acc, d| acc.checked_mul(*d))
+            .ok_or_else(|| bad("more threads per CTA than u32 holds".into()))?;
+        let shared = e
+            .static_smem
+            .checked_add(launch.dynamic_smem)
+            .ok_or_else(|| bad("shared memory overflows u32".into()))?;
+        let ctas_per_sm = occupancy::ctas_per_sm(&SM90, block_threads, e.registers, shared)
+            .map_err(bad)?;
+        let ctas: f64 = launch.grid.iter().map(|d| f64::from(*d)).product();
+        let threads = ctas * f64::from(block_threads);
+        let fixed = e.fixed_per_thread();
+        let elements = elements as f64;
+        let mut instructions = threads * f64::from(fixed.instructions);
+        let mut mufu = threads * f64::from(fixed.mufu);
+        for l in e.loops.iter().filter(|l| l.elements_per_iteration > 0.0) {
+            let iterations = elements / l.elements_per_iteration;
+            instructions += iterations * f64::from(l.body.instructions);
+            mufu += iterations * f64::from(l.body.mufu);
+        }
+        let warps_per_cta = block_threads.div_ceil(32);
+        Ok(LaunchCost {
+            thread_instructions: instructions,
+            mufu_ops: mufu,
+            instr_per_elem: instructions / elements,
+            mufu_per_elem: mufu / elements,
+            registers: e.registers,
+            ctas_per_sm,
+            warps_per_sm: ctas_per_sm * warps_per_cta,
+            waves: ctas / f64::from(ctas_per_sm * SM90.sm_count),
+        })
+    }
+}
+
+impl fmt::Display for LaunchShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [gx, gy, gz] = self.grid;
+        let [bx, by, bz] = self.block;
+        write!(f, "grid {gx}×{gy}×{gz}, block {bx}×{by}×{bz}")?;
+        if self.dynamic_smem > 0 {
+            write!(f, ", {} B dynamic smem", self.dynamic_smem)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(instructions: u32, mufu: u32) -> Tally {
+        Tally {
+            instructions,
+            mufu,
+            ..Tally::default()
+        }
+    }
+
+    /// A relu-like entry: 20 fixed instructions, a loop of 176 for 32 elements, and a
+    /// 10-instruction reduction-tree loop that touches no global memory.
+    fn ledger() -> Ledger {
+        Ledger {
+            toolchain: Toolchain {
+                arch: "sm_90".into(),
+                nvrtc: "13.0".into(),
+                nvdisasm: "test".into(),
+            },
+            entries: vec![EntryLedger {
+                entry: "k_bf16".into(),
+                file: "k.cu".into(),
+                element_bytes: 2,
+                registers: 38,
+                stack_bytes: 0,
+                spill_bytes: 0,
+                static_smem: 0,
+                fixed: tally(20, 1),
+                loops: vec![
+                    LoopLedger {
+                        header: 0x130,
+                        elements_per_iteration: 32.0,
+                        body: tally(176, 2),
+                    },
+                    LoopLedger {
+                        header: 0x400,
+                        elements_per_iteration: 0.0,
+                        body: tally(10, 0),
+                    },
+                ],
+            }],
+        }
+    }
+
+    #[test]
+    fn fixed_work_per_thread_and_loops_per_element() {
+        let launch = LaunchShape {
+            grid: [1056, 1, 1],
+            block: [256, 1, 1],
+            dynamic_smem: 0,
+        };
+        let elements = 2048 * 4096;
+        let cost = ledger().launch_cost("k_bf16", &launch, elements).unwrap();
+        let threads = 1056.0 * 256.0;
+        let want = threads * 30.0 + elements as f64 / 32.0 * 176.0;
+        assert!((cost.thread_instructions - want).abs() < 1e-6);
+        assert!((cost.instr_per_elem - want / elements as f64).abs() < 1e-12);
+        let want_mufu = threads + elements as f64 / 32.0 * 2.0;
+        assert!((cost.mufu_ops - want_mufu).abs() < 1e-6);
+        // 38 registers → 40 → 1280 per warp → 51 warps → 6 CTAs of 8 warps.
+        assert_eq!((cost.ctas_per_sm, cost.warps_per_sm), (6, 48));
+        assert!((cost.waves - 1056.0 / (6.0 * 132.0)).abs() < 1e-12);
+        let per = ledger().entries[0].loop_per_element();
+        assert!((per.0 - 5.5).abs() < 1e-12 && (per.1 - 0.0625).abs() < 1e-12);
+    }
+
+    #[test]
+    fn errors_are_values() {
+        let l = ledger();
+        let ok = LaunchShape {
+            grid: [1, 1, 1],
+            block: [128, 1, 1],
+            dynamic_smem: 0,
+        };
+        let err = l.launch_cost("k_b16", &ok, 1).unwrap_err();
+        assert_eq!(err.to_string(), "`k_b16` is not in the SASS ledger (did you mean `k_bf16`?)");
+        let zero = LaunchShape {
+            grid: [0, 1, 1],
+            ..ok
+        };
+        assert!(matches!(
+            l.launch_cost("k_bf16", &zero, 1),
+            Err(LedgerError::BadLaunch { .. })
+        ));
+        let huge = LaunchShape {
+            block: [2048, 1, 1],
+            ..ok
+        };
+        let err = l.launch_cost("k_bf16", &huge, 1).unwrap_err();
+        assert!(err.to_string().contains("2048 threads per CTA"), "{err}");
+        let smem = LaunchShape {
+            dynamic_smem: 300_000,
+            ..ok
+        };
+        assert!(l.launch_cost("k_bf16", &smem, 1).is_err());
+        assert_eq!(
+            l.launch_cost("k_bf16", &ok, 0),
+            Err(LedgerError::NoElements {
+                entry: "k_bf16".into()
+            })
+        );
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let l = ledger();
+        assert_eq!(Ledger::from_json(&l.to_json()).unwrap(), l);
+        assert!(matches!(Ledger::from_json("{"), Err(LedgerError::Json(_))));
+    }
+}

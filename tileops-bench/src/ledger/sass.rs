@@ -1,0 +1,210 @@
+//! Reading `nvdisasm -c` output: one [`Function`] per `.text.<entry>` section, each a list of
+//! [`Instruction`]s with the labels that name their offsets.
+
+use std::collections::HashMap;
+
+use super::LedgerError;
+
+/// One SASS instruction as `nvdisasm` prints it: `/*0120*/ @!P0 BRA `(.L_x_1) ;`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instruction {
+    /// Byte offset in the function (the `/*0120*/` comment).
+    pub offset: u32,
+    /// The guard predicate (`@!P0`), if any; `@PT` is kept as written.
+    pub predicate: Option<String>,
+    /// The opcode with its modifiers (`LDG.E.128.CONSTANT`).
+    pub opcode: String,
+    /// The branch target label of `BRA`/`BSSY`/`CALL` (`.L_x_1`), if any.
+    pub target: Option<String>,
+}
+
+impl Instruction {
+    /// The opcode without modifiers (`LDG`).
+    pub fn base(&self) -> &str {
+        self.opcode.split('.').next().unwrap_or_default()
+    }
+
+    /// Whether it is guarded by a predicate that may be false (`@PT` is always true).
+    pub fn is_conditional(&self) -> bool {
+        self.predicate.as_deref().is_some_and(|p| p != "@PT")
+    }
+
+    /// Whether it is an SFU (multi-function unit) instruction: `MUFU.EX2`, `MUFU.RCP`, ...
+    pub fn is_mufu(&self) -> bool {
+        self.base() == "MUFU"
+    }
+
+    /// Bytes one thread moves if this is a global load (`LDG`) or store (`STG`, `RED`, `ATOMG`):
+    /// `(is_store, bytes)`. The width comes from the modifiers: `.128` 16, `.64` 8, `.U16`/`.S16`
+    /// 2, `.U8`/`.S8` 1, otherwise 4.
+    pub fn global_access(&self) -> Option<(bool, u32)> {
+        let store = match self.base() {
+            "LDG" => false,
+            "STG" | "RED" | "ATOMG" => true,
+            _ => return None,
+        };
+        let mut bytes = 4;
+        for modifier in self.opcode.split('.').skip(1) {
+            bytes = match modifier {
+                "128" => 16,
+                "64" => 8,
+                "U16" | "S16" => 2,
+                "U8" | "S8" => 1,
+                _ => continue,
+            };
+        }
+        Some((store, bytes))
+    }
+}
+
+/// One entry point's code.
+#[derive(Debug, Clone, Default)]
+pub struct Function {
+    /// The symbol (`relu_bf16`).
+    pub name: String,
+    /// Its instructions in address order.
+    pub instructions: Vec<Instruction>,
+    /// Label → index of the instruction it names.
+    pub labels: HashMap<String, usize>,
+}
+
+/// Splits `nvdisasm -c` text into its functions (sections `.text.<name>`).
+///
+/// Lines that are neither instructions, labels nor section headers (directives, comments,
+/// blank lines) are skipped; an instruction before any section, or a label that names no
+/// instruction and is not at the end of its function, is an error.
+pub fn parse(text: &str) -> Result<Vec<Function>, LedgerError> {
+    let mut functions: Vec<Function> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix(".section") {
+            let section = rest.trim().split(',').next().unwrap_or_default();
+            if let Some(name) = section.strip_prefix(".text.") {
+                pending.clear();
+                functions.push(Function {
+                    name: name.to_owned(),
+                    ..Function::default()
+                });
+            }
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("/*") {
+            let Some((offset, instruction)) = rest.split_once("*/") else {
+                continue;
+            };
+            let Ok(offset) = u32::from_str_radix(offset.trim(), 16) else {
+                // A comment, not an address.
+                continue;
+            };
+            let Some(function) = functions.last_mut() else {
+                return Err(LedgerError::Sass {
+                    line: number + 1,
+                    message: "an instruction before any `.text.` section".into(),
+                });
+            };
+            let instruction =
+                parse_instruction(offset, instruction).ok_or_else(|| LedgerError::Sass {
+                    line: number + 1,
+                    message: format!("not an instruction: `{trimmed}`"),
+                })?;
+            let index = function.instructions.len();
+            for label in pending.drain(..) {
+                function.labels.insert(label, index);
+            }
+            function.instructions.push(instruction);
+            continue;
+        }
+        if let Some(label) = trimmed.strip_suffix(':')
+            && !label.is_empty()
+            && !label.contains(char::is_whitespace)
+            && !functions.is_empty()
+        {
+            pending.push(label.to_owned());
+        }
+    }
+    Ok(functions)
+}
+
+/// `@!P0 BRA `(.L_x_1) ;` → predicate, opcode, target. `None` when there is no opcode.
+fn parse_instruction(offset: u32, text: &str) -> Option<Instruction> {
+    let text = text.trim().trim_end_matches(';').trim();
+    let mut tokens = text.split_whitespace();
+    let mut first = tokens.next()?;
+    let mut predicate = None;
+    if first.starts_with('@') {
+        predicate = Some(first.to_owned());
+        first = tokens.next()?;
+    }
+    if !first.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return None;
+    }
+    let target = text.find("`(").and_then(|start| {
+        let rest = &text[start + 2..];
+        rest.find(')').map(|end| rest[..end].to_owned())
+    });
+    Some(Instruction {
+        offset,
+        predicate,
+        opcode: first.to_owned(),
+        target,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head of `relu_bf16` as nvdisasm 13.2 prints it (cut short).
+    const SNIPPET: &str = r#"
+//--------------------- .text.relu_bf16            --------------------------
+	.section	.text.relu_bf16,"ax",@progbits
+	.align	128
+        .global         relu_bf16
+relu_bf16:
+.text.relu_bf16:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0120*/               @P0 BRA `(.L_x_330) ;
+.L_x_339:
+        /*02a0*/              @!P1 LDG.E.128.CONSTANT R4, desc[UR4][R34.64] ;
+        /*0530*/                   STG.E.128 desc[UR4][R28.64], R20 ;
+        /*0d30*/                   LDG.E.U16.CONSTANT R2, desc[UR4][R2.64] ;
+        /*0c10*/              @!P0 BRA `(.L_x_339) ;
+.L_x_330:
+        /*04b0*/                   CALL.REL.NOINC `($__internal_1_$__cuda_sm3x_div_rn_noftz_f32_slowpath) ;
+        /*03f0*/                   MUFU.EX2 R27, R26 ;
+        /*0db0*/                   EXIT ;
+"#;
+
+    #[test]
+    fn parses_predicates_opcodes_targets_and_labels() {
+        let functions = parse(SNIPPET).unwrap();
+        assert_eq!(functions.len(), 1);
+        let f = &functions[0];
+        assert_eq!(f.name, "relu_bf16");
+        assert_eq!(f.instructions.len(), 9);
+        let bra = &f.instructions[1];
+        assert_eq!(bra.offset, 0x120);
+        assert_eq!(bra.predicate.as_deref(), Some("@P0"));
+        assert_eq!(bra.base(), "BRA");
+        assert_eq!(bra.target.as_deref(), Some(".L_x_330"));
+        assert!(bra.is_conditional());
+        assert_eq!(f.labels[".L_x_339"], 2);
+        assert_eq!(f.labels[".L_x_330"], 6);
+        assert_eq!(f.instructions[2].global_access(), Some((false, 16)));
+        assert_eq!(f.instructions[3].global_access(), Some((true, 16)));
+        assert_eq!(f.instructions[4].global_access(), Some((false, 2)));
+        assert_eq!(f.instructions[0].global_access(), None);
+        assert!(f.instructions[7].is_mufu());
+        assert_eq!(
+            f.instructions[6].target.as_deref(),
+            Some("$__internal_1_$__cuda_sm3x_div_rn_noftz_f32_slowpath")
+        );
+    }
+
+    #[test]
+    fn an_instruction_outside_a_section_is_an_error() {
+        let err = parse("        /*0000*/   EXIT ;\n").unwrap_err();
+        assert!(matches!(err, LedgerError::Sass { line: 1, .. }), "{err}");
+    }
+}

@@ -1,0 +1,300 @@
+//! The common path through one function: the walk that the ledger counts.
+//!
+//! From the entry block, the walk follows one successor at each conditional branch and stops at
+//! `EXIT`. Every instruction of a block it passes is counted once, predicated or not (a
+//! predicated-off instruction still issues). At a fork it prefers, in this order:
+//! 1. the side without a `CALL` (the slow paths of IEEE division and square root are calls);
+//! 2. once a 16-byte global access has been walked, the side without narrower global accesses
+//!    when the other has none (the scalar tail after the vector loop: full vectors assumed);
+//! 3. the side with more 16-byte global accesses (aligned rows, full vectors);
+//! 4. the fall-through (ptxas lays the likely side out first; a guard such as `@P0 EXIT` or
+//!    `@P0 BRA skip` is assumed not taken).
+//!
+//! A side is the blocks reachable from it (back edges not followed) that are not reachable
+//! from the other side: what happens only if that side is taken. Loops run one iteration: a
+//! back edge is never followed; a conditional latch falls through to the loop's exit, and an
+//! unconditional one resumes at the first exit edge of the loop that the walk passed.
+
+use super::cfg::{Cfg, Next};
+use super::sass::Function;
+
+/// Instructions counted on part of the path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Tally {
+    /// SASS instructions.
+    pub instructions: u32,
+    /// MUFU (SFU) instructions.
+    pub mufu: u32,
+    /// 16-byte global loads (`LDG.E.128`).
+    pub wide_loads: u32,
+    /// 16-byte global stores (`STG.E.128`).
+    pub wide_stores: u32,
+    /// Bytes one thread loads from global memory.
+    pub load_bytes: u32,
+    /// Bytes one thread stores to global memory.
+    pub store_bytes: u32,
+}
+
+impl Tally {
+    /// Adds `other`'s counts to these.
+    pub fn accumulate(&mut self, other: &Tally) {
+        self.instructions += other.instructions;
+        self.mufu += other.mufu;
+        self.wide_loads += other.wide_loads;
+        self.wide_stores += other.wide_stores;
+        self.load_bytes += other.load_bytes;
+        self.store_bytes += other.store_bytes;
+    }
+
+    fn add(&mut self, function: &Function, start: usize, end: usize) {
+        for instruction in &function.instructions[start..end] {
+            self.instructions += 1;
+            self.mufu += u32::from(instruction.is_mufu());
+            if let Some((store, bytes)) = instruction.global_access() {
+                if store {
+                    self.store_bytes += bytes;
+                    self.wide_stores += u32::from(bytes == 16);
+                } else {
+                    self.load_bytes += bytes;
+                    self.wide_loads += u32::from(bytes == 16);
+                }
+            }
+        }
+    }
+}
+
+/// The common path's counts: outside loops, and per loop (one iteration, nested loops' own
+/// instructions counted in their own tally), loops in the order the walk entered them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Path {
+    /// Instructions outside every loop.
+    pub fixed: Tally,
+    /// `(offset of the loop header's first instruction, one iteration)`.
+    pub loops: Vec<(u32, Tally)>,
+}
+
+/// What one side of a fork holds.
+#[derive(Debug, Default)]
+struct Side {
+    calls: u32,
+    wide: u32,
+    narrow: u32,
+}
+
+fn side(function: &Function, cfg: &Cfg, members: &[bool]) -> Side {
+    let mut s = Side::default();
+    for (b, _) in members.iter().enumerate().filter(|(_, m)| **m) {
+        let block = &cfg.blocks[b];
+        for instruction in &function.instructions[block.start..block.end] {
+            s.calls += u32::from(instruction.base() == "CALL");
+            match instruction.global_access() {
+                Some((_, 16)) => s.wide += 1,
+                Some(_) => s.narrow += 1,
+                None => {}
+            }
+        }
+    }
+    s
+}
+
+/// Picks the fall-through (`false`) or the branch side (`true`) at a fork.
+fn choose(function: &Function, cfg: &Cfg, fall: Next, taken: Next, wide_seen: bool) -> bool {
+    let reach = |n: Next| match n {
+        Next::Block(b) => cfg.forward_reach(b),
+        Next::Exit => vec![false; cfg.blocks.len()],
+    };
+    let (rf, rt) = (reach(fall), reach(taken));
+    let only = |a: &[bool], b: &[bool]| -> Vec<bool> {
+        a.iter().zip(b).map(|(x, y)| *x && !*y).collect()
+    };
+    let f = side(function, cfg, &only(&rf, &rt));
+    let t = side(function, cfg, &only(&rt, &rf));
+    if (f.calls > 0) != (t.calls > 0) {
+        return f.calls > 0;
+    }
+    if wide_seen {
+        let tail = |s: &Side| s.narrow > 0 && s.wide == 0;
+        if tail(&f) && t.narrow == 0 {
+            return true;
+        }
+        if tail(&t) && f.narrow == 0 {
+            return false;
+        }
+    }
+    if f.wide != t.wide {
+        return t.wide > f.wide;
+    }
+    false
+}
+
+/// Walks `function`'s common path.
+pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
+    let mut path = Path::default();
+    let mut visited = vec![false; cfg.blocks.len()];
+    let mut wide_seen = false;
+    let mut b = 0;
+    loop {
+        if std::mem::replace(&mut visited[b], true) {
+            break;
+        }
+        let block = &cfg.blocks[b];
+        let tally = match cfg.innermost(b) {
+            None => &mut path.fixed,
+            Some(l) => {
+                let offset = function.instructions[cfg.blocks[cfg.loops[l].header].start].offset;
+                match path.loops.iter().position(|(o, _)| *o == offset) {
+                    Some(i) => &mut path.loops[i].1,
+                    None => {
+                        path.loops.push((offset, Tally::default()));
+                        &mut path.loops.last_mut().expect("just pushed").1
+                    }
+                }
+            }
+        };
+        tally.add(function, block.start, block.end);
+        wide_seen |= tally.wide_loads + tally.wide_stores > 0;
+        let forward: Vec<Next> = block
+            .next
+            .iter()
+            .copied()
+            .filter(|n| !matches!(n, Next::Block(t) if cfg.is_back(b, *t) || visited[*t]))
+            .collect();
+        let next = match forward.as_slice() {
+            [] => match cfg.back[b].first() {
+                // An unconditional latch: leave through the exit the walk came by.
+                Some(&header) => loop_exit(cfg, header, &visited),
+                None => Next::Exit,
+            },
+            [only] => *only,
+            [fall, taken, ..] => {
+                if choose(function, cfg, *fall, *taken, wide_seen) {
+                    *taken
+                } else {
+                    *fall
+                }
+            }
+        };
+        match next {
+            Next::Block(n) => b = n,
+            Next::Exit => break,
+        }
+    }
+    path
+}
+
+/// The first edge, in address order, from a visited block of the loop headed by `header` to a
+/// block outside it.
+fn loop_exit(cfg: &Cfg, header: usize, visited: &[bool]) -> Next {
+    let Some(l) = cfg.loops.iter().find(|l| l.header == header) else {
+        return Next::Exit;
+    };
+    for &b in &l.blocks {
+        if !visited[b] {
+            continue;
+        }
+        for next in &cfg.blocks[b].next {
+            match *next {
+                Next::Block(n) if l.blocks.binary_search(&n).is_err() && !visited[n] => {
+                    return *next;
+                }
+                Next::Exit => return Next::Exit,
+                _ => {}
+            }
+        }
+    }
+    Next::Exit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sass;
+    use super::*;
+
+    fn walk(text: &str) -> Path {
+        let f = &sass::parse(text).unwrap()[0];
+        common_path(f, &Cfg::build(f).unwrap())
+    }
+
+    /// `relu_bf16`'s shape: a vector grid-stride loop whose store is guarded, then a scalar
+    /// tail behind `@P0 EXIT`. One iteration of the loop (guarded store included), the tail
+    /// skipped because a 16-byte access was walked and the tail has only a 2-byte one.
+    #[test]
+    fn vector_loop_once_and_the_scalar_tail_skipped() {
+        let path = walk(
+            r#"
+	.section	.text.k,"ax",@progbits
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/               @P0 BRA `(.L_x_1) ;
+.L_x_2:
+        /*0020*/                   LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;
+        /*0030*/               @P3 BRA `(.L_x_3) ;
+        /*0040*/                   STG.E.128 desc[UR4][R28.64], R20 ;
+.L_x_3:
+        /*0050*/                   BSYNC B1 ;
+        /*0060*/              @!P0 BRA `(.L_x_2) ;
+.L_x_1:
+        /*0070*/               @P0 EXIT ;
+        /*0080*/                   LDG.E.U16.CONSTANT R2, desc[UR4][R2.64] ;
+        /*0090*/                   EXIT ;
+"#,
+        );
+        assert_eq!(path.fixed.instructions, 3, "S2R, BRA, @P0 EXIT");
+        assert_eq!(path.loops.len(), 1);
+        let (header, body) = path.loops[0];
+        assert_eq!(header, 0x20);
+        assert_eq!(body.instructions, 5);
+        assert_eq!((body.wide_loads, body.wide_stores), (1, 1));
+        assert_eq!((body.load_bytes, body.store_bytes), (16, 16));
+    }
+
+    /// `silu`'s IEEE division: MUFU.RCP and FFMAs, then `@!P3 BRA` over a block that calls the
+    /// slow path. The call is skipped even though it is the fall-through.
+    #[test]
+    fn the_division_slow_path_is_skipped() {
+        let path = walk(
+            r#"
+	.section	.text.k,"ax",@progbits
+        /*0000*/                   BSSY B4, `(.L_x_143) ;
+        /*0010*/                   MUFU.RCP R0, R32 ;
+        /*0020*/                   FCHK P3, R35, R32 ;
+        /*0030*/              @!P3 BRA `(.L_x_144) ;
+        /*0040*/                   MOV R0, R35 ;
+        /*0050*/                   CALL.REL.NOINC `($slowpath) ;
+.L_x_144:
+        /*0060*/                   BSYNC B4 ;
+.L_x_143:
+        /*0070*/                   EXIT ;
+$slowpath:
+        /*0080*/                   FFMA R0, R1, R2, R3 ;
+        /*0090*/                   RET.REL.NODEC R2 `(k) ;
+"#,
+        );
+        assert_eq!(path.fixed.instructions, 6);
+        assert_eq!(path.fixed.mufu, 1);
+        assert!(path.loops.is_empty());
+    }
+
+    /// A loop whose test is at the top (`@P BRA exit`) and whose latch is unconditional: the
+    /// walk runs the body once and leaves by the test's exit edge.
+    #[test]
+    fn top_tested_loop_with_an_unconditional_latch() {
+        let path = walk(
+            r#"
+	.section	.text.k,"ax",@progbits
+        /*0000*/                   MOV R0, RZ ;
+.L_x_1:
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, R5, PT ;
+        /*0020*/               @P0 BRA `(.L_x_2) ;
+        /*0030*/                   LDG.E R4, desc[UR4][R2.64] ;
+        /*0040*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0050*/                   BRA `(.L_x_1) ;
+.L_x_2:
+        /*0060*/                   STG.E desc[UR4][R6.64], R4 ;
+        /*0070*/                   EXIT ;
+"#,
+        );
+        assert_eq!(path.fixed.instructions, 3, "MOV, STG, EXIT");
+        assert_eq!(path.loops[0].1.instructions, 5);
+        assert_eq!(path.loops[0].1.load_bytes, 4);
+    }
+}
