@@ -732,19 +732,21 @@ fn emulated_row(
         Err(e) => return record.with_skip(format!("making random inputs failed: {e}")),
     };
     let device = op_device(&inputs);
-    let captured = tools.emulator.capture(dry, || -> Result<Vec<Tensor>, Error> {
-        let outputs = op.run(&inputs)?;
-        if let Some(device) = &device {
-            device.synchronize()?;
-        }
-        if !dry {
-            // Read back, so that every kernel fault surfaces (a dry run computed nothing).
-            for output in &outputs {
-                output.to_bytes()?;
+    let captured = tools
+        .emulator
+        .capture(dry, || -> Result<Vec<Tensor>, Error> {
+            let outputs = op.run(&inputs)?;
+            if let Some(device) = &device {
+                device.synchronize()?;
             }
-        }
-        Ok(outputs)
-    });
+            if !dry {
+                // Read back, so that every kernel fault surfaces (a dry run computed nothing).
+                for output in &outputs {
+                    output.to_bytes()?;
+                }
+            }
+            Ok(outputs)
+        });
     let (outputs, launches) = match captured {
         Ok((Ok(outputs), launches)) => (outputs, launches),
         Ok((Err(e), _)) => return record.with_skip(format!("running the op failed: {e}")),
@@ -920,6 +922,7 @@ mod tests {
         let b = EmulatedBudget {
             max_bytes: 1000,
             max_flops: 5000,
+            ..EmulatedBudget::default()
         };
         let r = |flops, bytes| Roofline { flops, bytes };
         assert_eq!(b.skip_reason(&r(5000, 1000)), None);

@@ -43,6 +43,7 @@ pub mod calibrate_cpu;
 pub mod calibrate_gpu;
 pub mod cli;
 pub mod files;
+pub mod kernel_doc;
 pub mod ledger;
 pub mod profile;
 pub mod records;

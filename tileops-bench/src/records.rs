@@ -198,7 +198,10 @@ impl Ledger {
     /// The first problem of a ledger read from a file: `(field, problem)`.
     fn check(&self) -> Result<(), (&'static str, String)> {
         if self.method.trim().is_empty() {
-            return Err(("ledger.method", "is empty; say how the ledger was obtained".into()));
+            return Err((
+                "ledger.method",
+                "is empty; say how the ledger was obtained".into(),
+            ));
         }
         if self.launches.is_empty() || self.launches.len() > MAX_LEDGER_LAUNCHES {
             return Err((
@@ -210,7 +213,8 @@ impl Ledger {
             ));
         }
         for launch in &self.launches {
-            let at = |problem: String| ("ledger.launches", format!("`{}`: {problem}", launch.entry));
+            let at =
+                |problem: String| ("ledger.launches", format!("`{}`: {problem}", launch.entry));
             if launch.entry.trim().is_empty() {
                 return Err(("ledger.launches", "an entry name is empty".into()));
             }

@@ -39,8 +39,7 @@ impl Emulator {
         for name in DRIVER_NAMES {
             // SAFETY: RTLD_NOLOAD never loads a library (so runs no initialiser); it returns a
             // handle to one already loaded under that name, or null.
-            let handle =
-                unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+            let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
             if handle.is_null() {
                 continue;
             }
@@ -154,15 +153,18 @@ fn read_log(path: &Path) -> Result<Vec<LaunchLine>, String> {
 /// Parses launch-log text.
 pub(crate) fn parse_log(text: &str) -> Result<Vec<LaunchLine>, String> {
     let mut launches = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         if launches.len() == MAX_LEDGER_LAUNCHES {
             return Err(format!(
                 "the call made more than {MAX_LEDGER_LAUNCHES} launches; a ledger lists at most that"
             ));
         }
         launches.push(
-            serde_json::from_str(line)
-                .map_err(|e| format!("launch log line {}: {e}", n + 1))?,
+            serde_json::from_str(line).map_err(|e| format!("launch log line {}: {e}", n + 1))?,
         );
     }
     Ok(launches)

@@ -100,9 +100,14 @@ pub struct BenchArgs {
     /// CPU backend: skip rows doing more than N FLOPs per call
     #[arg(long, value_name = "N", default_value_t = CpuBudget::default().max_flops, value_parser = parse_count)]
     pub cpu_max_flops: u64,
-    /// Emulated device: skip rows moving more than N bytes per call
+    /// Emulated device: run rows moving at most N bytes per call (larger ones are launched dry
+    /// for their kernel ledger)
     #[arg(long, value_name = "N", default_value_t = EmulatedBudget::default().max_bytes, value_parser = parse_count)]
     pub emu_max_bytes: u64,
+    /// Emulated device: launch rows over the run budget dry (launch shapes for the kernel ledger,
+    /// nothing run) when they move at most N bytes per call; skip larger ones
+    #[arg(long, value_name = "N", default_value_t = EmulatedBudget::default().max_dry_run_bytes, value_parser = parse_count)]
+    pub emu_max_dry_run_bytes: u64,
     /// Emulated device: skip rows doing more than N FLOPs per call
     #[arg(long, value_name = "N", default_value_t = EmulatedBudget::default().max_flops, value_parser = parse_count)]
     pub emu_max_flops: u64,
@@ -477,6 +482,7 @@ pub fn run_until(
         emulated: EmulatedBudget {
             max_bytes: args.emu_max_bytes,
             max_flops: args.emu_max_flops,
+            max_dry_run_bytes: args.emu_max_dry_run_bytes,
         },
         seed: args.seed,
         ..BenchConfig::default()
@@ -486,10 +492,12 @@ pub fn run_until(
             err,
             "bench: {} is emulated: nothing is timed; each row of at most {} B and {} \
              FLOP per call runs once, for correctness, and is recorded with timing `emulated` \
-             and no time",
+             and no time; larger rows of at most {} B are launched dry; every row gets its \
+             kernel ledger (`tileops roofline` prices it: ceiling and limiter)",
             for_terminal(&device.to_string()),
             config.emulated.max_bytes,
-            config.emulated.max_flops
+            config.emulated.max_flops,
+            config.emulated.max_dry_run_bytes
         );
     }
     let draw = if std::io::stderr().is_terminal() {

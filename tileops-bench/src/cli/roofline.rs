@@ -113,6 +113,11 @@ pub struct RooflineArgs {
     /// measured efficiency beside the ledger's ceiling and limiter
     #[arg(long = "ledger", value_name = "RECORDS.json")]
     pub ledger: Vec<PathBuf>,
+    /// Also write the kernel ledger document (tileops/docs/kernels.md): every entry point's SASS
+    /// ledger and every row's ledger priced against the profile (needs --profile and a run
+    /// benched on the emulated device)
+    #[arg(long, value_name = "KERNELS.md", requires = "profile")]
+    pub kernels_md: Option<PathBuf>,
 }
 
 /// A percentage: finite, not negative.
@@ -276,6 +281,7 @@ fn check_outputs_are_not_inputs(
     let outputs = [
         ("--svg", args.svg.as_deref()),
         ("--html", args.html.as_deref()),
+        ("--kernels-md", args.kernels_md.as_deref()),
         ("--save-baseline", save_to),
     ];
     for (option, output) in outputs {
@@ -396,6 +402,21 @@ pub fn run_with(
         }
         None => None,
     };
+    if let (Some(path), Some(profile)) = (&args.kernels_md, &fixed) {
+        match crate::ledger::Ledger::builtin() {
+            Err(e) => output_errors.push(CliError::Usage(format!("--kernels-md: {e}"))),
+            Ok(sass) => {
+                let doc =
+                    crate::kernel_doc::render(&run, profile, sass, crate::kernel_doc::CHANGES);
+                match files::write_atomic(path, doc.as_bytes()) {
+                    Err(e) => output_errors.push(CliError::Io(path.display().to_string(), e)),
+                    Ok(()) => {
+                        let _ = writeln!(err, "roofline: wrote {}", path.display());
+                    }
+                }
+            }
+        }
+    }
     let report = Report::build_with_ledgers(&run, choice, &torch, &ledgers);
     // The run's records are not needed past here; a large run's memory goes back before the
     // report is written.

@@ -64,7 +64,10 @@ fn element_bytes(entry: &str) -> u32 {
 }
 
 /// The ledger of one kernel file's entries.
-pub fn file_entries(source: &KernelSource, nvdisasm: &PathBuf) -> Result<Vec<EntryLedger>, LedgerError> {
+pub fn file_entries(
+    source: &KernelSource,
+    nvdisasm: &PathBuf,
+) -> Result<Vec<EntryLedger>, LedgerError> {
     let failed = |message: String| LedgerError::Generate(format!("{}: {message}", source.file));
     let compiled = kernels::compile(source, Target::Sm(ARCH)).map_err(|e| failed(e.to_string()))?;
     let cubin = compiled

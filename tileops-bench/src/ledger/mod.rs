@@ -53,7 +53,9 @@ pub enum LedgerError {
         hint: String,
     },
     /// The launch cannot run on sm_90 as given.
-    #[error("{entry}: launch grid {grid:?} block {block:?} dynamic smem {dynamic_smem} B: {reason}")]
+    #[error(
+        "{entry}: launch grid {grid:?} block {block:?} dynamic smem {dynamic_smem} B: {reason}"
+    )]
     BadLaunch {
         /// The entry point.
         entry: String,
@@ -67,7 +69,9 @@ pub enum LedgerError {
         reason: String,
     },
     /// A call over no elements has no cost per element.
-    #[error("{entry}: a launch over 0 elements has no cost per element; pass the largest tensor's element count")]
+    #[error(
+        "{entry}: a launch over 0 elements has no cost per element; pass the largest tensor's element count"
+    )]
     NoElements {
         /// The entry point.
         entry: String,
@@ -140,7 +144,11 @@ impl EntryLedger {
     /// and the loops that touch no global memory (one iteration each).
     pub fn fixed_per_thread(&self) -> Tally {
         let mut tally = self.fixed;
-        for l in self.loops.iter().filter(|l| l.elements_per_iteration == 0.0) {
+        for l in self
+            .loops
+            .iter()
+            .filter(|l| l.elements_per_iteration == 0.0)
+        {
             tally.accumulate(&l.body);
         }
         tally
@@ -230,20 +238,23 @@ impl Ledger {
 
     /// One entry point's figures.
     pub fn entry(&self, entry: &str) -> Result<&EntryLedger, LedgerError> {
-        self.entries.iter().find(|e| e.entry == entry).ok_or_else(|| {
-            let best = self
-                .entries
-                .iter()
-                .map(|e| (strsim::jaro_winkler(&e.entry, entry), &e.entry))
-                .filter(|(score, _)| *score > 0.8)
-                .max_by(|a, b| a.0.total_cmp(&b.0));
-            LedgerError::UnknownEntry {
-                entry: entry.to_owned(),
-                hint: best.map_or_else(String::new, |(_, name)| {
-                    format!(" (did you mean `{name}`?)")
-                }),
-            }
-        })
+        self.entries
+            .iter()
+            .find(|e| e.entry == entry)
+            .ok_or_else(|| {
+                let best = self
+                    .entries
+                    .iter()
+                    .map(|e| (strsim::jaro_winkler(&e.entry, entry), &e.entry))
+                    .filter(|(score, _)| *score > 0.8)
+                    .max_by(|a, b| a.0.total_cmp(&b.0));
+                LedgerError::UnknownEntry {
+                    entry: entry.to_owned(),
+                    hint: best.map_or_else(String::new, |(_, name)| {
+                        format!(" (did you mean `{name}`?)")
+                    }),
+                }
+            })
     }
 
     /// The cost of launching `entry` with `launch` over `elements`: the element count of the
@@ -285,8 +296,8 @@ impl Ledger {
             .static_smem
             .checked_add(launch.dynamic_smem)
             .ok_or_else(|| bad("shared memory overflows u32".into()))?;
-        let ctas_per_sm = occupancy::ctas_per_sm(&SM90, block_threads, e.registers, shared)
-            .map_err(bad)?;
+        let ctas_per_sm =
+            occupancy::ctas_per_sm(&SM90, block_threads, e.registers, shared).map_err(bad)?;
         let ctas: f64 = launch.grid.iter().map(|d| f64::from(*d)).product();
         let threads = ctas * f64::from(block_threads);
         let fixed = e.fixed_per_thread();
@@ -401,7 +412,10 @@ mod tests {
             dynamic_smem: 0,
         };
         let err = l.launch_cost("k_b16", &ok, 1).unwrap_err();
-        assert_eq!(err.to_string(), "`k_b16` is not in the SASS ledger (did you mean `k_bf16`?)");
+        assert_eq!(
+            err.to_string(),
+            "`k_b16` is not in the SASS ledger (did you mean `k_bf16`?)"
+        );
         let zero = LaunchShape {
             grid: [0, 1, 1],
             ..ok

@@ -104,9 +104,8 @@ fn choose(function: &Function, cfg: &Cfg, fall: Next, taken: Next, wide_seen: bo
         Next::Exit => vec![false; cfg.blocks.len()],
     };
     let (rf, rt) = (reach(fall), reach(taken));
-    let only = |a: &[bool], b: &[bool]| -> Vec<bool> {
-        a.iter().zip(b).map(|(x, y)| *x && !*y).collect()
-    };
+    let only =
+        |a: &[bool], b: &[bool]| -> Vec<bool> { a.iter().zip(b).map(|(x, y)| *x && !*y).collect() };
     let f = side(function, cfg, &only(&rf, &rt));
     let t = side(function, cfg, &only(&rt, &rf));
     if (f.calls > 0) != (t.calls > 0) {

@@ -320,8 +320,11 @@ mod tests {
         let memory_ms = bytes as f64 / h200.hbm().effective() * 1e3;
         // Issue: 2x the memory time of instructions, in 132 x 10 CTAs (no tail).
         let instructions = 2.0 * memory_ms / 1e3 * sm.issue.effective();
-        let p = price_pipes(&record(bytes, 0, vec![launch(1320, instructions, 0.0)]), &h200)
-            .unwrap();
+        let p = price_pipes(
+            &record(bytes, 0, vec![launch(1320, instructions, 0.0)]),
+            &h200,
+        )
+        .unwrap();
         assert_eq!(p.limiter(), Pipe::Issue);
         assert!((p.ceiling() - 0.5).abs() < 1e-9, "{p:?}");
         // SFU: 4x.

@@ -232,6 +232,8 @@ fn geomean_counts_judgeable_rows_only() {
             bytes: None,
             stats: None,
             baseline: None,
+            pipes: None,
+            entries: Vec::new(),
             outcome: Outcome::Priced(Priced {
                 memory_ms: eff,
                 compute_ms: 0.0,
@@ -416,4 +418,90 @@ fn the_streamed_json_escapes_hidden_characters_and_keeps_every_value() {
     assert_eq!(back, report.to_json());
     assert_eq!(back["rows"][0]["op"], hostile);
     assert_eq!(back["meta"]["git_revision"], hostile);
+}
+
+fn ledger(instructions: f64) -> crate::records::Ledger {
+    crate::records::Ledger {
+        method: "test".into(),
+        launches: vec![crate::records::LaunchLedger {
+            entry: "relu_f16".into(),
+            grid: [1320, 1, 1],
+            block: [256, 1, 1],
+            dynamic_smem: 0,
+            ran: false,
+            thread_instructions: instructions,
+            mufu_ops: 0.0,
+            instr_per_elem: 1.0,
+            mufu_per_elem: 0.0,
+            registers: 38,
+            ctas_per_sm: 6,
+            traffic: None,
+        }],
+    }
+}
+
+#[test]
+fn ledger_rows_are_priced_in_every_format_and_joined_onto_gpu_rows() {
+    let emulated = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)");
+    let bytes = 1u64 << 30;
+    let memory_s = bytes as f64 / h200().hbm().effective();
+    // Issue-bound: twice the memory time of instructions.
+    let issue = 2.0 * memory_s * h200().sm.unwrap().issue.effective();
+    let emu_row = Record::new("op", "fam", "w", "float16", emulated.clone())
+        .with_roofline(Some(1), Some(bytes))
+        .with_roof("cuda_core.fp32")
+        .with_emulated_run()
+        .with_ledger(ledger(issue));
+    let emu_run = Run::new(
+        RunMeta::new("abc", "2026-12-04T00:00:00Z", "0.1.0", emulated),
+        vec![emu_row],
+    );
+    let builtins = Profile::builtins().unwrap();
+    // On its own: blank efficiency (emulated), the ledger priced against the H200 it models.
+    let report = Report::build(&emu_run, ProfileChoice::ByDevice(&builtins));
+    let row = &report.rows[0];
+    assert_eq!(row.blank(), Some(&BlankReason::Emulated));
+    let pipes = row.pipes.as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(pipes.limiter(), Pipe::Issue);
+    assert!((pipes.ceiling() - 0.5).abs() < 1e-9);
+    assert_eq!(row.entries, ["relu_f16"]);
+    let md = report.to_markdown();
+    assert!(
+        md.contains("## Pipes (from the ledger, not measured)"),
+        "{md}"
+    );
+    assert!(md.contains("| issue | 50.0% |"), "{md}");
+    let json = report.to_json();
+    assert_eq!(json["rows"][0]["pipes"]["limiter"], "issue");
+    let csv = report.to_csv();
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",limiter,ceiling,traffic_ratio,ledger_note")
+    );
+
+    // A GPU-timed row of the same key takes the emulated run's ledger: measured efficiency
+    // beside the ceiling. Its time is the issue-bound one, so efficiency = ceiling.
+    let gpu = Record {
+        workload: "w".into(),
+        ..record(1, bytes, 2.0 * memory_s * 1e3)
+    };
+    let gpu_run = Run::new(
+        RunMeta::new("abc", "2026-12-04T00:00:00Z", "0.1.0", device()),
+        vec![gpu],
+    );
+    let alone = Report::build(&gpu_run, ProfileChoice::ByDevice(&builtins));
+    assert!(alone.rows[0].pipes.is_none());
+    assert!(alone.pipes_table().is_none());
+    let joined = Report::build_with_ledgers(
+        &gpu_run,
+        ProfileChoice::ByDevice(&builtins),
+        &[],
+        std::slice::from_ref(&emu_run),
+    );
+    let row = &joined.rows[0];
+    let pipes = row.pipes.as_ref().unwrap().as_ref().unwrap();
+    assert!((row.efficiency().unwrap() - pipes.ceiling()).abs() < 1e-6);
+    assert!(joined.to_markdown().contains("| 50.0% | 50.0% |"));
 }

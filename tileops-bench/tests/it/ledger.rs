@@ -39,11 +39,31 @@ fn differences(old: &EntryLedger, new: &EntryLedger) -> String {
             parts.push(format!("{name} {a} → {b}"));
         }
     };
-    field("registers", old.registers.to_string(), new.registers.to_string());
-    field("spill bytes", old.spill_bytes.to_string(), new.spill_bytes.to_string());
-    field("static smem", old.static_smem.to_string(), new.static_smem.to_string());
-    field("fixed", format!("{:?}", old.fixed), format!("{:?}", new.fixed));
-    field("loops", format!("{:?}", old.loops), format!("{:?}", new.loops));
+    field(
+        "registers",
+        old.registers.to_string(),
+        new.registers.to_string(),
+    );
+    field(
+        "spill bytes",
+        old.spill_bytes.to_string(),
+        new.spill_bytes.to_string(),
+    );
+    field(
+        "static smem",
+        old.static_smem.to_string(),
+        new.static_smem.to_string(),
+    );
+    field(
+        "fixed",
+        format!("{:?}", old.fixed),
+        format!("{:?}", new.fixed),
+    );
+    field(
+        "loops",
+        format!("{:?}", old.loops),
+        format!("{:?}", new.loops),
+    );
     field("file", old.file.clone(), new.file.clone());
     parts.join("; ")
 }

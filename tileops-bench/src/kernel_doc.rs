@@ -1,0 +1,340 @@
+//! `tileops/docs/kernels.md`, generated: every kernel entry point's SASS ledger, and every
+//! workload's ledger priced against a profile's pipes, from a bench run on the emulated device.
+//!
+//! Written by `tileops roofline RUN.json --profile h200 --kernels-md tileops/docs/kernels.md`,
+//! where `RUN.json` comes from `tileops bench` on the emulated device (every row carries its
+//! kernel ledger: launch shapes from the emulator, instructions from the SASS). The CI check
+//! (`tests/it/bench_all.rs`) regenerates it and fails when the committed file differs, and fails
+//! when a row's ceiling drops below the committed one.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::ledger::{Ledger as SassLedger, SM90};
+use crate::profile::Profile;
+use crate::records::Run;
+use crate::report::pipes::ISSUE_SHARE_GOAL;
+use crate::report::{ProfileChoice, Report};
+use crate::table::{Column, Table};
+
+/// How the SASS ledger counts (the generator's own notes, embedded).
+const SASS_METHOD: &str = include_str!("../ledger/METHOD.md");
+
+/// The kernel changes brought to the ledger, before and after (a committed, hand-checked
+/// table: the "before" figures are of kernels no longer in the tree).
+pub const CHANGES: &str = include_str!("../ledger/CHANGES.md");
+
+/// One priced row of the document, as the ceiling gate reads it back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CeilingRow {
+    /// `op/workload/dtype`.
+    pub key: String,
+    /// The ledger's ceiling.
+    pub ceiling: f64,
+    /// The limiting pipe.
+    pub limiter: String,
+    /// Whether the spec's roofline calls the row memory bound.
+    pub memory_bound: bool,
+    /// Issue time ÷ memory time.
+    pub issue_share: f64,
+}
+
+/// The priced rows of a run with ledgers, in the run's order.
+pub fn ceilings(run: &Run, profile: &Profile) -> Vec<CeilingRow> {
+    let report = Report::build(run, ProfileChoice::Fixed(profile));
+    report
+        .rows
+        .iter()
+        .filter_map(|row| {
+            let pipes = row.pipes.as_ref()?.as_ref().ok()?;
+            Some(CeilingRow {
+                key: format!("{}/{}/{}", row.key.op, row.key.workload, row.key.dtype),
+                ceiling: pipes.ceiling(),
+                limiter: pipes.limiter().as_str().to_owned(),
+                memory_bound: pipes.memory_ms >= pipes.compute_ms,
+                issue_share: pipes.issue_ms / pipes.memory_ms,
+            })
+        })
+        .collect()
+}
+
+/// The ceilings as the committed gate file: one `key ceiling limiter` line per row, sorted.
+pub fn ceilings_text(rows: &[CeilingRow]) -> String {
+    let mut sorted: Vec<&CeilingRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut out = String::from(
+        "# The kernel ledger's ceiling of every row (op/workload/dtype ceiling limiter), \
+         generated with tileops/docs/kernels.md;\n# CI fails when a row's ceiling drops below \
+         this.\n",
+    );
+    for row in sorted {
+        let _ = writeln!(out, "{} {:.4} {}", row.key, row.ceiling, row.limiter);
+    }
+    out
+}
+
+/// Reads [`ceilings_text`] back: `key → (ceiling, limiter)`. Lines that do not parse are
+/// reported by number.
+///
+/// # Errors
+/// The first line that is not `key ceiling limiter`.
+pub fn parse_ceilings(text: &str) -> Result<BTreeMap<String, (f64, String)>, String> {
+    let mut out = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(key), Some(ceiling), Some(limiter), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!("line {}: not `key ceiling limiter`: {line}", n + 1));
+        };
+        let ceiling: f64 = ceiling
+            .parse()
+            .map_err(|e| format!("line {}: ceiling {ceiling}: {e}", n + 1))?;
+        out.insert(key.to_owned(), (ceiling, limiter.to_owned()));
+    }
+    Ok(out)
+}
+
+/// The document.
+pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Kernels: resources and ledgers\n");
+    let _ = writeln!(
+        out,
+        "Generated: `tileops roofline RUN.json --profile {} --kernels-md tileops/docs/kernels.md`, \
+         `RUN.json` written by `tileops bench` on the emulated device (cuda-emu). **Nothing here \
+         ran on a GPU**: instruction and MUFU counts are computed from the sm_90 SASS of the \
+         CUBINs NVRTC builds ({} NVRTC {}, disassembled by {}); launch shapes come from the \
+         emulator; memory traffic is counted on the emulator by `scripts/emu-check.sh` (its \
+         gates are listed at the end). Regenerate after changing a kernel: \
+         `TILEOPS_LEDGER_UPDATE=1 cargo test -p tileops-bench --test it ledger` (the SASS \
+         ledger), then `TILEOPS_LEDGER_UPDATE=1 bash scripts/emu-check.sh` (this file).\n",
+        profile.name, sass.toolchain.arch, sass.toolchain.nvrtc, sass.toolchain.nvdisasm
+    );
+    let _ = writeln!(out, "## How the instructions are counted\n");
+    out.push_str(SASS_METHOD.trim_start_matches(|c| c != '\n').trim());
+    let _ = writeln!(out, "\n\n## How a row is priced\n");
+    let _ = writeln!(
+        out,
+        "Per row, against profile {} (`sm:` {} SMs at {:.2} GHz; issue {:.3e} thread-instructions/s, \
+         MUFU {:.3e}/s; HBM {:.3e} B/s effective): memory time = DRAM bytes ÷ HBM (the \
+         emulator's unique sectors where it counted them, else the manifest's bytes), compute \
+         time = the manifest's FLOPs ÷ the roof, issue time = per launch the busiest SM's share \
+         (⌈CTAs ÷ SMs⌉ CTAs) of the thread-instructions ÷ one SM's issue rate, SFU time likewise \
+         with MUFU operations. The **limiter** is the largest; the **ceiling** = the spec's SOL \
+         time ÷ the limiter's time, the highest efficiency the kernel can reach given its pipes. \
+         Not modelled (a ceiling is an upper bound): latency (one load in flight per thread, a \
+         grid of a few CTAs, launch overhead), dependent-issue stalls, L2 misses beyond an ideal \
+         L2. Goal: every memory-bound row with issue time ≤ {ISSUE_SHARE_GOAL} of its memory \
+         time.\n",
+        profile.name,
+        profile.sm.as_ref().map_or(0, |s| s.count),
+        profile.sm.as_ref().map_or(0.0, |s| s.clock_hz / 1e9),
+        profile.sm.as_ref().map_or(0.0, |s| s.issue.effective()),
+        profile.sm.as_ref().map_or(0.0, |s| s.sfu.effective()),
+        profile.hbm().effective()
+    );
+
+    let _ = writeln!(out, "## Every entry point (sm_90 SASS)\n");
+    let _ = writeln!(
+        out,
+        "Fixed = instructions a thread runs once (outside the streaming loops); per element = \
+         the streaming loops' instructions ÷ the elements one iteration handles. Registers, \
+         spills and static shared memory from ptxas; CTAs/SM at 256 threads without dynamic \
+         shared memory.\n"
+    );
+    let mut entries = Table::new(vec![
+        Column::left("entry"),
+        Column::left("file"),
+        Column::right("regs"),
+        Column::right("spill B"),
+        Column::right("smem B"),
+        Column::right("CTAs/SM @256"),
+        Column::right("fixed instr"),
+        Column::right("instr/elem"),
+        Column::right("MUFU/elem"),
+        Column::right("16-B ld/st"),
+    ]);
+    for e in &sass.entries {
+        let fixed = e.fixed_per_thread();
+        let (per_elem, mufu_per_elem) = e.loop_per_element();
+        let wide = e
+            .loops
+            .iter()
+            .fold((fixed.wide_loads, fixed.wide_stores), |(l, s), lp| {
+                (l + lp.body.wide_loads, s + lp.body.wide_stores)
+            });
+        let ctas = crate::ledger::occupancy::ctas_per_sm(&SM90, 256, e.registers, e.static_smem)
+            .map_or_else(|e| format!("— ({e})"), |c| c.to_string());
+        entries.push([
+            format!("`{}`", e.entry),
+            e.file.clone(),
+            e.registers.to_string(),
+            e.spill_bytes.to_string(),
+            e.static_smem.to_string(),
+            ctas,
+            fixed.instructions.to_string(),
+            format!("{per_elem:.2}"),
+            format!("{mufu_per_elem:.3}"),
+            format!("{}/{}", wide.0, wide.1),
+        ]);
+    }
+    out.push_str(&entries.to_markdown());
+
+    let report = Report::build(run, ProfileChoice::Fixed(profile));
+    let _ = writeln!(out, "\n## Every workload\n");
+    let _ = writeln!(
+        out,
+        "One line per launch of the row's call (the manifest's workloads, every dtype). \
+         instr/elem and MUFU/elem at the launch's shape, per element of the call's largest \
+         tensor; waves = CTAs ÷ (CTAs/SM × {} SMs). Traffic columns: the emulator's count where \
+         the row ran (small workloads), blank where it was launched dry.\n",
+        SM90.sm_count
+    );
+    let mut rows = Table::new(vec![
+        Column::left("op / workload / dtype"),
+        Column::left("kernel"),
+        Column::left("grid × block"),
+        Column::right("instr/elem"),
+        Column::right("MUFU/elem"),
+        Column::right("regs"),
+        Column::right("CTAs/SM"),
+        Column::right("waves"),
+        Column::right("traffic / bytes"),
+        Column::right("sectors / ideal"),
+        Column::right("wavefronts / ideal"),
+        Column::left("limiter"),
+        Column::right("ceiling"),
+        Column::right("issue / memory"),
+    ]);
+    let mut short = Vec::new();
+    for (record, row) in run.records.iter().zip(&report.rows) {
+        let Some(ledger) = &record.ledger else {
+            continue;
+        };
+        let priced = row.pipes.as_ref().and_then(|p| p.as_ref().ok());
+        for (i, launch) in ledger.launches.iter().enumerate() {
+            let first = i == 0;
+            let ratio = |n: u64, d: u64| {
+                if d == 0 {
+                    String::new()
+                } else {
+                    format!("{:.3}", n as f64 / d as f64)
+                }
+            };
+            let traffic = launch.traffic;
+            rows.push([
+                if first {
+                    format!("{}/{}/{}", record.op, record.workload, record.dtype)
+                } else {
+                    String::new()
+                },
+                format!("`{}`", launch.entry),
+                format!(
+                    "{}×{}×{} × {}",
+                    launch.grid[0],
+                    launch.grid[1],
+                    launch.grid[2],
+                    launch.threads_per_cta()
+                ),
+                format!("{:.2}", launch.instr_per_elem),
+                format!("{:.3}", launch.mufu_per_elem),
+                launch.registers.to_string(),
+                launch.ctas_per_sm.to_string(),
+                format!(
+                    "{:.2}",
+                    launch.ctas() as f64
+                        / (f64::from(launch.ctas_per_sm) * f64::from(SM90.sm_count))
+                ),
+                match (traffic, record.bytes) {
+                    (Some(t), Some(b)) if first && ledger.launches.len() == 1 => {
+                        ratio(t.read_bytes + t.write_bytes, b)
+                    }
+                    _ => String::new(),
+                },
+                traffic.map_or_else(String::new, |t| {
+                    ratio(t.global_sectors, t.global_ideal_sectors)
+                }),
+                traffic.map_or_else(String::new, |t| {
+                    ratio(t.shared_wavefronts, t.shared_ideal_wavefronts)
+                }),
+                if first {
+                    priced.map_or_else(String::new, |p| p.limiter().as_str().to_owned())
+                } else {
+                    String::new()
+                },
+                if first {
+                    priced.map_or_else(String::new, |p| format!("{:.1}%", p.ceiling() * 100.0))
+                } else {
+                    String::new()
+                },
+                if first {
+                    priced.map_or_else(String::new, |p| format!("{:.2}", p.issue_ms / p.memory_ms))
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+        if let Some(p) = priced
+            && p.memory_ms >= p.compute_ms
+            && p.issue_ms > ISSUE_SHARE_GOAL * p.memory_ms
+        {
+            short.push((
+                format!("{}/{}/{}", record.op, record.workload, record.dtype),
+                p.issue_ms / p.memory_ms,
+                p.sfu_ms / p.memory_ms,
+                ledger
+                    .launches
+                    .iter()
+                    .map(|l| l.entry.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+            ));
+        }
+    }
+    out.push_str(&rows.to_markdown());
+    let unpriced: Vec<String> = report
+        .rows
+        .iter()
+        .filter_map(|r| match &r.pipes {
+            Some(Err(why)) => Some(format!("- {}: {why}", r.key)),
+            None => Some(format!(
+                "- {}: no kernel ledger ({})",
+                r.key,
+                r.reason().unwrap_or_default()
+            )),
+            Some(Ok(_)) => None,
+        })
+        .collect();
+    if !unpriced.is_empty() {
+        let _ = writeln!(out, "\nRows without a priced ledger:\n");
+        for line in unpriced {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n## Memory-bound rows short of the goal (issue > {ISSUE_SHARE_GOAL} × memory time)\n"
+    );
+    if short.is_empty() {
+        let _ = writeln!(out, "None.");
+    } else {
+        let mut table = Table::new(vec![
+            Column::left("op / workload / dtype"),
+            Column::left("kernels"),
+            Column::right("issue / memory"),
+            Column::right("SFU / memory"),
+        ]);
+        for (key, issue, sfu, kernels) in short {
+            table.push([key, kernels, format!("{issue:.2}"), format!("{sfu:.2}")]);
+        }
+        out.push_str(&table.to_markdown());
+    }
+    if !changes.trim().is_empty() {
+        let _ = writeln!(out, "\n{}", changes.trim());
+    }
+    out
+}
