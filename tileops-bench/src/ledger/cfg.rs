@@ -148,6 +148,21 @@ impl Cfg {
             .map(|(i, _)| i)
     }
 
+    /// The innermost loop that strictly encloses loop `l`.
+    pub fn enclosing(&self, l: usize) -> Option<usize> {
+        let inner = &self.loops[l];
+        self.loops
+            .iter()
+            .enumerate()
+            .filter(|(i, o)| {
+                *i != l
+                    && o.blocks.len() > inner.blocks.len()
+                    && o.blocks.binary_search(&inner.header).is_ok()
+            })
+            .min_by_key(|(_, o)| o.blocks.len())
+            .map(|(i, _)| i)
+    }
+
     /// Blocks reachable from `from` along forward edges (back edges not followed), `from`
     /// included, as a membership vector.
     pub fn forward_reach(&self, from: usize) -> Vec<bool> {

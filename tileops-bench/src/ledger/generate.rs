@@ -63,6 +63,19 @@ fn element_bytes(entry: &str) -> u32 {
     }
 }
 
+/// Elements one loop iteration handles: the larger of the bytes it reads and writes in global
+/// memory, over the element size. In a function with 16-byte accesses (`vector`) only those
+/// count: its narrower accesses are row ends and per-row scalars, and a loop with none is a
+/// per-row or per-thread loop, not a stream (0: fixed work).
+pub fn elements_per_iteration(body: &super::Tally, vector: bool, element_bytes: u32) -> f64 {
+    let (loads, stores) = if vector {
+        (body.wide_loads * 16, body.wide_stores * 16)
+    } else {
+        (body.load_bytes, body.store_bytes)
+    };
+    f64::from(loads.max(stores)) / f64::from(element_bytes)
+}
+
 /// The ledger of one kernel file's entries.
 pub fn file_entries(source: &KernelSource, nvdisasm: &PathBuf) -> Result<Vec<EntryLedger>, LedgerError> {
     let failed = |message: String| LedgerError::Generate(format!("{}: {message}", source.file));
@@ -104,16 +117,33 @@ pub fn file_entries(source: &KernelSource, nvdisasm: &PathBuf) -> Result<Vec<Ent
         let cfg = Cfg::build(function).map_err(failed)?;
         let path = walk::common_path(function, &cfg);
         let element_bytes = element_bytes(entry.name);
-        let loops = path
+        let vector = function
+            .instructions
+            .iter()
+            .any(|i| matches!(i.global_access(), Some((_, 16))));
+        let mut loops: Vec<LoopLedger> = path
             .loops
             .iter()
-            .map(|(header, body)| LoopLedger {
-                header: *header,
-                elements_per_iteration: f64::from(body.load_bytes.max(body.store_bytes))
-                    / f64::from(element_bytes),
-                body: *body,
+            .map(|w| LoopLedger {
+                header: w.header,
+                elements_per_iteration: elements_per_iteration(&w.body, vector, element_bytes),
+                body: w.body,
             })
             .collect();
+        // A loop around a streaming loop runs per row or per output, not per element: its own
+        // accesses (a row's result) do not make it a stream.
+        let outer: Vec<u32> = path
+            .loops
+            .iter()
+            .zip(&loops)
+            .filter(|(_, l)| l.elements_per_iteration > 0.0)
+            .filter_map(|(w, _)| w.parent)
+            .collect();
+        for l in &mut loops {
+            if outer.contains(&l.header) {
+                l.elements_per_iteration = 0.0;
+            }
+        }
         entries.push(EntryLedger {
             entry: entry.name.to_owned(),
             file: source.file.to_owned(),
