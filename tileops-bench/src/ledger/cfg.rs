@@ -61,12 +61,17 @@ impl Cfg {
         let target_of = |i: usize| -> Result<Option<usize>, String> {
             match &ins[i].target {
                 None => Ok(None),
-                Some(label) => function.labels.get(label).copied().map(Some).ok_or_else(|| {
-                    format!(
-                        "{}: /*{:04x}*/ branches to `{label}`, which names no instruction",
-                        function.name, ins[i].offset
-                    )
-                }),
+                Some(label) => function
+                    .labels
+                    .get(label)
+                    .copied()
+                    .map(Some)
+                    .ok_or_else(|| {
+                        format!(
+                            "{}: /*{:04x}*/ branches to `{label}`, which names no instruction",
+                            function.name, ins[i].offset
+                        )
+                    }),
             }
         };
         let mut leader = vec![false; ins.len() + 1];
@@ -112,7 +117,11 @@ impl Cfg {
                         Some(t) => Next::Block(block_of[t]),
                         None => Next::Exit,
                     };
-                    if conditional { vec![fall, to] } else { vec![to] }
+                    if conditional {
+                        vec![fall, to]
+                    } else {
+                        vec![to]
+                    }
                 }
                 "EXIT" | "RET" | "BRX" | "JMP" | "JMX" | "BPT" => {
                     if conditional {

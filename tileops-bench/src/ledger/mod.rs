@@ -53,7 +53,9 @@ pub enum LedgerError {
         hint: String,
     },
     /// The launch cannot run on sm_90 as given.
-    #[error("{entry}: launch grid {grid:?} block {block:?} dynamic smem {dynamic_smem} B: {reason}")]
+    #[error(
+        "{entry}: launch grid {grid:?} block {block:?} dynamic smem {dynamic_smem} B: {reason}"
+    )]
     BadLaunch {
         /// The entry point.
         entry: String,
@@ -67,7 +69,9 @@ pub enum LedgerError {
         reason: String,
     },
     /// A call over no elements has no cost per element.
-    #[error("{entry}: a launch over 0 elements has no cost per element; pass the largest tensor's element count")]
+    #[error(
+        "{entry}: a launch over 0 elements has no cost per element; pass the largest tensor's element count"
+    )]
     NoElements {
         /// The entry point.
         entry: String,
@@ -99,14 +103,29 @@ pub struct Toolchain {
     pub nvdisasm: String,
 }
 
+/// How a loop's iterations are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopRole {
+    /// It streams elements: `elements / elements_per_iteration` iterations in all.
+    Stream,
+    /// One iteration per thread: a loop that touches no global memory of the stream (a
+    /// reduction tree, a staging loop), or one around a streaming loop (per row, per output).
+    Fixed,
+    /// The narrower copy of the streaming loop just before it (the one-vector remainder of a
+    /// four-vector loop): not counted, as rows are assumed whole multiples of the wide loop.
+    Remainder,
+}
+
 /// One loop of an entry's common path, one iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoopLedger {
     /// Byte offset of the loop header in the entry's SASS (for reading the disassembly).
     pub header: u32,
-    /// Elements one iteration handles: the larger of the bytes it loads from and stores to
-    /// global memory, divided by the entry's element size. 0 when it touches no global memory
-    /// (a reduction tree, a shuffle loop): then it counts as fixed per-thread work.
+    /// How its iterations are counted.
+    pub role: LoopRole,
+    /// Elements one iteration's global accesses cover: the larger of the bytes it loads and
+    /// stores (only 16-byte accesses in a kernel that has them), over the element size.
     pub elements_per_iteration: f64,
     /// One iteration's instructions (nested loops' own instructions not included).
     pub body: Tally,
@@ -137,10 +156,10 @@ pub struct EntryLedger {
 
 impl EntryLedger {
     /// Instructions per thread that do not scale with the elements: the path outside loops
-    /// and the loops that touch no global memory (one iteration each).
+    /// and the [`LoopRole::Fixed`] loops (one iteration each).
     pub fn fixed_per_thread(&self) -> Tally {
         let mut tally = self.fixed;
-        for l in self.loops.iter().filter(|l| l.elements_per_iteration == 0.0) {
+        for l in self.loops.iter().filter(|l| l.role == LoopRole::Fixed) {
             tally.accumulate(&l.body);
         }
         tally
@@ -151,7 +170,7 @@ impl EntryLedger {
     pub fn loop_per_element(&self) -> (f64, f64) {
         self.loops
             .iter()
-            .filter(|l| l.elements_per_iteration > 0.0)
+            .filter(|l| l.role == LoopRole::Stream)
             .fold((0.0, 0.0), |(i, m), l| {
                 (
                     i + f64::from(l.body.instructions) / l.elements_per_iteration,
@@ -230,20 +249,23 @@ impl Ledger {
 
     /// One entry point's figures.
     pub fn entry(&self, entry: &str) -> Result<&EntryLedger, LedgerError> {
-        self.entries.iter().find(|e| e.entry == entry).ok_or_else(|| {
-            let best = self
-                .entries
-                .iter()
-                .map(|e| (strsim::jaro_winkler(&e.entry, entry), &e.entry))
-                .filter(|(score, _)| *score > 0.8)
-                .max_by(|a, b| a.0.total_cmp(&b.0));
-            LedgerError::UnknownEntry {
-                entry: entry.to_owned(),
-                hint: best.map_or_else(String::new, |(_, name)| {
-                    format!(" (did you mean `{name}`?)")
-                }),
-            }
-        })
+        self.entries
+            .iter()
+            .find(|e| e.entry == entry)
+            .ok_or_else(|| {
+                let best = self
+                    .entries
+                    .iter()
+                    .map(|e| (strsim::jaro_winkler(&e.entry, entry), &e.entry))
+                    .filter(|(score, _)| *score > 0.8)
+                    .max_by(|a, b| a.0.total_cmp(&b.0));
+                LedgerError::UnknownEntry {
+                    entry: entry.to_owned(),
+                    hint: best.map_or_else(String::new, |(_, name)| {
+                        format!(" (did you mean `{name}`?)")
+                    }),
+                }
+            })
     }
 
     /// The cost of launching `entry` with `launch` over `elements`: the element count of the
@@ -285,15 +307,15 @@ impl Ledger {
             .static_smem
             .checked_add(launch.dynamic_smem)
             .ok_or_else(|| bad("shared memory overflows u32".into()))?;
-        let ctas_per_sm = occupancy::ctas_per_sm(&SM90, block_threads, e.registers, shared)
-            .map_err(bad)?;
+        let ctas_per_sm =
+            occupancy::ctas_per_sm(&SM90, block_threads, e.registers, shared).map_err(bad)?;
         let ctas: f64 = launch.grid.iter().map(|d| f64::from(*d)).product();
         let threads = ctas * f64::from(block_threads);
         let fixed = e.fixed_per_thread();
         let elements = elements as f64;
         let mut instructions = threads * f64::from(fixed.instructions);
         let mut mufu = threads * f64::from(fixed.mufu);
-        for l in e.loops.iter().filter(|l| l.elements_per_iteration > 0.0) {
+        for l in e.loops.iter().filter(|l| l.role == LoopRole::Stream) {
             let iterations = elements / l.elements_per_iteration;
             instructions += iterations * f64::from(l.body.instructions);
             mufu += iterations * f64::from(l.body.mufu);
@@ -336,8 +358,9 @@ mod tests {
         }
     }
 
-    /// A relu-like entry: 20 fixed instructions, a loop of 176 for 32 elements, and a
-    /// 10-instruction reduction-tree loop that touches no global memory.
+    /// A relu-like entry: 20 fixed instructions, a loop of 176 for 32 elements, a
+    /// 10-instruction reduction-tree loop that touches no global memory, and a remainder loop
+    /// that is not counted.
     fn ledger() -> Ledger {
         Ledger {
             toolchain: Toolchain {
@@ -357,13 +380,21 @@ mod tests {
                 loops: vec![
                     LoopLedger {
                         header: 0x130,
+                        role: LoopRole::Stream,
                         elements_per_iteration: 32.0,
                         body: tally(176, 2),
                     },
                     LoopLedger {
                         header: 0x400,
+                        role: LoopRole::Fixed,
                         elements_per_iteration: 0.0,
                         body: tally(10, 0),
+                    },
+                    LoopLedger {
+                        header: 0x600,
+                        role: LoopRole::Remainder,
+                        elements_per_iteration: 8.0,
+                        body: tally(50, 1),
                     },
                 ],
             }],
@@ -401,7 +432,10 @@ mod tests {
             dynamic_smem: 0,
         };
         let err = l.launch_cost("k_b16", &ok, 1).unwrap_err();
-        assert_eq!(err.to_string(), "`k_b16` is not in the SASS ledger (did you mean `k_bf16`?)");
+        assert_eq!(
+            err.to_string(),
+            "`k_b16` is not in the SASS ledger (did you mean `k_bf16`?)"
+        );
         let zero = LaunchShape {
             grid: [0, 1, 1],
             ..ok

@@ -102,6 +102,10 @@ mod tests {
         assert!(ctas_per_sm(&SM90, 0, 32, 0).is_err());
         assert!(ctas_per_sm(&SM90, 2048, 32, 0).is_err());
         assert!(ctas_per_sm(&SM90, 128, 32, 228 * 1024).is_err());
-        assert!(ctas_per_sm(&SM90, 1024, 255, 0).unwrap_err().contains("registers"));
+        assert!(
+            ctas_per_sm(&SM90, 1024, 255, 0)
+                .unwrap_err()
+                .contains("registers")
+        );
     }
 }

@@ -120,9 +120,8 @@ fn choose(function: &Function, cfg: &Cfg, fall: Next, taken: Next, vector: bool)
         Next::Exit => vec![false; cfg.blocks.len()],
     };
     let (rf, rt) = (reach(fall), reach(taken));
-    let only = |a: &[bool], b: &[bool]| -> Vec<bool> {
-        a.iter().zip(b).map(|(x, y)| *x && !*y).collect()
-    };
+    let only =
+        |a: &[bool], b: &[bool]| -> Vec<bool> { a.iter().zip(b).map(|(x, y)| *x && !*y).collect() };
     let f = side(function, cfg, &only(&rf, &rt));
     let t = side(function, cfg, &only(&rt, &rf));
     if vector {
@@ -197,9 +196,8 @@ pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
         let tally = match cfg.innermost(b) {
             None => &mut path.fixed,
             Some(l) => {
-                let header_of = |l: usize| {
-                    function.instructions[cfg.blocks[cfg.loops[l].header].start].offset
-                };
+                let header_of =
+                    |l: usize| function.instructions[cfg.blocks[cfg.loops[l].header].start].offset;
                 let offset = header_of(l);
                 match path.loops.iter().position(|w| w.header == offset) {
                     Some(i) => &mut path.loops[i].body,
