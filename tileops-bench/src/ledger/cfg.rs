@@ -102,8 +102,9 @@ impl Cfg {
             });
         }
         let count = blocks.len();
-        for b in 0..count {
-            let last = blocks[b].end - 1;
+        let mut nexts = Vec::with_capacity(count);
+        for (b, block) in blocks.iter().enumerate() {
+            let last = block.end - 1;
             let fall = if b + 1 < count {
                 Next::Block(b + 1)
             } else {
@@ -111,7 +112,7 @@ impl Cfg {
             };
             let instruction = &ins[last];
             let conditional = instruction.is_conditional();
-            blocks[b].next = match instruction.base() {
+            nexts.push(match instruction.base() {
                 "BRA" => {
                     let to = match target_of(last)? {
                         Some(t) => Next::Block(block_of[t]),
@@ -131,7 +132,10 @@ impl Cfg {
                     }
                 }
                 _ => vec![fall],
-            };
+            });
+        }
+        for (block, next) in blocks.iter_mut().zip(nexts) {
+            block.next = next;
         }
         let back = back_edges(&blocks);
         let loops = natural_loops(&blocks, &back);

@@ -129,9 +129,11 @@ pub fn classify(walked: &[WalkedLoop], vector: bool, element_bytes: u32) -> Vec<
             continue;
         }
         let ((al, as_), (bl, bs)) = (accesses(&a.body), accesses(&b.body));
-        let multiple = |x: u32, y: u32| (x == 0 && y == 0) || (y > 0 && x % y == 0);
-        let k = if bl > 0 { al / bl } else { as_ / bs.max(1) };
-        if k >= 2 && multiple(al, bl) && multiple(as_, bs) && al == k * bl && as_ == k * bs {
+        let k = al
+            .checked_div(bl)
+            .or_else(|| as_.checked_div(bs))
+            .unwrap_or(0);
+        if k >= 2 && al == k * bl && as_ == k * bs {
             loops[i].role = LoopRole::Remainder;
         }
     }
