@@ -35,9 +35,12 @@ pub fn nvdisasm() -> Result<(PathBuf, String), LedgerError> {
         .arg("--version")
         .output()
         .map_err(|e| LedgerError::Generate(format!("{}: {e}", path.display())))?;
-    let version = String::from_utf8_lossy(&out.stdout)
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `Cuda compilation tools, release 13.2, V13.2.86`: the line that names the version.
+    let version = text
         .lines()
-        .rfind(|l| !l.trim().is_empty())
+        .find(|l| l.contains("release"))
+        .or_else(|| text.lines().rfind(|l| !l.trim().is_empty()))
         .unwrap_or_default()
         .trim()
         .to_owned();

@@ -120,7 +120,9 @@ pub enum LoopRole {
 /// One loop of an entry's common path, one iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoopLedger {
-    /// Byte offset of the loop header in the entry's SASS (for reading the disassembly).
+    /// Byte offset of the loop header in the entry's SASS, as nvdisasm prints it (`"0x0130"`
+    /// in the JSON: `/*0130*/` in the disassembly).
+    #[serde(with = "hex_offset")]
     pub header: u32,
     /// How its iterations are counted.
     pub role: LoopRole,
@@ -334,6 +336,22 @@ impl Ledger {
     }
 }
 
+/// Offsets in the JSON as nvdisasm's `/*0130*/` spells them: `"0x0130"`.
+mod hex_offset {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(offset: &u32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{offset:#06x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        let text = String::deserialize(d)?;
+        text.strip_prefix("0x")
+            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+            .ok_or_else(|| D::Error::custom(format!("`{text}` is not an offset like \"0x0130\"")))
+    }
+}
+
 impl fmt::Display for LaunchShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [gx, gy, gz] = self.grid;
@@ -466,7 +484,12 @@ mod tests {
     #[test]
     fn json_round_trips() {
         let l = ledger();
-        assert_eq!(Ledger::from_json(&l.to_json()).unwrap(), l);
+        let json = l.to_json();
+        assert!(json.contains("\"header\": \"0x0130\""), "{json}");
+        assert_eq!(Ledger::from_json(&json).unwrap(), l);
+        let bad = json.replace("\"0x0130\"", "\"0130\"");
+        let err = Ledger::from_json(&bad).unwrap_err();
+        assert!(err.to_string().contains("`0130` is not an offset"), "{err}");
         assert!(matches!(Ledger::from_json("{"), Err(LedgerError::Json(_))));
     }
 }
