@@ -59,12 +59,30 @@ fn differences(old: &EntryLedger, new: &EntryLedger) -> String {
         format!("{:?}", old.fixed),
         format!("{:?}", new.fixed),
     );
-    field(
-        "loops",
-        format!("{:?}", old.loops),
-        format!("{:?}", new.loops),
-    );
     field("file", old.file.clone(), new.file.clone());
+    if old.loops.len() != new.loops.len() {
+        field(
+            "loops",
+            old.loops.len().to_string(),
+            new.loops.len().to_string(),
+        );
+    } else {
+        for (a, b) in old.loops.iter().zip(&new.loops) {
+            if a != b {
+                parts.push(format!(
+                    "loop at {:#06x} ({:?}, {} elements, {:?}) → at {:#06x} ({:?}, {} elements, {:?})",
+                    a.header,
+                    a.role,
+                    a.elements_per_iteration,
+                    a.body,
+                    b.header,
+                    b.role,
+                    b.elements_per_iteration,
+                    b.body
+                ));
+            }
+        }
+    }
     parts.join("; ")
 }
 
