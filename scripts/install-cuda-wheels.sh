@@ -26,10 +26,10 @@ pins=(
   "nvidia-cuda-crt==13.0.88"
   "nvidia-cuda-cccl==13.0.85"
   # nvdisasm, for the SASS instruction ledger (tileops-bench/src/ledger/). PyPI has no 13.0 build
-  # of it (13.2.51 is the oldest); 13.2.86 is the newest 13.2 patch, the closest to the 13.0
-  # toolkit above, and it only reads CUBINs (sm_90 SASS encodings do not change between these
-  # releases), so it cannot affect what NVRTC emits. Bumping it can change the disassembly's
-  # spelling: regenerate tileops-bench/ledger/sass_sm90.json in the same change.
+  # of it (13.2.51 is the oldest); 13.2.86 is the newest 13.2 patch, the release closest to the
+  # 13.0 toolkit above. It only reads the CUBINs NVRTC 13.0 writes, so it cannot change what is
+  # counted, only how the disassembly is spelled: a bump regenerates
+  # tileops-bench/ledger/sass_sm90.json in the same change (its check names the version).
   "nvidia-cuda-nvdisasm==13.2.86"
 )
 stamp="$dest/.tileops-pins"

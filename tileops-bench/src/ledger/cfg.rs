@@ -102,8 +102,9 @@ impl Cfg {
             });
         }
         let count = blocks.len();
-        for b in 0..count {
-            let last = blocks[b].end - 1;
+        let mut nexts = Vec::with_capacity(count);
+        for (b, block) in blocks.iter().enumerate() {
+            let last = block.end - 1;
             let fall = if b + 1 < count {
                 Next::Block(b + 1)
             } else {
@@ -111,7 +112,7 @@ impl Cfg {
             };
             let instruction = &ins[last];
             let conditional = instruction.is_conditional();
-            blocks[b].next = match instruction.base() {
+            nexts.push(match instruction.base() {
                 "BRA" => {
                     let to = match target_of(last)? {
                         Some(t) => Next::Block(block_of[t]),
@@ -131,7 +132,10 @@ impl Cfg {
                     }
                 }
                 _ => vec![fall],
-            };
+            });
+        }
+        for (block, next) in blocks.iter_mut().zip(nexts) {
+            block.next = next;
         }
         let back = back_edges(&blocks);
         let loops = natural_loops(&blocks, &back);
@@ -154,6 +158,21 @@ impl Cfg {
             .enumerate()
             .filter(|(_, l)| l.blocks.binary_search(&block).is_ok())
             .min_by_key(|(_, l)| l.blocks.len())
+            .map(|(i, _)| i)
+    }
+
+    /// The innermost loop that strictly encloses loop `l`.
+    pub fn enclosing(&self, l: usize) -> Option<usize> {
+        let inner = &self.loops[l];
+        self.loops
+            .iter()
+            .enumerate()
+            .filter(|(i, o)| {
+                *i != l
+                    && o.blocks.len() > inner.blocks.len()
+                    && o.blocks.binary_search(&inner.header).is_ok()
+            })
+            .min_by_key(|(_, o)| o.blocks.len())
             .map(|(i, _)| i)
     }
 

@@ -11,7 +11,8 @@ use std::process::Command;
 use tileops::kernels::{self, KernelSource, SOURCES, Target};
 
 use super::cfg::Cfg;
-use super::{EntryLedger, Ledger, LedgerError, LoopLedger, Toolchain, sass, walk};
+use super::walk::WalkedLoop;
+use super::{EntryLedger, Ledger, LedgerError, LoopLedger, LoopRole, Toolchain, sass, walk};
 
 /// The architecture the ledger describes.
 pub const ARCH: u32 = 90;
@@ -34,9 +35,12 @@ pub fn nvdisasm() -> Result<(PathBuf, String), LedgerError> {
         .arg("--version")
         .output()
         .map_err(|e| LedgerError::Generate(format!("{}: {e}", path.display())))?;
-    let version = String::from_utf8_lossy(&out.stdout)
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `Cuda compilation tools, release 13.2, V13.2.86`: the line that names the version.
+    let version = text
         .lines()
-        .rfind(|l| !l.trim().is_empty())
+        .find(|l| l.contains("release"))
+        .or_else(|| text.lines().rfind(|l| !l.trim().is_empty()))
         .unwrap_or_default()
         .trim()
         .to_owned();
@@ -61,6 +65,82 @@ fn element_bytes(entry: &str) -> u32 {
     } else {
         4
     }
+}
+
+/// Elements one loop iteration handles: the larger of the bytes it reads and writes in global
+/// memory, over the element size. In a function with 16-byte accesses (`vector`) only those
+/// count: its narrower accesses are row ends and per-row scalars, and a loop with none is a
+/// per-row or per-thread loop, not a stream (0: fixed work).
+pub fn elements_per_iteration(body: &super::Tally, vector: bool, element_bytes: u32) -> f64 {
+    let (loads, stores) = if vector {
+        (body.wide_loads * 16, body.wide_stores * 16)
+    } else {
+        (body.load_bytes, body.store_bytes)
+    };
+    f64::from(loads.max(stores)) / f64::from(element_bytes)
+}
+
+/// Each walked loop's role and elements per iteration:
+/// - a loop whose accesses cover no element is [`LoopRole::Fixed`];
+/// - so is a loop around a streaming loop (per row, per output: its own accesses are a row's
+///   result or its first vectors, not the stream);
+/// - a streaming loop right after a sibling streaming loop whose 16-byte loads and stores (all
+///   loads and stores in a kernel without 16-byte accesses) are an exact multiple ≥ 2 of its
+///   own is that loop's remainder ([`LoopRole::Remainder`]);
+/// - the rest stream.
+pub fn classify(walked: &[WalkedLoop], vector: bool, element_bytes: u32) -> Vec<LoopLedger> {
+    let mut loops: Vec<LoopLedger> = walked
+        .iter()
+        .map(|w| {
+            let elements = elements_per_iteration(&w.body, vector, element_bytes);
+            LoopLedger {
+                header: w.header,
+                role: if elements > 0.0 {
+                    LoopRole::Stream
+                } else {
+                    LoopRole::Fixed
+                },
+                elements_per_iteration: elements,
+                body: w.body,
+            }
+        })
+        .collect();
+    let outer: Vec<u32> = walked
+        .iter()
+        .zip(&loops)
+        .filter(|(_, l)| l.role == LoopRole::Stream)
+        .filter_map(|(w, _)| w.parent)
+        .collect();
+    for l in &mut loops {
+        if outer.contains(&l.header) {
+            l.role = LoopRole::Fixed;
+        }
+    }
+    let accesses = |t: &super::Tally| {
+        if vector {
+            (t.wide_loads, t.wide_stores)
+        } else {
+            (t.load_bytes, t.store_bytes)
+        }
+    };
+    for i in 1..loops.len() {
+        let (a, b) = (&loops[i - 1], &loops[i]);
+        if a.role != LoopRole::Stream
+            || b.role != LoopRole::Stream
+            || walked[i - 1].parent != walked[i].parent
+        {
+            continue;
+        }
+        let ((al, as_), (bl, bs)) = (accesses(&a.body), accesses(&b.body));
+        let k = al
+            .checked_div(bl)
+            .or_else(|| as_.checked_div(bs))
+            .unwrap_or(0);
+        if k >= 2 && al == k * bl && as_ == k * bs {
+            loops[i].role = LoopRole::Remainder;
+        }
+    }
+    loops
 }
 
 /// The ledger of one kernel file's entries.
@@ -107,16 +187,11 @@ pub fn file_entries(
         let cfg = Cfg::build(function).map_err(failed)?;
         let path = walk::common_path(function, &cfg);
         let element_bytes = element_bytes(entry.name);
-        let loops = path
-            .loops
+        let vector = function
+            .instructions
             .iter()
-            .map(|(header, body)| LoopLedger {
-                header: *header,
-                elements_per_iteration: f64::from(body.load_bytes.max(body.store_bytes))
-                    / f64::from(element_bytes),
-                body: *body,
-            })
-            .collect();
+            .any(|i| matches!(i.global_access(), Some((_, 16))));
+        let loops = classify(&path.loops, vector, element_bytes);
         entries.push(EntryLedger {
             entry: entry.name.to_owned(),
             file: source.file.to_owned(),
@@ -166,4 +241,77 @@ pub fn generate() -> Result<Ledger, LedgerError> {
         entries.extend(result?);
     }
     Ok(Ledger { toolchain, entries })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Tally;
+
+    fn walked(header: u32, parent: Option<u32>, wide_loads: u32, wide_stores: u32) -> WalkedLoop {
+        WalkedLoop {
+            header,
+            parent,
+            body: Tally {
+                instructions: 10,
+                wide_loads,
+                wide_stores,
+                load_bytes: wide_loads * 16,
+                store_bytes: wide_stores * 16,
+                ..Tally::default()
+            },
+        }
+    }
+
+    /// `reduce_rows`: a row loop around a four-vector loop and its one-vector remainder, then
+    /// a reduction-tree loop with no global access.
+    #[test]
+    fn roles_of_outer_remainder_and_tree_loops() {
+        let loops = classify(
+            &[
+                walked(0x100, None, 0, 0),
+                walked(0x200, Some(0x100), 4, 0),
+                walked(0x300, Some(0x100), 1, 0),
+                walked(0x400, Some(0x100), 0, 0),
+            ],
+            true,
+            2,
+        );
+        let roles: Vec<LoopRole> = loops.iter().map(|l| l.role).collect();
+        use LoopRole::*;
+        assert_eq!(roles, [Fixed, Stream, Remainder, Fixed]);
+        assert_eq!(loops[1].elements_per_iteration, 32.0);
+        assert_eq!(loops[2].elements_per_iteration, 8.0);
+    }
+
+    /// softmax's passes over the same row (max: loads; sum: loads; write: loads and stores)
+    /// all stream: the write pass is no multiple of the sum pass.
+    #[test]
+    fn passes_over_one_row_all_stream() {
+        let loops = classify(
+            &[
+                walked(0x100, None, 1, 0),
+                walked(0x200, None, 1, 0),
+                walked(0x300, None, 1, 1),
+            ],
+            true,
+            4,
+        );
+        assert!(loops.iter().all(|l| l.role == LoopRole::Stream));
+        // A second load-only pass of the same width is no remainder either (k = 1).
+        assert_eq!(loops[1].elements_per_iteration, 4.0);
+    }
+
+    #[test]
+    fn elements_count_16_byte_accesses_in_vector_kernels_only() {
+        let body = Tally {
+            wide_loads: 2,
+            wide_stores: 1,
+            load_bytes: 2 * 16 + 2,
+            store_bytes: 16 + 2,
+            ..Tally::default()
+        };
+        assert_eq!(elements_per_iteration(&body, true, 2), 16.0);
+        assert_eq!(elements_per_iteration(&body, false, 2), 17.0);
+    }
 }

@@ -103,14 +103,31 @@ pub struct Toolchain {
     pub nvdisasm: String,
 }
 
+/// How a loop's iterations are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopRole {
+    /// It streams elements: `elements / elements_per_iteration` iterations in all.
+    Stream,
+    /// One iteration per thread: a loop that touches no global memory of the stream (a
+    /// reduction tree, a staging loop), or one around a streaming loop (per row, per output).
+    Fixed,
+    /// The narrower copy of the streaming loop just before it (the one-vector remainder of a
+    /// four-vector loop): not counted, as rows are assumed whole multiples of the wide loop.
+    Remainder,
+}
+
 /// One loop of an entry's common path, one iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoopLedger {
-    /// Byte offset of the loop header in the entry's SASS (for reading the disassembly).
+    /// Byte offset of the loop header in the entry's SASS, as nvdisasm prints it (`"0x0130"`
+    /// in the JSON: `/*0130*/` in the disassembly).
+    #[serde(with = "hex_offset")]
     pub header: u32,
-    /// Elements one iteration handles: the larger of the bytes it loads from and stores to
-    /// global memory, divided by the entry's element size. 0 when it touches no global memory
-    /// (a reduction tree, a shuffle loop): then it counts as fixed per-thread work.
+    /// How its iterations are counted.
+    pub role: LoopRole,
+    /// Elements one iteration's global accesses cover: the larger of the bytes it loads and
+    /// stores (only 16-byte accesses in a kernel that has them), over the element size.
     pub elements_per_iteration: f64,
     /// One iteration's instructions (nested loops' own instructions not included).
     pub body: Tally,
@@ -141,14 +158,10 @@ pub struct EntryLedger {
 
 impl EntryLedger {
     /// Instructions per thread that do not scale with the elements: the path outside loops
-    /// and the loops that touch no global memory (one iteration each).
+    /// and the [`LoopRole::Fixed`] loops (one iteration each).
     pub fn fixed_per_thread(&self) -> Tally {
         let mut tally = self.fixed;
-        for l in self
-            .loops
-            .iter()
-            .filter(|l| l.elements_per_iteration == 0.0)
-        {
+        for l in self.loops.iter().filter(|l| l.role == LoopRole::Fixed) {
             tally.accumulate(&l.body);
         }
         tally
@@ -159,7 +172,7 @@ impl EntryLedger {
     pub fn loop_per_element(&self) -> (f64, f64) {
         self.loops
             .iter()
-            .filter(|l| l.elements_per_iteration > 0.0)
+            .filter(|l| l.role == LoopRole::Stream)
             .fold((0.0, 0.0), |(i, m), l| {
                 (
                     i + f64::from(l.body.instructions) / l.elements_per_iteration,
@@ -304,7 +317,7 @@ impl Ledger {
         let elements = elements as f64;
         let mut instructions = threads * f64::from(fixed.instructions);
         let mut mufu = threads * f64::from(fixed.mufu);
-        for l in e.loops.iter().filter(|l| l.elements_per_iteration > 0.0) {
+        for l in e.loops.iter().filter(|l| l.role == LoopRole::Stream) {
             let iterations = elements / l.elements_per_iteration;
             instructions += iterations * f64::from(l.body.instructions);
             mufu += iterations * f64::from(l.body.mufu);
@@ -320,6 +333,22 @@ impl Ledger {
             warps_per_sm: ctas_per_sm * warps_per_cta,
             waves: ctas / f64::from(ctas_per_sm * SM90.sm_count),
         })
+    }
+}
+
+/// Offsets in the JSON as nvdisasm's `/*0130*/` spells them: `"0x0130"`.
+mod hex_offset {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(offset: &u32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{offset:#06x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        let text = String::deserialize(d)?;
+        text.strip_prefix("0x")
+            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+            .ok_or_else(|| D::Error::custom(format!("`{text}` is not an offset like \"0x0130\"")))
     }
 }
 
@@ -347,8 +376,9 @@ mod tests {
         }
     }
 
-    /// A relu-like entry: 20 fixed instructions, a loop of 176 for 32 elements, and a
-    /// 10-instruction reduction-tree loop that touches no global memory.
+    /// A relu-like entry: 20 fixed instructions, a loop of 176 for 32 elements, a
+    /// 10-instruction reduction-tree loop that touches no global memory, and a remainder loop
+    /// that is not counted.
     fn ledger() -> Ledger {
         Ledger {
             toolchain: Toolchain {
@@ -368,13 +398,21 @@ mod tests {
                 loops: vec![
                     LoopLedger {
                         header: 0x130,
+                        role: LoopRole::Stream,
                         elements_per_iteration: 32.0,
                         body: tally(176, 2),
                     },
                     LoopLedger {
                         header: 0x400,
+                        role: LoopRole::Fixed,
                         elements_per_iteration: 0.0,
                         body: tally(10, 0),
+                    },
+                    LoopLedger {
+                        header: 0x600,
+                        role: LoopRole::Remainder,
+                        elements_per_iteration: 8.0,
+                        body: tally(50, 1),
                     },
                 ],
             }],
@@ -446,7 +484,12 @@ mod tests {
     #[test]
     fn json_round_trips() {
         let l = ledger();
-        assert_eq!(Ledger::from_json(&l.to_json()).unwrap(), l);
+        let json = l.to_json();
+        assert!(json.contains("\"header\": \"0x0130\""), "{json}");
+        assert_eq!(Ledger::from_json(&json).unwrap(), l);
+        let bad = json.replace("\"0x0130\"", "\"0130\"");
+        let err = Ledger::from_json(&bad).unwrap_err();
+        assert!(err.to_string().contains("`0130` is not an offset"), "{err}");
         assert!(matches!(Ledger::from_json("{"), Err(LedgerError::Json(_))));
     }
 }

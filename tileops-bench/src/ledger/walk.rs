@@ -3,10 +3,13 @@
 //! From the entry block, the walk follows one successor at each conditional branch and stops at
 //! `EXIT`. Every instruction of a block it passes is counted once, predicated or not (a
 //! predicated-off instruction still issues). At a fork it prefers, in this order:
-//! 1. the side without a `CALL` (the slow paths of IEEE division and square root are calls);
-//! 2. once a 16-byte global access has been walked, the side without narrower global accesses
-//!    when the other has none (the scalar tail after the vector loop: full vectors assumed);
-//! 3. the side with more 16-byte global accesses (aligned rows, full vectors);
+//! 1. in a function with 16-byte global accesses, the side without narrower global accesses
+//!    when the other side has only those (full vectors and aligned rows assumed: the scalar
+//!    tail after a vector loop and the scalar peel before it are not run);
+//! 2. the side with more 16-byte global accesses (aligned rows, full vectors);
+//! 3. the side that is not a slow path: one where every way through passes a `CALL` (IEEE
+//!    division and square root, 64-bit division call their slow paths; a side where a way
+//!    avoids the call, such as a 32-bit fast path beside the 64-bit call, is not);
 //! 4. the fall-through (ptxas lays the likely side out first; a guard such as `@P0 EXIT` or
 //!    `@P0 BRA skip` is assumed not taken).
 //!
@@ -29,9 +32,9 @@ pub struct Tally {
     pub wide_loads: u32,
     /// 16-byte global stores (`STG.E.128`).
     pub wide_stores: u32,
-    /// Bytes one thread loads from global memory.
+    /// Bytes one thread loads from global memory (all widths, predicated accesses included).
     pub load_bytes: u32,
-    /// Bytes one thread stores to global memory.
+    /// Bytes one thread stores to global memory (all widths, predicated accesses included).
     pub store_bytes: u32,
 }
 
@@ -69,8 +72,21 @@ impl Tally {
 pub struct Path {
     /// Instructions outside every loop.
     pub fixed: Tally,
-    /// `(offset of the loop header's first instruction, one iteration)`.
-    pub loops: Vec<(u32, Tally)>,
+    /// The loops the walk entered, in order.
+    pub loops: Vec<WalkedLoop>,
+    /// The blocks walked, in order (indices into [`Cfg::blocks`]).
+    pub blocks: Vec<usize>,
+}
+
+/// One loop on the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkedLoop {
+    /// Offset of the loop header's first instruction.
+    pub header: u32,
+    /// The header offset of the innermost loop that encloses this one, if any.
+    pub parent: Option<u32>,
+    /// One iteration, nested loops' own instructions excluded.
+    pub body: Tally,
 }
 
 /// What one side of a fork holds.
@@ -98,7 +114,7 @@ fn side(function: &Function, cfg: &Cfg, members: &[bool]) -> Side {
 }
 
 /// Picks the fall-through (`false`) or the branch side (`true`) at a fork.
-fn choose(function: &Function, cfg: &Cfg, fall: Next, taken: Next, wide_seen: bool) -> bool {
+fn choose(function: &Function, cfg: &Cfg, fall: Next, taken: Next, vector: bool) -> bool {
     let reach = |n: Next| match n {
         Next::Block(b) => cfg.forward_reach(b),
         Next::Exit => vec![false; cfg.blocks.len()],
@@ -108,10 +124,7 @@ fn choose(function: &Function, cfg: &Cfg, fall: Next, taken: Next, wide_seen: bo
         |a: &[bool], b: &[bool]| -> Vec<bool> { a.iter().zip(b).map(|(x, y)| *x && !*y).collect() };
     let f = side(function, cfg, &only(&rf, &rt));
     let t = side(function, cfg, &only(&rt, &rf));
-    if (f.calls > 0) != (t.calls > 0) {
-        return f.calls > 0;
-    }
-    if wide_seen {
+    if vector {
         let tail = |s: &Side| s.narrow > 0 && s.wide == 0;
         if tail(&f) && t.narrow == 0 {
             return true;
@@ -123,35 +136,84 @@ fn choose(function: &Function, cfg: &Cfg, fall: Next, taken: Next, wide_seen: bo
     if f.wide != t.wide {
         return t.wide > f.wide;
     }
+    // A slow path: every way through the side passes a call. A side with a call on one of its
+    // ways only (a 32-bit fast path beside a 64-bit division call; a loop of divisions) is not.
+    let slow_f = f.calls > 0 && call_unavoidable(function, cfg, fall, &rt);
+    let slow_t = t.calls > 0 && call_unavoidable(function, cfg, taken, &rf);
+    if slow_f != slow_t {
+        return slow_f;
+    }
     false
+}
+
+/// Whether every way from `start` to the continuation (a block in `join`, or the exit) passes
+/// a block holding a `CALL`.
+fn call_unavoidable(function: &Function, cfg: &Cfg, start: Next, join: &[bool]) -> bool {
+    let Next::Block(start) = start else {
+        return false;
+    };
+    let has_call = |b: usize| {
+        let block = &cfg.blocks[b];
+        function.instructions[block.start..block.end]
+            .iter()
+            .any(|i| i.base() == "CALL")
+    };
+    let mut seen = vec![false; cfg.blocks.len()];
+    let mut stack = vec![start];
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut seen[b], true) || has_call(b) {
+            continue;
+        }
+        if join[b] {
+            return false;
+        }
+        for next in &cfg.blocks[b].next {
+            match *next {
+                Next::Exit => return false,
+                Next::Block(n) if !cfg.is_back(b, n) => stack.push(n),
+                Next::Block(_) => {}
+            }
+        }
+    }
+    true
 }
 
 /// Walks `function`'s common path.
 pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
     let mut path = Path::default();
     let mut visited = vec![false; cfg.blocks.len()];
-    let mut wide_seen = false;
+    let vector = function
+        .instructions
+        .iter()
+        .any(|i| matches!(i.global_access(), Some((_, 16))));
     let mut b = 0;
     loop {
         if std::mem::replace(&mut visited[b], true) {
             break;
         }
+        path.blocks.push(b);
         let block = &cfg.blocks[b];
         let tally = match cfg.innermost(b) {
             None => &mut path.fixed,
             Some(l) => {
-                let offset = function.instructions[cfg.blocks[cfg.loops[l].header].start].offset;
-                match path.loops.iter().position(|(o, _)| *o == offset) {
-                    Some(i) => &mut path.loops[i].1,
+                let header_of =
+                    |l: usize| function.instructions[cfg.blocks[cfg.loops[l].header].start].offset;
+                let offset = header_of(l);
+                match path.loops.iter().position(|w| w.header == offset) {
+                    Some(i) => &mut path.loops[i].body,
                     None => {
-                        path.loops.push((offset, Tally::default()));
-                        &mut path.loops.last_mut().expect("just pushed").1
+                        let parent = cfg.enclosing(l).map(header_of);
+                        path.loops.push(WalkedLoop {
+                            header: offset,
+                            parent,
+                            body: Tally::default(),
+                        });
+                        &mut path.loops.last_mut().expect("just pushed").body
                     }
                 }
             }
         };
         tally.add(function, block.start, block.end);
-        wide_seen |= tally.wide_loads + tally.wide_stores > 0;
         let forward: Vec<Next> = block
             .next
             .iter()
@@ -166,7 +228,7 @@ pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
             },
             [only] => *only,
             [fall, taken, ..] => {
-                if choose(function, cfg, *fall, *taken, wide_seen) {
+                if choose(function, cfg, *fall, *taken, vector) {
                     *taken
                 } else {
                     *fall
@@ -239,8 +301,12 @@ mod tests {
         );
         assert_eq!(path.fixed.instructions, 3, "S2R, BRA, @P0 EXIT");
         assert_eq!(path.loops.len(), 1);
-        let (header, body) = path.loops[0];
-        assert_eq!(header, 0x20);
+        let WalkedLoop {
+            header,
+            parent,
+            body,
+        } = path.loops[0];
+        assert_eq!((header, parent), (0x20, None));
         assert_eq!(body.instructions, 5);
         assert_eq!((body.wide_loads, body.wide_stores), (1, 1));
         assert_eq!((body.load_bytes, body.store_bytes), (16, 16));
@@ -293,7 +359,7 @@ $slowpath:
 "#,
         );
         assert_eq!(path.fixed.instructions, 3, "MOV, STG, EXIT");
-        assert_eq!(path.loops[0].1.instructions, 5);
-        assert_eq!(path.loops[0].1.load_bytes, 4);
+        assert_eq!(path.loops[0].body.instructions, 5);
+        assert_eq!(path.loops[0].body.load_bytes, 4);
     }
 }
