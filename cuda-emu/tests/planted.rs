@@ -237,3 +237,123 @@ fn asan_names_the_line_of_a_read_past_the_end() {
     assert!(stderr.contains("heap-buffer-overflow"), "{stderr}");
     assert!(stderr.contains("planted.cu:"), "{stderr}");
 }
+
+/// The traffic ledger's planted checks: each wrong kernel is flagged by the gates (the code
+/// tileops's coverage tests run, `cuda_emu::gate`) with a message naming the entry, and its
+/// correct twin passes them. The ledger is counted in the AddressSanitizer build only.
+#[cfg(feature = "asan")]
+mod traffic {
+    use cuda_emu::check::{Arg, check};
+    use cuda_emu::gate::{self, Bounds, Finding, Gate, LaunchRecord};
+    use cuda_emu::{Dim3, LaunchConfig, Schedule};
+
+    /// Runs `entry` once and returns its launch-log line, through the log's own text format.
+    fn logged(entry: &str, config: &LaunchConfig, args: &[Arg]) -> LaunchRecord {
+        check(entry, config, args, &[Schedule::RoundRobin]).unwrap_or_else(|f| panic!("{f}"));
+        let traffic = cuda_emu::traffic::last().expect("the ASan build counts traffic");
+        let (g, b) = (config.grid, config.block);
+        let line = format!(
+            "{{\"entry\":\"{entry}\",\"grid\":[{},{},{}],\"block\":[{},{},{}],\"dynamic_smem\":0,\
+             \"ran\":true,\"traffic\":{}}}",
+            g.x,
+            g.y,
+            g.z,
+            b.x,
+            b.y,
+            b.z,
+            traffic.to_json()
+        );
+        gate::parse_line(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    fn gates(op: &str, launches: &[LaunchRecord], bytes: f64) -> Vec<Finding> {
+        let findings = gate::check_call(op, launches, bytes, &Bounds::default());
+        for f in &findings {
+            println!("{f}");
+        }
+        findings
+    }
+
+    fn has(findings: &[Finding], gate: Gate, entry: &str) -> bool {
+        findings
+            .iter()
+            .any(|f| f.gate == gate && f.entry.contains(entry) && f.to_string().contains(entry))
+    }
+
+    fn ramp(n: usize) -> Vec<f32> {
+        (0..n).map(|i| (i % 7) as f32 + 0.5).collect()
+    }
+
+    #[test]
+    fn asan_traffic_a_32_byte_lane_stride_is_flagged() {
+        let config = LaunchConfig::new(Dim3::x(4), Dim3::x(32));
+        // 128 threads x 16 bytes out; the strided kernel reads every other 16-byte vector.
+        let strided = logged(
+            "planted_lane_stride32",
+            &config,
+            &[Arg::Input(ramp(1024)), Arg::Output(512)],
+        );
+        let site = &strided.traffic.as_ref().unwrap().sites;
+        let load = site.iter().find(|s| s.kind == "load").expect("a load site");
+        assert_eq!((load.width, load.requests), (16, 4), "{site:?}");
+        assert_eq!((load.sectors, load.ideal_sectors), (128, 64), "{site:?}");
+        assert!(load.site.starts_with("planted.cu:"), "{site:?}");
+        let findings = gates("planted_stride", &[strided], 4096.0);
+        assert!(has(&findings, Gate::Coalescing, "planted_lane_stride32"));
+
+        let twin = logged(
+            "planted_lane_contiguous",
+            &config,
+            &[Arg::Input(ramp(512)), Arg::Output(512)],
+        );
+        assert_eq!(twin.traffic.as_ref().unwrap().read_bytes, 2048);
+        assert!(gates("planted_contiguous", &[twin], 4096.0).is_empty());
+    }
+
+    #[test]
+    fn asan_traffic_a_shared_memory_bank_conflict_is_flagged() {
+        let config = LaunchConfig::new(Dim3::x(1), Dim3::x(32));
+        let args = [Arg::Input(ramp(32)), Arg::Output(32)];
+        let conflicted = logged("planted_bank_conflict", &config, &args);
+        let shared: Vec<_> = conflicted.traffic.as_ref().unwrap().sites.iter().filter(|s| s.space == "shared").cloned().collect();
+        assert_eq!(shared.len(), 2, "{shared:?}");
+        for s in &shared {
+            assert_eq!((s.requests, s.wavefronts, s.ideal_wavefronts), (1, 2, 1), "{s:?}");
+        }
+        let findings = gates("planted_staged", &[conflicted], 256.0);
+        assert!(has(&findings, Gate::BankConflicts, "planted_bank_conflict"));
+        let twin = logged("planted_bank_conflict_free", &config, &args);
+        assert!(gates("planted_staged", &[twin], 256.0).is_empty());
+    }
+
+    #[test]
+    fn asan_traffic_an_input_read_twice_is_flagged() {
+        let (blocks, n) = (64u32, 64 * 32);
+        let config = LaunchConfig::new(Dim3::x(blocks), Dim3::x(32));
+        // The op moves x in and y out: 2 x n x 4 bytes.
+        let bytes = (2 * n * 4) as f64;
+        let x = ramp(n);
+        let max = logged(
+            "planted_max_pass",
+            &config,
+            &[Arg::Input(x.clone()), Arg::Output(blocks as usize)],
+        );
+        let scale = logged(
+            "planted_scale_pass",
+            &config,
+            &[
+                Arg::Input(x.clone()),
+                Arg::Input(vec![7.0; blocks as usize]),
+                Arg::Output(n),
+            ],
+        );
+        let findings = gates("planted_max_scale", &[max, scale], bytes);
+        assert!(has(&findings, Gate::Traffic, "planted_max_pass+planted_scale_pass"));
+        let one_pass = logged(
+            "planted_max_scale_one_pass",
+            &config,
+            &[Arg::Input(x), Arg::Output(n)],
+        );
+        assert!(gates("planted_max_scale", &[one_pass], bytes).is_empty());
+    }
+}
