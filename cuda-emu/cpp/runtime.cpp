@@ -23,7 +23,9 @@ extern "C" char __stop_cuda_emu_shared[] __attribute__((weak));
 // Fills all static shared memory with 0xFF (NaN in every float type): a read of an element no
 // thread of the block wrote shows as NaN. Returns the bytes poisoned.
 extern "C" std::size_t cuda_emu_poison_shared(void) {
-#ifdef CUDA_EMU_SHARED_SECTION
+// Not in the AddressSanitizer build: its redzones around the arrays of templates (which it keeps
+// in the section too) must not be written.
+#ifndef CUDA_EMU_ASAN
     if (__start_cuda_emu_shared != nullptr && +__stop_cuda_emu_shared > +__start_cuda_emu_shared) {
         const std::size_t n = static_cast<std::size_t>(__stop_cuda_emu_shared - __start_cuda_emu_shared);
         std::memset(__start_cuda_emu_shared, 0xff, n);

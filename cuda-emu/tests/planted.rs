@@ -357,3 +357,91 @@ mod traffic {
         assert!(gates("planted_max_scale", &[one_pass], bytes).is_empty());
     }
 }
+
+/// The launch log (`CUDA_EMU_LEDGER`) through the stand-in driver: one line per launch, `ran`
+/// false for a dry run (whose output stays untouched), `traffic` present exactly in the build
+/// that counts it. (`asan_` in the name: the ASan self-test step runs it too.)
+#[test]
+fn the_launch_log_and_dry_runs_asan_too() {
+    use cuda_emu::driver::{
+        cuLaunchKernel, cuMemAlloc_v2, cuMemFree_v2, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2,
+        cuModuleGetFunction, cuModuleLoadData, cuda_emu_set_dry_run,
+    };
+    use cudarc::driver::sys::{CUresult, CUstream};
+    let path = std::env::temp_dir().join(format!("cuda-emu-launch-log-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    // SAFETY: no other test of this binary reads or writes the environment.
+    unsafe { std::env::set_var("CUDA_EMU_LEDGER", &path) };
+    let n = 100usize;
+    let (mut module, mut function) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let (mut x, mut y) = (0u64, 0u64);
+    let input: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut output = vec![0f32; n];
+    // SAFETY: valid out-pointers, a NUL-terminated PTX text as the image, buffers of n floats.
+    unsafe {
+        assert_eq!(cuModuleLoadData(&mut module, c"//".as_ptr().cast()), CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            cuModuleGetFunction(&mut function, module, c"planted_scale2".as_ptr()),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(cuMemAlloc_v2(&mut x, 4 * n), CUresult::CUDA_SUCCESS);
+        assert_eq!(cuMemAlloc_v2(&mut y, 4 * n), CUresult::CUDA_SUCCESS);
+        assert_eq!(cuMemcpyHtoD_v2(x, input.as_ptr().cast(), 4 * n), CUresult::CUDA_SUCCESS);
+    }
+    let mut count = n as i32;
+    let mut params = [
+        (&mut x as *mut u64).cast::<std::ffi::c_void>(),
+        (&mut y as *mut u64).cast(),
+        (&mut count as *mut i32).cast(),
+    ];
+    let launch = |params: &mut [*mut std::ffi::c_void; 3]| {
+        // SAFETY: the entry's three parameters, pointing at live values.
+        unsafe {
+            cuLaunchKernel(
+                function,
+                2,
+                1,
+                1,
+                64,
+                1,
+                1,
+                0,
+                std::ptr::null_mut::<std::ffi::c_void>() as CUstream,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+    };
+    assert_eq!(launch(&mut params), CUresult::CUDA_SUCCESS);
+    assert_eq!(cuda_emu_set_dry_run(1), 0);
+    // SAFETY: y holds n floats.
+    unsafe { cuda_emu::driver::cuMemsetD8_v2(y, 0, 4 * n) };
+    assert_eq!(launch(&mut params), CUresult::CUDA_SUCCESS);
+    assert_eq!(cuda_emu_set_dry_run(0), 1);
+    // SAFETY: y holds n floats.
+    unsafe {
+        assert_eq!(cuMemcpyDtoH_v2(output.as_mut_ptr().cast(), y, 4 * n), CUresult::CUDA_SUCCESS);
+        cuMemFree_v2(x);
+        cuMemFree_v2(y);
+    }
+    assert!(output.iter().all(|&v| v == 0.0), "the dry run ran the kernel");
+    let text = std::fs::read_to_string(&path).expect("the launch log");
+    let _ = std::fs::remove_file(&path);
+    let lines: Vec<_> = text.lines().map(|l| cuda_emu::gate::parse_line(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0].entry, "planted_scale2");
+    assert_eq!((lines[0].grid, lines[0].block), ([2, 1, 1], [64, 1, 1]));
+    assert!(lines[0].ran && !lines[1].ran, "{text}");
+    assert!(lines[1].traffic.is_none(), "{text}");
+    match &lines[0].traffic {
+        Some(t) => {
+            assert!(cuda_emu::traffic::ENABLED, "{text}");
+            // 100 floats read and written: 13 sectors each; 4 warps with work (the last with 4
+            // active lanes), one load and one store each.
+            assert_eq!((t.read_bytes, t.write_bytes), (416, 416), "{text}");
+            assert_eq!(t.global_requests, 8, "{text}");
+            assert_eq!(t.global_sectors, t.global_ideal_sectors, "{text}");
+        }
+        None => assert!(!cuda_emu::traffic::ENABLED, "{text}"),
+    }
+}
