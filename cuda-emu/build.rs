@@ -166,11 +166,15 @@ fn main() {
         .flag("-fno-sanitize-recover=alignment")
         .flag("-w")
         .files(&generated);
+    if asan {
+        // The traffic ledger (src/traffic.rs): an outline call before every access, which
+        // cpp/runtime.cpp forwards to libasan's check and to the ledger.
+        kernels.flag("--param").flag("asan-instrumentation-with-call-threshold=0");
+    }
     let objects = kernels.compile_intermediates();
-    if !asan {
-        for object in &objects {
-            move_template_statics_to_shared_section(object);
-        }
+    // Both builds keep static shared memory in one section (the ASan build for the ledger).
+    for object in &objects {
+        move_template_statics_to_shared_section(object);
     }
     archive(&out_dir.join("libcuda_emu_kernels.a"), &objects);
     println!("cargo:rustc-link-search=native={}", out_dir.display());
@@ -258,6 +262,9 @@ fn base_build(
     if asan {
         build
             .define("CUDA_EMU_ASAN", None)
+            // The ASan build also counts the traffic ledger: static shared memory goes to its
+            // section as in the normal build, so the ledger can tell shared accesses.
+            .define("CUDA_EMU_TRAFFIC", None)
             .flag("-fsanitize=address")
             .flag("-fno-omit-frame-pointer");
     }

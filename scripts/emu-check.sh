@@ -14,7 +14,10 @@
 #      pass A  every GPU test; schedule round-robin, every launch compared with warp-greedy
 #      pass B  the family tests (shape sweeps); schedule random (seeded, preempting at loads),
 #              every launch compared with reverse
-#      pass C  the coverage tests (every entry point) in the ASan build, round-robin
+#      pass C  the coverage tests (every entry point) in the ASan build, round-robin, with the
+#              traffic ledger: its launch log in target/emu/ledger-C.jsonl, and the gates of
+#              tileops/tests/it/coverage/ledger.rs on every op call (unique bytes against
+#              eval_roofline's, sectors per request, shared-memory bank conflicts)
 #    "compared": each launch runs under both schedules from the same device memory and fails on
 #    any differing byte (a race);
 # 4. runs the root package's emulated-device test of bench_all (`--test it
@@ -43,7 +46,7 @@ seed="${EMU_CHECK_SEED:-1}"
 passes="${EMU_CHECK_PASSES:-A B C}"
 work="$root/target/emu"
 coverage="$work/coverage"
-rm -rf "$coverage" "$work/logs"
+rm -rf "$coverage" "$work/logs" "$work"/ledger-*.jsonl
 mkdir -p "$coverage" "$work/logs" "$work/lib" "$work/lib-asan"
 
 passed=0
@@ -187,6 +190,10 @@ gpu_runs=(
 
 gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of gpu_runs to run
   local name="$1" lib="$2" schedule="$3" compare="$4" runs="$5" preload="${6:-}"
+  # The ASan build also counts the traffic ledger: its launch log, and the coverage tests' gates
+  # (tileops/tests/it/coverage/ledger.rs) must find traffic in it.
+  local ledger=()
+  [[ -n "$preload" ]] && ledger=(CUDA_EMU_LEDGER="$work/ledger-$name.jsonl" TILEOPS_REQUIRE_LEDGER=1)
   local t0 r label filters
   echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer} ($runs)"
   t0=$(now)
@@ -199,7 +206,7 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of 
     read -r -a filters <<<"${rest#*|}"
     run_tests "$label: ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
       env LD_LIBRARY_PATH="$lib" TILEOPS_REQUIRE_GPU=1 CUDA_EMU_SCHEDULE="$schedule" \
-      CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" \
+      CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" "${ledger[@]}" \
       ${preload:+LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1} \
       "$exe" "${filters[@]}" --test-threads=2
   done

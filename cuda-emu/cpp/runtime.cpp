@@ -4,11 +4,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 extern "C" [[noreturn]] void cuda_emu_fail(const char* what, const char* file, int line);
 
-#ifndef CUDA_EMU_ASAN
+#if !defined(CUDA_EMU_ASAN) || defined(CUDA_EMU_TRAFFIC)
+#define CUDA_EMU_SHARED_SECTION 1
+#endif
+
+#ifdef CUDA_EMU_SHARED_SECTION
 // Every static __shared__ array lives in section cuda_emu_shared (include/cuda_emu.h); the linker
 // defines these bounds. Weak: a build with no shared array has no such section.
 extern "C" char __start_cuda_emu_shared[] __attribute__((weak));
@@ -18,6 +23,8 @@ extern "C" char __stop_cuda_emu_shared[] __attribute__((weak));
 // Fills all static shared memory with 0xFF (NaN in every float type): a read of an element no
 // thread of the block wrote shows as NaN. Returns the bytes poisoned.
 extern "C" std::size_t cuda_emu_poison_shared(void) {
+// Not in the AddressSanitizer build: its redzones around the arrays of templates (which it keeps
+// in the section too) must not be written.
 #ifndef CUDA_EMU_ASAN
     if (__start_cuda_emu_shared != nullptr && +__stop_cuda_emu_shared > +__start_cuda_emu_shared) {
         const std::size_t n = static_cast<std::size_t>(__stop_cuda_emu_shared - __start_cuda_emu_shared);
@@ -27,6 +34,80 @@ extern "C" std::size_t cuda_emu_poison_shared(void) {
 #endif
     return 0;
 }
+
+// The bounds of the static shared section, for the traffic ledger's classification of accesses
+// ((0, 0) when there is none).
+extern "C" void cuda_emu_shared_bounds(std::uintptr_t* start, std::uintptr_t* stop) {
+    *start = 0;
+    *stop = 0;
+#ifdef CUDA_EMU_SHARED_SECTION
+    if (__start_cuda_emu_shared != nullptr) {
+        *start = reinterpret_cast<std::uintptr_t>(__start_cuda_emu_shared);
+        *stop = reinterpret_cast<std::uintptr_t>(__stop_cuda_emu_shared);
+    }
+#endif
+}
+
+#ifdef CUDA_EMU_TRAFFIC
+// The traffic ledger's hook (src/traffic.rs). The kernels are compiled with
+// `-fsanitize=address --param asan-instrumentation-with-call-threshold=0`, so GCC calls
+// __asan_{load,store}{1,2,4,8,16,N} before every access instead of checking the shadow memory
+// inline. These definitions are hidden, so the kernels (linked into this object) call them rather
+// than libasan's; each runs libasan's own check first (found with dlsym, as libasan is preloaded
+// into the process), so a bad access is still reported at its line, then reports the access to
+// the ledger with the kernel's return address as its site.
+#include <dlfcn.h>
+
+extern "C" void cuda_emu_access(std::uintptr_t addr, std::size_t size, int write, const void* pc);
+
+namespace {
+using Check = void (*)(std::uintptr_t);
+using CheckN = void (*)(std::uintptr_t, std::uintptr_t);
+template <typename F>
+F libasan(const char* name) {
+    void* f = dlsym(RTLD_DEFAULT, name);
+    if (f == nullptr) {
+        std::fprintf(stderr, "cuda-emu: %s not found: the traffic build needs libasan preloaded\n", name);
+        std::abort();
+    }
+    return reinterpret_cast<F>(f);
+}
+}  // namespace
+
+#define CUDA_EMU_HOOK(NAME, SIZE, WRITE)                                                              \
+    extern "C" __attribute__((visibility("hidden"), no_sanitize_address, noinline)) void NAME(         \
+        std::uintptr_t addr) {                                                                       \
+        static const Check real = libasan<Check>(#NAME);                                             \
+        real(addr);                                                                                  \
+        cuda_emu_access(addr, SIZE, WRITE, __builtin_return_address(0));                             \
+    }
+#define CUDA_EMU_HOOKS(SUFFIX)                                                                        \
+    CUDA_EMU_HOOK(__asan_load1##SUFFIX, 1, 0)                                                        \
+    CUDA_EMU_HOOK(__asan_load2##SUFFIX, 2, 0)                                                        \
+    CUDA_EMU_HOOK(__asan_load4##SUFFIX, 4, 0)                                                        \
+    CUDA_EMU_HOOK(__asan_load8##SUFFIX, 8, 0)                                                        \
+    CUDA_EMU_HOOK(__asan_load16##SUFFIX, 16, 0)                                                      \
+    CUDA_EMU_HOOK(__asan_store1##SUFFIX, 1, 1)                                                       \
+    CUDA_EMU_HOOK(__asan_store2##SUFFIX, 2, 1)                                                       \
+    CUDA_EMU_HOOK(__asan_store4##SUFFIX, 4, 1)                                                       \
+    CUDA_EMU_HOOK(__asan_store8##SUFFIX, 8, 1)                                                       \
+    CUDA_EMU_HOOK(__asan_store16##SUFFIX, 16, 1)
+#define CUDA_EMU_HOOK_N(NAME, WRITE)                                                                  \
+    extern "C" __attribute__((visibility("hidden"), no_sanitize_address, noinline)) void NAME(         \
+        std::uintptr_t addr, std::uintptr_t size) {                                                  \
+        static const CheckN real = libasan<CheckN>(#NAME);                                           \
+        real(addr, size);                                                                            \
+        cuda_emu_access(addr, size, WRITE, __builtin_return_address(0));                             \
+    }
+
+// The aborting forms (GCC's default) and the _noabort forms (-fsanitize-recover=address).
+CUDA_EMU_HOOKS()
+CUDA_EMU_HOOKS(_noabort)
+CUDA_EMU_HOOK_N(__asan_loadN, 0)
+CUDA_EMU_HOOK_N(__asan_storeN, 1)
+CUDA_EMU_HOOK_N(__asan_loadN_noabort, 0)
+CUDA_EMU_HOOK_N(__asan_storeN_noabort, 1)
+#endif
 
 // GCC's -fsanitize=alignment calls these (libubsan's ABI); the emulator provides them itself, so
 // no libubsan is linked and the failure names the kernel, block and thread.

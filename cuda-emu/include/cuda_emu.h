@@ -26,9 +26,13 @@
 // Static __shared__ arrays. Normal build: plain statics in one section, which the runtime fills
 // with 0xFF (a NaN for every float type) before each block, so a read of unwritten shared memory
 // shows. Launches are serialised, so one copy serves every block. AddressSanitizer build: plain
-// statics, which get redzones (the poisoning is the normal build's job).
+// statics, which get redzones (the poisoning is the normal build's job), unless it also counts
+// traffic (CUDA_EMU_TRAFFIC, as it does): the traffic ledger tells shared accesses by the
+// section's bounds. Then GCC gives a redzone only to the arrays of templates and inline
+// functions (vague linkage: build.rs moves them into the section afterwards), not to those
+// declared in the section.
 // host_defines.h keeps a __shared__ that is already defined, so this must come first.
-#ifdef CUDA_EMU_ASAN
+#if defined(CUDA_EMU_ASAN) && !defined(CUDA_EMU_TRAFFIC)
 #define __shared__ static
 #else
 #define __shared__ static __attribute__((section("cuda_emu_shared")))

@@ -14,6 +14,12 @@
 //! - `CUDA_EMU_COVERAGE_DIR`: each process appends the name of every entry it launched to
 //!   `launched-<pid>.txt` there.
 //! - `CUDA_EMU_SM_COUNT`: the SM count reported (132, as an H200).
+//! - `CUDA_EMU_LEDGER=<path>`: the launch log. Every `cuLaunchKernel` appends one JSON line to
+//!   `<path>` before it returns: `{"entry":…,"grid":[x,y,z],"block":[x,y,z],"dynamic_smem":n,
+//!   "ran":bool,"traffic":…}`, `traffic` being `null` in a build that does not count it, else
+//!   the launch's [`crate::traffic::Traffic`] (see [`crate::traffic::Traffic::to_json`]).
+//! - `CUDA_EMU_DRY_RUN=1`: launches are checked and logged but not run (see
+//!   [`cuda_emu_set_dry_run`]).
 //!
 //! A failed launch returns the CUDA error a GPU would give, prints the emulator's message to
 //! stderr, and `cuGetErrorString` of that error returns the message, so that cudarc's error (and
@@ -24,7 +30,8 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, c_char, c_int, c_uint, c_void};
 use std::io::Write as _;
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
 use std::time::Instant;
 
 use cudarc::driver::sys::{
@@ -1090,10 +1097,85 @@ pub unsafe extern "C" fn cuLaunchKernel(
             .unwrap_or_else(|p| p.into_inner()),
     };
     record_coverage(function.entry);
+    if dry_run() {
+        // Checked as a real launch is, logged, not run.
+        if let Err(fault) = config.check(function.entry) {
+            return record_fault(&fault);
+        }
+        log_launch(function.entry, &config, false, None);
+        return CUresult::CUDA_SUCCESS;
+    }
     let _device = memory::exclusive();
     // SAFETY: the caller's kernel arguments.
-    match unsafe { run(function.entry, &config, kernelParams) } {
+    let result = unsafe { run(function.entry, &config, kernelParams) };
+    let traffic = crate::traffic::take_last().filter(|_| result.is_ok());
+    log_launch(function.entry, &config, true, traffic.as_ref());
+    match result {
         Ok(()) => CUresult::CUDA_SUCCESS,
         Err(fault) => record_fault(&fault),
+    }
+}
+
+/// Whether launches are dry runs: `CUDA_EMU_DRY_RUN=1` at load, then [`cuda_emu_set_dry_run`].
+static DRY_RUN: AtomicBool = AtomicBool::new(false);
+
+fn dry_run_from_env() {
+    static READ: Once = Once::new();
+    READ.call_once(|| {
+        if std::env::var("CUDA_EMU_DRY_RUN").is_ok_and(|v| v.trim() == "1") {
+            DRY_RUN.store(true, Ordering::SeqCst);
+        }
+    });
+}
+
+fn dry_run() -> bool {
+    dry_run_from_env();
+    DRY_RUN.load(Ordering::SeqCst)
+}
+
+/// Turns dry runs on (`on != 0`) or off and returns the previous setting (1 or 0). In a dry run
+/// `cuLaunchKernel` checks the launch against its limits as usual and logs it (`"ran":false`)
+/// but does not run it, so a caller can collect the launches of a workload in no time.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuda_emu_set_dry_run(on: c_int) -> c_int {
+    dry_run_from_env();
+    c_int::from(DRY_RUN.swap(on != 0, Ordering::SeqCst))
+}
+
+/// Appends the launch's line to `CUDA_EMU_LEDGER`, when set, in one write (lines of concurrent
+/// processes do not interleave). A write error is printed, not returned: the log never fails a
+/// launch.
+fn log_launch(
+    entry: &Entry,
+    config: &LaunchConfig,
+    ran: bool,
+    traffic: Option<&crate::traffic::Traffic>,
+) {
+    let Some(path) = std::env::var_os("CUDA_EMU_LEDGER").filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let (g, b) = (config.grid, config.block);
+    let line = format!(
+        "{{\"entry\":{},\"grid\":[{},{},{}],\"block\":[{},{},{}],\"dynamic_smem\":{},\"ran\":{ran},\"traffic\":{}}}\n",
+        crate::traffic::json_string(entry.name),
+        g.x,
+        g.y,
+        g.z,
+        b.x,
+        b.y,
+        b.z,
+        config.dynamic_shared_bytes,
+        traffic.map_or_else(|| "null".to_owned(), crate::traffic::Traffic::to_json),
+    );
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()).and_then(|()| f.flush()));
+    if let Err(e) = written {
+        eprintln!(
+            "cuda-emu: writing the launch log {}: {e}",
+            std::path::Path::new(&path).display()
+        );
     }
 }

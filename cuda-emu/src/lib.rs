@@ -37,9 +37,11 @@ pub mod check;
 pub mod driver;
 mod entries;
 mod fiber;
+pub mod gate;
 mod memory;
 pub mod schedule;
 mod shim;
+pub mod traffic;
 
 use std::ffi::c_void;
 use std::fmt;
@@ -289,6 +291,14 @@ pub unsafe fn launch(
         },
         dynamic,
     );
+    traffic::begin_launch((
+        if dynamic == 0 {
+            0
+        } else {
+            dynamic_shared.as_ptr() as usize
+        },
+        dynamic,
+    ));
     let result = (|| {
         for block in schedule.block_order(config.grid.count()) {
             let block_idx = config.grid.unlinear(block);
@@ -309,6 +319,7 @@ pub unsafe fn launch(
                     &mut state.stacks,
                 )
             }
+            .inspect(|()| traffic::end_block())
             .map_err(|fault| {
                 let thread = fault
                     .thread
@@ -339,5 +350,14 @@ pub unsafe fn launch(
         Ok(())
     })();
     shim::set_dynamic_shared(std::ptr::null_mut(), 0);
-    result
+    match result {
+        Ok(()) => {
+            traffic::end_launch();
+            Ok(())
+        }
+        Err(fault) => {
+            traffic::abandon_launch();
+            Err(fault)
+        }
+    }
 }

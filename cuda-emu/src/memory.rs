@@ -136,6 +136,12 @@ pub fn check_range(address: u64, len: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The live allocations as (address, size), by address: what a launch's traffic is counted
+/// against.
+pub(crate) fn live_ranges() -> Vec<(usize, usize)> {
+    table().iter().map(|(&body, a)| (body, a.size)).collect()
+}
+
 /// Bytes allocated and not freed.
 pub fn allocated_bytes() -> usize {
     table().values().map(|a| a.size).sum()

@@ -237,3 +237,211 @@ fn asan_names_the_line_of_a_read_past_the_end() {
     assert!(stderr.contains("heap-buffer-overflow"), "{stderr}");
     assert!(stderr.contains("planted.cu:"), "{stderr}");
 }
+
+/// The traffic ledger's planted checks: each wrong kernel is flagged by the gates (the code
+/// tileops's coverage tests run, `cuda_emu::gate`) with a message naming the entry, and its
+/// correct twin passes them. The ledger is counted in the AddressSanitizer build only.
+#[cfg(feature = "asan")]
+mod traffic {
+    use cuda_emu::check::{Arg, check};
+    use cuda_emu::gate::{self, Bounds, Finding, Gate, LaunchRecord};
+    use cuda_emu::{Dim3, LaunchConfig, Schedule};
+
+    /// Runs `entry` once and returns its launch-log line, through the log's own text format.
+    fn logged(entry: &str, config: &LaunchConfig, args: &[Arg]) -> LaunchRecord {
+        check(entry, config, args, &[Schedule::RoundRobin]).unwrap_or_else(|f| panic!("{f}"));
+        let traffic = cuda_emu::traffic::last().expect("the ASan build counts traffic");
+        let (g, b) = (config.grid, config.block);
+        let line = format!(
+            "{{\"entry\":\"{entry}\",\"grid\":[{},{},{}],\"block\":[{},{},{}],\"dynamic_smem\":0,\
+             \"ran\":true,\"traffic\":{}}}",
+            g.x,
+            g.y,
+            g.z,
+            b.x,
+            b.y,
+            b.z,
+            traffic.to_json()
+        );
+        gate::parse_line(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    fn gates(op: &str, launches: &[LaunchRecord], bytes: f64) -> Vec<Finding> {
+        let findings = gate::check_call(op, launches, bytes, &Bounds::default());
+        for f in &findings {
+            println!("{f}");
+        }
+        findings
+    }
+
+    fn has(findings: &[Finding], gate: Gate, entry: &str) -> bool {
+        findings
+            .iter()
+            .any(|f| f.gate == gate && f.entry.contains(entry) && f.to_string().contains(entry))
+    }
+
+    fn ramp(n: usize) -> Vec<f32> {
+        (0..n).map(|i| (i % 7) as f32 + 0.5).collect()
+    }
+
+    #[test]
+    fn asan_traffic_a_32_byte_lane_stride_is_flagged() {
+        let config = LaunchConfig::new(Dim3::x(4), Dim3::x(32));
+        // 128 threads x 16 bytes out; the strided kernel reads every other 16-byte vector.
+        let strided = logged(
+            "planted_lane_stride32",
+            &config,
+            &[Arg::Input(ramp(1024)), Arg::Output(512)],
+        );
+        let site = &strided.traffic.as_ref().unwrap().sites;
+        let load = site.iter().find(|s| s.kind == "load").expect("a load site");
+        assert_eq!((load.width, load.requests), (16, 4), "{site:?}");
+        assert_eq!((load.sectors, load.ideal_sectors), (128, 64), "{site:?}");
+        assert!(load.site.starts_with("planted.cu:"), "{site:?}");
+        let findings = gates("planted_stride", &[strided], 4096.0);
+        assert!(has(&findings, Gate::Coalescing, "planted_lane_stride32"));
+
+        let twin = logged(
+            "planted_lane_contiguous",
+            &config,
+            &[Arg::Input(ramp(512)), Arg::Output(512)],
+        );
+        assert_eq!(twin.traffic.as_ref().unwrap().read_bytes, 2048);
+        assert!(gates("planted_contiguous", &[twin], 4096.0).is_empty());
+    }
+
+    #[test]
+    fn asan_traffic_a_shared_memory_bank_conflict_is_flagged() {
+        let config = LaunchConfig::new(Dim3::x(1), Dim3::x(32));
+        let args = [Arg::Input(ramp(32)), Arg::Output(32)];
+        let conflicted = logged("planted_bank_conflict", &config, &args);
+        let shared: Vec<_> = conflicted.traffic.as_ref().unwrap().sites.iter().filter(|s| s.space == "shared").cloned().collect();
+        assert_eq!(shared.len(), 2, "{shared:?}");
+        for s in &shared {
+            assert_eq!((s.requests, s.wavefronts, s.ideal_wavefronts), (1, 2, 1), "{s:?}");
+        }
+        let findings = gates("planted_staged", &[conflicted], 256.0);
+        assert!(has(&findings, Gate::BankConflicts, "planted_bank_conflict"));
+        let twin = logged("planted_bank_conflict_free", &config, &args);
+        assert!(gates("planted_staged", &[twin], 256.0).is_empty());
+    }
+
+    #[test]
+    fn asan_traffic_an_input_read_twice_is_flagged() {
+        let (blocks, n) = (64u32, 64 * 32);
+        let config = LaunchConfig::new(Dim3::x(blocks), Dim3::x(32));
+        // The op moves x in and y out: 2 x n x 4 bytes.
+        let bytes = (2 * n * 4) as f64;
+        let x = ramp(n);
+        let max = logged(
+            "planted_max_pass",
+            &config,
+            &[Arg::Input(x.clone()), Arg::Output(blocks as usize)],
+        );
+        let scale = logged(
+            "planted_scale_pass",
+            &config,
+            &[
+                Arg::Input(x.clone()),
+                Arg::Input(vec![7.0; blocks as usize]),
+                Arg::Output(n),
+            ],
+        );
+        let findings = gates("planted_max_scale", &[max, scale], bytes);
+        assert!(has(&findings, Gate::Traffic, "planted_max_pass+planted_scale_pass"));
+        let one_pass = logged(
+            "planted_max_scale_one_pass",
+            &config,
+            &[Arg::Input(x), Arg::Output(n)],
+        );
+        assert!(gates("planted_max_scale", &[one_pass], bytes).is_empty());
+    }
+}
+
+/// The launch log (`CUDA_EMU_LEDGER`) through the stand-in driver: one line per launch, `ran`
+/// false for a dry run (whose output stays untouched), `traffic` present exactly in the build
+/// that counts it. (`asan_` in the name: the ASan self-test step runs it too.)
+#[test]
+fn the_launch_log_and_dry_runs_asan_too() {
+    use cuda_emu::driver::{
+        cuLaunchKernel, cuMemAlloc_v2, cuMemFree_v2, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2,
+        cuModuleGetFunction, cuModuleLoadData, cuda_emu_set_dry_run,
+    };
+    use cudarc::driver::sys::{CUresult, CUstream};
+    let path = std::env::temp_dir().join(format!("cuda-emu-launch-log-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    // SAFETY: no other test of this binary reads or writes the environment.
+    unsafe { std::env::set_var("CUDA_EMU_LEDGER", &path) };
+    let n = 100usize;
+    let (mut module, mut function) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let (mut x, mut y) = (0u64, 0u64);
+    let input: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut output = vec![0f32; n];
+    // SAFETY: valid out-pointers, a NUL-terminated PTX text as the image, buffers of n floats.
+    unsafe {
+        assert_eq!(cuModuleLoadData(&mut module, c"//".as_ptr().cast()), CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            cuModuleGetFunction(&mut function, module, c"planted_scale2".as_ptr()),
+            CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(cuMemAlloc_v2(&mut x, 4 * n), CUresult::CUDA_SUCCESS);
+        assert_eq!(cuMemAlloc_v2(&mut y, 4 * n), CUresult::CUDA_SUCCESS);
+        assert_eq!(cuMemcpyHtoD_v2(x, input.as_ptr().cast(), 4 * n), CUresult::CUDA_SUCCESS);
+    }
+    let mut count = n as i32;
+    let mut params = [
+        (&mut x as *mut u64).cast::<std::ffi::c_void>(),
+        (&mut y as *mut u64).cast(),
+        (&mut count as *mut i32).cast(),
+    ];
+    let launch = |params: &mut [*mut std::ffi::c_void; 3]| {
+        // SAFETY: the entry's three parameters, pointing at live values.
+        unsafe {
+            cuLaunchKernel(
+                function,
+                2,
+                1,
+                1,
+                64,
+                1,
+                1,
+                0,
+                std::ptr::null_mut::<std::ffi::c_void>() as CUstream,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+    };
+    assert_eq!(launch(&mut params), CUresult::CUDA_SUCCESS);
+    assert_eq!(cuda_emu_set_dry_run(1), 0);
+    // SAFETY: y holds n floats.
+    unsafe { cuda_emu::driver::cuMemsetD8_v2(y, 0, 4 * n) };
+    assert_eq!(launch(&mut params), CUresult::CUDA_SUCCESS);
+    assert_eq!(cuda_emu_set_dry_run(0), 1);
+    // SAFETY: y holds n floats.
+    unsafe {
+        assert_eq!(cuMemcpyDtoH_v2(output.as_mut_ptr().cast(), y, 4 * n), CUresult::CUDA_SUCCESS);
+        cuMemFree_v2(x);
+        cuMemFree_v2(y);
+    }
+    assert!(output.iter().all(|&v| v == 0.0), "the dry run ran the kernel");
+    let text = std::fs::read_to_string(&path).expect("the launch log");
+    let _ = std::fs::remove_file(&path);
+    let lines: Vec<_> = text.lines().map(|l| cuda_emu::gate::parse_line(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0].entry, "planted_scale2");
+    assert_eq!((lines[0].grid, lines[0].block), ([2, 1, 1], [64, 1, 1]));
+    assert!(lines[0].ran && !lines[1].ran, "{text}");
+    assert!(lines[1].traffic.is_none(), "{text}");
+    match &lines[0].traffic {
+        Some(t) => {
+            assert!(cuda_emu::traffic::ENABLED, "{text}");
+            // 100 floats read and written: 13 sectors each; 4 warps with work (the last with 4
+            // active lanes), one load and one store each.
+            assert_eq!((t.read_bytes, t.write_bytes), (416, 416), "{text}");
+            assert_eq!(t.global_requests, 8, "{text}");
+            assert_eq!(t.global_sectors, t.global_ideal_sectors, "{text}");
+        }
+        None => assert!(!cuda_emu::traffic::ENABLED, "{text}"),
+    }
+}

@@ -99,3 +99,51 @@ extern "C" __global__ void planted_warp_exchange_ok(const float* x, float* y) { 
 
 // Declares at most 64 threads per block.
 extern "C" __global__ void __launch_bounds__(64) planted_bounded(float* y) { y[threadIdx.x] = 1.0f; }
+
+// ---- The traffic ledger's planted checks (tests/planted.rs, `asan_traffic_*`) ------------------
+
+// y[i] = x[2i] as 16-byte vectors: a 32-byte lane stride, so each request touches twice the
+// sectors its bytes need.
+extern "C" __global__ void planted_lane_stride32(const float* x, float* y) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    reinterpret_cast<float4*>(y)[i] = __ldg(reinterpret_cast<const float4*>(x) + 2 * i);
+}
+// The twin: lane-contiguous 16-byte loads.
+extern "C" __global__ void planted_lane_contiguous(const float* x, float* y) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    reinterpret_cast<float4*>(y)[i] = __ldg(reinterpret_cast<const float4*>(x) + i);
+}
+
+// A warp stages x through shared memory at a two-word lane stride: lanes t and t + 16 share a
+// bank, a 2-way conflict on the store and on the load.
+template <int kStride>
+__device__ __forceinline__ void staged(const float* x, float* y) {
+    __shared__ float stage[64];
+    const int t = threadIdx.x;
+    stage[kStride * t] = x[t];
+    __syncthreads();
+    y[t] = 2.0f * stage[kStride * t];
+}
+extern "C" __global__ void planted_bank_conflict(const float* x, float* y) { staged<2>(x, y); }
+extern "C" __global__ void planted_bank_conflict_free(const float* x, float* y) { staged<1>(x, y); }
+
+// A two-pass "divide by the block's max" whose second pass reads the input again: launched as
+// two kernels (max, then scale), the input crosses DRAM twice; the one-pass twin keeps its
+// element in a register. Blocks of 32 threads, one element each.
+__device__ __forceinline__ float planted_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+extern "C" __global__ void planted_max_pass(const float* x, float* m) {
+    const float v = planted_warp_max(x[blockIdx.x * 32 + threadIdx.x]);
+    if (threadIdx.x == 0) m[blockIdx.x] = v;
+}
+extern "C" __global__ void planted_scale_pass(const float* x, const float* m, float* y) {
+    const int i = blockIdx.x * 32 + threadIdx.x;
+    y[i] = x[i] / m[blockIdx.x];
+}
+extern "C" __global__ void planted_max_scale_one_pass(const float* x, float* y) {
+    const int i = blockIdx.x * 32 + threadIdx.x;
+    const float v = x[i];
+    y[i] = v / planted_warp_max(v);
+}

@@ -38,7 +38,9 @@ use tileops::kernels::{self, KernelSource};
 use tileops::ops::reference as norm_act;
 use tileops::ops::reference as rope_fp8;
 use tileops::ops::reference::{self as reference_reduction, ReduceKind};
+use super::ledger;
 use tileops::ops::{
+    Abs, Gelu, GeluApproximate, Neg, Relu, Sigmoid, Silu,
     Amax, Fp8Quant, FusedAddRmsNorm, Gemm, LayerNorm, LogSoftmax, Logsumexp, Mean, QkNormRopeFp8,
     QkNormRopeFp8Output, ReduceDim, RmsNorm, Rope, SiluAndMul, Softmax, Sum, reference,
 };
@@ -47,6 +49,28 @@ use tileops::{DType, Device, Tensor, TensorSpec};
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 // ---------------------------------------------------------------------------------------------
+
+/// The roofline of the activation `name` (as `activation_forward` plans it) on `spec`.
+fn activation_roofline(
+    name: &str,
+    device: &Device,
+    spec: &TensorSpec,
+) -> Result<tileops::Roofline, tileops::RooflineError> {
+    let spec = spec.clone();
+    match name {
+        "relu" => Relu::new(spec, device).expect("plan").eval_roofline(),
+        "gelu" => Gelu::new(spec, GeluApproximate::None, device)
+            .expect("plan")
+            .eval_roofline(),
+        "gelu_tanh" => Gelu::new(spec, GeluApproximate::Tanh, device)
+            .expect("plan")
+            .eval_roofline(),
+        "silu" => Silu::new(spec, device).expect("plan").eval_roofline(),
+        "neg" => Neg::new(spec, device).expect("plan").eval_roofline(),
+        "abs" => Abs::new(spec, device).expect("plan").eval_roofline(),
+        _ => Sigmoid::new(spec, device).expect("plan").eval_roofline(),
+    }
+}
 
 /// Elements of `dtype` per 16-byte vector.
 fn per_vector(dtype: DType) -> usize {
@@ -180,13 +204,15 @@ fn softmax_cases(device: &Device, big: bool) -> Report {
                 let x = make_input(&spec, seed, &special_kind, &lines, device);
                 let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
                 if log {
-                    LogSoftmax::new(spec.clone(), dim, device)
-                        .expect("valid plan")
-                        .forward_into(&x, &mut y)
+                    let op = LogSoftmax::new(spec.clone(), dim, device).expect("valid plan");
+                    ledger::call(device, op_name, op.eval_roofline(), || {
+                        op.forward_into(&x, &mut y)
+                    })
                 } else {
-                    Softmax::new(spec.clone(), dim, device)
-                        .expect("valid plan")
-                        .forward_into(&x, &mut y)
+                    let op = Softmax::new(spec.clone(), dim, device).expect("valid plan");
+                    ledger::call(device, op_name, op.eval_roofline(), || {
+                        op.forward_into(&x, &mut y)
+                    })
                 }
                 .expect("launch");
                 let got = download(device, &y);
@@ -218,6 +244,7 @@ fn softmax_and_log_softmax_reach_every_kernel() {
         return;
     };
     softmax_cases(&gpu, true).finish();
+    ledger::no_stale_exceptions(&["softmax", "log_softmax"]);
     assert_launched(&gpu, "softmax.cu", &entries_of(&kernels::SOFTMAX, &DTYPES));
 }
 
@@ -272,7 +299,10 @@ fn norm_cases(device: &Device) -> Report {
             let eps = 1e-6;
             let op = RmsNorm::new(spec.clone(), p_spec.clone(), eps, device).expect("valid plan");
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
-            op.forward_into(&x, &w, &mut y).expect("launch");
+            ledger::call(device, "rms_norm", op.eval_roofline(), || {
+                op.forward_into(&x, &w, &mut y)
+            })
+            .expect("launch");
             let got = download(device, &y);
             let want = reference::rms_norm(&xs, &ws, n, eps);
             let err = worst_error(&got, &want, &vec![0.0; want.len()], dtype);
@@ -285,7 +315,10 @@ fn norm_cases(device: &Device) -> Report {
             let op = LayerNorm::new(spec.clone(), p_spec.clone(), p_spec.clone(), eps, device)
                 .expect("valid plan");
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
-            op.forward_into(&x, &w, &b, &mut y).expect("launch");
+            ledger::call(device, "layer_norm", op.eval_roofline(), || {
+                op.forward_into(&x, &w, &b, &mut y)
+            })
+            .expect("launch");
             let got = download(device, &y);
             let want = norm_act::layer_norm(&xs, &ws, &bs, n, eps);
             let unbiased = norm_act::layer_norm(&xs, &ws, &vec![0.0; n], n, eps);
@@ -306,7 +339,10 @@ fn norm_cases(device: &Device) -> Report {
                 .expect("valid plan");
             let mut y = Tensor::full(&spec, POISON, device).expect("poisoned output");
             let mut h = Tensor::full(&spec, POISON, device).expect("poisoned output");
-            op.forward_into(&x, &r, &w, &mut y, &mut h).expect("launch");
+            ledger::call(device, "fused_add_rms_norm", op.eval_roofline(), || {
+                op.forward_into(&x, &r, &w, &mut y, &mut h)
+            })
+            .expect("launch");
             let (got_y, got_h) = (download(device, &y), download(device, &h));
             let sum: Vec<f64> = xs.iter().zip(&rs).map(|(a, b)| a + b).collect();
             let want_h = Tensor::from_f64_rounded(&sum, &spec, &Device::cpu())
@@ -336,6 +372,7 @@ fn norms_reach_every_kernel() {
         return;
     };
     norm_cases(&gpu).finish();
+    ledger::no_stale_exceptions(&["rms_norm", "layer_norm", "fused_add_rms_norm"]);
     let mut entries = entries_of(&kernels::RMS_NORM, &DTYPES);
     entries.extend(entries_of(&kernels::LAYER_NORM, &DTYPES));
     entries.extend(entries_of(&kernels::FUSED_ADD_RMS_NORM, &DTYPES));
@@ -486,7 +523,11 @@ fn activation_cases(device: &Device, big: bool) -> Report {
                 };
                 case.check(
                     &mut report,
-                    |y| activation_forward(name, device, &spec, &x, y),
+                    |y| {
+                        ledger::call(device, name, activation_roofline(name, device, &spec), || {
+                            activation_forward(name, device, &spec, &x, y)
+                        })
+                    },
                     |xs| xs.into_iter().map(f).collect(),
                 );
             }
@@ -501,6 +542,7 @@ fn activations_reach_every_kernel() {
         return;
     };
     activation_cases(&gpu, true).finish();
+    ledger::no_stale_exceptions(&ACTIVATIONS.map(|(name, _)| name));
     assert_launched(
         &gpu,
         "activation.cu",
@@ -542,7 +584,12 @@ fn silu_and_mul_cases(device: &Device) -> Report {
             };
             case.check(
                 &mut report,
-                |y| op.forward_into(&x, y).expect("launch"),
+                |y| {
+                    ledger::call(device, "silu_and_mul", op.eval_roofline(), || {
+                        op.forward_into(&x, y)
+                    })
+                    .expect("launch")
+                },
                 |xs| norm_act::silu_and_mul(&xs, n),
             );
         }
@@ -556,6 +603,7 @@ fn silu_and_mul_reaches_every_kernel() {
         return;
     };
     silu_and_mul_cases(&gpu).finish();
+    ledger::no_stale_exceptions(&["silu_and_mul"]);
     assert_launched(
         &gpu,
         "silu_and_mul.cu",
@@ -646,10 +694,13 @@ fn run_reduction(
 ) -> (Vec<f64>, Vec<usize>, Vec<usize>) {
     let spec = x.spec().clone();
     macro_rules! run {
-        ($op:ident) => {{
+        ($op:ident, $name:literal) => {{
             let op = $op::new(spec, dim, keepdim, device).expect("valid plan");
             let mut y = Tensor::full(op.y(), POISON, device).expect("poisoned output");
-            op.forward_into(x, &mut y).expect("launch");
+            ledger::call(device, $name, op.eval_roofline(), || {
+                op.forward_into(x, &mut y)
+            })
+            .expect("launch");
             (
                 download(device, &y),
                 op.axes().to_vec(),
@@ -658,10 +709,10 @@ fn run_reduction(
         }};
     }
     match kind {
-        ReduceKind::Sum => run!(Sum),
-        ReduceKind::Mean => run!(Mean),
-        ReduceKind::Amax => run!(Amax),
-        ReduceKind::Logsumexp => run!(Logsumexp),
+        ReduceKind::Sum => run!(Sum, "sum"),
+        ReduceKind::Mean => run!(Mean, "mean"),
+        ReduceKind::Amax => run!(Amax, "amax"),
+        ReduceKind::Logsumexp => run!(Logsumexp, "logsumexp"),
     }
 }
 
@@ -739,6 +790,7 @@ fn reductions_reach_every_kernel() {
         return;
     };
     reduction_cases(&gpu, true).finish();
+    ledger::no_stale_exceptions(&["sum", "mean", "amax", "logsumexp"]);
     assert_launched(&gpu, "reduce.cu", &entries_of(&kernels::REDUCE, &DTYPES));
 }
 
@@ -815,7 +867,10 @@ fn rope_cases(device: &Device) -> Measures {
             let p = Tensor::from_slice(&pv, [tokens], device).expect("positions");
             let c = Tensor::from_f64_rounded(&tv, &cs, device).expect("table");
             let mut y = Tensor::full(&xs, POISON, device).expect("poisoned output");
-            op.forward_into(&x, &p, &c, &mut y).expect("launch");
+            ledger::call(device, "rope", op.eval_roofline(), || {
+                op.forward_into(&x, &p, &c, &mut y)
+            })
+            .expect("launch");
             let got = download(device, &y);
             let (want, magnitude) = rope_fp8::rope(&xv, &pv, &tv, heads, head_dim);
             let err = worst_scaled(&got, &want, &magnitude, floor(dtype));
@@ -838,6 +893,7 @@ fn rope_reaches_every_kernel() {
         return;
     };
     rope_cases(&gpu).finish();
+    ledger::no_stale_exceptions(&["rope"]);
     assert_launched(&gpu, "rope.cu", &entries_of(&kernels::ROPE, &DTYPES));
 }
 
@@ -943,7 +999,10 @@ fn fp8_quant_cases(device: &Device) -> Measures {
             let mut y = Tensor::from_bytes(&vec![POISON_CODE; ys.numel().unwrap()], &ys, device)
                 .expect("poisoned y");
             let mut s = Tensor::full(op.scales_spec(), POISON, device).expect("poisoned scales");
-            op.forward_into(&x, &mut y, &mut s).expect("launch");
+            ledger::call(device, "fp8_quant", op.eval_roofline(), || {
+                op.forward_into(&x, &mut y, &mut s)
+            })
+            .expect("launch");
             device.synchronize().expect("kernel ran");
             let exact: Vec<f32> = x.to_vec_f32().expect("x");
             let (want_codes, want_scales) = rope_fp8::fp8_quant(&exact, group);
@@ -970,6 +1029,7 @@ fn fp8_quant_reaches_every_kernel() {
         return;
     };
     fp8_quant_cases(&gpu).finish();
+    ledger::no_stale_exceptions(&["fp8_quant"]);
     assert_launched(
         &gpu,
         "fp8_quant.cu",
@@ -1055,8 +1115,10 @@ fn fused_cases(device: &Device) -> Measures {
                 k_scale: Tensor::full(&ks_spec, POISON, device).expect("poisoned scales"),
             };
             let [q, k, qw, kw, p, c] = &inputs;
-            op.forward_into(q, k, qw, kw, p, c, &mut out)
-                .expect("launch");
+            ledger::call(device, "qk_norm_rope_fp8", op.eval_roofline(), || {
+                op.forward_into(q, k, qw, kw, p, c, &mut out)
+            })
+            .expect("launch");
             device.synchronize().expect("kernel ran");
             let label = format!(
                 "[{tokens}, {qh}+{kh}, 128] x{scale}{}{}",
@@ -1093,6 +1155,7 @@ fn qk_norm_rope_fp8_reaches_every_kernel() {
         return;
     };
     fused_cases(&gpu).finish();
+    ledger::no_stale_exceptions(&["qk_norm_rope_fp8"]);
     assert_launched(
         &gpu,
         "qk_norm_rope_fp8.cu",
