@@ -1128,7 +1128,7 @@ fn dry_run_from_env() {
     });
 }
 
-fn dry_run() -> bool {
+pub(crate) fn dry_run() -> bool {
     dry_run_from_env();
     DRY_RUN.load(Ordering::SeqCst)
 }
@@ -1142,6 +1142,32 @@ pub extern "C" fn cuda_emu_set_dry_run(on: c_int) -> c_int {
     c_int::from(DRY_RUN.swap(on != 0, Ordering::SeqCst))
 }
 
+/// The launch log a program set with [`cuda_emu_set_launch_log`]; it takes the place of
+/// `CUDA_EMU_LEDGER` while set.
+static LAUNCH_LOG: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+/// Sends the launch log to `path` (a NUL-terminated file name, copied), or, with a null `path`,
+/// back to `CUDA_EMU_LEDGER` (none when unset). Returns 0, or 1 for a path that is not UTF-8. A
+/// program in the same process (tileops's bench, which finds this with `dlsym`) collects the
+/// launches of one call this way without setting an environment variable under running threads.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string valid for the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuda_emu_set_launch_log(path: *const c_char) -> c_int {
+    let new = if path.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's NUL-terminated string (the function's contract).
+        match unsafe { std::ffi::CStr::from_ptr(path) }.to_str() {
+            Ok(p) => Some(std::path::PathBuf::from(p)),
+            Err(_) => return 1,
+        }
+    };
+    *LAUNCH_LOG.lock().unwrap_or_else(|p| p.into_inner()) = new;
+    0
+}
+
 /// Appends the launch's line to `CUDA_EMU_LEDGER`, when set, in one write (lines of concurrent
 /// processes do not interleave). A write error is printed, not returned: the log never fails a
 /// launch.
@@ -1151,7 +1177,11 @@ fn log_launch(
     ran: bool,
     traffic: Option<&crate::traffic::Traffic>,
 ) {
-    let Some(path) = std::env::var_os("CUDA_EMU_LEDGER").filter(|p| !p.is_empty()) else {
+    let set = LAUNCH_LOG.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let Some(path) = set
+        .map(std::ffi::OsString::from)
+        .or_else(|| std::env::var_os("CUDA_EMU_LEDGER").filter(|p| !p.is_empty()))
+    else {
         return;
     };
     let (g, b) = (config.grid, config.block);

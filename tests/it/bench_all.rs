@@ -506,12 +506,22 @@ const EMU_CHILD: &str = "TILEOPS_BENCH_ALL_EMU_CHILD";
 /// directory in front of it.
 #[test]
 fn bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure() {
+    in_an_emulated_child(
+        "bench_all::bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure",
+        on_the_emulated_device,
+    );
+}
+
+/// Runs `body` in a child process of this test binary (test `name`, exactly) with the emulator's
+/// library directory on `LD_LIBRARY_PATH`, so that the stand-in driver is the process's
+/// `libcuda.so.1`; prints a `SKIP:` line without `TILEOPS_EMU_LIB`.
+fn in_an_emulated_child(name: &str, body: fn()) {
     let Some(lib) = std::env::var_os(EMU_LIB).filter(|v| !v.is_empty()) else {
         println!("SKIP: {EMU_LIB} is not set (the emulator's lib dir, e.g. target/emu/lib)");
         return;
     };
     if std::env::var_os(EMU_CHILD).is_some() {
-        return on_the_emulated_device();
+        return body();
     }
     let mut path = std::ffi::OsString::from(&lib);
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
@@ -520,12 +530,7 @@ fn bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure() {
     }
     let exe = std::env::current_exe().expect("the test executable");
     let output = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "bench_all::bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env("LD_LIBRARY_PATH", path)
         .env(EMU_CHILD, "1")
         .env_remove("TILEOPS_DEVICE")
@@ -538,6 +543,13 @@ fn bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure() {
     );
     assert!(output.status.success(), "on the emulated device:\n{text}");
     assert!(text.contains("1 passed"), "the child ran nothing:\n{text}");
+    // The child's own SKIP lines and figures, for the log.
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("SKIP:") || l.starts_with("ledger:"))
+    {
+        println!("{line}");
+    }
 }
 
 fn on_the_emulated_device() {
@@ -589,6 +601,18 @@ fn on_the_emulated_device() {
             record.key()
         );
         let reason = record.skipped.as_deref().unwrap_or_default();
+        // Every row, run or launched dry, carries its kernel ledger.
+        let ledger = record
+            .ledger
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no kernel ledger ({reason})", record.key()));
+        assert_eq!(
+            ledger.all_ran(),
+            record.timing == EMULATED_TIMING,
+            "{}",
+            record.key()
+        );
+        assert!(ledger.thread_instructions() > 0.0, "{}", record.key());
         if record.timing == EMULATED_TIMING {
             ran += 1;
             assert_eq!(reason, EMULATED_NOTE);
@@ -602,6 +626,10 @@ fn on_the_emulated_device() {
             assert_eq!(record.timing, "none");
             assert!(reason.starts_with("emulated device: "), "{reason}");
             assert!(reason.contains("--emu-max-bytes"), "{reason}");
+            assert!(
+                reason.ends_with("launched dry (shapes only, nothing run) for its kernel ledger"),
+                "{reason}"
+            );
         }
     }
     assert!(ran >= 4 && skipped >= 4, "{ran} ran, {skipped} skipped");
@@ -619,6 +647,25 @@ fn on_the_emulated_device() {
     ] {
         let report = Report::build(&run, choice);
         assert!(report.rows.iter().all(|r| r.verdict().is_none()));
+        // ... and every row priced from its ledger against the H200 the emulator models.
+        for row in &report.rows {
+            let pipes = row
+                .pipes
+                .as_ref()
+                .unwrap()
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{}: {e}", row.key));
+            assert!(
+                pipes.ceiling() > 0.0 && pipes.ceiling().is_finite(),
+                "{}",
+                row.key
+            );
+        }
+        assert!(
+            report
+                .to_markdown()
+                .contains("## Pipes (from the ledger, not measured)")
+        );
         assert_eq!(report.summary.blank.get("emulated"), Some(&ran));
         for row in report
             .rows
@@ -649,5 +696,114 @@ fn on_the_emulated_device() {
             "{entry}: {passed:?}"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The kernel ledger document (`tileops/docs/kernels.md`) and its ceiling gate: every manifest
+/// row benched on the emulated device, launched dry (launch shapes only), priced against the H200
+/// profile. Fails when the committed document differs from the regenerated one (regenerate with
+/// `TILEOPS_LEDGER_UPDATE=1`), and, first, when a row's ceiling dropped below the committed
+/// `tileops-bench/ledger/ceilings.txt` (the entry, the figure and the bound in the message).
+#[test]
+fn bench_all_on_the_emulated_device_writes_the_kernel_ledger() {
+    in_an_emulated_child(
+        "bench_all::bench_all_on_the_emulated_device_writes_the_kernel_ledger",
+        kernel_ledger_on_the_emulated_device,
+    );
+}
+
+fn kernel_ledger_on_the_emulated_device() {
+    use tileops_bench::kernel_doc;
+    use tileops_bench::profile::Profile;
+
+    let dir = scratch("ledger");
+    let out = dir.join("records.json");
+    let (result, _, log) = cli(&[
+        "--emu-max-bytes",
+        "0",
+        "--emu-max-flops",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    result.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    let run = Run::load(&out).unwrap_or_else(|e| panic!("{e}"));
+    let missing: Vec<String> = run
+        .records
+        .iter()
+        .filter(|r| r.ledger.is_none())
+        .map(|r| format!("{}: {}", r.key(), r.skipped.as_deref().unwrap_or_default()))
+        // GEMMs run cuBLASLt's kernels: no tileops entry point to take a ledger of.
+        .filter(|line| !line.contains("launched no tileops kernel"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "rows without a kernel ledger:\n{}",
+        missing.join("\n")
+    );
+
+    let h200 = Profile::builtin("h200").unwrap();
+    let sass = tileops_bench::ledger::Ledger::builtin().unwrap();
+    let doc = kernel_doc::render(&run, &h200, sass, kernel_doc::CHANGES);
+    let rows = kernel_doc::ceilings(&run, &h200);
+    let with_ledger = run.records.iter().filter(|r| r.ledger.is_some()).count();
+    assert_eq!(rows.len(), with_ledger, "every row with a ledger priced");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc_path = root.join("tileops/docs/kernels.md");
+    let ceilings_path = root.join("tileops-bench/ledger/ceilings.txt");
+    if std::env::var_os("TILEOPS_LEDGER_UPDATE").is_some_and(|v| v == "1") {
+        std::fs::write(&doc_path, &doc).unwrap();
+        std::fs::write(&ceilings_path, kernel_doc::ceilings_text(&rows)).unwrap();
+        println!(
+            "ledger: wrote {} and {}",
+            doc_path.display(),
+            ceilings_path.display()
+        );
+        return;
+    }
+    // The gate: no memory-bound row's ceiling below the committed one.
+    let committed = kernel_doc::parse_ceilings(&std::fs::read_to_string(&ceilings_path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", ceilings_path.display()));
+    let mut worse = Vec::new();
+    for row in &rows {
+        if let Some((bound, _)) = committed.get(&row.key)
+            && row.memory_bound
+            && row.ceiling < bound - 0.0005
+        {
+            worse.push(format!(
+                "{}: ceiling {:.4} (limiter {}) is below the committed {bound:.4}",
+                row.key, row.ceiling, row.limiter
+            ));
+        }
+    }
+    assert!(
+        worse.is_empty(),
+        "the kernel ledger got worse:\n{}",
+        worse.join("\n")
+    );
+    let committed_doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
+    if committed_doc != doc {
+        let first = committed_doc
+            .lines()
+            .zip(doc.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(committed_doc.lines().count().min(doc.lines().count()));
+        panic!(
+            "{} is stale (first difference at line {}: {:?}); regenerate: \
+             TILEOPS_LEDGER_UPDATE=1 bash scripts/emu-check.sh (or this test with \
+             TILEOPS_EMU_LIB set)",
+            doc_path.display(),
+            first + 1,
+            doc.lines().nth(first)
+        );
+    }
+    let short = rows
+        .iter()
+        .filter(|r| r.memory_bound && r.issue_share > 0.6)
+        .count();
+    println!(
+        "ledger: {} rows priced; {short} memory-bound rows with issue > 0.6 x memory time",
+        rows.len()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

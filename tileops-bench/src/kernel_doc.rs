@@ -14,7 +14,7 @@ use crate::ledger::{Ledger as SassLedger, SM90};
 use crate::profile::Profile;
 use crate::records::Run;
 use crate::report::pipes::ISSUE_SHARE_GOAL;
-use crate::report::{ProfileChoice, Report};
+use crate::report::{LATENCY_SOL_MS, ProfileChoice, Report};
 use crate::table::{Column, Table};
 
 /// How the SASS ledger counts (the generator's own notes, embedded).
@@ -170,7 +170,7 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
         let ctas = crate::ledger::occupancy::ctas_per_sm(&SM90, 256, e.registers, e.static_smem)
             .map_or_else(|e| format!("— ({e})"), |c| c.to_string());
         entries.push([
-            format!("`{}`", e.entry),
+            e.entry.clone(),
             e.file.clone(),
             e.registers.to_string(),
             e.spill_bytes.to_string(),
@@ -190,7 +190,8 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
         out,
         "One line per launch of the row's call (the manifest's workloads, every dtype). \
          instr/elem and MUFU/elem at the launch's shape, per element of the call's largest \
-         tensor; waves = CTAs ÷ (CTAs/SM × {} SMs). Traffic columns: the emulator's count where \
+         tensor (for a second-stage kernel that combines partials, `reduce_finish_*` and \
+         `gqa_decode_merge_*`, per thread of its own: its loops run over the partials); waves = CTAs ÷ (CTAs/SM × {} SMs). Traffic columns: the emulator's count where \
          the row ran (small workloads), blank where it was launched dry.\n",
         SM90.sm_count
     );
@@ -232,7 +233,7 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
                 } else {
                     String::new()
                 },
-                format!("`{}`", launch.entry),
+                launch.entry.clone(),
                 format!(
                     "{}×{}×{} × {}",
                     launch.grid[0],
@@ -280,6 +281,7 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
         }
         if let Some(p) = priced
             && p.memory_ms >= p.compute_ms
+            && p.sol_ms >= LATENCY_SOL_MS
             && p.issue_ms > ISSUE_SHARE_GOAL * p.memory_ms
         {
             short.push((
@@ -317,7 +319,10 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
     }
     let _ = writeln!(
         out,
-        "\n## Memory-bound rows short of the goal (issue > {ISSUE_SHARE_GOAL} × memory time)\n"
+        "\n## Memory-bound rows short of the goal (issue > {ISSUE_SHARE_GOAL} × memory time)\n\n\
+         Rows whose speed-of-light time is at least {} µs (below it launch latency dominates, as \
+         the verdicts' `latency_bound` says, and no pipe model has traction).\n",
+        LATENCY_SOL_MS * 1e3
     );
     if short.is_empty() {
         let _ = writeln!(out, "None.");

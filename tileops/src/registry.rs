@@ -305,6 +305,14 @@ pub trait BenchOp: RooflineModel {
     fn roof(&self) -> RoofKey;
     /// Fresh inputs for one call, filled deterministically from `seed`, on the op's device.
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error>;
+    /// Inputs of the planned specs whose values do not matter, for a call whose kernels are
+    /// launched but not run (the bench's dry launches on the emulated device, which record launch
+    /// shapes): zeroed where the op can, which costs a fraction of drawing random values; index
+    /// inputs (block tables, lengths, positions) still hold valid values. Defaults to
+    /// [`BenchOp::random_inputs`].
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        self.random_inputs(0)
+    }
     /// One call of the op on `inputs` (asynchronous on a GPU: the harness synchronises).
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error>;
     /// The distinct tensors one call reads and writes, as planned (no data), when the op declares

@@ -170,16 +170,27 @@ pub(crate) fn parse_log(text: &str) -> Result<Vec<LaunchLine>, String> {
     Ok(launches)
 }
 
+/// Why a call without a kernel launch (a GEMM, which runs cuBLASLt's kernels) has no ledger.
+pub(crate) const NO_TILEOPS_KERNEL: &str = "the call launched no tileops kernel (a GEMM runs \
+     cuBLASLt's kernels, NVIDIA's, which the SASS ledger does not hold)";
+
+/// Entry points that combine a first kernel's partial results (per-split partial reductions, the
+/// split-KV partial outputs): their streaming loops run over the partials, not over the call's
+/// elements, so each is priced over as many elements as it has threads (about one pass of its
+/// loop per thread). Every other launch streams the call's largest tensor.
+const SECOND_STAGE_PREFIXES: [&str; 2] = ["reduce_finish_", "gqa_decode_merge_"];
+
 /// The kernel ledger of one call from its launches, each priced by the SASS ledger at its launch
 /// shape; `elements` is the count the SASS ledger amortises per-thread work over (the call's
-/// largest tensor). `Err` names the launch the SASS ledger cannot price.
+/// largest tensor; a second-stage launch's own threads, see [`SECOND_STAGE_PREFIXES`]). `Err`
+/// names the launch the SASS ledger cannot price.
 pub(crate) fn ledger_of_launches(
     launches: &[LaunchLine],
     elements: u64,
     sass: &SassLedger,
 ) -> Result<Ledger, String> {
     if launches.is_empty() {
-        return Err("the call launched no kernel".into());
+        return Err(NO_TILEOPS_KERNEL.into());
     }
     let mut out = Vec::with_capacity(launches.len());
     for line in launches {
@@ -188,8 +199,22 @@ pub(crate) fn ledger_of_launches(
             block: line.block,
             dynamic_smem: line.dynamic_smem,
         };
+        let threads = line
+            .grid
+            .iter()
+            .chain(&line.block)
+            .map(|&d| u64::from(d))
+            .product();
+        let launch_elements = if SECOND_STAGE_PREFIXES
+            .iter()
+            .any(|p| line.entry.starts_with(p))
+        {
+            threads
+        } else {
+            elements
+        };
         let cost = sass
-            .launch_cost(&line.entry, &shape, elements)
+            .launch_cost(&line.entry, &shape, launch_elements)
             .map_err(|e| format!("the SASS ledger cannot price `{}`: {e}", line.entry))?;
         out.push(LaunchLedger {
             entry: line.entry.clone(),

@@ -177,6 +177,18 @@ pub(crate) fn random_inputs<const N: usize>(
         .collect()
 }
 
+/// A bench's placeholder inputs ([`BenchOp::placeholder_inputs`](crate::registry::BenchOp)):
+/// one zeroed tensor per spec.
+pub(crate) fn zeroed_inputs<const N: usize>(
+    specs: [&TensorSpec; N],
+    device: &Device,
+) -> Result<Vec<Tensor>, Error> {
+    specs
+        .into_iter()
+        .map(|spec| Tensor::zeros(spec, device))
+        .collect()
+}
+
 /// Param `name` of a workload row for `Op`: the row's value, else the default `Op`'s manifest
 /// declares (the workload rows carry the declared defaults already; this covers a row built by
 /// hand, or one that gives `null`); [`Error::InvalidParam`] when there is neither.
@@ -239,6 +251,10 @@ macro_rules! unary_bench_op {
 
             fn random_inputs(&self, seed: u64) -> Result<Vec<$crate::Tensor>, $crate::Error> {
                 $crate::ops::backend::random_inputs([self.x()], seed, self.device())
+            }
+
+            fn placeholder_inputs(&self) -> Result<Vec<$crate::Tensor>, $crate::Error> {
+                $crate::ops::backend::zeroed_inputs([self.x()], self.device())
             }
 
             fn run(&self, inputs: &[$crate::Tensor]) -> Result<Vec<$crate::Tensor>, $crate::Error> {

@@ -1029,6 +1029,29 @@ impl DecodePlan {
         for (i, cache) in (1u64..).zip([k, v]) {
             inputs.push(tiled_random(cache, seed.wrapping_add(i), device)?);
         }
+        self.push_index_inputs(inputs, device)
+    }
+
+    /// The bench's placeholder inputs: q and the caches zeroed, the block table, lengths and
+    /// scales as [`DecodePlan::bench_inputs`] gives them (the launch shapes depend on those).
+    pub(crate) fn placeholder_inputs(
+        &self,
+        [q, k, v]: [&TensorSpec; 3],
+        device: &Device,
+    ) -> Result<Vec<Tensor>, Error> {
+        let inputs = [q, k, v]
+            .into_iter()
+            .map(|spec| Tensor::zeros(spec, device))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.push_index_inputs(inputs, device)
+    }
+
+    /// Appends the block table (paged), the lengths and an fp8 cache's scales to `inputs`.
+    fn push_index_inputs(
+        &self,
+        mut inputs: Vec<Tensor>,
+        device: &Device,
+    ) -> Result<Vec<Tensor>, Error> {
         if let KvLayout::Paged {
             max_pages,
             block_table,

@@ -184,6 +184,11 @@ impl BenchOp for GqaDecode {
             .bench_inputs([&self.q, &self.k_cache, &self.v_cache], seed, &self.device)
     }
 
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        self.plan
+            .placeholder_inputs([&self.q, &self.k_cache, &self.v_cache], &self.device)
+    }
+
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let out = match inputs {
             [q, k, v, seqlens] => self.forward(q, k, v, seqlens, None)?,

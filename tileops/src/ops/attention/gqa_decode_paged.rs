@@ -247,6 +247,11 @@ impl BenchOp for GqaDecodePaged {
             .bench_inputs([&self.q, &self.k_pages, &self.v_pages], seed, &self.device)
     }
 
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        self.plan
+            .placeholder_inputs([&self.q, &self.k_pages, &self.v_pages], &self.device)
+    }
+
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let out = match inputs {
             [q, k, v, table, seqlens] => self.forward(q, k, v, table, seqlens, None)?,

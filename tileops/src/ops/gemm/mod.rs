@@ -446,6 +446,10 @@ impl BenchOp for Gemm {
         backend::random_inputs([&self.a, &self.b], seed, &self.device)
     }
 
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        backend::zeroed_inputs([&self.a, &self.b], &self.device)
+    }
+
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [a, b] = exact_inputs::<Self, 2>(inputs)?;
         Ok(vec![self.forward(a, b)?])

@@ -215,6 +215,10 @@ impl BenchOp for FusedAddRmsNorm {
         backend::random_inputs([&self.x, &self.residual, &self.weight], seed, &self.device)
     }
 
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        backend::zeroed_inputs([&self.x, &self.residual, &self.weight], &self.device)
+    }
+
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, residual, weight] = exact_inputs::<Self, 3>(inputs)?;
         let (y, residual_out) = self.forward(x, residual, weight)?;

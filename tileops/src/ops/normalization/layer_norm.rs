@@ -175,6 +175,10 @@ impl BenchOp for LayerNorm {
         backend::random_inputs([&self.x, &self.weight, &self.bias], seed, &self.device)
     }
 
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        backend::zeroed_inputs([&self.x, &self.weight, &self.bias], &self.device)
+    }
+
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, weight, bias] = exact_inputs::<Self, 3>(inputs)?;
         Ok(vec![self.forward(x, weight, bias)?])

@@ -179,6 +179,10 @@ impl BenchOp for RmsNorm {
         backend::random_inputs([&self.x, &self.weight], seed, &self.device)
     }
 
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        backend::zeroed_inputs([&self.x, &self.weight], &self.device)
+    }
+
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x, weight] = exact_inputs::<Self, 2>(inputs)?;
         Ok(vec![self.forward(x, weight)?])

@@ -284,6 +284,10 @@ impl BenchOp for Fp8Quant {
         backend::random_inputs([&self.x], seed, &self.device)
     }
 
+    fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
+        backend::zeroed_inputs([&self.x], &self.device)
+    }
+
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         let [x] = exact_inputs::<Self, 1>(inputs)?;
         let (y, scales) = self.forward(x)?;

@@ -28,6 +28,7 @@
 
 use std::collections::HashSet;
 
+use super::ledger;
 use crate::attention::gpu::{Layout, decode_cases, decode_entry_cases};
 use crate::common::{ACTIVATIONS, KeepWorst, Measures, POISON_CODE, activation_forward, download};
 use crate::common::{DTYPES, POISON, Report, Special, bound, element_error, floor, gpu_or_skip};
@@ -38,11 +39,10 @@ use tileops::kernels::{self, KernelSource};
 use tileops::ops::reference as norm_act;
 use tileops::ops::reference as rope_fp8;
 use tileops::ops::reference::{self as reference_reduction, ReduceKind};
-use super::ledger;
 use tileops::ops::{
-    Abs, Gelu, GeluApproximate, Neg, Relu, Sigmoid, Silu,
-    Amax, Fp8Quant, FusedAddRmsNorm, Gemm, LayerNorm, LogSoftmax, Logsumexp, Mean, QkNormRopeFp8,
-    QkNormRopeFp8Output, ReduceDim, RmsNorm, Rope, SiluAndMul, Softmax, Sum, reference,
+    Abs, Amax, Fp8Quant, FusedAddRmsNorm, Gelu, GeluApproximate, Gemm, LayerNorm, LogSoftmax,
+    Logsumexp, Mean, Neg, QkNormRopeFp8, QkNormRopeFp8Output, ReduceDim, Relu, RmsNorm, Rope,
+    Sigmoid, Silu, SiluAndMul, Softmax, Sum, reference,
 };
 use tileops::{DType, Device, Tensor, TensorSpec};
 
@@ -524,9 +524,12 @@ fn activation_cases(device: &Device, big: bool) -> Report {
                 case.check(
                     &mut report,
                     |y| {
-                        ledger::call(device, name, activation_roofline(name, device, &spec), || {
-                            activation_forward(name, device, &spec, &x, y)
-                        })
+                        ledger::call(
+                            device,
+                            name,
+                            activation_roofline(name, device, &spec),
+                            || activation_forward(name, device, &spec, &x, y),
+                        )
                     },
                     |xs| xs.into_iter().map(f).collect(),
                 );

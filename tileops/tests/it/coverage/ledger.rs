@@ -133,12 +133,13 @@ pub(super) fn call<T>(
     seen.measured.insert(op.to_owned());
     let mut failures = Vec::new();
     for finding in gate::check_call(op, &launches, bytes, &Bounds::default()) {
-        let excused = EXCEPTIONS
-            .iter()
-            .find(|(o, g, prefix, _)| *o == op && *g == finding.gate && finding.entry.starts_with(prefix));
+        let excused = EXCEPTIONS.iter().find(|(o, g, prefix, _)| {
+            *o == op && *g == finding.gate && finding.entry.starts_with(prefix)
+        });
         match excused {
             Some((o, g, prefix, _)) => {
-                seen.applied.insert(((*o).to_owned(), *g, (*prefix).to_owned()));
+                seen.applied
+                    .insert(((*o).to_owned(), *g, (*prefix).to_owned()));
             }
             None => failures.push(finding.to_string()),
         }
