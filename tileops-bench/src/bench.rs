@@ -53,7 +53,7 @@
 //! # Ok::<(), tileops_bench::bench::BenchError>(())
 //! ```
 
-mod emulator;
+pub(crate) mod emulator;
 mod gpu;
 
 pub(crate) use gpu::l2_bytes;

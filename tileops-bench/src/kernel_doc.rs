@@ -98,8 +98,42 @@ pub fn parse_ceilings(text: &str) -> Result<BTreeMap<String, (f64, String)>, Str
     Ok(out)
 }
 
-/// The document.
-pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) -> String {
+/// The most launches a traffic log may hold (pass C's coverage tests make about a thousand).
+const MAX_TRAFFIC_LAUNCHES: usize = 1 << 20;
+
+/// Per entry, the traffic the emulator counted over the launches of a launch log:
+/// `(sectors, ideal sectors, wavefronts, ideal wavefronts, launches)`.
+type EntryTraffic = BTreeMap<String, (u64, u64, u64, u64, u64)>;
+
+fn traffic_by_entry(log: &str) -> Result<EntryTraffic, String> {
+    let mut by_entry = EntryTraffic::new();
+    for line in crate::bench::emulator::parse_lines(log, MAX_TRAFFIC_LAUNCHES)? {
+        let Some(t) = line.traffic else { continue };
+        let e = by_entry.entry(line.entry).or_default();
+        e.0 += t.global_sectors;
+        e.1 += t.global_ideal_sectors;
+        e.2 += t.shared_wavefronts;
+        e.3 += t.shared_ideal_wavefronts;
+        e.4 += 1;
+    }
+    Ok(by_entry)
+}
+
+/// The document. `traffic_log`: the launch log of the emulator's traffic pass (pass C of
+/// `scripts/emu-check.sh`, every entry point at the coverage tests' small shapes), whose per-entry
+/// coalescing and bank-conflict figures the entry table shows; without it those columns say
+/// "not counted".
+///
+/// # Errors
+/// A traffic log that does not parse.
+pub fn render(
+    run: &Run,
+    profile: &Profile,
+    sass: &SassLedger,
+    changes: &str,
+    traffic_log: Option<&str>,
+) -> Result<String, String> {
+    let traffic = traffic_log.map(traffic_by_entry).transpose()?;
     let mut out = String::new();
     let _ = writeln!(out, "# Kernels: resources and ledgers\n");
     let _ = writeln!(
@@ -144,7 +178,15 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
         "Fixed = instructions a thread runs once (outside the streaming loops); per element = \
          the streaming loops' instructions ÷ the elements one iteration handles. Registers, \
          spills and static shared memory from ptxas; CTAs/SM at 256 threads without dynamic \
-         shared memory.\n"
+         shared memory. Sectors / ideal (global loads and stores: 32-byte sectors per warp \
+         request over the fewest its width needs) and wavefronts / ideal (shared memory: bank \
+         conflicts) are counted on the emulator over every launch of the entry in the coverage \
+         tests (small shapes, tails included){}.\n",
+        if traffic.is_some() {
+            ""
+        } else {
+            "; not counted in this rendering (no traffic log)"
+        }
     );
     let mut entries = Table::new(vec![
         Column::left("entry"),
@@ -157,7 +199,19 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
         Column::right("instr/elem"),
         Column::right("MUFU/elem"),
         Column::right("16-B ld/st"),
+        Column::right("sectors / ideal"),
+        Column::right("wavefronts / ideal"),
     ]);
+    let counted = |entry: &str, pick: fn(&(u64, u64, u64, u64, u64)) -> (u64, u64)| {
+        let Some(traffic) = &traffic else {
+            return "not counted".to_owned();
+        };
+        match traffic.get(entry).map(pick) {
+            None => "not launched".to_owned(),
+            Some((_, 0)) => "—".to_owned(),
+            Some((n, d)) => format!("{:.3}", n as f64 / d as f64),
+        }
+    };
     for e in &sass.entries {
         let fixed = e.fixed_per_thread();
         let (per_elem, mufu_per_elem) = e.loop_per_element();
@@ -180,6 +234,8 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
             format!("{per_elem:.2}"),
             format!("{mufu_per_elem:.3}"),
             format!("{}/{}", wide.0, wide.1),
+            counted(&e.entry, |t| (t.0, t.1)),
+            counted(&e.entry, |t| (t.2, t.3)),
         ]);
     }
     out.push_str(&entries.to_markdown());
@@ -341,5 +397,5 @@ pub fn render(run: &Run, profile: &Profile, sass: &SassLedger, changes: &str) ->
     if !changes.trim().is_empty() {
         let _ = writeln!(out, "\n{}", changes.trim());
     }
-    out
+    Ok(out)
 }

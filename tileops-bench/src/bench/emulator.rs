@@ -128,14 +128,14 @@ pub(crate) struct LaunchLine {
 /// The traffic of a launch line (its per-site list is for the gates, not the records).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub(crate) struct TrafficLine {
-    read_bytes: u64,
-    write_bytes: u64,
-    global_requests: u64,
-    global_sectors: u64,
-    global_ideal_sectors: u64,
-    shared_requests: u64,
-    shared_wavefronts: u64,
-    shared_ideal_wavefronts: u64,
+    pub(crate) read_bytes: u64,
+    pub(crate) write_bytes: u64,
+    pub(crate) global_requests: u64,
+    pub(crate) global_sectors: u64,
+    pub(crate) global_ideal_sectors: u64,
+    pub(crate) shared_requests: u64,
+    pub(crate) shared_wavefronts: u64,
+    pub(crate) shared_ideal_wavefronts: u64,
 }
 
 /// Reads a launch log: one JSON object per line. A call without a launch (an op that only
@@ -150,17 +150,22 @@ fn read_log(path: &Path) -> Result<Vec<LaunchLine>, String> {
     parse_log(&text)
 }
 
-/// Parses launch-log text.
+/// Parses launch-log text (at most [`MAX_LEDGER_LAUNCHES`] lines: one call's).
 pub(crate) fn parse_log(text: &str) -> Result<Vec<LaunchLine>, String> {
+    parse_lines(text, MAX_LEDGER_LAUNCHES)
+}
+
+/// Parses launch-log text of at most `max` launches.
+pub(crate) fn parse_lines(text: &str, max: usize) -> Result<Vec<LaunchLine>, String> {
     let mut launches = Vec::new();
     for (n, line) in text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        if launches.len() == MAX_LEDGER_LAUNCHES {
+        if launches.len() == max {
             return Err(format!(
-                "the call made more than {MAX_LEDGER_LAUNCHES} launches; a ledger lists at most that"
+                "the log holds more than {max} launches, the most this reader takes"
             ));
         }
         launches.push(

@@ -118,6 +118,10 @@ pub struct RooflineArgs {
     /// benched on the emulated device)
     #[arg(long, value_name = "KERNELS.md", requires = "profile")]
     pub kernels_md: Option<PathBuf>,
+    /// With --kernels-md: the launch log of the emulator's traffic pass (scripts/emu-check.sh
+    /// writes target/emu/ledger-C.jsonl), for each entry's coalescing and bank-conflict figures
+    #[arg(long, value_name = "LOG.jsonl", requires = "kernels_md")]
+    pub traffic_log: Option<PathBuf>,
 }
 
 /// A percentage: finite, not negative.
@@ -276,6 +280,11 @@ fn check_outputs_are_not_inputs(
     inputs.extend(other.map(|p| ("compared run's", p)));
     inputs.extend(args.torch.iter().map(|p| ("PyTorch records", p.as_path())));
     inputs.extend(args.ledger.iter().map(|p| ("ledger records", p.as_path())));
+    inputs.extend(
+        args.traffic_log
+            .iter()
+            .map(|p| ("traffic log", p.as_path())),
+    );
     // A built-in profile's name is not a file; a path is.
     inputs.extend(args.profile.as_deref().map(|p| ("profile", Path::new(p))));
     let outputs = [
@@ -403,17 +412,10 @@ pub fn run_with(
         None => None,
     };
     if let (Some(path), Some(profile)) = (&args.kernels_md, &fixed) {
-        match crate::ledger::Ledger::builtin() {
-            Err(e) => output_errors.push(CliError::Usage(format!("--kernels-md: {e}"))),
-            Ok(sass) => {
-                let doc =
-                    crate::kernel_doc::render(&run, profile, sass, crate::kernel_doc::CHANGES);
-                match files::write_atomic(path, doc.as_bytes()) {
-                    Err(e) => output_errors.push(CliError::Io(path.display().to_string(), e)),
-                    Ok(()) => {
-                        let _ = writeln!(err, "roofline: wrote {}", path.display());
-                    }
-                }
+        match write_kernels_md(&run, profile, path, args.traffic_log.as_deref()) {
+            Err(e) => output_errors.push(e),
+            Ok(()) => {
+                let _ = writeln!(err, "roofline: wrote {}", path.display());
             }
         }
     }
@@ -535,6 +537,39 @@ pub fn run_with(
         !output_errors.is_empty(),
         regressed,
     ))
+}
+
+/// `--kernels-md`: the kernel ledger document of `run` priced against `profile`, with the
+/// traffic pass's launch log when given.
+fn write_kernels_md(
+    run: &Run,
+    profile: &Profile,
+    path: &Path,
+    traffic_log: Option<&Path>,
+) -> Result<(), CliError> {
+    let sass = crate::ledger::Ledger::builtin()
+        .map_err(|e| CliError::Usage(format!("--kernels-md: {e}")))?;
+    let traffic = traffic_log
+        .map(|p| {
+            files::read_regular(p, crate::records::MAX_FILE_BYTES)
+                .map_err(|e| CliError::Io(p.display().to_string(), e))
+                .and_then(|bytes| {
+                    String::from_utf8(bytes).map_err(|_| {
+                        CliError::Usage(format!("{}: the traffic log is not UTF-8", p.display()))
+                    })
+                })
+        })
+        .transpose()?;
+    let doc = crate::kernel_doc::render(
+        run,
+        profile,
+        sass,
+        crate::kernel_doc::CHANGES,
+        traffic.as_deref(),
+    )
+    .map_err(|e| CliError::Usage(format!("--traffic-log: {e}")))?;
+    files::write_atomic(path, doc.as_bytes())
+        .map_err(|e| CliError::Io(path.display().to_string(), e))
 }
 
 /// The roofline CLI over this process's arguments.
