@@ -3264,10 +3264,10 @@ mod tests {
         let layouts = [0; 4].map(|_| lt.layout(f32_type, 2, 2, 2));
         // One host buffer; the operands are 2 x 2 f32 matrices in it, at a 256-byte-aligned
         // address and 16 bytes past one.
-        let mut buffer = Buffer::filled(Elem::F32, 256, 1.0);
+        let mut buffer = Buffer::filled(Elem::F32, 512, 1.0);
         let base = buffer.ptr_mut().cast::<u8>();
         let aligned = base.wrapping_add(base.align_offset(256));
-        let (ptr_a, ptr_b) = (aligned.wrapping_add(256), aligned.wrapping_add(384));
+        let (ptr_a, ptr_b) = (aligned, aligned.wrapping_add(256));
         let ptr_d = aligned.wrapping_add(512);
         let (alpha, beta) = (1.0f32, 0.0f32);
         let run = |lt: &LtSetup, a: *mut u8| {
