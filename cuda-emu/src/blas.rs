@@ -1998,7 +1998,7 @@ pub unsafe extern "C" fn cublasLtMatmul(
             let misaligned = pointers
                 .iter()
                 .zip(&needed[1..5])
-                .any(|(p, &align)| align > 1 && (*p as u64) % align != 0);
+                .any(|(p, &align)| align > 1 && !(*p as u64).is_multiple_of(align));
             if misaligned {
                 return Err(Fail::NotSupported);
             }

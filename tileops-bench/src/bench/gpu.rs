@@ -129,6 +129,10 @@ const SWEEP_GRID: (u32, u32) = (256, 256);
 /// The value the sweep's sums are compared with before being stored: the zeroed buffer sums to 0,
 /// so nothing is stored.
 const SWEEP_NEVER: f32 = -1.0;
+const _: () = assert!(
+    SWEEP_NEVER != 0.0,
+    "the zeroed buffer's sums must not be stored"
+);
 /// Bytes of the sweep's sink: one float per thread of a block.
 const SWEEP_SINK_BYTES: usize = 4 * SWEEP_GRID.1 as usize;
 
@@ -503,10 +507,6 @@ mod tests {
             let elements = flush_bytes(l2) as u64 / 16;
             assert_eq!(elements % threads, 0, "L2 of {l2} B");
         }
-        assert!(
-            SWEEP_NEVER != 0.0,
-            "the zeroed buffer's sums must not be stored"
-        );
     }
 
     #[test]
