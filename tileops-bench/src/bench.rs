@@ -11,16 +11,16 @@
 //!   and p90 ([`TimingStats::from_samples`]); [`noise`] is `(p90 - p10) / median`.
 //! - **On a GPU** (`timing: "cuda_events+l2_flush+read_sweep+spin_hold"`): CUDA events created
 //!   with `CU_EVENT_DEFAULT`; before every sample, outside the timed region, a buffer of twice the
-//!   L2 size is zeroed so no input is served from L2, then read back so that no line the zeroing
-//!   left dirty is written back inside the timed region ([`L2Flush`]; `--l2-flush memset` skips
-//!   the read, and its rows say `cuda_events+l2_flush+spin_hold`); a one-thread spin kernel then
-//!   holds the stream
-//!   while the host enqueues the start event, the op and the end event, so the events time the
-//!   kernels back to back rather than the host's launch latency. A sample whose enqueue outlasted
-//!   the hold is retaken with a longer hold. (Timing a batch of calls between two events would also
-//!   hide the launch, but every call after the first would find its inputs in L2, which is exactly
-//!   what the flush is for; a hold keeps each sample one cold call.) An op that waits on the GPU
-//!   inside its call cannot be held; its rows are timed without the hold and say so
+//!   L2 size is zeroed so no input is served from L2, then another buffer that size is read so
+//!   that no line the zeroing left dirty is written back inside the timed region ([`L2Flush`];
+//!   `--l2-flush memset` skips the read, and its rows say `cuda_events+l2_flush+spin_hold`); a
+//!   one-thread spin kernel then holds the stream while the host enqueues the start event, the op
+//!   and the end event, so the events time the kernels back to back rather than the host's launch
+//!   latency. A sample whose enqueue outlasted the hold is retaken with a longer hold. (Timing a
+//!   batch of calls between two events would also hide the launch, but every call after the
+//!   first would find its inputs in L2, which is exactly what the flush is for; a hold keeps each
+//!   sample one cold call.) An op that waits on the GPU inside its call cannot be held; its rows
+//!   are timed without the hold and say so
 //!   (`timing: "cuda_events+l2_flush+read_sweep"`, `"cuda_events+l2_flush"` with the memset
 //!   only).
 //! - **On the CPU** (`timing: "cpu_wall"`): the op's reference path, timed with

@@ -3,20 +3,24 @@
 //! One sample, in stream order:
 //!
 //! ```text
-//! memset(flush, 2 x L2)  read sweep(flush)  bench_spin(hold)  [start event]  op...  [end event]
-//! `------------- outside the timed region ------------------'  `-------- timed --------------'
+//! memset(flush, 2 x L2)  read(sweep, 2 x L2)  bench_spin(hold)  [start event]  op... [end event]
+//! `-------------- outside the timed region -------------------'  `--------- timed ------------'
 //! ```
 //!
-//! The flush ([`L2Flush`]) leaves the L2 holding flush-buffer lines only, so no input of the op is
-//! served from it. The memset alone leaves up to one L2 of those lines dirty: a timed kernel whose
-//! misses evict them would pay their write-back inside its window (up to ~60 MB on an H200, about
-//! as much traffic again as a 33 MB op moves), unless the L2 cleans them while the stream is held.
-//! The read sweep that follows by default (`memset+read`) reads the whole buffer back: its misses
-//! evict the dirty lines, written back before the timed region, and what it leaves in the L2 is
-//! clean. It is a kernel (calibrate.cu's `hbm_read`, whose sum is never stored) because no driver
-//! operation reads device memory without writing some: a device-to-device copy leaves its
-//! destination dirty, a copy to the host takes milliseconds. `memset` alone stays selectable, so
-//! the two can be compared on a GPU; each record's `timing` names the flush that timed it.
+//! The flush ([`L2Flush`]) leaves the L2 holding flush lines only, so no input of the op is served
+//! from it. The memset alone leaves up to one L2 of its lines dirty (tens of MB): a timed kernel
+//! whose misses evict them pays their write-back inside its window, as much traffic again as a
+//! 33 MB op moves, unless the L2 cleans them while the stream is held. The read sweep that
+//! follows by default (`memset+read`) reads a second buffer of twice the L2, zeroed once when the
+//! timer is made and never written again: its misses evict every line the memset left (the dirty
+//! ones written back then, before the timed region), and no line it brings in is dirty. It reads
+//! a buffer of its own rather than the one just zeroed because a read that hits a line the memset
+//! left dirty leaves it dirty: an L2 evicting in exact LRU order would have evicted all of those
+//! before the sweep reached them, but the replacement policy is not documented. The sweep is a
+//! kernel (calibrate.cu's `hbm_read`, whose sums are never stored) because no driver operation
+//! reads device memory without writing some: a device-to-device copy leaves its destination
+//! dirty, a copy to the host takes milliseconds. `memset` alone stays selectable, so that the two
+//! are compared on a GPU (scripts/gpu-check.sh); each record's `timing` names the flush.
 //!
 //! The host measures how long it takes to enqueue everything from the spin kernel to the end
 //! event. The spin kernel starts on the GPU no earlier than the host launched it and then runs for
@@ -29,7 +33,8 @@
 //! An op whose `run` waits on the GPU (a copy to the host, a synchronisation) cannot be held: it
 //! would wait for the spin kernel itself. A probe call under a long hold finds such ops at the
 //! start of a case; their samples are taken without the hold and their records say so
-//! (`cuda_events+l2_flush`: launch latency included).
+//! (`cuda_events+l2_flush+read_sweep`, or `cuda_events+l2_flush` with the memset only: launch
+//! latency included).
 
 use std::fmt;
 use std::str::FromStr;
@@ -71,7 +76,8 @@ pub enum L2Flush {
     /// A memset of a buffer twice the L2: every line then holds flush data, but up to one L2 of
     /// it is dirty, and a timed kernel's misses may have to write it back.
     Memset,
-    /// The memset, then a read sweep of the same buffer: the L2 is left with clean lines only.
+    /// The memset, then a read sweep of a second buffer of twice the L2, never written: the L2 is
+    /// left with clean lines only.
     #[default]
     MemsetRead,
 }
@@ -122,12 +128,12 @@ impl FromStr for L2Flush {
 }
 
 /// Blocks and threads of the read sweep: 65536 threads, which divide the element count of any
-/// flush buffer ([`flush_bytes`]: whole MiB, 65536 16-byte elements each), so every thread reads
+/// flush (and sweep) buffer ([`flush_bytes`]: whole MiB, 65536 16-byte elements each), so every thread reads
 /// the same number of elements; with four 16-byte loads in flight per thread, 4 MiB in flight,
 /// about what HBM3e needs at its latency.
 const SWEEP_GRID: (u32, u32) = (256, 256);
-/// The value the sweep's sums are compared with before being stored: the zeroed buffer sums to 0,
-/// so nothing is stored.
+/// The value the sweep's sums are compared with before being stored: the zeroed sweep buffer
+/// sums to 0, so nothing is stored.
 const SWEEP_NEVER: f32 = -1.0;
 const _: () = assert!(
     SWEEP_NEVER != 0.0,
@@ -169,13 +175,21 @@ pub(super) fn flush_bytes(l2_bytes: u64) -> usize {
     usize::try_from((2 * l2_bytes).div_ceil(mib) * mib).unwrap_or(FLUSH_BYTES_UNKNOWN_L2)
 }
 
+/// The read sweep of [`L2Flush::MemsetRead`]: calibrate.cu's `hbm_read`, the buffer it reads
+/// (the flush buffer's size, zeroed once, never written by a sample) and its sink.
+struct Sweep {
+    function: CudaFunction,
+    buffer: CudaSlice<u8>,
+    sink: CudaSlice<u8>,
+}
+
 /// Times calls of ops on one GPU.
 pub(super) struct GpuTimer {
     stream: Arc<CudaStream>,
     flush: CudaSlice<u8>,
     flush_method: L2Flush,
-    /// The read sweep (calibrate.cu's `hbm_read`) and its sink, for [`L2Flush::MemsetRead`].
-    sweep: Option<(CudaFunction, CudaSlice<u8>)>,
+    /// The read sweep, for [`L2Flush::MemsetRead`].
+    sweep: Option<Sweep>,
     spin: CudaFunction,
     start: CudaEvent,
     end: CudaEvent,
@@ -202,15 +216,16 @@ impl GpuTimer {
         let sweep = match flush_method {
             L2Flush::Memset => None,
             L2Flush::MemsetRead => {
-                let sink = stream.alloc_zeros::<u8>(SWEEP_SINK_BYTES).map_err(|e| {
-                    Error::device_alloc(
-                        "allocating the read sweep's sink",
-                        SWEEP_SINK_BYTES,
-                        device,
-                        e,
-                    )
-                })?;
-                Some((kernels::load(device, &CALIBRATE, "hbm_read")?, sink))
+                let alloc = |what: &str, bytes: usize| {
+                    stream
+                        .alloc_zeros::<u8>(bytes)
+                        .map_err(|e| Error::device_alloc(what, bytes, device, e))
+                };
+                Some(Sweep {
+                    function: kernels::load(device, &CALIBRATE, "hbm_read")?,
+                    buffer: alloc("allocating the read sweep's buffer", flush_len)?,
+                    sink: alloc("allocating the read sweep's sink", SWEEP_SINK_BYTES)?,
+                })
             }
         };
         // `new_event(None)` would create events with timing disabled.
@@ -307,32 +322,34 @@ impl GpuTimer {
         })
     }
 
-    /// Checks that the read sweep reads the whole flush buffer: with 1.0 in the four floats of
+    /// Checks that the read sweep reads the whole of its buffer: with 1.0 in the four floats of
     /// its first and of its last 16-byte element and zeros elsewhere, exactly the first and the
     /// last thread sum to 4.0, and a sweep told to store sums of 4.0 stores them at those
-    /// threads' places in the sink (0 and the last of a block), and nowhere else. Nothing to check
-    /// for [`L2Flush::Memset`].
+    /// threads' places in the sink (0 and the last of a block), and nowhere else. The buffer is
+    /// zeroed again afterwards. Nothing to check for [`L2Flush::Memset`].
     fn check_sweep(&mut self) -> Result<(), Error> {
-        if self.sweep.is_none() {
+        let stream = self.stream.clone();
+        let Some(sweep) = &mut self.sweep else {
             return Ok(());
-        }
-        let len = self.flush.len();
+        };
+        let len = sweep.buffer.len();
         let fail = |what: &str, e| Error::driver(format!("checking the read sweep: {what}"), e);
         let ones: Vec<u8> = 1.0f32.to_le_bytes().repeat(4);
-        self.stream
-            .memset_zeros(&mut self.flush)
-            .map_err(|e| fail("zeroing the flush buffer", e))?;
         for at in [0, len - 16] {
-            self.stream
-                .memcpy_htod(ones.as_slice(), &mut self.flush.slice_mut(at..at + 16))
+            stream
+                .memcpy_htod(ones.as_slice(), &mut sweep.buffer.slice_mut(at..at + 16))
                 .map_err(|e| fail("planting ones", e))?;
         }
         self.launch_sweep(4.0)?;
-        let sink = match &self.sweep {
-            Some((_, sink)) => self.stream.clone_dtoh(sink),
-            None => return Ok(()),
-        }
-        .map_err(|e| fail("reading the sink back", e))?;
+        let Some(sweep) = &mut self.sweep else {
+            return Ok(());
+        };
+        let sink = stream
+            .clone_dtoh(&sweep.sink)
+            .map_err(|e| fail("reading the sink back", e))?;
+        stream
+            .memset_zeros(&mut sweep.buffer)
+            .map_err(|e| fail("zeroing its buffer again", e))?;
         let stored: Vec<(usize, f32)> = sink
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -342,7 +359,7 @@ impl GpuTimer {
         let last = SWEEP_GRID.1 as usize - 1;
         if stored != [(0, 4.0), (last, 4.0)] {
             return Err(Error::internal(format!(
-                "the read sweep does not cover the {len}-byte flush buffer: with ones at its \
+                "the read sweep does not cover its {len}-byte buffer: with ones at its \
                  first and last 16 bytes, threads 0 and {last} of a block should have stored \
                  4.0, and the sink holds {stored:?}"
             )));
@@ -350,17 +367,17 @@ impl GpuTimer {
         Ok(())
     }
 
-    /// Launches the read sweep over the flush buffer, its per-thread sums stored only when equal
-    /// to `store_if`.
+    /// Launches the read sweep over its buffer, its per-thread sums stored only when equal to
+    /// `store_if`.
     fn launch_sweep(&mut self, store_if: f32) -> Result<(), Error> {
-        let Some((sweep, sink)) = &mut self.sweep else {
+        let Some(sweep) = &mut self.sweep else {
             return Ok(());
         };
-        let elements = i64::try_from(self.flush.len() / 16).unwrap_or(i64::MAX);
-        let mut launch = self.stream.launch_builder(sweep);
+        let elements = i64::try_from(sweep.buffer.len() / 16).unwrap_or(i64::MAX);
+        let mut launch = self.stream.launch_builder(&sweep.function);
         launch
-            .arg(&self.flush)
-            .arg(sink)
+            .arg(&sweep.buffer)
+            .arg(&mut sweep.sink)
             .arg(&store_if)
             .arg(&elements);
         let config = LaunchConfig {
@@ -369,7 +386,7 @@ impl GpuTimer {
             shared_mem_bytes: 0,
         };
         // SAFETY: hbm_read(const float4* a, float* sink, float never, long long n) reads n
-        // float4 elements of `a` (the flush buffer holds len / 16 of them) and writes at most
+        // float4 elements of `a` (the sweep buffer holds len / 16 of them) and writes at most
         // sink[threadIdx.x], within the sink's one float per thread of a block.
         unsafe { launch.launch(config) }.map_err(|e| Error::launch("hbm_read", e))?;
         Ok(())
@@ -384,8 +401,8 @@ impl GpuTimer {
         inputs: &[Tensor],
         hold: Option<u64>,
     ) -> Result<(f64, u64), Error> {
-        // Outside the timed region: every L2 line now holds flush-buffer data, and after the
-        // read sweep none of it is dirty.
+        // Outside the timed region: every L2 line now holds flush data; after the read sweep,
+        // sweep data that no sample writes, so none of it is dirty.
         self.stream
             .memset_zeros(&mut self.flush)
             .map_err(|e| Error::driver("flushing the L2", e))?;

@@ -107,8 +107,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = EmulatedBudget::default().max_flops, value_parser = parse_count)]
     pub emu_max_flops: u64,
     /// GPU: how the L2 is flushed before each sample: memset+read (a memset of twice the L2, then
-    /// a read of it, so no dirty line is left for the timed call) or memset (the memset only);
-    /// each record's `timing` says which
+    /// a read of another buffer that size, so no dirty line is left for the timed call) or memset
+    /// (the memset only); each record's `timing` says which
     #[arg(long, value_name = "METHOD", default_value_t = L2Flush::default(), value_parser = parse_l2_flush)]
     pub l2_flush: L2Flush,
     /// List every skipped row in the table, not one line per reason
