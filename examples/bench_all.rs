@@ -6,7 +6,7 @@
 //! cargo run --release --example bench_all -- [--op NAME]... [--family NAME]... [--filter REGEX]
 //!     [--dtype DTYPE]... [--list] [--out PATH] [--save-baseline NAME] [--seed N] [--cpu]
 //!     [--cpu-max-bytes N] [--cpu-max-flops N] [--emu-max-bytes N] [--emu-max-flops N]
-//!     [--verbose] [--color auto|always|never]
+//!     [--l2-flush memset|memset+read] [--verbose] [--color auto|always|never]
 //! ```
 //!
 //! Exit status: 0; 1 when the run could not start or the records could not be written; 2 for bad

@@ -32,6 +32,12 @@
 #   4. racecheck     compute-sanitizer --tool racecheck on the same tests (shared-memory hazards)
 #   5. bench_all     bin/bench_all, if the bundle has it: records.json
 #                    (arguments: $BENCH_ALL_ARGS, default `--out OUTDIR/records.json`)
+#      l2_flush_ab   the L2 flush A/B: a few rows under ~50 MB (relu 2048x4096, where a memset's
+#                    dirty lines would cost most) and controls (relu 4096x4096, past the L2; a
+#                    decode row) timed three times, flushing by memset, memset+read, memset:
+#                    OUTDIR/l2-flush-ab/{1-memset,2-memset+read,3-memset}.json, and bin/roofline's
+#                    comparisons read-vs-memset.md (the A/B) and memset-vs-memset.md (the drift
+#                    between two runs of one method, the A/B's noise floor)
 #   6. torch_baseline  torch_baseline.py on those records, when python3 has PyTorch with CUDA:
 #                    baseline.json (PyTorch eager and torch.compile, same method; rows past its
 #                    time budget are written as skipped)
@@ -249,6 +255,43 @@ if [[ -x "$bundle/bin/bench_all" ]]; then
 else
   skip bench_all "no bin/bench_all in the bundle"
 fi
+
+# The rows of the L2 flush A/B (bench_all's --filter over op/workload/dtype).
+ab_filter='^(relu/(hidden-state-prefill|flat-16m|hidden-state-decode)/|rms_norm/llama-8b-prefill/bfloat16$|softmax/attn-weights-4k/bfloat16$)'
+
+# l2_flush_ab BUNDLE DIR EMULATED PROFILE FILTER: the A/B of the L2 flush methods, run by `step`.
+# shellcheck disable=SC2329 # run by `step` through `bash -c` (exported below).
+l2_flush_ab() {
+  local bundle="$1" dir="$2" emulated="$3" profile="$4" filter="$5" i=0 method rc extra=()
+  mkdir -p "$dir"
+  # The emulated device runs each row once, untimed: the small rows suffice to check the plumbing.
+  ((emulated)) && extra=(--emu-max-bytes 1048576)
+  for method in memset memset+read memset; do
+    i=$((i + 1))
+    echo "== run $i: --l2-flush $method"
+    "$bundle/bin/bench_all" --filter "$filter" --l2-flush "$method" "${extra[@]}" \
+      --out "$dir/$i-$method.json" || return 1
+  done
+  # roofline's exit status is a sum of bits: 1 (a `fail` row) is a finding here, 2 an error.
+  "$bundle/bin/roofline" "$dir/2-memset+read.json" --compare "$dir/1-memset.json" \
+    --profile "$profile" --format md >"$dir/read-vs-memset.md"
+  rc=$?
+  ((rc & 2)) && { echo "roofline --compare (A/B): exit $rc"; return 1; }
+  "$bundle/bin/roofline" "$dir/3-memset.json" --compare "$dir/1-memset.json" \
+    --profile "$profile" --format md >"$dir/memset-vs-memset.md"
+  rc=$?
+  ((rc & 2)) && { echo "roofline --compare (drift): exit $rc"; return 1; }
+  return 0
+}
+
+export -f l2_flush_ab
+
+if [[ -x "$bundle/bin/bench_all" && -x "$bundle/bin/roofline" ]]; then
+  step l2_flush_ab $((emulated ? 150 : 120)) bash -c 'l2_flush_ab "$@"' _ "$bundle" \
+    "$out/l2-flush-ab" "$emulated" "${ROOFLINE_PROFILE:-h200}" "$ab_filter"
+else
+  skip l2_flush_ab "no bin/bench_all or bin/roofline in the bundle"
+fi
 if ((emulated)); then
   skip torch_baseline "emulated device: the PyTorch baseline times a real GPU only"
 elif [[ ! -f "$out/records.json" ]]; then
@@ -319,6 +362,22 @@ fi
     echo "## calibration (emulated device: its kernels checked, no profile)"
     echo
     sed 's/^/    /' "$out/logs/calibrate.log"
+  fi
+  if [[ -f "$out/l2-flush-ab/read-vs-memset.md" ]]; then
+    echo
+    echo "## L2 flush A/B: memset+read against memset (run 2 against run 1)"
+    echo
+    echo "Rows slower with memset+read were read low by the memset-only flush; run 3 against run 1"
+    echo "(memset both times, l2-flush-ab/memset-vs-memset.md) is the drift between runs."
+    ((emulated)) && echo "(Emulated device: no row is timed; this checks the plumbing only.)"
+    echo
+    cat "$out/l2-flush-ab/read-vs-memset.md"
+    if [[ -f "$out/l2-flush-ab/memset-vs-memset.md" ]]; then
+      echo
+      echo "## L2 flush A/B: drift (memset, run 3 against run 1)"
+      echo
+      cat "$out/l2-flush-ab/memset-vs-memset.md"
+    fi
   fi
   if [[ -f "$out/roofline.md" ]]; then
     echo

@@ -17,6 +17,8 @@
 #   - roofline.md and roofline.svg written; every row blank, the rows that ran with the reason
 #     "emulated device: no timing"
 #   - calibrate checked its kernels and wrote no profile
+#   - the L2 flush A/B wrote its three records files (from the emulated device) and both
+#     comparisons, and each run said which flush it exercised
 #
 # Environment:
 #   CUDA_EMU_LIB          the emulator's libraries (default: target/emu/lib, from scripts/emu-check.sh)
@@ -60,7 +62,7 @@ lib="$(cd "$lib" && pwd)"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 # A previous rehearsal's results are replaced, never mixed with this one's.
-rm -rf "$out/logs" "$out/nvrtc"
+rm -rf "$out/logs" "$out/nvrtc" "$out/l2-flush-ab"
 rm -f "$out/summary.md" "$out/records.json" "$out/roofline.md" "$out/roofline.svg" \
   "$out/calibrated-profile.yaml" "$out/baseline.json"
 mkdir -p "$out/logs"
@@ -164,6 +166,23 @@ text = open(log).read() if os.path.isfile(log) else ""
 check("kernel checks passed; no profile written" in text,
       next((l.strip() for l in text.splitlines() if "kernel checks passed" in l),
            "calibrate: its kernel check did not pass (logs/calibrate.log)"))
+
+ab = os.path.join(out, "l2-flush-ab")
+runs = {"1-memset.json": "memset", "2-memset+read.json": "memset+read", "3-memset.json": "memset"}
+for name in runs:
+    p = os.path.join(ab, name)
+    if not os.path.isfile(p):
+        failures.append(f"l2-flush-ab/{name}: not written")
+        continue
+    device = json.load(open(p))["meta"]["device"]["name"]
+    check(device.startswith("cuda-emu"), f"l2-flush-ab/{name}: device `{device}`")
+for name in ("read-vs-memset.md", "memset-vs-memset.md"):
+    check(os.path.isfile(os.path.join(ab, name)), f"l2-flush-ab/{name}: written")
+log = os.path.join(out, "logs", "l2_flush_ab.log")
+text = open(log).read() if os.path.isfile(log) else ""
+said = [l.split("L2 flush: ", 1)[1].split(" ", 1)[0] for l in text.splitlines() if "L2 flush: " in l]
+check(said == list(runs.values()),
+      f"l2_flush_ab: the runs exercised the flushes {said} (want {list(runs.values())})")
 
 for line in failures:
     print("FAIL", line)

@@ -41,7 +41,12 @@
 //!   and f64 types, the emulated (BF16x9, fixed-point) modes, pointer-array batches, vector alpha:
 //!   all give `CUBLAS_STATUS_NOT_SUPPORTED`.
 //! - Algorithm choice: the heuristic offers a single algorithm, which needs no workspace; the
-//!   workspace, preferences and cuBLAS algorithm ids are accepted and have no effect.
+//!   workspace, the other preferences and cuBLAS algorithm ids are accepted and have no effect.
+//!   Alignment is modelled at its worst: the algorithm the heuristic returns needs the pointer
+//!   alignments its preference allowed (`MIN_ALIGNMENT_{A,B,C,D}_BYTES`, 256 by default, as
+//!   cuBLASLt's), and `cublasLtMatmul` refuses less aligned operands with
+//!   `CUBLAS_STATUS_NOT_SUPPORTED`, where a GPU kernel picked under too strong a preference may
+//!   fault with a misaligned address.
 
 // The exported names and parameter conventions are NVIDIA's.
 #![allow(non_snake_case)]
@@ -940,12 +945,17 @@ impl Layout {
     }
 }
 
-/// A cuBLASLt preference: every preference is met by the one algorithm (no workspace, no
-/// alignment, one wave), so nothing is kept.
+/// A cuBLASLt preference: every preference is met by the one algorithm (no workspace, one
+/// wave); the minimum alignments are kept, as the algorithm will need them.
 #[repr(C)]
 struct Preference {
     tag: u64,
+    /// `MIN_ALIGNMENT_{A,B,C,D}_BYTES`.
+    min_alignment: [u32; 4],
 }
+
+/// cuBLASLt's default `MIN_ALIGNMENT_*_BYTES`.
+const DEFAULT_ALIGNMENT: u32 = 256;
 
 impl Object for Preference {
     const TAG: u64 = u64::from_le_bytes(*b"emuLtPrf");
@@ -953,7 +963,7 @@ impl Object for Preference {
 }
 
 /// The first word of the one algorithm the heuristic returns, by which `cublasLtMatmul`
-/// recognises it.
+/// recognises it; words 1 to 4 are the alignments, bytes, it needs of A, B, C and D.
 const ALGO_ID: u64 = u64::from_le_bytes(*b"emuAlgo1");
 
 // ---------------------------------------------------------------------------------------------
@@ -1702,6 +1712,7 @@ pub unsafe extern "C" fn cublasLtMatmulPreferenceCreate(
 ) -> cublaslt::cublasStatus_t {
     let object = Preference {
         tag: Preference::TAG,
+        min_alignment: [DEFAULT_ALIGNMENT; 4],
     };
     // SAFETY: the caller's contract.
     cublaslt_status(unsafe { hand_out(pref, object) })
@@ -1720,8 +1731,8 @@ pub unsafe extern "C" fn cublasLtMatmulPreferenceDestroy(
 }
 
 /// Sets a preference attribute (the buffer exactly the attribute's size). Every value is
-/// accepted: the one algorithm needs no workspace or alignment and meets any search mode,
-/// reduction scheme, wave count or implementation mask.
+/// accepted: the one algorithm needs no workspace and meets any search mode, reduction scheme,
+/// wave count or implementation mask; the minimum alignments are kept for it.
 ///
 /// # Safety
 /// `pref` is null or a live preference; `buf` is null or addresses `size_in_bytes` readable
@@ -1736,19 +1747,29 @@ pub unsafe extern "C" fn cublasLtMatmulPreferenceSetAttribute(
     use cublaslt::cublasLtMatmulPreferenceAttributes_t as A;
     let set = || -> Result<(), Fail> {
         // SAFETY: the caller's contract.
-        unsafe { object::<Preference, _>(pref) }?;
+        let pref = unsafe { object::<Preference, _>(pref) }?;
+        let alignment = match attr {
+            A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES => Some(0),
+            A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES => Some(1),
+            A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES => Some(2),
+            A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES => Some(3),
+            _ => None,
+        };
+        if let Some(slot) = alignment {
+            // SAFETY: `buf` is null or addresses `size_in_bytes` readable bytes (the caller's
+            // contract), which is all `attribute` requires.
+            let value = unsafe { attribute::<u32>(buf, size_in_bytes) }?;
+            // SAFETY: `pref` is a live preference of this module (checked by `object`).
+            unsafe { (*pref).min_alignment[slot] = value };
+            return Ok(());
+        }
         match attr {
             A::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES | A::CUBLASLT_MATMUL_PREF_IMPL_MASK => {
                 // SAFETY: `buf` is null or addresses `size_in_bytes` readable bytes (the caller's
                 // contract), which is all `attribute` requires; the same below.
                 unsafe { attribute::<u64>(buf, size_in_bytes) }.map(|_| ())
             }
-            A::CUBLASLT_MATMUL_PREF_SEARCH_MODE
-            | A::CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK
-            | A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES
-            | A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES
-            | A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES
-            | A::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES => {
+            A::CUBLASLT_MATMUL_PREF_SEARCH_MODE | A::CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK => {
                 // SAFETY: as for the workspace size.
                 unsafe { attribute::<u32>(buf, size_in_bytes) }.map(|_| ())
             }
@@ -1856,8 +1877,9 @@ unsafe fn lt_plan(
 }
 
 /// The one algorithm: for any problem `lt_plan` accepts, it returns exactly one result
-/// (`returnAlgoCount` = 1, state success, no workspace); otherwise the plan's status and no
-/// result. The preference is checked to be live; every preference is met.
+/// (`returnAlgoCount` = 1, state success, no workspace) that needs the preference's minimum
+/// alignments (see [`ALGO_ID`]); otherwise the plan's status and no result. The preference is
+/// checked to be live.
 ///
 /// # Safety
 /// Each handle is null or a live handle of this module; `heuristic_results_array` is null or has
@@ -1886,7 +1908,9 @@ pub unsafe extern "C" fn cublasLtMatmulAlgoGetHeuristic(
         // which is what `object` and `lt_plan` require; `object` checks the kind.
         unsafe { object::<LtHandle, _>(light_handle) }?;
         // SAFETY: as for the handle.
-        unsafe { object::<Preference, _>(preference) }?;
+        let preference = unsafe { object::<Preference, _>(preference) }?;
+        // SAFETY: a live preference of this module (checked by `object`).
+        let min_alignment = unsafe { (*preference).min_alignment };
         if requested_algo_count < 1 || heuristic_results_array.is_null() {
             return Err(Fail::InvalidValue);
         }
@@ -1894,6 +1918,9 @@ pub unsafe extern "C" fn cublasLtMatmulAlgoGetHeuristic(
         unsafe { lt_plan(operation_desc, a_desc, b_desc, c_desc, d_desc) }?;
         let mut algo = cublaslt::cublasLtMatmulAlgo_t { data: [0; 8] };
         algo.data[0] = ALGO_ID;
+        for (word, align) in algo.data[1..5].iter_mut().zip(min_alignment) {
+            *word = u64::from(align);
+        }
         let result = cublaslt::cublasLtMatmulHeuristicResult_t {
             algo,
             workspaceSize: 0,
@@ -1914,9 +1941,10 @@ pub unsafe extern "C" fn cublasLtMatmulAlgoGetHeuristic(
 
 /// `D = alpha op(A) op(B) + beta C` as the descriptor and layouts say (see [`lt_plan`]); alpha
 /// and beta in the descriptor's scale type, at host (or device, the same) addresses. `algo` is
-/// null or the heuristic's; the workspace is unused; the stream is ignored (synchronous). C is
-/// not read when beta is 0 (it may then be null); when C and D are one buffer, their layouts
-/// must be identical.
+/// null or the heuristic's, and then each operand must be as aligned as its preference allowed
+/// (`CUBLAS_STATUS_NOT_SUPPORTED` otherwise); the workspace is unused; the stream is ignored
+/// (synchronous). C is not read when beta is 0 (it may then be null); when C and D are one
+/// buffer, their layouts must be identical.
 ///
 /// # Safety
 /// Each handle is null or a live handle of this module; the pointers address buffers covering
@@ -1962,6 +1990,18 @@ pub unsafe extern "C" fn cublasLtMatmul(
         // In place, C and D must be the same matrix.
         if !C.is_null() && C == D.cast_const() && !plan.c.same_layout(&plan.d) {
             return Err(Fail::InvalidValue);
+        }
+        if !algo.is_null() {
+            // SAFETY: as for the algorithm's id above.
+            let needed = unsafe { (*algo).data };
+            let pointers = [A, B, C, D.cast_const()];
+            let misaligned = pointers
+                .iter()
+                .zip(&needed[1..5])
+                .any(|(p, &align)| align > 1 && !(*p as u64).is_multiple_of(align));
+            if misaligned {
+                return Err(Fail::NotSupported);
+            }
         }
         let product = Product {
             m: plan.m,
@@ -2338,6 +2378,22 @@ mod tests {
                 size_of::<u64>(),
             );
             assert_eq!(status, ok);
+            // As tileops does for operands of any alignment (the buffers are host vectors).
+            let any: u32 = 1;
+            for attr in [
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+            ] {
+                let status = cublasLtMatmulPreferenceSetAttribute(
+                    pref,
+                    attr,
+                    ptr_of(&any),
+                    size_of::<u32>(),
+                );
+                assert_eq!(status, ok);
+            }
             let [first, second, c_layout] = layouts;
             let mut result = MaybeUninit::uninit();
             let mut count = -1;
@@ -2417,7 +2473,33 @@ mod tests {
                 );
                 assert_eq!(cublasLtMatmulPreferenceCreate(&mut setup.pref), ok);
             }
+            setup.host_buffer_alignment();
             setup
+        }
+
+        /// Asks for algorithms that work on any alignment: the tests' buffers are host vectors,
+        /// with no 256-byte alignment.
+        fn host_buffer_alignment(&self) {
+            for attr in [
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+            ] {
+                assert_eq!(self.set_pref(attr, 1u32), LtStatus::CUBLAS_STATUS_SUCCESS);
+            }
+        }
+
+        fn set_pref<T>(&self, attr: PrefAttr, value: T) -> LtStatus {
+            // SAFETY: a live preference; `value` is `size_of::<T>()` bytes.
+            unsafe {
+                cublasLtMatmulPreferenceSetAttribute(
+                    self.pref,
+                    attr,
+                    ptr_of(&value),
+                    size_of::<T>(),
+                )
+            }
         }
 
         fn set_desc<T>(&self, attr: DescAttr, value: T) -> LtStatus {
@@ -3175,6 +3257,78 @@ mod tests {
                 LtStatus::CUBLAS_STATUS_INVALID_VALUE
             );
         }
+    }
+
+    #[test]
+    fn the_algorithm_needs_the_alignment_its_preference_allowed() {
+        let ok = LtStatus::CUBLAS_STATUS_SUCCESS;
+        let refused = LtStatus::CUBLAS_STATUS_NOT_SUPPORTED;
+        let f32_type = cublaslt::cudaDataType::CUDA_R_32F;
+        let mut lt = LtSetup::new(cublaslt::cublasComputeType_t::CUBLAS_COMPUTE_32F, f32_type);
+        let layouts = [0; 4].map(|_| lt.layout(f32_type, 2, 2, 2));
+        // One host buffer; the operands are 2 x 2 f32 matrices in it, at a 256-byte-aligned
+        // address and 16 bytes past one.
+        let mut buffer = Buffer::filled(Elem::F32, 512, 1.0);
+        let base = buffer.ptr_mut().cast::<u8>();
+        let aligned = base.wrapping_add(base.align_offset(256));
+        let (ptr_a, ptr_b) = (aligned, aligned.wrapping_add(256));
+        let ptr_d = aligned.wrapping_add(512);
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let run = |lt: &LtSetup, a: *mut u8| {
+            let algo = lt.heuristic(layouts).expect("an algorithm");
+            lt.matmul_with(
+                &algo,
+                layouts,
+                ptr_of(&alpha),
+                ptr_of(&beta),
+                a.cast_const().cast(),
+                ptr_b.cast_const().cast(),
+                null_mut(),
+                ptr_d.cast(),
+            )
+        };
+        // A fresh preference asks for cuBLASLt's default, 256 bytes, of every operand.
+        // SAFETY: the setup's own preference, replaced by a fresh one (freed on drop).
+        unsafe {
+            assert_eq!(cublasLtMatmulPreferenceDestroy(lt.pref), ok);
+            assert_eq!(cublasLtMatmulPreferenceCreate(&mut lt.pref), ok);
+        }
+        assert_eq!(run(&lt, ptr_a), ok);
+        assert_eq!(
+            run(&lt, ptr_a.wrapping_add(16)),
+            refused,
+            "A 16 bytes past 256"
+        );
+        // Told that A is only 16-byte aligned, the heuristic gives an algorithm that takes it.
+        let a16 = PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES;
+        assert_eq!(lt.set_pref(a16, 16u32), ok);
+        assert_eq!(run(&lt, ptr_a.wrapping_add(16)), ok);
+        assert_eq!(
+            run(&lt, ptr_a.wrapping_add(8)),
+            refused,
+            "A 8 bytes past 256"
+        );
+        // B, C and D still need 256 bytes; a null C (beta = 0) needs nothing.
+        let d16 = PrefAttr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES;
+        let algo = lt.heuristic(layouts).expect("an algorithm");
+        let status = lt.matmul_with(
+            &algo,
+            layouts,
+            ptr_of(&alpha),
+            ptr_of(&beta),
+            ptr_a.cast_const().cast(),
+            ptr_b.cast_const().cast(),
+            null_mut(),
+            ptr_d.wrapping_add(16).cast(),
+        );
+        assert_eq!(status, refused, "D 16 bytes past 256");
+        // The attribute is a uint32_t: another size is refused and changes nothing.
+        assert_eq!(
+            lt.set_pref(d16, 16u64),
+            LtStatus::CUBLAS_STATUS_INVALID_VALUE
+        );
+        let algo = lt.heuristic(layouts).expect("an algorithm");
+        assert_eq!(algo.data[1..5], [16, 256, 256, 256]);
     }
 
     #[test]

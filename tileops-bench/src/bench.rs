@@ -9,16 +9,20 @@
 //!   allocations), warm-up samples for 25 ms of wall time (at least two), then
 //!   `100 ms / per-call time` timed samples clamped to 10–200. The statistics are the median, p10
 //!   and p90 ([`TimingStats::from_samples`]); [`noise`] is `(p90 - p10) / median`.
-//! - **On a GPU** (`timing: "cuda_events+l2_flush+spin_hold"`): CUDA events created with
-//!   `CU_EVENT_DEFAULT`; before every sample, outside the timed region, a buffer of twice the L2
-//!   size is zeroed so no input is served from L2; a one-thread spin kernel then holds the stream
-//!   while the host enqueues the start event, the op and the end event, so the events time the
-//!   kernels back to back rather than the host's launch latency. A sample whose enqueue outlasted
-//!   the hold is retaken with a longer hold. (Timing a batch of calls between two events would also
-//!   hide the launch, but every call after the first would find its inputs in L2, which is exactly
-//!   what the flush is for; a hold keeps each sample one cold call.) An op that waits on the GPU
-//!   inside its call cannot be held; its rows are timed without the hold and say so
-//!   (`timing: "cuda_events+l2_flush"`).
+//! - **On a GPU** (`timing: "cuda_events+l2_flush+read_sweep+spin_hold"`): CUDA events created
+//!   with `CU_EVENT_DEFAULT`; before every sample, outside the timed region, a buffer of twice the
+//!   L2 size is zeroed so no input is served from L2, then another buffer that size is read so
+//!   that no line the zeroing left dirty is written back inside the timed region ([`L2Flush`];
+//!   `--l2-flush memset` skips the read, and its rows say `cuda_events+l2_flush+spin_hold`); a
+//!   one-thread spin kernel then holds the stream while the host enqueues the start event, the op
+//!   and the end event, so the events time the kernels back to back rather than the host's launch
+//!   latency. A sample whose enqueue outlasted the hold is retaken with a longer hold. (Timing a
+//!   batch of calls between two events would also hide the launch, but every call after the
+//!   first would find its inputs in L2, which is exactly what the flush is for; a hold keeps each
+//!   sample one cold call.) An op that waits on the GPU inside its call cannot be held; its rows
+//!   are timed without the hold and say so
+//!   (`timing: "cuda_events+l2_flush+read_sweep"`, `"cuda_events+l2_flush"` with the memset
+//!   only).
 //! - **On the CPU** (`timing: "cpu_wall"`): the op's reference path, timed with
 //!   [`std::time::Instant`]. The reference is slow (f64, one thread), so rows whose roofline exceeds
 //!   a [`CpuBudget`] are recorded as skipped with the reason instead of timed: the whole CPU run
@@ -56,6 +60,7 @@
 pub(crate) mod emulator;
 mod gpu;
 
+pub use gpu::L2Flush;
 pub(crate) use gpu::l2_bytes;
 
 use std::collections::BTreeSet;
@@ -67,12 +72,16 @@ use tileops::{DType, Device, Error, Roofline, Tensor};
 
 /// The timing method of CPU rows.
 pub const CPU_METHOD: &str = "cpu_wall";
-/// The timing method of GPU rows: CUDA events, L2 flushed before each sample, stream held by a
-/// spin kernel while the sample is enqueued.
+/// The timing method of GPU rows: CUDA events, L2 flushed (memset, then a read sweep) before each
+/// sample, stream held by a spin kernel while the sample is enqueued.
 pub const GPU_METHOD: &str = gpu::METHOD;
 /// The timing method of GPU rows whose op waits on the GPU inside its call, so the stream cannot
 /// be held: CUDA events and the L2 flush, launch latency included.
 pub const GPU_METHOD_UNHELD: &str = gpu::METHOD_UNHELD;
+/// [`GPU_METHOD`] with the memset-only flush (`--l2-flush memset`, [`L2Flush::Memset`]).
+pub const GPU_METHOD_MEMSET: &str = gpu::METHOD_MEMSET;
+/// [`GPU_METHOD_UNHELD`] with the memset-only flush.
+pub const GPU_METHOD_MEMSET_UNHELD: &str = gpu::METHOD_MEMSET_UNHELD;
 
 /// The timing method of rows run on an emulated device: none, they ran once untimed
 /// ([`EMULATED_TIMING`]).
@@ -282,6 +291,9 @@ pub struct BenchConfig {
     pub emulated: EmulatedBudget,
     /// The seed of every op's random inputs.
     pub seed: u64,
+    /// How the L2 is flushed before each GPU sample (unused elsewhere; on an emulated device it
+    /// is exercised once, untimed).
+    pub l2_flush: L2Flush,
 }
 
 /// Which ops to run: by manifest name and by family. Empty lists select everything; several names
@@ -372,7 +384,7 @@ pub enum BenchError {
         /// The manifest file.
         file: String,
     },
-    /// The GPU timing machinery (events, flush buffer, spin kernel) could not be set up (or, on an
+    /// The GPU timing machinery (events, flush buffer and sweep, spin kernel) could not be set up (or, on an
     /// emulated device, failed its one exercise).
     #[error("cannot set up GPU timing on {device}: {source}")]
     Timer {
@@ -504,7 +516,7 @@ pub fn run(
     config: &BenchConfig,
     observer: &mut dyn Observer,
 ) -> Result<Run, BenchError> {
-    let mut timer = Timer::new(device).map_err(|source| BenchError::Timer {
+    let mut timer = Timer::new(device, config.l2_flush).map_err(|source| BenchError::Timer {
         device: device.to_string(),
         source: Box::new(source),
     })?;
@@ -553,14 +565,14 @@ impl LedgerTools {
 }
 
 impl Timer {
-    fn new(device: &Device) -> Result<Timer, Error> {
+    fn new(device: &Device, flush: L2Flush) -> Result<Timer, Error> {
         Ok(if device.is_emulated() {
             // The machinery a GPU run depends on is set up and exercised once, its reading
             // discarded: the plumbing is checked, no figure is taken.
-            gpu::GpuTimer::new(device)?.exercise()?;
+            gpu::GpuTimer::new(device, flush)?.exercise()?;
             Timer::Emulated(device.clone(), LedgerTools::new())
         } else if device.is_cuda() {
-            Timer::Gpu(Box::new(gpu::GpuTimer::new(device)?))
+            Timer::Gpu(Box::new(gpu::GpuTimer::new(device, flush)?))
         } else {
             Timer::Cpu
         })

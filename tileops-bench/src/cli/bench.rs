@@ -35,7 +35,7 @@ use super::meta;
 use super::table::{TableOptions, console_table};
 use super::{ColorChoice, baseline_path, ignore_closed_pipe};
 use crate::bench::{
-    self, BenchConfig, BenchError, Case, CpuBudget, EmulatedBudget, Observer, Selection,
+    self, BenchConfig, BenchError, Case, CpuBudget, EmulatedBudget, L2Flush, Observer, Selection,
 };
 use crate::files;
 use crate::profile::Profile;
@@ -111,6 +111,11 @@ pub struct BenchArgs {
     /// Emulated device: skip rows doing more than N FLOPs per call
     #[arg(long, value_name = "N", default_value_t = EmulatedBudget::default().max_flops, value_parser = parse_count)]
     pub emu_max_flops: u64,
+    /// GPU: how the L2 is flushed before each sample: memset+read (a memset of twice the L2, then
+    /// a read of another buffer that size, so no dirty line is left for the timed call) or memset
+    /// (the memset only); each record's `timing` says which
+    #[arg(long, value_name = "METHOD", default_value_t = L2Flush::default(), value_parser = parse_l2_flush)]
+    pub l2_flush: L2Flush,
     /// List every skipped row in the table, not one line per reason
     #[arg(short, long)]
     pub verbose: bool,
@@ -125,6 +130,11 @@ fn parse_count(text: &str) -> Result<u64, String> {
         .replace('_', "")
         .parse::<u64>()
         .map_err(|_| format!("a non-negative integer, not `{text}`"))
+}
+
+/// An L2 flush method's name (`memset`, `memset+read`).
+fn parse_l2_flush(text: &str) -> Result<L2Flush, String> {
+    text.parse()
 }
 
 /// A dtype name (the manifest's, or a short name such as `bf16`), with a suggestion for a near miss.
@@ -225,6 +235,10 @@ impl CliError {
 /// use tileops_bench::cli::bench::parse_args;
 /// let args = parse_args(["--op", "softmax", "--cpu", "--cpu-max-bytes", "1_000"]).unwrap();
 /// assert_eq!((args.ops, args.cpu, args.cpu_max_bytes), (vec!["softmax".to_owned()], true, 1000));
+/// use tileops_bench::bench::L2Flush;
+/// assert_eq!(args.l2_flush, L2Flush::MemsetRead);
+/// assert_eq!(parse_args(["--l2-flush", "memset"]).unwrap().l2_flush, L2Flush::Memset);
+/// assert!(parse_args(["--l2-flush", "read"]).is_err());
 /// assert!(parse_args(["--cpu-max-byte", "1"]).unwrap_err().to_string().contains("--cpu-max-bytes"));
 /// ```
 pub fn parse_args<I, T>(args: I) -> Result<BenchArgs, CliError>
@@ -485,8 +499,21 @@ pub fn run_until(
             max_dry_run_bytes: args.emu_max_dry_run_bytes,
         },
         seed: args.seed,
+        l2_flush: args.l2_flush,
         ..BenchConfig::default()
     };
+    if device.is_cuda() {
+        let _ = writeln!(
+            err,
+            "bench: L2 flush: {} ({})",
+            config.l2_flush,
+            if device.is_emulated() {
+                "exercised once, nothing timed".to_owned()
+            } else {
+                format!("the records' timing: {}", config.l2_flush.timing(true))
+            }
+        );
+    }
     if device.is_emulated() {
         let _ = writeln!(
             err,

@@ -1,5 +1,6 @@
 //! The calibration microbenchmarks (tileops/kernels/perf/calibrate.cu) on the GPU: every kernel
-//! launched once on a tiny working set and checked against its host twin.
+//! launched once on a tiny working set and checked against its host twin; and the bench timer's
+//! L2 flush methods.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -64,5 +65,55 @@ fn calibration_kernels_match_their_host_twins() {
             missing.is_empty(),
             "calibrate.cu: never launched: {missing:?}"
         );
+    }
+}
+
+/// Every L2 flush method on the GPU, through the bench harness on relu's decode row. On cuda-emu
+/// the timer is set up and exercised once per run, which for `memset+read` checks that the read
+/// sweep covers the whole flush buffer (a planted value at each end), and the row runs once,
+/// untimed; on a GPU the row is timed and its `timing` names the flush.
+#[test]
+fn every_l2_flush_method_runs_and_names_itself() {
+    use tileops_bench::bench::{self, BenchConfig, L2Flush, Quiet, Selection};
+    use tileops_bench::records::{DeviceInfo, RunMeta};
+
+    let Some(gpu) = gpu_or_skip("every_l2_flush_method_runs_and_names_itself") else {
+        return;
+    };
+    let selection = Selection {
+        ops: vec!["relu".into()],
+        families: vec![],
+    };
+    let cases: Vec<bench::Case> = bench::select(&selection)
+        .expect("relu is registered")
+        .into_iter()
+        .filter(|c| c.case.workload.label == "hidden-state-decode")
+        .collect();
+    assert_eq!(cases.len(), 1, "relu's decode row");
+    for flush in L2Flush::ALL {
+        let config = BenchConfig {
+            l2_flush: flush,
+            ..BenchConfig::default()
+        };
+        let meta = RunMeta::new(
+            "test",
+            "2026-12-04T00:00:00Z",
+            "0",
+            DeviceInfo::new(gpu.to_string()),
+        );
+        let run = bench::run(&gpu, meta, &cases, &config, &mut Quiet)
+            .unwrap_or_else(|e| panic!("--l2-flush {flush}: {e}"));
+        let record = &run.records[0];
+        if gpu.is_emulated() {
+            assert!(record.is_emulated(), "{flush}: {record:?}");
+        } else {
+            assert!(record.skipped.is_none(), "{flush}: {:?}", record.skipped);
+            assert!(
+                [flush.timing(true), flush.timing(false)].contains(&record.timing.as_str()),
+                "{flush}: timing `{}`",
+                record.timing
+            );
+        }
+        println!("ok: --l2-flush {flush}: {}", record.timing);
     }
 }

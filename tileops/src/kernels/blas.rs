@@ -16,6 +16,12 @@
 //! - **Strict float32.** cudarc's `Matmul<f32>` computes with `CUBLAS_COMPUTE_32F_FAST_TF32`,
 //!   which rounds the inputs to TF32; strict float32 runs through cuBLAS `Sgemm` (f32
 //!   multiply-adds), and TF32 only when the caller asks for it (`allow_tf32`).
+//! - **Alignment from the pointers.** cuBLASLt's heuristic assumes operands aligned to 256 bytes
+//!   unless told otherwise (its `MIN_ALIGNMENT_{A,B,C,D}_BYTES` preferences), and may pick a kernel
+//!   that faults on a less aligned pointer; tileops's ops accept any 16-byte-aligned buffer. The
+//!   plan's algorithm is chosen for 256-byte alignment (what the driver's allocations have), and a
+//!   call whose pointers are less aligned runs an algorithm chosen for their own alignment
+//!   ([`alignment`], as PyTorch's `_getAlignment`), found once per alignment and kept.
 //! - **Row-major operands, typed errors.** The row-major to column-major swap ([`ColMajor`]) is
 //!   explicit, and library loading runs under `catch_library_panic` so a missing cuBLAS is an
 //!   [`Error::BlasInit`], not a panic.
@@ -75,6 +81,30 @@ impl ColMajor {
             (self.k, self.n)
         }
     }
+}
+
+/// The largest alignment cuBLASLt's preferences ask for, bytes: their default, and the
+/// alignment of every allocation the CUDA driver makes.
+pub(crate) const MAX_ALIGNMENT: u32 = 256;
+
+/// The alignment of a device address as cuBLASLt's `MIN_ALIGNMENT_*_BYTES` preferences take it:
+/// the largest power of two, at most [`MAX_ALIGNMENT`], that divides it (PyTorch's
+/// `_getAlignment`; a null address counts as fully aligned).
+pub(crate) fn alignment(address: u64) -> u32 {
+    1 << address.trailing_zeros().min(MAX_ALIGNMENT.trailing_zeros())
+}
+
+/// The alignments of one call's operands in cuBLASLt's order: its A (tileops's `b`), its B
+/// (`a`), and C = D (`c`), bytes.
+pub(crate) type Alignments = [u32; 3];
+
+/// The alignments a plan's first algorithm is chosen for: the driver's allocations.
+const PLANNED_ALIGNMENTS: Alignments = [MAX_ALIGNMENT; 3];
+
+/// Whether an algorithm chosen for operands aligned to `planned` may run on operands aligned to
+/// `actual`: each operand at least as aligned as it was planned for.
+pub(crate) fn fits(actual: Alignments, planned: Alignments) -> bool {
+    actual.iter().zip(planned).all(|(&a, p)| a >= p)
 }
 
 /// One product to plan: the element type, whether float32 may run as TF32, the column-major
@@ -141,12 +171,17 @@ pub(crate) struct LtPlan {
     libs: Arc<Libraries>,
     desc: lt_sys::cublasLtMatmulDesc_t,
     layouts: [lt_sys::cublasLtMatrixLayout_t; 3],
+    /// The algorithm for operands aligned to [`PLANNED_ALIGNMENTS`], chosen in `new`.
     algo: lt_sys::cublasLtMatmulAlgo_t,
+    /// Algorithms chosen at run time for less aligned operands, by their alignments (at most
+    /// 9^3 keys: 1..=256 bytes per operand; in practice one or two).
+    less_aligned: Mutex<Vec<(Alignments, lt_sys::cublasLtMatmulAlgo_t)>>,
     what: String,
 }
 
 // SAFETY: the descriptors are created once and only read afterwards (cuBLASLt does not mutate
-// them in `cublasLtMatmul`), and destroyed once, in `Drop`.
+// them in `cublasLtMatmul` or `cublasLtMatmulAlgoGetHeuristic`), and destroyed once, in `Drop`;
+// the algorithms chosen at run time are behind a mutex.
 unsafe impl Send for LtPlan {}
 // SAFETY: as above.
 unsafe impl Sync for LtPlan {}
@@ -200,6 +235,7 @@ impl LtPlan {
             desc: std::ptr::null_mut(),
             layouts: [std::ptr::null_mut(); 3],
             algo: lt_sys::cublasLtMatmulAlgo_t { data: [0; 8] },
+            less_aligned: Mutex::new(Vec::new()),
             what: what.clone(),
         };
         out.desc = lt::create_matmul_desc(compute, lt_sys::cudaDataType::CUDA_R_32F)
@@ -239,14 +275,29 @@ impl LtPlan {
             out.layouts[slot] = lt::create_matrix_layout(data_type, rows, cols, ld)
                 .map_err(|e| fail("cublasLtMatrixLayoutCreate", e))?;
         }
-        let pref = Preference::new(out.libs.workspace_bytes).map_err(|e| fail("preference", e))?;
-        let [first, second, c_layout] = out.layouts;
+        out.algo = out.choose(PLANNED_ALIGNMENTS)?;
+        Ok(out)
+    }
+
+    /// The heuristic's algorithm for operands aligned to `alignments` (cuBLASLt's A, B, C = D):
+    /// an error when it has none, or one needing more workspace than was allocated.
+    fn choose(&self, alignments: Alignments) -> Result<lt_sys::cublasLtMatmulAlgo_t, Error> {
+        let what = &self.what;
+        let fail = |call: &str, e: lt::CublasError| {
+            Error::blas(
+                format!("{call} ({what}, operands aligned to {alignments:?} bytes)"),
+                e,
+            )
+        };
+        let pref = Preference::new(self.libs.workspace_bytes, alignments)
+            .map_err(|e| fail("preference", e))?;
+        let [first, second, c_layout] = self.layouts;
         // SAFETY: the handle, the descriptor, the layouts and the preference are live (created
-        // above, destroyed only on drop); C and D share one layout (D = C, beta = 0).
+        // in `new`, destroyed only on drop); C and D share one layout (D = C, beta = 0).
         let heuristic = unsafe {
             lt::get_matmul_algo_heuristic(
-                out.libs.lt_handle.0,
-                out.desc,
+                self.libs.lt_handle.0,
+                self.desc,
                 first,
                 second,
                 c_layout,
@@ -255,17 +306,34 @@ impl LtPlan {
             )
         }
         .map_err(|e| fail("cublasLtMatmulAlgoGetHeuristic (no algorithm)", e))?;
-        if heuristic.workspaceSize > out.libs.workspace_bytes {
+        if heuristic.workspaceSize > self.libs.workspace_bytes {
             return Err(Error::launch_refused(
                 format!("cublasLtMatmulAlgoGetHeuristic ({what})"),
                 format!(
                     "the algorithm needs {} workspace bytes, {} are allocated",
-                    heuristic.workspaceSize, out.libs.workspace_bytes
+                    heuristic.workspaceSize, self.libs.workspace_bytes
                 ),
             ));
         }
-        out.algo = heuristic.algo;
-        Ok(out)
+        Ok(heuristic.algo)
+    }
+
+    /// The algorithm for a call whose operands are aligned to `alignments`: the plan's when they
+    /// are as aligned as it assumed, else one chosen for them, once per alignment.
+    fn algo_for(&self, alignments: Alignments) -> Result<lt_sys::cublasLtMatmulAlgo_t, Error> {
+        if fits(alignments, PLANNED_ALIGNMENTS) {
+            return Ok(self.algo);
+        }
+        let mut chosen = self
+            .less_aligned
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some((_, algo)) = chosen.iter().find(|(key, _)| *key == alignments) {
+            return Ok(*algo);
+        }
+        let algo = self.choose(alignments)?;
+        chosen.push((alignments, algo));
+        Ok(algo)
     }
 
     fn run(
@@ -281,12 +349,15 @@ impl LtPlan {
         let (pb, _rb) = b.device_ptr(stream);
         let (pc, _rc) = c.device_ptr_mut(stream);
         let (pw, _rw) = self.libs.workspace.device_ptr(stream);
+        // cuBLASLt's A is b, its B is a (see `ColMajor`).
+        let algo = self.algo_for([alignment(pb), alignment(pa), alignment(pc)])?;
         let [first, second, c_layout] = self.layouts;
         // SAFETY: the buffers hold the planned operands (checked against the plan's specs by the
         // op before its backend runs); cuBLAS's first operand is b and its second a (see
         // `ColMajor`); the workspace holds `workspace_bytes`, at least what the algorithm asked
-        // for; alpha and beta are f32 as the f32 scale type requires; C and D are the same
-        // buffer, and beta = 0 means C is not read; the handle issues to this device's stream.
+        // for; the algorithm was chosen for operands at most as aligned as these; alpha and beta
+        // are f32 as the f32 scale type requires; C and D are the same buffer, and beta = 0
+        // means C is not read; the handle issues to this device's stream.
         unsafe {
             lt::matmul(
                 self.libs.lt_handle.0,
@@ -301,7 +372,7 @@ impl LtPlan {
                 c_layout,
                 pc as *mut c_void,
                 c_layout,
-                &self.algo,
+                &algo,
                 pw as *mut c_void,
                 self.libs.workspace_bytes,
                 stream.cu_stream() as lt_sys::cudaStream_t,
@@ -359,11 +430,13 @@ impl SgemmPlan {
     }
 }
 
-/// A cuBLASLt preference descriptor that allows `workspace` bytes, destroyed on drop.
+/// A cuBLASLt preference descriptor that allows `workspace` bytes and asks for algorithms that
+/// work on operands aligned to `alignments` (A, B, C = D), destroyed on drop.
 struct Preference(lt_sys::cublasLtMatmulPreference_t);
 
 impl Preference {
-    fn new(workspace: usize) -> Result<Preference, lt::CublasError> {
+    fn new(workspace: usize, alignments: Alignments) -> Result<Preference, lt::CublasError> {
+        use lt_sys::cublasLtMatmulPreferenceAttributes_t as Attr;
         let pref = Preference(lt::create_matmul_pref()?);
         let bytes = workspace as u64;
         // SAFETY: a live preference; MAX_WORKSPACE_BYTES takes a uint64_t, read from `bytes`
@@ -371,10 +444,28 @@ impl Preference {
         unsafe {
             lt::set_matmul_pref_attribute(
                 pref.0,
-                lt_sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                Attr::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                 (&bytes as *const u64).cast(),
                 size_of::<u64>(),
             )?;
+        }
+        let [a, b, c] = alignments;
+        for (attr, align) in [
+            (Attr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, a),
+            (Attr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, b),
+            (Attr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c),
+            (Attr::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, c),
+        ] {
+            // SAFETY: a live preference; the MIN_ALIGNMENT attributes take a uint32_t, read
+            // from `align` during the call.
+            unsafe {
+                lt::set_matmul_pref_attribute(
+                    pref.0,
+                    attr,
+                    (&align as *const u32).cast(),
+                    size_of::<u32>(),
+                )?;
+            }
         }
         Ok(pref)
     }
@@ -477,5 +568,46 @@ impl Libraries {
                 context: "creating a cuBLAS handle".to_owned(),
                 message: message.clone(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alignment_is_the_largest_power_of_two_up_to_256_dividing_the_address() {
+        assert_eq!(
+            alignment(0),
+            256,
+            "null: fully aligned, as PyTorch's _getAlignment"
+        );
+        assert_eq!(alignment(0x7f00_0000_0000), 256);
+        assert_eq!(alignment(0x7f00_0000_0100), 256);
+        assert_eq!(alignment(0x7f00_0000_0080), 128);
+        assert_eq!(alignment(0x7f00_0000_0010), 16);
+        assert_eq!(alignment(0x7f00_0000_0030), 16);
+        assert_eq!(alignment(0x7f00_0000_0008), 8);
+        assert_eq!(alignment(0x7f00_0000_0002), 2);
+        assert_eq!(alignment(0x7f00_0000_0001), 1);
+        assert_eq!(alignment(u64::MAX), 1);
+        assert_eq!(alignment(1 << 63), 256);
+        // The same as PyTorch's loop: 256, halved until it divides the address.
+        for address in (0..4096u64).chain([(1 << 40) + 48, (1 << 40) + 4000]) {
+            let mut expected = 256u32;
+            while address % u64::from(expected) != 0 {
+                expected /= 2;
+            }
+            assert_eq!(alignment(address), expected, "{address:#x}");
+        }
+    }
+
+    #[test]
+    fn an_algorithm_runs_only_on_operands_at_least_as_aligned_as_planned() {
+        assert!(fits([256, 256, 256], PLANNED_ALIGNMENTS));
+        assert!(!fits([16, 256, 256], PLANNED_ALIGNMENTS));
+        assert!(!fits([256, 256, 128], PLANNED_ALIGNMENTS));
+        assert!(fits([32, 64, 16], [16, 16, 16]));
+        assert!(!fits([32, 8, 16], [16, 16, 16]));
     }
 }

@@ -432,3 +432,86 @@ fn every_workload_runs_on_the_gpu() {
     println!("{ran} workload cases ran");
     assert!(ran > 0, "no workload case ran");
 }
+
+/// cuBLASLt's heuristic assumes 256-byte-aligned operands unless its `MIN_ALIGNMENT_*_BYTES`
+/// preferences say otherwise, and may then pick a kernel that faults on (or, on cuda-emu, refuses)
+/// a less aligned pointer; tileops's ops accept any 16-byte-aligned buffer. One plan runs on the
+/// driver's own allocations, then on operands 16, 48 and 32 bytes past 256-byte boundaries
+/// (wrapped from inside one allocation, as a caller's sub-buffer would be), and both give the
+/// exact product (small integers: every algorithm sums them exactly).
+#[test]
+fn gemm_runs_on_operands_aligned_to_16_bytes_only() {
+    use cudarc::driver::DevicePtr;
+    let Some(gpu) = gpu_or_skip("gemm_runs_on_operands_aligned_to_16_bytes_only") else {
+        return;
+    };
+    let stream = gpu
+        .cuda_stream()
+        .expect("a GPU device has a stream")
+        .clone();
+    let (m, n, k) = (32, 48, 64);
+    let small = |i: usize, salt: usize| ((i * 7 + salt) % 3) as f64 - 1.0;
+    let a_values: Vec<f64> = (0..m * k).map(|i| small(i, 1)).collect();
+    let b_values: Vec<f64> = (0..k * n).map(|i| small(i, 2)).collect();
+    let want = reference::gemm(&a_values, &b_values, m, n, k, false, false);
+    for (dtype, tf32) in VARIANTS {
+        let what = label(dtype, tf32);
+        let a_spec = TensorSpec::new([m, k], dtype);
+        let b_spec = TensorSpec::new([k, n], dtype);
+        let a = Tensor::from_f64_rounded(&a_values, &a_spec, &gpu).expect("upload");
+        let b = Tensor::from_f64_rounded(&b_values, &b_spec, &gpu).expect("upload");
+        let options = tileops::ops::GemmOptions::new().allow_tf32(tf32);
+        let op = Gemm::new(a_spec.clone(), b_spec.clone(), options, &gpu).expect("plan");
+        let aligned = op.forward(&a, &b).expect("forward").to_vec_f64();
+        assert_eq!(
+            aligned.expect("copy"),
+            want,
+            "{what}: 256-byte-aligned operands"
+        );
+
+        // One allocation; a, b and c inside it at 16, 48 and 32 bytes past a 256-byte boundary.
+        let c_spec = op.c().clone();
+        let sizes = [&a_spec, &b_spec, &c_spec].map(|s| s.size_in_bytes().expect("size"));
+        let arena = stream
+            .alloc_zeros::<u8>(sizes.iter().sum::<usize>() + 3 * 512)
+            .expect("arena");
+        let base = arena.device_ptr(&stream).0;
+        let mut cursor = base;
+        let mut views = Vec::new();
+        for (size, offset) in sizes.into_iter().zip([16u64, 48, 32]) {
+            let ptr = cursor.next_multiple_of(256) + offset;
+            cursor = ptr + size as u64;
+            assert_eq!(ptr % 256, offset);
+            // SAFETY: `ptr..ptr + size` lies inside `arena`, which outlives the view; the view
+            // is leaked below, never freed (it does not start an allocation).
+            views.push(unsafe { stream.upgrade_device_ptr::<u8>(ptr, size) });
+        }
+        let [mut va, mut vb, vc] = <[_; 3]>::try_from(views).expect("three views");
+        stream
+            .memcpy_dtod(a.cuda_bytes().expect("a buffer"), &mut va)
+            .expect("copy a");
+        stream
+            .memcpy_dtod(b.cuda_bytes().expect("b buffer"), &mut vb)
+            .expect("copy b");
+        let wrap = |view, spec: &TensorSpec| {
+            Tensor::from_cuda_bytes(view, spec, &gpu).map_err(|refused| {
+                let (error, view) = refused.into_parts();
+                view.leak();
+                error
+            })
+        };
+        let (ta, tb, mut tc) = (
+            wrap(va, &a_spec).expect("a view"),
+            wrap(vb, &b_spec).expect("b view"),
+            wrap(vc, &c_spec).expect("c view"),
+        );
+        let ran = op.forward_into(&ta, &tb, &mut tc);
+        let got = ran.and_then(|()| tc.to_vec_f64());
+        for t in [ta, tb, tc] {
+            t.into_cuda_bytes().expect("the view back").leak();
+        }
+        drop(arena);
+        let got = got.unwrap_or_else(|e| panic!("{what}: operands 16/48/32 bytes past 256: {e}"));
+        assert_eq!(got, want, "{what}: operands 16/48/32 bytes past 256");
+    }
+}
