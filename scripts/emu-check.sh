@@ -20,8 +20,10 @@
 #              eval_roofline's, sectors per request, shared-memory bank conflicts)
 #    "compared": each launch runs under both schedules from the same device memory and fails on
 #    any differing byte (a race);
-# 4. runs the root package's emulated-device test of bench_all (`--test it
-#    bench_all::bench_all_on_the_emulated_device`: bench_all, roofline, calibrate's kernel check);
+# 4. runs the root package's emulated-device tests of bench_all (`--test it
+#    bench_all::bench_all_on_the_emulated_device`: bench_all, roofline, calibrate's kernel check;
+#    every manifest row launched dry for its kernel ledger, the ceiling gate against
+#    tileops-bench/ledger/ceilings.txt, tileops/docs/kernels.md compared with its regeneration);
 #    rehearses the GPU check (scripts/gpu-rehearsal.sh: gpu-prepare.sh + gpu-check.sh against the
 #    emulated device), when that script exists;
 # 5. prints the entry points launched across all of it.
@@ -228,9 +230,13 @@ for pass in $passes; do
   esac
 done
 
-echo "== bench_all, the roofline report and calibrate on the emulated device (tests/it/bench_all.rs)"
+echo "== bench_all, the roofline report, calibrate and the kernel ledger on the emulated device (tests/it/bench_all.rs)"
+# The kernel ledger document (tileops/docs/kernels.md) is compared with its regeneration when the
+# traffic pass's launch log is there (pass C ran); TILEOPS_LEDGER_UPDATE=1 rewrites it instead.
+traffic_log=()
+[[ -s "$work/ledger-C.jsonl" ]] && traffic_log=(TILEOPS_TRAFFIC_LOG="$work/ledger-C.jsonl")
 run_tests "bench_all emulated" "$work/logs/bench-all.log" \
-  env TILEOPS_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
+  env TILEOPS_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" "${traffic_log[@]}" \
   cargo test -p tileops-suite --profile emulated --locked --test it \
   bench_all::bench_all_on_the_emulated_device
 

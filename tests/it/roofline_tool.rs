@@ -1549,3 +1549,117 @@ fn no_string_from_the_records_reaches_a_terminal_spreadsheet_or_renderer_as_code
     assert!(message.contains("=HYPERLINK"), "{message}");
     assert_eq!(raw_hidden(&message), None, "{message:?}");
 }
+
+/// An emulated run's kernel ledger, row by row: a pipes table on its own, joined onto a GPU run's
+/// rows with `--ledger`, and the kernel ledger document with `--kernels-md`; bad ledgers in a
+/// records file are refused naming the field.
+#[test]
+fn cli_prices_kernel_ledgers_and_writes_the_kernel_document() {
+    use tileops_bench::records::{LaunchLedger, Ledger};
+
+    let emulated = DeviceInfo::new("cuda-emu (NVIDIA H200 emulated on the CPU)");
+    let ledger = Ledger {
+        method: "test".into(),
+        launches: vec![LaunchLedger {
+            entry: "relu_bf16".into(),
+            grid: [1024, 1, 1],
+            block: [256, 1, 1],
+            dynamic_smem: 0,
+            ran: false,
+            thread_instructions: 6.0 * f64::from(1u32 << 23),
+            mufu_ops: 0.0,
+            instr_per_elem: 6.0,
+            mufu_per_elem: 0.0,
+            registers: 38,
+            ctas_per_sm: 6,
+            traffic: None,
+        }],
+    };
+    let emu_record = Record::new("relu", "elementwise", "w", "bfloat16", emulated.clone())
+        .with_roofline(Some(1 << 23), Some(4 << 23))
+        .with_roof("cuda_core.fp32")
+        .with_emulated_run()
+        .with_ledger(ledger.clone());
+    let emu_run = Run::new(
+        RunMeta::new("abc", "2026-12-04T00:00:00Z", "0.1.0", emulated),
+        vec![emu_record.clone()],
+    );
+    let emu_path = write_run("ledger-emu.json", &emu_run);
+    let emu = emu_path.to_str().unwrap();
+
+    let alone = cli(&[emu]);
+    assert_eq!(alone.code.as_ref().ok(), Some(&0), "{}", alone.err);
+    assert!(
+        alone
+            .out
+            .contains("## Pipes (from the ledger, not measured)"),
+        "{}",
+        alone.out
+    );
+    assert!(
+        alone.out.contains("| relu | w | bfloat16 | relu_bf16 |"),
+        "{}",
+        alone.out
+    );
+    assert!(
+        alone
+            .err
+            .contains("1 record(s) carry a kernel ledger, 1 priced"),
+        "{}",
+        alone.err
+    );
+
+    let gpu = timed("relu", "w", 1 << 23, 4 << 23, "cuda_core.fp32", 0.01);
+    let gpu_path = write_run("ledger-gpu.json", &run_of(vec![gpu]));
+    let joined = cli(&[
+        gpu_path.to_str().unwrap(),
+        "--ledger",
+        emu,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(joined.code.as_ref().ok(), Some(&0), "{}", joined.err);
+    let json: serde_json::Value = serde_json::from_str(&joined.out).unwrap();
+    assert_eq!(json["rows"][0]["pipes"]["limiter"], "memory");
+    assert!(json["rows"][0]["efficiency"].as_f64().is_some());
+
+    let doc = tmp("kernels.md");
+    let _ = std::fs::remove_file(&doc);
+    let needs_profile = cli(&[emu, "--kernels-md", doc.to_str().unwrap()]);
+    assert!(
+        error_text(&needs_profile).contains("--profile"),
+        "{}",
+        error_text(&needs_profile)
+    );
+    let wrote = cli(&[
+        emu,
+        "--profile",
+        "h200",
+        "--kernels-md",
+        doc.to_str().unwrap(),
+    ]);
+    assert_eq!(wrote.code.as_ref().ok(), Some(&0), "{}", wrote.err);
+    let text = std::fs::read_to_string(&doc).unwrap();
+    assert!(
+        text.starts_with("# Kernels: resources and ledgers"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| relu/w/bfloat16 | relu_bf16 | 1024×1×1 × 256 | 6.00 |"),
+        "{text}"
+    );
+
+    // A ledger that cannot be right is refused, naming the field.
+    let mut bad = emu_record;
+    bad.ledger.as_mut().unwrap().launches[0].grid = [0, 1, 1];
+    let bad_path = tmp("ledger-bad.json");
+    let mut bad_run = emu_run;
+    bad_run.records = vec![bad];
+    std::fs::write(&bad_path, serde_json::to_string(&bad_run).unwrap()).unwrap();
+    let refused = cli(&[bad_path.to_str().unwrap()]);
+    let message = error_text(&refused);
+    assert!(
+        message.contains("ledger.launches") && message.contains("zero dimension"),
+        "{message}"
+    );
+}
