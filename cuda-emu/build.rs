@@ -169,7 +169,9 @@ fn main() {
     if asan {
         // The traffic ledger (src/traffic.rs): an outline call before every access, which
         // cpp/runtime.cpp forwards to libasan's check and to the ledger.
-        kernels.flag("--param").flag("asan-instrumentation-with-call-threshold=0");
+        kernels
+            .flag("--param")
+            .flag("asan-instrumentation-with-call-threshold=0");
     }
     let objects = kernels.compile_intermediates();
     // Both builds keep static shared memory in one section (the ASan build for the ledger).

@@ -449,7 +449,10 @@ impl Recorder {
         let names = symbolise(self.sites.keys().map(|k| k.0));
         let mut by_site: HashMap<(String, Space, Kind, u32), Sums> = HashMap::new();
         for ((pc, space, kind, width), s) in self.sites {
-            let name = names.get(&pc).cloned().unwrap_or_else(|| format!("{pc:#x}"));
+            let name = names
+                .get(&pc)
+                .cloned()
+                .unwrap_or_else(|| format!("{pc:#x}"));
             let sum = by_site.entry((name, space, kind, width)).or_default();
             sum.requests += s.requests;
             sum.sectors += s.sectors;
@@ -483,9 +486,8 @@ impl Recorder {
             });
         }
         traffic.sites.sort_by(|a, b| {
-            (b.requests, &a.site, a.space, a.kind, a.width).cmp(&(
-                a.requests, &b.site, b.space, b.kind, b.width,
-            ))
+            (b.requests, &a.site, a.space, a.kind, a.width)
+                .cmp(&(a.requests, &b.site, b.space, b.kind, b.width))
         });
         traffic
     }
@@ -710,31 +712,44 @@ mod tests {
     #[test]
     fn split_vector_accesses_merge_and_scalar_loops_do_not() {
         // A float4 read as four 4-byte loads at four sites: one 16-byte access.
-        let split: Vec<Access> = (0..4).map(|i| access(0, 100 + i, 4096 + 4 * i, 4)).collect();
+        let split: Vec<Access> = (0..4)
+            .map(|i| access(0, 100 + i, 4096 + 4 * i, 4))
+            .collect();
         let merged = merge_split_accesses(&split);
         assert_eq!(merged.len(), 1);
-        assert_eq!((merged[0].addr, merged[0].size, merged[0].pc), (4096, 16, 100));
+        assert_eq!(
+            (merged[0].addr, merged[0].size, merged[0].pc),
+            (4096, 16, 100)
+        );
         // A loop of one scalar load site over contiguous addresses stays four accesses.
         let looped: Vec<Access> = (0..4).map(|i| access(0, 100, 4096 + 4 * i, 4)).collect();
         assert_eq!(merge_split_accesses(&looped).len(), 4);
         // Never across a 16-byte chunk.
-        let across: Vec<Access> = (0..2).map(|i| access(0, 100 + i, 4104 + 8 * i, 8)).collect();
+        let across: Vec<Access> = (0..2)
+            .map(|i| access(0, 100 + i, 4104 + 8 * i, 8))
+            .collect();
         assert_eq!(merge_split_accesses(&across).len(), 2);
     }
 
     #[test]
     fn sectors_per_request_against_the_ideal() {
         // 32 lanes x 16 contiguous bytes: 16 sectors, ideal 16.
-        let coalesced: Vec<Access> = (0..32).map(|l| access(l, 1, 4096 + 16 * l as usize, 16)).collect();
+        let coalesced: Vec<Access> = (0..32)
+            .map(|l| access(l, 1, 4096 + 16 * l as usize, 16))
+            .collect();
         assert_eq!(global_sectors(&coalesced), (16, 16));
         // 32 lanes x 16 bytes at a 32-byte lane stride: 32 sectors, ideal 16.
-        let strided: Vec<Access> = (0..32).map(|l| access(l, 1, 4096 + 32 * l as usize, 16)).collect();
+        let strided: Vec<Access> = (0..32)
+            .map(|l| access(l, 1, 4096 + 32 * l as usize, 16))
+            .collect();
         assert_eq!(global_sectors(&strided), (32, 16));
         // A broadcast: one sector.
         let broadcast: Vec<Access> = (0..32).map(|l| access(l, 1, 4096, 4)).collect();
         assert_eq!(global_sectors(&broadcast), (1, 1));
         // 128 contiguous bytes from offset 16 of a sector: 5 sectors, and 5 is the ideal.
-        let offset: Vec<Access> = (0..32).map(|l| access(l, 1, 4112 + 4 * l as usize, 4)).collect();
+        let offset: Vec<Access> = (0..32)
+            .map(|l| access(l, 1, 4112 + 4 * l as usize, 4))
+            .collect();
         assert_eq!(global_sectors(&offset), (5, 5));
     }
 

@@ -315,10 +315,22 @@ mod traffic {
         let config = LaunchConfig::new(Dim3::x(1), Dim3::x(32));
         let args = [Arg::Input(ramp(32)), Arg::Output(32)];
         let conflicted = logged("planted_bank_conflict", &config, &args);
-        let shared: Vec<_> = conflicted.traffic.as_ref().unwrap().sites.iter().filter(|s| s.space == "shared").cloned().collect();
+        let shared: Vec<_> = conflicted
+            .traffic
+            .as_ref()
+            .unwrap()
+            .sites
+            .iter()
+            .filter(|s| s.space == "shared")
+            .cloned()
+            .collect();
         assert_eq!(shared.len(), 2, "{shared:?}");
         for s in &shared {
-            assert_eq!((s.requests, s.wavefronts, s.ideal_wavefronts), (1, 2, 1), "{s:?}");
+            assert_eq!(
+                (s.requests, s.wavefronts, s.ideal_wavefronts),
+                (1, 2, 1),
+                "{s:?}"
+            );
         }
         let findings = gates("planted_staged", &[conflicted], 256.0);
         assert!(has(&findings, Gate::BankConflicts, "planted_bank_conflict"));
@@ -348,7 +360,11 @@ mod traffic {
             ],
         );
         let findings = gates("planted_max_scale", &[max, scale], bytes);
-        assert!(has(&findings, Gate::Traffic, "planted_max_pass+planted_scale_pass"));
+        assert!(has(
+            &findings,
+            Gate::Traffic,
+            "planted_max_pass+planted_scale_pass"
+        ));
         let one_pass = logged(
             "planted_max_scale_one_pass",
             &config,
@@ -368,7 +384,8 @@ fn the_launch_log_and_dry_runs_asan_too() {
         cuModuleGetFunction, cuModuleLoadData, cuda_emu_set_dry_run,
     };
     use cudarc::driver::sys::{CUresult, CUstream};
-    let path = std::env::temp_dir().join(format!("cuda-emu-launch-log-{}.jsonl", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("cuda-emu-launch-log-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&path);
     // SAFETY: no other test of this binary reads or writes the environment.
     unsafe { std::env::set_var("CUDA_EMU_LEDGER", &path) };
@@ -379,14 +396,20 @@ fn the_launch_log_and_dry_runs_asan_too() {
     let mut output = vec![0f32; n];
     // SAFETY: valid out-pointers, a NUL-terminated PTX text as the image, buffers of n floats.
     unsafe {
-        assert_eq!(cuModuleLoadData(&mut module, c"//".as_ptr().cast()), CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            cuModuleLoadData(&mut module, c"//".as_ptr().cast()),
+            CUresult::CUDA_SUCCESS
+        );
         assert_eq!(
             cuModuleGetFunction(&mut function, module, c"planted_scale2".as_ptr()),
             CUresult::CUDA_SUCCESS
         );
         assert_eq!(cuMemAlloc_v2(&mut x, 4 * n), CUresult::CUDA_SUCCESS);
         assert_eq!(cuMemAlloc_v2(&mut y, 4 * n), CUresult::CUDA_SUCCESS);
-        assert_eq!(cuMemcpyHtoD_v2(x, input.as_ptr().cast(), 4 * n), CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            cuMemcpyHtoD_v2(x, input.as_ptr().cast(), 4 * n),
+            CUresult::CUDA_SUCCESS
+        );
     }
     let mut count = n as i32;
     let mut params = [
@@ -420,14 +443,23 @@ fn the_launch_log_and_dry_runs_asan_too() {
     assert_eq!(cuda_emu_set_dry_run(0), 1);
     // SAFETY: y holds n floats.
     unsafe {
-        assert_eq!(cuMemcpyDtoH_v2(output.as_mut_ptr().cast(), y, 4 * n), CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            cuMemcpyDtoH_v2(output.as_mut_ptr().cast(), y, 4 * n),
+            CUresult::CUDA_SUCCESS
+        );
         cuMemFree_v2(x);
         cuMemFree_v2(y);
     }
-    assert!(output.iter().all(|&v| v == 0.0), "the dry run ran the kernel");
+    assert!(
+        output.iter().all(|&v| v == 0.0),
+        "the dry run ran the kernel"
+    );
     let text = std::fs::read_to_string(&path).expect("the launch log");
     let _ = std::fs::remove_file(&path);
-    let lines: Vec<_> = text.lines().map(|l| cuda_emu::gate::parse_line(l).unwrap()).collect();
+    let lines: Vec<_> = text
+        .lines()
+        .map(|l| cuda_emu::gate::parse_line(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert_eq!(lines[0].entry, "planted_scale2");
     assert_eq!((lines[0].grid, lines[0].block), ([2, 1, 1], [64, 1, 1]));
