@@ -32,6 +32,8 @@ pub struct LaunchRecord {
     pub dynamic_smem: u64,
     /// False for a dry run.
     pub ran: bool,
+    /// The Linux id of the launching thread (absent from older logs).
+    pub tid: Option<u64>,
     /// The traffic, `None` from a build that does not count it (or a dry run).
     pub traffic: Option<TrafficRecord>,
 }
@@ -270,6 +272,7 @@ pub fn parse_line(line: &str) -> Result<LaunchRecord, String> {
         block: dims("block")?,
         dynamic_smem: field(object, "dynamic_smem")?.number("dynamic_smem")?,
         ran: field(object, "ran")?.boolean("ran")?,
+        tid: object.get("tid").map(|t| t.number("tid")).transpose()?,
         traffic,
     })
 }

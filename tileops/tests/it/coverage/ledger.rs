@@ -14,8 +14,8 @@
 //! Elsewhere (a GPU, the normal emulator build, no log) the gates are skipped; with
 //! `TILEOPS_REQUIRE_LEDGER=1` a call without traffic fails instead.
 //!
-//! Calls are serialised through one lock while the log is read, so the lines of concurrent tests
-//! cannot mix (the emulator runs one launch at a time anyway).
+//! Calls are serialised through one lock while the log is read, and a call keeps only the lines
+//! of its own thread's launches (`tid`), so the launches of concurrent tests cannot mix in.
 
 use std::collections::HashSet;
 use std::io::{Read, Seek, SeekFrom};
@@ -167,10 +167,14 @@ pub(super) fn call<T>(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => panic!("{op}: reading the launch log {path:?}: {e}"),
     }
+    // Other tests of this process launch meanwhile (not all through `call`): keep the lines of
+    // this thread's launches (the op runs them synchronously, on this thread).
+    let tid = thread_id();
     let launches: Vec<gate::LaunchRecord> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| gate::parse_line(l).unwrap_or_else(|e| panic!("{op}: the launch log: {e}: {l}")))
+        .filter(|l| l.tid.is_none() || l.tid == tid)
         .collect();
     if launches.is_empty() {
         // A host stand-in (gemm's cuBLAS) or a call that launched nothing.
@@ -222,6 +226,17 @@ pub(super) fn call<T>(
         failures.join("\n")
     );
     out
+}
+
+/// This thread's Linux id (`/proc/thread-self` links to `<pid>/task/<tid>`), as the emulator's
+/// launch log writes it.
+fn thread_id() -> Option<u64> {
+    std::fs::read_link("/proc/thread-self")
+        .ok()?
+        .file_name()?
+        .to_str()?
+        .parse()
+        .ok()
 }
 
 /// `TILEOPS_LEDGER_SURVEY=1`: findings are printed (`LEDGER …` lines) but fail nothing, to
