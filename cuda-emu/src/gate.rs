@@ -536,7 +536,12 @@ mod tests {
         assert_eq!(record.grid, [2, 1, 1]);
         let t = record.traffic.as_ref().unwrap();
         assert_eq!((t.read_bytes, t.sites[0].width), (1024, 16));
-        let findings = check_call("relu", &[record.clone()], 2048.0, &Bounds::default());
+        let findings = check_call(
+            "relu",
+            std::slice::from_ref(&record),
+            2048.0,
+            &Bounds::default(),
+        );
         assert_eq!(findings.len(), 1, "{findings:?}");
         let text = findings[0].to_string();
         assert!(text.contains("[coalescing] relu_bf16"), "{text}");

@@ -268,6 +268,9 @@ struct Recorder {
     words: Vec<usize>,
 }
 
+/// A warp-level request: (site, space, direction, warp, the lanes' n-th execution of the site).
+type RequestKey = (usize, Space, Kind, u32, u32);
+
 /// A multiply-rotate hasher (FxHash's): the recorder's maps are keyed by addresses and small
 /// integers, hashed once per access, where SipHash would dominate the cost.
 #[derive(Default, Clone, Copy)]
@@ -507,7 +510,7 @@ impl Recorder {
         self.block = accesses;
         // (site, space, kind, warp, occurrence) -> lanes' accesses.
         let mut occurrence: FxMap<(u32, usize, Space, Kind), u32> = FxMap::default();
-        let mut keyed: Vec<((usize, Space, Kind, u32, u32), Access)> = merged
+        let mut keyed: Vec<(RequestKey, Access)> = merged
             .into_iter()
             .map(|a| {
                 let n = occurrence
