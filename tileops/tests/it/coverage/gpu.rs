@@ -56,7 +56,7 @@ use tileops::{DType, Device, Tensor, TensorSpec};
 fn whole_vectors(spec: &TensorSpec) -> bool {
     spec.shape
         .last()
-        .is_none_or(|&n| n * spec.dtype.size_in_bytes() % 16 == 0)
+        .is_none_or(|&n| (n * spec.dtype.size_in_bytes()).is_multiple_of(16))
 }
 
 /// The roofline of the activation `name` (as `activation_forward` plans it) on `spec`.
