@@ -35,7 +35,8 @@
 //! genuinely scalar pattern keeps its width.
 //!
 //! Sites are named `file:line` post hoc, once per return address, by `addr2line` on the emulator's
-//! debug info (the innermost frame outside the shim header).
+//! debug info: the innermost inlined frame in a `.cu` file (the kernel's line, not a shared
+//! helper's), else the innermost outside the shim header.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -779,18 +780,20 @@ fn object_of(pc: usize) -> Option<(String, usize)> {
     Some((file, info.dli_fbase as usize))
 }
 
-/// `addr2line -a -i` output: per address, the innermost frame outside the shim header
-/// (`cuda_emu.h`, whose `__ldg` wraps the kernel's own load), as `file:line`.
+/// `addr2line -a -i` output: per address, the innermost frame of its inline chain that lies in a
+/// `.cu` file (the kernel's own line rather than a shared helper's), else the innermost outside
+/// the shim header (`cuda_emu.h`, whose `__ldg` wraps every read-only load), as `file:line`.
 fn name_chains(text: &str) -> Vec<Option<String>> {
     let mut names: Vec<Option<String>> = Vec::new();
-    let mut chain_open = false;
+    // The chain being read: (its best name so far, whether that is a `.cu` frame).
+    let mut best: Option<(String, bool)> = None;
+    let mut started = false;
     for line in text.lines() {
         if line.starts_with("0x") {
-            names.push(None);
-            chain_open = true;
-            continue;
-        }
-        if !chain_open {
+            if started {
+                names.push(best.take().map(|(name, _)| name));
+            }
+            started = true;
             continue;
         }
         // `path:line` or `path:line (discriminator N)`.
@@ -802,10 +805,13 @@ fn name_chains(text: &str) -> Vec<Option<String>> {
         if file == "??" || file == "cuda_emu.h" || number == "?" || number == "0" {
             continue;
         }
-        if let Some(last) = names.last_mut() {
-            *last = Some(format!("{file}:{number}"));
+        let is_cu = file.ends_with(".cu");
+        if best.as_ref().is_none_or(|(_, best_cu)| is_cu && !best_cu) {
+            best = Some((format!("{file}:{number}"), is_cu));
         }
-        chain_open = false;
+    }
+    if started {
+        names.push(best.map(|(name, _)| name));
     }
     names
 }
@@ -896,10 +902,16 @@ mod tests {
     #[test]
     fn addr2line_chains_name_the_innermost_kernel_frame() {
         let text = "0x0000000000001234\n/x/include/cuda_emu.h:111\n/x/kernels/rope.cu:88 (discriminator 2)\n\
-                    0x0000000000001240\n??:0\n0x0000000000001250\n/x/kernels/common.cuh:7\n/x/kernels/rope.cu:90\n";
+                    0x0000000000001240\n??:0\n0x0000000000001250\n/x/kernels/common.cuh:7\n/x/kernels/rope.cu:90\n\
+                    0x0000000000001260\n/x/include/cuda_emu.h:111\n/x/kernels/common.cuh:9\n";
         assert_eq!(
             name_chains(text),
-            vec![Some("rope.cu:88".into()), None, Some("common.cuh:7".into())]
+            vec![
+                Some("rope.cu:88".into()),
+                None,
+                Some("rope.cu:90".into()),
+                Some("common.cuh:9".into())
+            ]
         );
     }
 }
