@@ -192,10 +192,10 @@ gpu_runs=(
 
 gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of gpu_runs to run
   local name="$1" lib="$2" schedule="$3" compare="$4" runs="$5" preload="${6:-}"
-  # The ASan build also counts the traffic ledger: its launch log, and the coverage tests' gates
-  # (tileops/tests/it/coverage/ledger.rs) must find traffic in it.
+  # The ASan build also counts the traffic ledger, for the coverage tests only (counting costs
+  # time, and it only counts with CUDA_EMU_LEDGER set): their gates
+  # (tileops/tests/it/coverage/ledger.rs) must find traffic in its launch log.
   local ledger=()
-  [[ -n "$preload" ]] && ledger=(CUDA_EMU_LEDGER="$work/ledger-$name.jsonl" TILEOPS_REQUIRE_LEDGER=1)
   local t0 r label filters
   echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer} ($runs)"
   t0=$(now)
@@ -206,6 +206,9 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of 
     rest="${r#*|}"
     exe="${rest%%|*}"
     read -r -a filters <<<"${rest#*|}"
+    ledger=()
+    [[ -n "$preload" && "$label" == coverage ]] &&
+      ledger=(CUDA_EMU_LEDGER="$work/ledger-$name.jsonl" TILEOPS_REQUIRE_LEDGER=1)
     run_tests "$label: ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
       env LD_LIBRARY_PATH="$lib" TILEOPS_REQUIRE_GPU=1 CUDA_EMU_SCHEDULE="$schedule" \
       CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" "${ledger[@]}" \

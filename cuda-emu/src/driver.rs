@@ -16,7 +16,9 @@
 //! - `CUDA_EMU_SM_COUNT`: the SM count reported (132, as an H200).
 //! - `CUDA_EMU_LEDGER=<path>`: the launch log. Every `cuLaunchKernel` appends one JSON line to
 //!   `<path>` before it returns: `{"entry":…,"grid":[x,y,z],"block":[x,y,z],"dynamic_smem":n,
-//!   "ran":bool,"traffic":…}`, `traffic` being `null` in a build that does not count it, else
+//!   "ran":bool,"tid":n,"traffic":…}` (`tid`: the Linux id of the launching thread, so that a
+//!   process's concurrent callers can tell their launches apart), `traffic` being `null` in a
+//!   build that does not count it, else
 //!   the launch's [`crate::traffic::Traffic`] (see [`crate::traffic::Traffic::to_json`]).
 //! - `CUDA_EMU_DRY_RUN=1`: launches are checked and logged but not run (see
 //!   [`cuda_emu_set_dry_run`]).
@@ -1186,7 +1188,7 @@ fn log_launch(
     };
     let (g, b) = (config.grid, config.block);
     let line = format!(
-        "{{\"entry\":{},\"grid\":[{},{},{}],\"block\":[{},{},{}],\"dynamic_smem\":{},\"ran\":{ran},\"traffic\":{}}}\n",
+        "{{\"entry\":{},\"grid\":[{},{},{}],\"block\":[{},{},{}],\"dynamic_smem\":{},\"ran\":{ran},\"tid\":{},\"traffic\":{}}}\n",
         crate::traffic::json_string(entry.name),
         g.x,
         g.y,
@@ -1195,6 +1197,8 @@ fn log_launch(
         b.y,
         b.z,
         config.dynamic_shared_bytes,
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() },
         traffic.map_or_else(|| "null".to_owned(), crate::traffic::Traffic::to_json),
     );
     let written = std::fs::OpenOptions::new()

@@ -32,6 +32,8 @@ pub struct LaunchRecord {
     pub dynamic_smem: u64,
     /// False for a dry run.
     pub ran: bool,
+    /// The Linux id of the launching thread (absent from older logs).
+    pub tid: Option<u64>,
     /// The traffic, `None` from a build that does not count it (or a dry run).
     pub traffic: Option<TrafficRecord>,
 }
@@ -270,6 +272,7 @@ pub fn parse_line(line: &str) -> Result<LaunchRecord, String> {
         block: dims("block")?,
         dynamic_smem: field(object, "dynamic_smem")?.number("dynamic_smem")?,
         ran: field(object, "ran")?.boolean("ran")?,
+        tid: object.get("tid").map(|t| t.number("tid")).transpose()?,
         traffic,
     })
 }
@@ -533,7 +536,12 @@ mod tests {
         assert_eq!(record.grid, [2, 1, 1]);
         let t = record.traffic.as_ref().unwrap();
         assert_eq!((t.read_bytes, t.sites[0].width), (1024, 16));
-        let findings = check_call("relu", &[record.clone()], 2048.0, &Bounds::default());
+        let findings = check_call(
+            "relu",
+            std::slice::from_ref(&record),
+            2048.0,
+            &Bounds::default(),
+        );
         assert_eq!(findings.len(), 1, "{findings:?}");
         let text = findings[0].to_string();
         assert!(text.contains("[coalescing] relu_bf16"), "{text}");

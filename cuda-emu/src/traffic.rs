@@ -35,12 +35,15 @@
 //! genuinely scalar pattern keeps its width.
 //!
 //! Sites are named `file:line` post hoc, once per return address, by `addr2line` on the emulator's
-//! debug info (the innermost frame outside the shim header).
+//! debug info: the innermost inlined frame in a `.cu` file (the kernel's line, not a shared
+//! helper's), else the innermost outside the shim header.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::fiber::ThreadBuiltins;
 
@@ -211,6 +214,12 @@ struct Region {
 
 impl Region {
     fn mark(&mut self, addr: usize, size: usize, write: bool) {
+        if self.read.is_empty() {
+            // Allocated at the first access: most live allocations are not touched by a launch.
+            let words = (self.end - self.start).div_ceil(SECTOR).div_ceil(64);
+            self.read = vec![0; words];
+            self.written = vec![0; words];
+        }
         let first = (addr - self.start) / SECTOR;
         let last = (addr + size.max(1) - 1).min(self.end - 1);
         let last = (last - self.start) / SECTOR;
@@ -249,14 +258,78 @@ struct Sums {
 
 struct Recorder {
     regions: Vec<Region>,
+    /// The regions of the last two hits (a kernel alternates between its tensors).
     last_region: usize,
+    other_region: usize,
     shared: [(usize, usize); 2],
     block: Vec<Access>,
-    sites: HashMap<(usize, Space, Kind, u32), Sums>,
+    sites: FxMap<(usize, Space, Kind, u32), Sums>,
+    /// Scratch of the per-request figures, kept: allocations are slow under ASan.
+    spans: Vec<(usize, usize)>,
+    words: Vec<usize>,
+}
+
+/// A warp-level request: (site, space, direction, warp, the lanes' n-th execution of the site).
+type RequestKey = (usize, Space, Kind, u32, u32);
+
+/// A multiply-rotate hasher (FxHash's): the recorder's maps are keyed by addresses and small
+/// integers, hashed once per access, where SipHash would dominate the cost.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Fx {
+    fn add(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn write_isize(&mut self, n: isize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+/// The recorder of the launch being counted (null when none). Not a thread-local: the callbacks
+/// run for every access, and a thread-local in this shared object costs a `__tls_get_addr`
+/// (intercepted by libasan) each time. Launches are serialised (`crate::launch` holds its lock
+/// from [`begin_launch`] to [`end_launch`]) and every fiber of a launch runs on the launching
+/// thread, so only that thread dereferences it, one access at a time.
+static ACTIVE: AtomicPtr<Recorder> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The block log of the last launch, emptied, for the next.
+static SPARE: Mutex<Vec<Access>> = Mutex::new(Vec::new());
+
+/// The active recorder, taken out (null left behind).
+fn take_active() -> Option<Box<Recorder>> {
+    let p = ACTIVE.swap(std::ptr::null_mut(), Ordering::Acquire);
+    // SAFETY: a non-null pointer came from Box::into_raw in `begin_launch`, and the swap gave
+    // this caller sole ownership.
+    (!p.is_null()).then(|| unsafe { Box::from_raw(p) })
 }
 
 thread_local! {
-    static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
     /// The traffic of the last launch counted on this OS thread (launches run on the thread that
     /// makes them, so concurrent callers each see their own).
     static LAST: RefCell<Option<Traffic>> = const { RefCell::new(None) };
@@ -267,10 +340,37 @@ unsafe extern "C" {
     fn cuda_emu_shared_bounds(start: *mut usize, stop: *mut usize);
 }
 
+/// Whether launches are counted: in the instrumented build, when `CUDA_EMU_LEDGER` is set (the
+/// launch log wants the figures) or after [`set_counting`]. Not counting, the callbacks still run
+/// (libasan's checks) but record nothing.
+static COUNTING: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(UNREAD);
+const UNREAD: u8 = 2;
+
+fn counting() -> bool {
+    use std::sync::atomic::Ordering;
+    let state = COUNTING.load(Ordering::Relaxed);
+    if state != UNREAD {
+        return state == 1;
+    }
+    let on = std::env::var_os("CUDA_EMU_LEDGER").is_some_and(|p| !p.is_empty());
+    let _ = COUNTING.compare_exchange(UNREAD, u8::from(on), Ordering::Relaxed, Ordering::Relaxed);
+    COUNTING.load(Ordering::Relaxed) == 1
+}
+
+/// Counts every later launch's traffic (`true`) or none (`false`), whatever `CUDA_EMU_LEDGER`
+/// says; a no-op in a build without the instrumentation.
+///
+/// ```
+/// cuda_emu::traffic::set_counting(true);
+/// ```
+pub fn set_counting(on: bool) {
+    COUNTING.store(u8::from(on), std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Starts counting a launch: the live allocations and the shared segments are fixed for its
 /// duration. A no-op in a build without the instrumentation.
 pub(crate) fn begin_launch(dynamic: (usize, usize)) {
-    if !ENABLED {
+    if !ENABLED || !counting() {
         return;
     }
     let (mut start, mut stop) = (0usize, 0usize);
@@ -278,32 +378,32 @@ pub(crate) fn begin_launch(dynamic: (usize, usize)) {
     unsafe { cuda_emu_shared_bounds(&mut start, &mut stop) };
     let regions = crate::memory::live_ranges()
         .into_iter()
-        .map(|(start, size)| {
-            let words = size.max(1).div_ceil(SECTOR).div_ceil(64);
-            Region {
-                start,
-                end: start + size.max(1),
-                read: vec![0; words],
-                written: vec![0; words],
-            }
+        .map(|(start, size)| Region {
+            start,
+            end: start + size.max(1),
+            read: Vec::new(),
+            written: Vec::new(),
         })
         .collect();
-    RECORDER.with(|r| {
-        *r.borrow_mut() = Some(Recorder {
-            regions,
-            last_region: 0,
-            shared: [(start, stop), (dynamic.0, dynamic.0 + dynamic.1)],
-            block: Vec::new(),
-            sites: HashMap::new(),
-        })
+    let recorder = Box::new(Recorder {
+        regions,
+        last_region: 0,
+        other_region: 0,
+        shared: [(start, stop), (dynamic.0, dynamic.0 + dynamic.1)],
+        block: std::mem::take(&mut *SPARE.lock().unwrap_or_else(|p| p.into_inner())),
+        sites: FxMap::default(),
+        spans: Vec::with_capacity(64),
+        words: Vec::with_capacity(256),
     });
+    drop(take_active());
+    ACTIVE.store(Box::into_raw(recorder), Ordering::Release);
 }
 
 /// Ends counting: the launch's traffic (also kept for [`last`]), `None` when this build does not
 /// count or no launch was being counted.
 pub(crate) fn end_launch() -> Option<Traffic> {
     // (kept for `last`; the driver takes it with `take_last`)
-    let recorder = RECORDER.with(|r| r.borrow_mut().take())?;
+    let recorder = take_active()?;
     let traffic = recorder.finish();
     LAST.with(|last| *last.borrow_mut() = Some(traffic.clone()));
     Some(traffic)
@@ -311,20 +411,20 @@ pub(crate) fn end_launch() -> Option<Traffic> {
 
 /// Forgets a launch being counted (a failed launch).
 pub(crate) fn abandon_launch() {
-    RECORDER.with(|r| r.borrow_mut().take());
+    drop(take_active());
 }
 
 /// Groups the finished block's accesses into requests.
 pub(crate) fn end_block() {
-    RECORDER.with(|r| {
-        if let Some(recorder) = r.borrow_mut().as_mut() {
-            recorder.end_block();
-        }
-    });
+    let p = ACTIVE.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: see ACTIVE; no kernel code runs between blocks.
+        unsafe { &mut *p }.end_block();
+    }
 }
 
 /// The traffic of the last launch counted on this thread (`None` in a build that does not
-/// count).
+/// count, or while counting is off: see [`set_counting`]).
 pub fn last() -> Option<Traffic> {
     LAST.with(|last| last.borrow().clone())
 }
@@ -339,8 +439,9 @@ pub(crate) fn take_last() -> Option<Traffic> {
 /// memory (the thread's stack, the emulator's built-ins) are not traffic and are dropped.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuda_emu_access(addr: usize, size: usize, write: i32, pc: *const c_void) {
-    let current = crate::shim::cuda_emu_current.load(std::sync::atomic::Ordering::Relaxed);
-    if current.is_null() || size == 0 {
+    let recorder = ACTIVE.load(Ordering::Relaxed);
+    let current = crate::shim::cuda_emu_current.load(Ordering::Relaxed);
+    if recorder.is_null() || current.is_null() || size == 0 {
         return;
     }
     // SAFETY: set by the scheduler to the running thread's built-ins for the whole block.
@@ -348,13 +449,8 @@ pub extern "C" fn cuda_emu_access(addr: usize, size: usize, write: i32, pc: *con
     let (t, b) = (builtins.thread_idx, builtins.block_dim);
     let thread = t.x + b.x * (t.y + b.y * t.z);
     let kind = if write != 0 { Kind::Store } else { Kind::Load };
-    RECORDER.with(|r| {
-        if let Ok(mut r) = r.try_borrow_mut()
-            && let Some(recorder) = r.as_mut()
-        {
-            recorder.record(thread, pc as usize, addr, size, kind);
-        }
-    });
+    // SAFETY: see ACTIVE: only the launching thread's fibers call this, one at a time.
+    unsafe { &mut *recorder }.record(thread, pc as usize, addr, size, kind);
 }
 
 impl Recorder {
@@ -363,9 +459,14 @@ impl Recorder {
         if self.regions.get(self.last_region).is_some_and(hit) {
             return Some(self.last_region);
         }
+        if self.regions.get(self.other_region).is_some_and(hit) {
+            std::mem::swap(&mut self.last_region, &mut self.other_region);
+            return Some(self.last_region);
+        }
         let i = self.regions.partition_point(|r| r.start <= addr);
         let i = i.checked_sub(1)?;
         if hit(&self.regions[i]) {
+            self.other_region = self.last_region;
             self.last_region = i;
             Some(i)
         } else {
@@ -399,12 +500,18 @@ impl Recorder {
 
     fn end_block(&mut self) {
         let mut accesses = std::mem::take(&mut self.block);
+        if accesses.is_empty() {
+            self.block = accesses;
+            return;
+        }
         // Stable: each thread's accesses stay in program order.
         accesses.sort_by_key(|a| a.thread);
         let merged = merge_split_accesses(&accesses);
+        accesses.clear();
+        self.block = accesses;
         // (site, space, kind, warp, occurrence) -> lanes' accesses.
-        let mut occurrence: HashMap<(u32, usize, Space, Kind), u32> = HashMap::new();
-        let mut keyed: Vec<((usize, Space, Kind, u32, u32), Access)> = merged
+        let mut occurrence: FxMap<(u32, usize, Space, Kind), u32> = FxMap::default();
+        let mut keyed: Vec<(RequestKey, Access)> = merged
             .into_iter()
             .map(|a| {
                 let n = occurrence
@@ -414,21 +521,23 @@ impl Recorder {
                 ((a.pc, a.space, a.kind, a.thread / 32, *n), a)
             })
             .collect();
-        keyed.sort_by_key(|(k, a)| (*k, a.thread));
+        keyed.sort_unstable_by_key(|(k, a)| (*k, a.thread));
+        let mut lanes: Vec<Access> = Vec::with_capacity(32);
         for group in keyed.chunk_by(|a, b| a.0 == b.0) {
             let ((pc, space, kind, _, _), _) = group[0];
-            let lanes: Vec<Access> = group.iter().map(|(_, a)| *a).collect();
+            lanes.clear();
+            lanes.extend(group.iter().map(|(_, a)| *a));
             let width = lanes.iter().map(|a| a.size).max().unwrap_or(0);
             let sums = self.sites.entry((pc, space, kind, width)).or_default();
             sums.requests += 1;
             match space {
                 Space::Global => {
-                    let (sectors, ideal) = global_sectors(&lanes);
+                    let (sectors, ideal) = global_sectors(&lanes, &mut self.spans);
                     sums.sectors += sectors;
                     sums.ideal_sectors += ideal;
                 }
                 Space::Shared => {
-                    let (wavefronts, ideal) = shared_wavefronts(&lanes, width);
+                    let (wavefronts, ideal) = shared_wavefronts(&lanes, width, &mut self.words);
                     sums.wavefronts += wavefronts;
                     sums.ideal_wavefronts += ideal;
                 }
@@ -438,6 +547,9 @@ impl Recorder {
 
     fn finish(mut self) -> Traffic {
         self.end_block();
+        // Keep the block log's capacity for the next launch (growing it again costs a copy per
+        // doubling, slow under ASan).
+        *SPARE.lock().unwrap_or_else(|p| p.into_inner()) = std::mem::take(&mut self.block);
         let count = |bits: &[u64]| bits.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
         let mut traffic = Traffic::default();
         for region in &self.regions {
@@ -496,16 +608,18 @@ impl Recorder {
 /// Each thread's accesses (sorted by thread, in program order) with GCC's split vector accesses
 /// merged back (see the module docs).
 fn merge_split_accesses(accesses: &[Access]) -> Vec<Access> {
-    /// A run being merged: the access so far and the sites it holds.
+    /// A run being merged: the access so far and the sites it holds (at most 16: one per byte of
+    /// a 16-byte chunk; fixed, as this runs for every access).
     struct Run {
         access: Access,
-        pcs: Vec<usize>,
+        pcs: [usize; CHUNK],
+        parts: usize,
     }
     const OPEN: usize = 4;
     const CHUNK: usize = 16;
     let mut out = Vec::with_capacity(accesses.len());
+    let mut open: Vec<Run> = Vec::with_capacity(OPEN);
     for thread in accesses.chunk_by(|a, b| a.thread == b.thread) {
-        let mut open: Vec<Run> = Vec::with_capacity(OPEN);
         for a in thread {
             let joins = |run: &Run| {
                 let r = &run.access;
@@ -514,37 +628,40 @@ fn merge_split_accesses(accesses: &[Access]) -> Vec<Access> {
                     && r.space == a.space
                     && a.addr == end
                     && r.addr / CHUNK == (a.addr + a.size as usize - 1) / CHUNK
-                    && !run.pcs.contains(&a.pc)
+                    && run.parts < CHUNK
+                    && !run.pcs[..run.parts].contains(&a.pc)
             };
             if let Some(run) = open.iter_mut().find(|run| joins(run)) {
                 run.access.size += a.size;
-                run.pcs.push(a.pc);
+                run.pcs[run.parts] = a.pc;
+                run.parts += 1;
                 continue;
             }
             if open.len() == OPEN {
                 out.push(open.remove(0).access);
             }
+            let mut pcs = [0; CHUNK];
+            pcs[0] = a.pc;
             open.push(Run {
                 access: *a,
-                pcs: vec![a.pc],
+                pcs,
+                parts: 1,
             });
         }
-        out.extend(open.into_iter().map(|run| run.access));
+        out.extend(open.drain(..).map(|run| run.access));
     }
     out
 }
 
 /// A global request's (sectors, ideal sectors).
-fn global_sectors(lanes: &[Access]) -> (u64, u64) {
-    let mut spans: Vec<(usize, usize)> = lanes
-        .iter()
-        .map(|a| (a.addr, a.addr + a.size as usize))
-        .collect();
+fn global_sectors(lanes: &[Access], spans: &mut Vec<(usize, usize)>) -> (u64, u64) {
+    spans.clear();
+    spans.extend(lanes.iter().map(|a| (a.addr, a.addr + a.size as usize)));
     spans.sort_unstable();
     let (mut sectors, mut bytes) = (0u64, 0u64);
     let mut last_sector: Option<usize> = None;
     let mut covered_to = 0usize;
-    for &(start, end) in &spans {
+    for &(start, end) in spans.iter() {
         let from = start.max(covered_to);
         if end > from {
             bytes += (end - from) as u64;
@@ -566,7 +683,7 @@ fn global_sectors(lanes: &[Access]) -> (u64, u64) {
 }
 
 /// A shared request's (wavefronts, ideal wavefronts).
-fn shared_wavefronts(lanes: &[Access], width: u32) -> (u64, u64) {
+fn shared_wavefronts(lanes: &[Access], width: u32, words: &mut Vec<usize>) -> (u64, u64) {
     let phases: u32 = match width {
         0..=4 => 1,
         5..=8 => 2,
@@ -576,7 +693,7 @@ fn shared_wavefronts(lanes: &[Access], width: u32) -> (u64, u64) {
     let (mut wavefronts, mut ideal) = (0u64, 0u64);
     for phase in 0..phases {
         // Distinct words per bank in this phase.
-        let mut words: Vec<usize> = Vec::new();
+        words.clear();
         for a in lanes
             .iter()
             .filter(|a| (a.thread % 32) / lanes_per_phase == phase)
@@ -591,7 +708,7 @@ fn shared_wavefronts(lanes: &[Access], width: u32) -> (u64, u64) {
         words.sort_unstable();
         words.dedup();
         let mut per_bank = [0u64; 32];
-        for w in words {
+        for &w in words.iter() {
             per_bank[w % 32] += 1;
         }
         wavefronts += per_bank.iter().copied().max().unwrap_or(1);
@@ -644,6 +761,7 @@ fn symbolise(pcs: impl Iterator<Item = usize>) -> HashMap<usize, String> {
 
 /// The shared object holding `pc`, and its load base.
 fn object_of(pc: usize) -> Option<(String, usize)> {
+    // SAFETY: Dl_info is plain pointers and integers, for which all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address and fills `info`.
     if unsafe { libc::dladdr(pc as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
@@ -662,18 +780,20 @@ fn object_of(pc: usize) -> Option<(String, usize)> {
     Some((file, info.dli_fbase as usize))
 }
 
-/// `addr2line -a -i` output: per address, the innermost frame outside the shim header
-/// (`cuda_emu.h`, whose `__ldg` wraps the kernel's own load), as `file:line`.
+/// `addr2line -a -i` output: per address, the innermost frame of its inline chain that lies in a
+/// `.cu` file (the kernel's own line rather than a shared helper's), else the innermost outside
+/// the shim header (`cuda_emu.h`, whose `__ldg` wraps every read-only load), as `file:line`.
 fn name_chains(text: &str) -> Vec<Option<String>> {
     let mut names: Vec<Option<String>> = Vec::new();
-    let mut chain_open = false;
+    // The chain being read: (its best name so far, whether that is a `.cu` frame).
+    let mut best: Option<(String, bool)> = None;
+    let mut started = false;
     for line in text.lines() {
         if line.starts_with("0x") {
-            names.push(None);
-            chain_open = true;
-            continue;
-        }
-        if !chain_open {
+            if started {
+                names.push(best.take().map(|(name, _)| name));
+            }
+            started = true;
             continue;
         }
         // `path:line` or `path:line (discriminator N)`.
@@ -685,10 +805,13 @@ fn name_chains(text: &str) -> Vec<Option<String>> {
         if file == "??" || file == "cuda_emu.h" || number == "?" || number == "0" {
             continue;
         }
-        if let Some(last) = names.last_mut() {
-            *last = Some(format!("{file}:{number}"));
+        let is_cu = file.ends_with(".cu");
+        if best.as_ref().is_none_or(|(_, best_cu)| is_cu && !best_cu) {
+            best = Some((format!("{file}:{number}"), is_cu));
         }
-        chain_open = false;
+    }
+    if started {
+        names.push(best.map(|(name, _)| name));
     }
     names
 }
@@ -737,20 +860,20 @@ mod tests {
         let coalesced: Vec<Access> = (0..32)
             .map(|l| access(l, 1, 4096 + 16 * l as usize, 16))
             .collect();
-        assert_eq!(global_sectors(&coalesced), (16, 16));
+        assert_eq!(global_sectors(&coalesced, &mut Vec::new()), (16, 16));
         // 32 lanes x 16 bytes at a 32-byte lane stride: 32 sectors, ideal 16.
         let strided: Vec<Access> = (0..32)
             .map(|l| access(l, 1, 4096 + 32 * l as usize, 16))
             .collect();
-        assert_eq!(global_sectors(&strided), (32, 16));
+        assert_eq!(global_sectors(&strided, &mut Vec::new()), (32, 16));
         // A broadcast: one sector.
         let broadcast: Vec<Access> = (0..32).map(|l| access(l, 1, 4096, 4)).collect();
-        assert_eq!(global_sectors(&broadcast), (1, 1));
+        assert_eq!(global_sectors(&broadcast, &mut Vec::new()), (1, 1));
         // 128 contiguous bytes from offset 16 of a sector: 5 sectors, and 5 is the ideal.
         let offset: Vec<Access> = (0..32)
             .map(|l| access(l, 1, 4112 + 4 * l as usize, 4))
             .collect();
-        assert_eq!(global_sectors(&offset), (5, 5));
+        assert_eq!(global_sectors(&offset, &mut Vec::new()), (5, 5));
     }
 
     #[test]
@@ -761,28 +884,34 @@ mod tests {
         };
         // 4-byte words, lane i at word i: one wavefront.
         let linear: Vec<Access> = (0..32).map(|l| shared(l, 4 * l as usize, 4)).collect();
-        assert_eq!(shared_wavefronts(&linear, 4), (1, 1));
+        assert_eq!(shared_wavefronts(&linear, 4, &mut Vec::new()), (1, 1));
         // Lane stride of two words: 2-way conflict.
         let two_way: Vec<Access> = (0..32).map(|l| shared(l, 8 * l as usize, 4)).collect();
-        assert_eq!(shared_wavefronts(&two_way, 4), (2, 1));
+        assert_eq!(shared_wavefronts(&two_way, 4, &mut Vec::new()), (2, 1));
         // One word for all: a broadcast.
         let broadcast: Vec<Access> = (0..32).map(|l| shared(l, 0, 4)).collect();
-        assert_eq!(shared_wavefronts(&broadcast, 4), (1, 1));
+        assert_eq!(shared_wavefronts(&broadcast, 4, &mut Vec::new()), (1, 1));
         // 16-byte accesses, contiguous: four phases of 8 lanes, conflict-free.
         let vec4: Vec<Access> = (0..32).map(|l| shared(l, 16 * l as usize, 16)).collect();
-        assert_eq!(shared_wavefronts(&vec4, 16), (4, 4));
+        assert_eq!(shared_wavefronts(&vec4, 16, &mut Vec::new()), (4, 4));
         // 16-byte accesses at a 32-byte lane stride: two wavefronts per phase.
         let strided: Vec<Access> = (0..32).map(|l| shared(l, 32 * l as usize, 16)).collect();
-        assert_eq!(shared_wavefronts(&strided, 16), (8, 4));
+        assert_eq!(shared_wavefronts(&strided, 16, &mut Vec::new()), (8, 4));
     }
 
     #[test]
     fn addr2line_chains_name_the_innermost_kernel_frame() {
         let text = "0x0000000000001234\n/x/include/cuda_emu.h:111\n/x/kernels/rope.cu:88 (discriminator 2)\n\
-                    0x0000000000001240\n??:0\n0x0000000000001250\n/x/kernels/common.cuh:7\n/x/kernels/rope.cu:90\n";
+                    0x0000000000001240\n??:0\n0x0000000000001250\n/x/kernels/common.cuh:7\n/x/kernels/rope.cu:90\n\
+                    0x0000000000001260\n/x/include/cuda_emu.h:111\n/x/kernels/common.cuh:9\n";
         assert_eq!(
             name_chains(text),
-            vec![Some("rope.cu:88".into()), None, Some("common.cuh:7".into())]
+            vec![
+                Some("rope.cu:88".into()),
+                None,
+                Some("rope.cu:90".into()),
+                Some("common.cuh:9".into())
+            ]
         );
     }
 }

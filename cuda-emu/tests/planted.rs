@@ -249,6 +249,7 @@ mod traffic {
 
     /// Runs `entry` once and returns its launch-log line, through the log's own text format.
     fn logged(entry: &str, config: &LaunchConfig, args: &[Arg]) -> LaunchRecord {
+        cuda_emu::traffic::set_counting(true);
         check(entry, config, args, &[Schedule::RoundRobin]).unwrap_or_else(|f| panic!("{f}"));
         let traffic = cuda_emu::traffic::last().expect("the ASan build counts traffic");
         let (g, b) = (config.grid, config.block);
@@ -389,6 +390,8 @@ fn the_launch_log_and_dry_runs_asan_too() {
     let _ = std::fs::remove_file(&path);
     // SAFETY: no other test of this binary reads or writes the environment.
     unsafe { std::env::set_var("CUDA_EMU_LEDGER", &path) };
+    // Other tests of this binary may have launched before the variable was set.
+    cuda_emu::traffic::set_counting(true);
     let n = 100usize;
     let (mut module, mut function) = (std::ptr::null_mut(), std::ptr::null_mut());
     let (mut x, mut y) = (0u64, 0u64);
@@ -464,16 +467,18 @@ fn the_launch_log_and_dry_runs_asan_too() {
     assert_eq!(lines[0].entry, "planted_scale2");
     assert_eq!((lines[0].grid, lines[0].block), ([2, 1, 1], [64, 1, 1]));
     assert!(lines[0].ran && !lines[1].ran, "{text}");
+    assert!(lines.iter().all(|l| l.tid.is_some()), "{text}");
     assert!(lines[1].traffic.is_none(), "{text}");
-    match &lines[0].traffic {
-        Some(t) => {
-            assert!(cuda_emu::traffic::ENABLED, "{text}");
-            // 100 floats read and written: 13 sectors each; 4 warps with work (the last with 4
-            // active lanes), one load and one store each.
-            assert_eq!((t.read_bytes, t.write_bytes), (416, 416), "{text}");
-            assert_eq!(t.global_requests, 8, "{text}");
-            assert_eq!(t.global_sectors, t.global_ideal_sectors, "{text}");
-        }
-        None => assert!(!cuda_emu::traffic::ENABLED, "{text}"),
+    assert_eq!(
+        lines[0].traffic.is_some(),
+        cuda_emu::traffic::ENABLED,
+        "traffic in the log exactly in the build that counts it: {text}"
+    );
+    if let Some(t) = &lines[0].traffic {
+        // 100 floats read and written: 13 sectors each; 4 warps with work (the last with 4
+        // active lanes), one load and one store each.
+        assert_eq!((t.read_bytes, t.write_bytes), (416, 416), "{text}");
+        assert_eq!(t.global_requests, 8, "{text}");
+        assert_eq!(t.global_sectors, t.global_ideal_sectors, "{text}");
     }
 }

@@ -14,8 +14,8 @@
 //! Elsewhere (a GPU, the normal emulator build, no log) the gates are skipped; with
 //! `TILEOPS_REQUIRE_LEDGER=1` a call without traffic fails instead.
 //!
-//! Calls are serialised through one lock while the log is read, so the lines of concurrent tests
-//! cannot mix (the emulator runs one launch at a time anyway).
+//! Calls are serialised through one lock while the log is read, and a call keeps only the lines
+//! of its own thread's launches (`tid`), so the launches of concurrent tests cannot mix in.
 
 use std::collections::HashSet;
 use std::io::{Read, Seek, SeekFrom};
@@ -29,66 +29,124 @@ mod gate;
 
 use gate::{Bounds, Gate};
 
-/// Gate exceptions: (op, gate, entry prefix, reason). An exception covers the findings of that
-/// gate on entries starting with the prefix, in calls of that op.
-const EXCEPTIONS: &[(&str, Gate, &str, &str)] = &[
+/// Gate exceptions: (ops, gate, entry prefix, reason). A row covers the findings of that gate
+/// on entries starting with the prefix, in calls of those ops. Each figure quoted was counted on
+/// the emulator (pass C of scripts/emu-check.sh) at the coverage tests' shapes.
+const EXCEPTIONS: &[(&[&str], Gate, &str, &str)] = &[
     (
-        "fp8_quant",
+        &["fp8_quant"],
         Gate::Coalescing,
-        "fp8_quant_rows",
+        "fp8_quant_",
         "each thread loads two 16-byte vectors at [base] and [base + 16]: a 32-byte lane stride, \
-         half of each sector per request (issue 21, to be brought to lane-contiguous loads)",
+         1.8-1.94 sectors per ideal (rows and loop kernels; issue 21: lane-contiguous loads)",
     ),
     (
-        "rope",
+        &["rope"],
         Gate::BankConflicts,
         "rope_vec",
-        "the cos/sin table is read from shared memory as float4 at a 32-byte lane stride: 2-way \
-         bank conflicts (issue 21)",
+        "the cos/sin table is read from shared memory as float4 at a 32-byte lane stride: 2 \
+         wavefronts per ideal (issue 21: conflict-free table reads)",
     ),
     (
-        "qk_norm_rope_fp8",
+        &["rope"],
+        Gate::Coalescing,
+        "rope_vec",
+        "rotate-half reads (and writes) each half of a head at a site of its own; where half a head \
+         is not a whole number of 32-byte sectors (the coverage shapes' small head_dim) each half \
+         straddles sectors: 1.5 sectors per ideal",
+    ),
+    (
+        &["qk_norm_rope_fp8"],
         Gate::BankConflicts,
         "qk_norm_rope_fp8",
-        "the cos/sin row is read from shared memory as float4 at a 32-byte lane stride: 2-way bank \
-         conflicts (issue 21)",
+        "the cos/sin row is read from shared memory as float4 at a 32-byte lane stride: 2 \
+         wavefronts per ideal (issue 21)",
     ),
     (
-        "qk_norm_rope_fp8",
+        &["qk_norm_rope_fp8"],
         Gate::Traffic,
         "qk_norm_rope_fp8",
         "the manifest charges 2 x head_dim x 4 bytes of cos/sin per token where the kernel reads \
-         one [cos|sin] row of the cache, and leaves out the positions",
+         one [cos|sin] row of the cache (and it leaves out the positions): -11% to -23% here, \
+         -3% at the manifest's prefill shape",
     ),
     (
-        "sum",
+        &["sum", "mean", "amax", "logsumexp"],
         Gate::Traffic,
-        "reduce_",
-        "a dim-0 reduction splits the rows: the partials (outputs x splits x 8 bytes) are written \
-         by the split kernel and read by reduce_finish, traffic the manifest does not count",
+        "reduce_cols",
+        "the split reductions (few output columns, long reduced dim) write partials that \
+         reduce_finish reads back: +11% to +28% here (+6.4% at 2048x4096 dim 0), traffic the \
+         manifest does not count",
     ),
     (
-        "mean",
+        &["sum", "mean", "amax", "logsumexp"],
+        Gate::BankConflicts,
+        "reduce_cols_vec",
+        "the cols_vec kernels stage their per-thread partials as scratch[ty][tx][j] (float2) with \
+         j fastest: an 8-byte store at a 32- or 64-byte lane stride, 4-8 wavefronts per ideal \
+         (reduce.cu: the scratch store after the k-loop and the merge's load)",
+    ),
+    (
+        &["sum", "mean", "amax", "logsumexp"],
+        Gate::Coalescing,
+        "reduce_cols_vec_split",
+        "the split partials are stored at part[(column + j) * splits + split]: 8 bytes at a lane \
+         stride of VW x splits x 8 bytes, 1.6-2.7 sectors per ideal",
+    ),
+    (
+        &["sum", "mean", "amax", "logsumexp"],
+        Gate::Coalescing,
+        "reduce_finish",
+        "each thread reads its output's own run of partials (a lane stride of splits x 8 bytes): \
+         1.3-4 sectors per ideal, on a pass over partials only",
+    ),
+    (
+        &["sum", "mean", "amax", "logsumexp"],
+        Gate::Coalescing,
+        "reduce_strided",
+        "the strided multi-dim kernel maps lanes to reduced elements by a 64-bit div/mod per \
+         element, not to contiguous runs: up to 1.5 sectors per ideal (issue 21: contiguous runs \
+         with 16-byte loads)",
+    ),
+    (
+        &["softmax"],
         Gate::Traffic,
-        "reduce_",
-        "as sum: the split partials, written and read once more",
+        "softmax_partial",
+        "rows too long for one block (partial + finalize) are read twice, once per launch: +50% \
+         (x read twice, y written once); with x still in L2 between the launches DRAM sees less",
+    ),
+    (
+        &["log_softmax"],
+        Gate::Traffic,
+        "log_softmax_partial",
+        "as softmax: partial + finalize read x once each, +50%",
+    ),
+    (
+        &["fused_add_rms_norm"],
+        Gate::Traffic,
+        "fused_add_rms_norm_loop",
+        "rows too long for registers: the loop kernel writes the residual sum, then reads it back \
+         for the normalisation: +22% here",
     ),
 ];
 
-/// The ops whose calls were measured, and the exceptions that applied: (op, gate, prefix).
+/// The ops whose calls were measured, and the rows of [`EXCEPTIONS`] that applied.
 struct Seen {
     measured: HashSet<String>,
-    applied: HashSet<(String, Gate, String)>,
+    applied: HashSet<usize>,
 }
 
 static LOCK: Mutex<Option<Seen>> = Mutex::new(None);
 
 /// Runs `f`, one call of `op` whose roofline is `roofline`, and checks its launches against the
-/// gates (see the module docs). Returns `f`'s result.
+/// gates (see the module docs): the traffic gate always, the coalescing and bank-conflict gates
+/// when the call's rows are `aligned` (the common path; a misaligned row's scalar head and tail
+/// are judged by the traffic gate only). Returns `f`'s result.
 pub(super) fn call<T>(
     device: &Device,
     op: &str,
     roofline: Result<Roofline, RooflineError>,
+    aligned: bool,
     f: impl FnOnce() -> T,
 ) -> T {
     let path = std::env::var_os("CUDA_EMU_LEDGER").filter(|p| !p.is_empty());
@@ -99,16 +157,24 @@ pub(super) fn call<T>(
     let start = std::fs::metadata(&path).map_or(0, |m| m.len());
     let out = f();
     let mut text = String::new();
-    std::fs::File::open(&path)
-        .and_then(|mut file| {
-            file.seek(SeekFrom::Start(start))?;
-            file.read_to_string(&mut text)
-        })
-        .unwrap_or_else(|e| panic!("{op}: reading the launch log {path:?}: {e}"));
+    let read = std::fs::File::open(&path).and_then(|mut file| {
+        file.seek(SeekFrom::Start(start))?;
+        file.read_to_string(&mut text)
+    });
+    match read {
+        Ok(_) => {}
+        // No launch in this process yet: the emulator creates the log at the first.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("{op}: reading the launch log {path:?}: {e}"),
+    }
+    // Other tests of this process launch meanwhile (not all through `call`): keep the lines of
+    // this thread's launches (the op runs them synchronously, on this thread).
+    let tid = thread_id();
     let launches: Vec<gate::LaunchRecord> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| gate::parse_line(l).unwrap_or_else(|e| panic!("{op}: the launch log: {e}: {l}")))
+        .filter(|l| l.tid.is_none() || l.tid == tid)
         .collect();
     if launches.is_empty() {
         // A host stand-in (gemm's cuBLAS) or a call that launched nothing.
@@ -132,17 +198,27 @@ pub(super) fn call<T>(
     });
     seen.measured.insert(op.to_owned());
     let mut failures = Vec::new();
-    for finding in gate::check_call(op, &launches, bytes, &Bounds::default()) {
-        let excused = EXCEPTIONS.iter().find(|(o, g, prefix, _)| {
-            *o == op && *g == finding.gate && finding.entry.starts_with(prefix)
+    let findings = gate::check_call(op, &launches, bytes, &Bounds::default());
+    for finding in findings
+        .into_iter()
+        .filter(|f| aligned || f.gate == Gate::Traffic)
+    {
+        let excused = EXCEPTIONS.iter().position(|(ops, g, prefix, _)| {
+            ops.contains(&op) && *g == finding.gate && finding.entry.starts_with(prefix)
         });
         match excused {
-            Some((o, g, prefix, _)) => {
-                seen.applied
-                    .insert(((*o).to_owned(), *g, (*prefix).to_owned()));
+            Some(row) => {
+                println!("LEDGER excused: {finding}");
+                seen.applied.insert(row);
             }
             None => failures.push(finding.to_string()),
         }
+    }
+    for finding in &failures {
+        println!("LEDGER {finding}");
+    }
+    if survey_only() {
+        return out;
     }
     assert!(
         failures.is_empty(),
@@ -152,23 +228,43 @@ pub(super) fn call<T>(
     out
 }
 
+/// This thread's Linux id (`/proc/thread-self` links to `<pid>/task/<tid>`), as the emulator's
+/// launch log writes it.
+fn thread_id() -> Option<u64> {
+    std::fs::read_link("/proc/thread-self")
+        .ok()?
+        .file_name()?
+        .to_str()?
+        .parse()
+        .ok()
+}
+
+/// `TILEOPS_LEDGER_SURVEY=1`: findings are printed (`LEDGER …` lines) but fail nothing, to
+/// survey every kernel at once after a change.
+fn survey_only() -> bool {
+    std::env::var("TILEOPS_LEDGER_SURVEY").as_deref() == Ok("1")
+}
+
 /// At the end of a coverage test: fails on an exception of one of `ops` that none of their
 /// measured calls needed (a fixed kernel leaves its exception stale: remove it). A no-op when
 /// nothing was measured.
 pub(super) fn no_stale_exceptions(ops: &[&str]) {
     let seen = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(seen) = seen.as_ref() else {
+    let Some(seen) = seen.as_ref().filter(|_| !survey_only()) else {
         return;
     };
     let stale: Vec<String> = EXCEPTIONS
         .iter()
-        .filter(|(op, ..)| ops.contains(op) && seen.measured.contains(*op))
-        .filter(|(op, g, prefix, _)| {
-            !seen
-                .applied
-                .contains(&((*op).to_owned(), *g, (*prefix).to_owned()))
+        .enumerate()
+        .filter(|(_, (row_ops, ..))| {
+            row_ops
+                .iter()
+                .any(|op| ops.contains(op) && seen.measured.contains(*op))
         })
-        .map(|(op, g, prefix, why)| format!("{op} {} {prefix}*: {why}", g.name()))
+        .filter(|(row, _)| !seen.applied.contains(row))
+        .map(|(_, (row_ops, g, prefix, why))| {
+            format!("{} {} {prefix}*: {why}", row_ops.join("/"), g.name())
+        })
         .collect();
     assert!(
         stale.is_empty(),
