@@ -1166,6 +1166,11 @@ pub unsafe extern "C" fn cuda_emu_set_launch_log(path: *const c_char) -> c_int {
             Err(_) => return 1,
         }
     };
+    // A log wants the traffic figures (in the instrumented build); back on the environment's
+    // log, count as it says.
+    crate::traffic::set_counting(
+        new.is_some() || std::env::var_os("CUDA_EMU_LEDGER").is_some_and(|p| !p.is_empty()),
+    );
     *LAUNCH_LOG.lock().unwrap_or_else(|p| p.into_inner()) = new;
     0
 }
