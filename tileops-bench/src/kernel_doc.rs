@@ -101,20 +101,27 @@ pub fn parse_ceilings(text: &str) -> Result<BTreeMap<String, (f64, String)>, Str
 /// The most launches a traffic log may hold (pass C's coverage tests make about a thousand).
 const MAX_TRAFFIC_LAUNCHES: usize = 1 << 20;
 
-/// Per entry, the traffic the emulator counted over the launches of a launch log:
-/// `(sectors, ideal sectors, wavefronts, ideal wavefronts, launches)`.
-type EntryTraffic = BTreeMap<String, (u64, u64, u64, u64, u64)>;
+/// One entry's traffic, summed over the launches of a launch log.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counted {
+    sectors: u64,
+    ideal_sectors: u64,
+    wavefronts: u64,
+    ideal_wavefronts: u64,
+}
+
+/// Per entry, the traffic the emulator counted over the launches of a launch log.
+type EntryTraffic = BTreeMap<String, Counted>;
 
 fn traffic_by_entry(log: &str) -> Result<EntryTraffic, String> {
     let mut by_entry = EntryTraffic::new();
     for line in crate::bench::emulator::parse_lines(log, MAX_TRAFFIC_LAUNCHES)? {
         let Some(t) = line.traffic else { continue };
         let e = by_entry.entry(line.entry).or_default();
-        e.0 += t.global_sectors;
-        e.1 += t.global_ideal_sectors;
-        e.2 += t.shared_wavefronts;
-        e.3 += t.shared_ideal_wavefronts;
-        e.4 += 1;
+        e.sectors += t.global_sectors;
+        e.ideal_sectors += t.global_ideal_sectors;
+        e.wavefronts += t.shared_wavefronts;
+        e.ideal_wavefronts += t.shared_ideal_wavefronts;
     }
     Ok(by_entry)
 }
@@ -202,7 +209,7 @@ pub fn render(
         Column::right("sectors / ideal"),
         Column::right("wavefronts / ideal"),
     ]);
-    let counted = |entry: &str, pick: fn(&(u64, u64, u64, u64, u64)) -> (u64, u64)| {
+    let counted = |entry: &str, pick: fn(&Counted) -> (u64, u64)| {
         let Some(traffic) = &traffic else {
             return "not counted".to_owned();
         };
@@ -234,8 +241,8 @@ pub fn render(
             format!("{per_elem:.2}"),
             format!("{mufu_per_elem:.3}"),
             format!("{}/{}", wide.0, wide.1),
-            counted(&e.entry, |t| (t.0, t.1)),
-            counted(&e.entry, |t| (t.2, t.3)),
+            counted(&e.entry, |t| (t.sectors, t.ideal_sectors)),
+            counted(&e.entry, |t| (t.wavefronts, t.ideal_wavefronts)),
         ]);
     }
     out.push_str(&entries.to_markdown());
