@@ -12,9 +12,16 @@
 //   reduce_finish_<r>_*    the same layouts when they would launch too few blocks to fill the GPU
 //       (few long rows, few columns): n is cut into slices, each block writes the partial state of
 //       its slice (an f32 pair), and reduce_finish combines the slices of each output.
-//   reduce_strided_<r>_*   anything else (several blocks of reduced dims, after the host merged
-//       adjacent dims): one block of 256 threads per output, reduced elements addressed through
-//       up to 8 (size, stride) pairs each for the kept and the reduced dims.
+//   reduce_runs_<r>_*, then reduce_finish_<r>_*   several blocks of reduced dims (after the host
+//       merged adjacent dims) with the innermost one reduced and long enough: the reduced elements
+//       of an output are runs of `run` contiguous elements. Every run (or chunk of one) is a row
+//       of a rows kernel (16-byte loads, four in flight per thread), addressed once per row
+//       through up to 8 (size, stride) pairs each for the kept dims and the outer reduced dims;
+//       the run's state goes to part[(out * per_out + j) * chunks + c] and reduce_finish combines
+//       the per_out * chunks states of each output.
+//   reduce_strided_<r>_*   anything else (short runs, or a kept innermost dim): one block of 256
+//       threads per output, reduced elements addressed through up to 8 (size, stride) pairs each
+//       for the kept and the reduced dims.
 //
 // Semantics follow PyTorch: amax propagates NaN; logsumexp is log(sum(exp(x - m))) + m with m the
 // max, taken as 0 when infinite, so a row of only -inf gives -inf and a +inf gives +inf; a NaN
@@ -41,6 +48,10 @@
 // @entry reduce_strided_amax_{f32,f16,bf16}: scalar
 // @entry reduce_strided_lse_{f32,f16,bf16}: scalar
 //   Split layouts: partial states (f32 pairs) out, combined by reduce_finish.
+// @entry reduce_runs_sum_{f32,f16,bf16}: vector loads
+// @entry reduce_runs_mean_{f32,f16,bf16}: vector loads
+// @entry reduce_runs_amax_{f32,f16,bf16}: vector loads
+// @entry reduce_runs_lse_{f32,f16,bf16}: vector loads
 // @entry reduce_rows_split_sum_{f32,f16,bf16}: vector loads
 // @entry reduce_rows_split_mean_{f32,f16,bf16}: vector loads
 // @entry reduce_rows_split_amax_{f32,f16,bf16}: vector loads
@@ -358,20 +369,88 @@ struct ReduceGeom {
     int red_rank;
 };
 
-// The offset of flat index `i` over `rank` dims of `size`/`stride` (innermost last). Unrolled
-// over kMaxDims with constant indices so the params are never copied to local memory.
-__device__ __forceinline__ long long strided_offset(long long i, const long long (&size)[kMaxDims],
+// The offset of flat index `i` (< the product of the sizes) over `rank` dims of `size`/`stride`
+// (innermost last), dividing in I (long long, or unsigned when the caller knows the product fits
+// 32 bits: a 64-bit division is ~20 instructions on ptxas's 32-bit fast path and a subroutine
+// call otherwise). Unrolled over kMaxDims with constant indices so the params are never copied
+// to local memory. The outermost dim takes what is left of `i` without a division; with rank 0,
+// i is 0 and the unused stride[0] is 0.
+template <typename I>
+__device__ __forceinline__ long long strided_offset(I i, const long long (&size)[kMaxDims],
                                                     const long long (&stride)[kMaxDims], int rank) {
     long long off = 0;
 #pragma unroll
-    for (int d = kMaxDims - 1; d >= 0; --d) {
+    for (int d = kMaxDims - 1; d >= 1; --d) {
         if (d < rank) {
-            const long long q = i / size[d];
-            off += (i - q * size[d]) * stride[d];
+            const I q = i / static_cast<I>(size[d]);
+            off += static_cast<long long>(i - q * static_cast<I>(size[d])) * stride[d];
             i = q;
         }
     }
-    return off;
+    return off + static_cast<long long>(i) * stride[0];
+}
+
+// The state of body vectors begin, begin + step, ... (< end) of a row: four independent 16-byte
+// loads in flight per thread on every pass, the last pass included (predicated, not a one-load
+// tail loop: a row of 2 or 3 vectors per thread still has them all in flight).
+template <typename T, int K>
+__device__ __forceinline__ void add_vectors(Red<K>& r, const uint4* __restrict__ xv, int begin, int end, int step) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    constexpr int U = 4;
+    for (int i = begin; i < end; i += U * step) {
+        uint4 buf[U];
+#pragma unroll
+        for (int k = 0; k < U; ++k) {
+            if (i + k * step < end) buf[k] = load16(xv + i + k * step);
+        }
+#pragma unroll
+        for (int k = 0; k < U; ++k) {
+            if (i + k * step < end) {
+                float f[V];
+                E::unpack(buf[k], f);
+                r.add(f);
+            }
+        }
+    }
+}
+
+// The runs layout: run p (of `runs`) is run j = p % per_out of output p / per_out; chunk
+// blockIdx.y of it (chunk vectors each, gridDim.y chunks) goes to part[p * gridDim.y +
+// blockIdx.y]. g holds the kept dims and the reduced dims outside the run (the run's own dim,
+// stride 1, is left out). blockDim = (threads per run, runs per block <= 32), as reduce_rows.
+// The host guarantees runs < 2^31, so run indices divide in 32 bits.
+template <typename T, int K>
+__device__ __forceinline__ void reduce_runs(const T* __restrict__ x, float2* __restrict__ part, const ReduceGeom& g,
+                                            long long runs, long long per_out, int run, int chunk) {
+    using E = Elem<T>;
+    __shared__ float2 scratch[32 * 32];
+    const long long p = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
+    // Threads of a run past the end still take part in the block's reduction.
+    const bool active = p < runs;
+    long long off = 0;
+    if (active) {
+        // Once per run, not per element.
+        const unsigned pu = static_cast<unsigned>(p);
+        const unsigned out = pu / static_cast<unsigned>(per_out);
+        off = strided_offset(out, g.kept_size, g.kept_stride, g.kept_rank) +
+              strided_offset(pu - out * static_cast<unsigned>(per_out), g.red_size, g.red_stride, g.red_rank);
+    }
+    const T* xr = x + off;
+    const RowSplit s = split_row(xr, run);
+    const int c = blockIdx.y;
+    const int chunks = gridDim.y;
+    Red<K> r;
+    r.init();
+    if (active) {
+        const int begin = c * chunk;
+        add_vectors<T, K>(r, reinterpret_cast<const uint4*>(xr + s.head), begin + threadIdx.x, min(s.body, begin + chunk),
+                          blockDim.x);
+        const int si = scalar_index<T>(s, threadIdx.x, c == 0, c == chunks - 1);
+        if (si >= 0) r.add1(E::load(xr + si));
+    }
+    block_row_reduce(r, scratch);
+    if (active && threadIdx.x == 0) part[p * chunks + c] = make_float2(r.a, r.b);
 }
 
 template <typename T, int K>
@@ -424,6 +503,13 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
         reduce_strided<T, K>(x, y, g, outputs, n);                                                                \
     }
 
+#define TILEOPS_REDUCE_RUNS(NAME, K, T)                                                                           \
+    extern "C" __global__ void __launch_bounds__(1024)                                                            \
+        NAME(const T* __restrict__ x, float2* __restrict__ part, const ReduceGeom g, long long runs,              \
+             long long per_out, int run, int chunk) {                                                             \
+        reduce_runs<T, K>(x, part, g, runs, per_out, run, chunk);                                                 \
+    }
+
 #define TILEOPS_REDUCE_ENTRIES(T, SUFFIX)                                                                         \
     TILEOPS_REDUCE_ROWS(reduce_rows_sum_##SUFFIX, kSum, T)                                                         \
     TILEOPS_REDUCE_ROWS(reduce_rows_mean_##SUFFIX, kMean, T)                                                       \
@@ -441,6 +527,10 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
     TILEOPS_REDUCE_STRIDED(reduce_strided_mean_##SUFFIX, kMean, T)                                                 \
     TILEOPS_REDUCE_STRIDED(reduce_strided_amax_##SUFFIX, kAmax, T)                                                 \
     TILEOPS_REDUCE_STRIDED(reduce_strided_lse_##SUFFIX, kLse, T)                                                      \
+    TILEOPS_REDUCE_RUNS(reduce_runs_sum_##SUFFIX, kSum, T)                                                         \
+    TILEOPS_REDUCE_RUNS(reduce_runs_mean_##SUFFIX, kMean, T)                                                       \
+    TILEOPS_REDUCE_RUNS(reduce_runs_amax_##SUFFIX, kAmax, T)                                                       \
+    TILEOPS_REDUCE_RUNS(reduce_runs_lse_##SUFFIX, kLse, T)                                                         \
     TILEOPS_REDUCE_ROWS_SPLIT(reduce_rows_split_sum_##SUFFIX, kSum, T)                                                \
     TILEOPS_REDUCE_ROWS_SPLIT(reduce_rows_split_mean_##SUFFIX, kMean, T)                                              \
     TILEOPS_REDUCE_ROWS_SPLIT(reduce_rows_split_amax_##SUFFIX, kAmax, T)                                              \

@@ -189,8 +189,14 @@ fn reduction_cases(device: &Device) -> Report {
         (&[64, 48], One(0), false, Special::None),
         (&[300, 40], One(0), true, Special::NonFinite),
         (&[2, 3, 4, 5], Many(vec![1, 2]), false, Special::None),
-        // Strided: several blocks of reduced dims.
+        // Runs: several blocks of reduced dims, the innermost reduced and at least 128 bytes
+        // long (a misaligned odd run; three outer reduced dims; few long runs cut into chunks).
+        (&[4, 12, 100], Many(vec![0, 2]), true, Special::NonFinite),
+        (&[2, 3, 2, 5, 64], Many(vec![0, 2, 4]), false, Special::None),
+        (&[3, 2, 9001], Many(vec![0, 2]), false, Special::NonFinite),
+        // Strided: several blocks of reduced dims, short runs or a kept innermost dim.
         (&[4, 12, 40], Many(vec![0, 2]), true, Special::NonFinite),
+        (&[3, 5, 2, 40], Many(vec![0, 2]), false, Special::None),
         (&[2, 3, 4, 5], Many(vec![0, 3]), false, Special::None),
         (
             &[3, 2, 5, 2, 7],
