@@ -114,9 +114,12 @@ struct Red {
             for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
             b = lse_rescale(b, a, m);
             a = m;
-            const float r = lse_ref(m);
+            // exp(x - r) as one FFMA and one MUFU op. Its rounding bias 2^e (ExpShift) moves
+            // log(b) by |e ln 2| <= ln 2 / 2 ulp(r log2e), under an ulp of the result, which
+            // lies in [r, r + log(count)].
+            const ExpShift shift(lse_ref(m));
 #pragma unroll
-            for (int j = 0; j < V; ++j) b += exp_fast(f[j] - r);
+            for (int j = 0; j < V; ++j) b += shift(f[j]);
         }
     }
 
