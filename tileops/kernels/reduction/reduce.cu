@@ -203,6 +203,50 @@ __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restri
     const int tpr = blockDim.x;
     const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
 
+    if constexpr (K == kLse) {
+        // A row of at most U vectors per thread (every row the host gives fewer than 1024
+        // threads, and up to 4096 vectors at 1024): held in registers, its max first, then one
+        // sum of exp(x - max) (an FFMA and a MUFU op each), instead of the running (max, sum)
+        // that rescales per vector and per merge (two more exps at every shuffle step).
+        if (s.body <= U * tpr) {
+            __shared__ float lse_scratch[32 * 32];
+            uint4 buf[U];
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                if (active && t + k * tpr < s.body) buf[k] = load16(xv + t + k * tpr);
+            }
+            const int si = active ? scalar_index<T>(s, t, true, true) : -1;
+            const float sx = si >= 0 ? E::load(xr + si) : neg_inf();
+            // fmaxf: a NaN does not become the max; it reaches the sum and the result.
+            float m = sx;
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                if (active && t + k * tpr < s.body) {
+                    float f[V];
+                    E::unpack(buf[k], f);
+#pragma unroll
+                    for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
+                }
+            }
+            m = row_reduce<true>(m, lse_scratch);
+            const float ref = lse_ref(m);
+            const ExpShift shift(ref);
+            float b = si >= 0 ? shift(sx) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                if (active && t + k * tpr < s.body) {
+                    float f[V];
+                    E::unpack(buf[k], f);
+#pragma unroll
+                    for (int j = 0; j < V; ++j) b += shift(f[j]);
+                }
+            }
+            b = row_reduce<false>(b, lse_scratch);
+            // b is the sum of exp(x - ref) times ExpShift's 2^e: its log less log_bias.
+            if (active && t == 0) E::store(y + row, (logf(b) - shift.log_bias()) + ref);
+            return;
+        }
+    }
     Red<K> r;
     r.init();
     if (active) {
