@@ -523,6 +523,13 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
         NAME(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                      \
         reduce_rows<T, K>(x, y, rows, n);                                                                         \
     }
+// logsumexp's rows hold a row in registers (two passes, see reduce_rows): one block of 1024 per
+// SM is asked for, or ptxas aims at two on sm_80 (32 registers) and spills.
+#define TILEOPS_REDUCE_ROWS_LSE(NAME, T)                                                                          \
+    extern "C" __global__ void __launch_bounds__(1024, 1)                                                         \
+        NAME(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                 \
+        reduce_rows<T, kLse>(x, y, rows, n);                                                                      \
+    }
 #define TILEOPS_REDUCE_COLS(NAME, K, VW, T)                                                                       \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
         NAME(const T* __restrict__ x, T* __restrict__ y, long long outer, long long n, long long inner) { \
@@ -561,7 +568,7 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
     TILEOPS_REDUCE_ROWS(reduce_rows_sum_##SUFFIX, kSum, T)                                                         \
     TILEOPS_REDUCE_ROWS(reduce_rows_mean_##SUFFIX, kMean, T)                                                       \
     TILEOPS_REDUCE_ROWS(reduce_rows_amax_##SUFFIX, kAmax, T)                                                       \
-    TILEOPS_REDUCE_ROWS(reduce_rows_lse_##SUFFIX, kLse, T)                                                         \
+    TILEOPS_REDUCE_ROWS_LSE(reduce_rows_lse_##SUFFIX, T)                                                           \
     TILEOPS_REDUCE_COLS(reduce_cols_sum_##SUFFIX, kSum, 1, T)                                                      \
     TILEOPS_REDUCE_COLS(reduce_cols_mean_##SUFFIX, kMean, 1, T)                                                    \
     TILEOPS_REDUCE_COLS(reduce_cols_amax_##SUFFIX, kAmax, 1, T)                                                    \
