@@ -187,11 +187,36 @@ __device__ __forceinline__ void block_row_reduce(Red<K>& r, float2* scratch) {
     __syncthreads();
 }
 
+// The state of body vectors begin, begin + step, ... (< end) of a row: four independent 16-byte
+// loads in flight per thread on every pass, the last pass included (predicated, not a one-load
+// tail loop: a row of 2 or 3 vectors per thread still has them all in flight).
+template <typename T, int K>
+__device__ __forceinline__ void add_vectors(Red<K>& r, const uint4* __restrict__ xv, int begin, int end, int step) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    constexpr int U = 4;
+    for (int i = begin; i < end; i += U * step) {
+        uint4 buf[U];
+#pragma unroll
+        for (int k = 0; k < U; ++k) {
+            if (i + k * step < end) buf[k] = load16(xv + i + k * step);
+        }
+#pragma unroll
+        for (int k = 0; k < U; ++k) {
+            if (i + k * step < end) {
+                float f[V];
+                E::unpack(buf[k], f);
+                r.add(f);
+            }
+        }
+    }
+}
+
 template <typename T, int K>
 __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
     constexpr int V = E::V;
-    constexpr int U = 4;  // independent 16-byte loads in flight per thread
+    constexpr int U = 4;  // 16-byte loads in flight per thread (add_vectors)
     __shared__ float2 scratch[32 * 32];
 
     const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -250,23 +275,7 @@ __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restri
     Red<K> r;
     r.init();
     if (active) {
-        int i = t;
-        for (; i + (U - 1) * tpr < s.body; i += U * tpr) {
-            uint4 buf[U];
-#pragma unroll
-            for (int k = 0; k < U; ++k) buf[k] = load16(xv + i + k * tpr);
-#pragma unroll
-            for (int k = 0; k < U; ++k) {
-                float f[V];
-                E::unpack(buf[k], f);
-                r.add(f);
-            }
-        }
-        for (; i < s.body; i += tpr) {
-            float f[V];
-            E::unpack(load16(xv + i), f);
-            r.add(f);
-        }
+        add_vectors<T, K>(r, xv, t, s.body, tpr);
         const int si = scalar_index<T>(s, t, true, true);
         if (si >= 0) r.add1(E::load(xr + si));
     }
@@ -281,8 +290,6 @@ template <typename T, int K>
 __device__ __forceinline__ void reduce_rows_split(const T* __restrict__ x, float2* __restrict__ part, long long rows,
                                                   int n, int chunk) {
     using E = Elem<T>;
-    constexpr int V = E::V;
-    constexpr int U = 4;
     __shared__ float2 scratch[32];
     const int c = blockIdx.x;
     const int chunks = gridDim.x;
@@ -296,23 +303,7 @@ __device__ __forceinline__ void reduce_rows_split(const T* __restrict__ x, float
         const int end = min(s.body, begin + chunk);
         Red<K> r;
         r.init();
-        int i = begin + t;
-        for (; i + (U - 1) * tpb < end; i += U * tpb) {
-            uint4 buf[U];
-#pragma unroll
-            for (int k = 0; k < U; ++k) buf[k] = load16(xv + i + k * tpb);
-#pragma unroll
-            for (int k = 0; k < U; ++k) {
-                float f[V];
-                E::unpack(buf[k], f);
-                r.add(f);
-            }
-        }
-        for (; i < end; i += tpb) {
-            float f[V];
-            E::unpack(load16(xv + i), f);
-            r.add(f);
-        }
+        add_vectors<T, K>(r, xv, begin + t, end, tpb);
         const int si = scalar_index<T>(s, t, c == 0, c == chunks - 1);
         if (si >= 0) r.add1(E::load(xr + si));
         block_row_reduce(r, scratch);
@@ -435,31 +426,6 @@ __device__ __forceinline__ long long strided_offset(I i, const long long (&size)
         }
     }
     return off + static_cast<long long>(i) * stride[0];
-}
-
-// The state of body vectors begin, begin + step, ... (< end) of a row: four independent 16-byte
-// loads in flight per thread on every pass, the last pass included (predicated, not a one-load
-// tail loop: a row of 2 or 3 vectors per thread still has them all in flight).
-template <typename T, int K>
-__device__ __forceinline__ void add_vectors(Red<K>& r, const uint4* __restrict__ xv, int begin, int end, int step) {
-    using E = Elem<T>;
-    constexpr int V = E::V;
-    constexpr int U = 4;
-    for (int i = begin; i < end; i += U * step) {
-        uint4 buf[U];
-#pragma unroll
-        for (int k = 0; k < U; ++k) {
-            if (i + k * step < end) buf[k] = load16(xv + i + k * step);
-        }
-#pragma unroll
-        for (int k = 0; k < U; ++k) {
-            if (i + k * step < end) {
-                float f[V];
-                E::unpack(buf[k], f);
-                r.add(f);
-            }
-        }
-    }
 }
 
 // The runs layout: run p (of `runs`) is run j = p % per_out of output p / per_out; chunk
