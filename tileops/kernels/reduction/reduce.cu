@@ -188,21 +188,34 @@ __device__ __forceinline__ void block_row_reduce(Red<K>& r, float2* scratch) {
 }
 
 // The state of body vectors begin, begin + step, ... (< end) of a row: four independent 16-byte
-// loads in flight per thread on every pass, the last pass included (predicated, not a one-load
-// tail loop: a row of 2 or 3 vectors per thread still has them all in flight).
+// loads in flight per thread on every pass. Whole passes unconditionally; the last 1-3 vectors
+// (a thread with 2 or 3 vectors in all, too) as one predicated pass, not a tail loop that has
+// one load in flight at a time.
 template <typename T, int K>
 __device__ __forceinline__ void add_vectors(Red<K>& r, const uint4* __restrict__ xv, int begin, int end, int step) {
     using E = Elem<T>;
     constexpr int V = E::V;
     constexpr int U = 4;
-    for (int i = begin; i < end; i += U * step) {
+    int i = begin;
+    for (; i + (U - 1) * step < end; i += U * step) {
         uint4 buf[U];
 #pragma unroll
+        for (int k = 0; k < U; ++k) buf[k] = load16(xv + i + k * step);
+#pragma unroll
         for (int k = 0; k < U; ++k) {
+            float f[V];
+            E::unpack(buf[k], f);
+            r.add(f);
+        }
+    }
+    if (i < end) {
+        uint4 buf[U - 1];
+#pragma unroll
+        for (int k = 0; k < U - 1; ++k) {
             if (i + k * step < end) buf[k] = load16(xv + i + k * step);
         }
 #pragma unroll
-        for (int k = 0; k < U; ++k) {
+        for (int k = 0; k < U - 1; ++k) {
             if (i + k * step < end) {
                 float f[V];
                 E::unpack(buf[k], f);
@@ -523,8 +536,10 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
         reduce_strided<T, K>(x, y, g, outputs, n);                                                                \
     }
 
+// One block of 1024 per SM asked for: ptxas's own target on sm_80 is two (32 registers), at which
+// the per-run addressing spills.
 #define TILEOPS_REDUCE_RUNS(NAME, K, T)                                                                           \
-    extern "C" __global__ void __launch_bounds__(1024)                                                            \
+    extern "C" __global__ void __launch_bounds__(1024, 1)                                                         \
         NAME(const T* __restrict__ x, float2* __restrict__ part, const ReduceGeom g, long long runs,              \
              long long per_out, int run, int chunk) {                                                             \
         reduce_runs<T, K>(x, part, g, runs, per_out, run, chunk);                                                 \
