@@ -25,6 +25,48 @@ constexpr float kLog2e = 1.4426950408889634f;
 // sequence; the kernels are memory-bound only if the per-element instruction count stays small.
 __device__ __forceinline__ float exp_fast(float v) { return exp2f(v * kLog2e); }
 
+// 2^v as the bare ex2.approx.ftz.f32 (one MUFU op, ~2 ulp): exp2f without -ftz adds a compare
+// and two predicated multiplies around it to handle subnormal results. A result under 2^-126
+// flushes to zero, which no sum of at least one 1.0 and no rounding to f16/bf16 can notice
+// (bf16's subnormals start there too, f16's far above). The emulator computes it on the CPU with
+// the same flush.
+__device__ __forceinline__ float ex2_ftz(float v) {
+#ifdef TILEOPS_EMULATED
+    const float r = exp2f(v);
+    return r < 0x1p-126f ? 0.0f : r;
+#else
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+#endif
+}
+
+// exp(x - m) for one shift m, as ex2(fma(x, log2e, -m * log2e)): one FFMA and one MUFU op per
+// element, where exp_fast(x - m) is a FADD, an FMUL and the subnormal fix-up around the MUFU.
+// Rounding m * log2e to `ml` scales every value by the same 2^e, e = m * log2e - ml (exact by
+// an FMA, |e| <= half an ulp of ml): a ratio of two of them (softmax within one row) does not
+// see it; a sum that must be exp(x - m)'s divides it out with `unbias` (or subtracts `log_bias`
+// from its log). For an infinite m (a row of -inf, or one holding +inf: the results are NaN or
+// 0 either way) e is taken as 0.
+struct ExpShift {
+    static constexpr float kLn2 = 0.6931471805599453f;
+    float ml;  // m * log2e, rounded
+    float e;   // m * log2e - ml
+    __device__ __forceinline__ explicit ExpShift(float m) {
+        ml = m * kLog2e;
+        e = fabsf(ml) < __int_as_float(0x7f800000) ? fmaf(m, kLog2e, -ml) : 0.0f;
+    }
+    __device__ __forceinline__ float operator()(float x) const { return ex2_ftz(fmaf(x, kLog2e, -ml)); }
+    // ln(2^e): log(sum of the values) - log_bias() = log(sum of exp(x - m)).
+    __device__ __forceinline__ float log_bias() const { return e * kLn2; }
+    // v * 2^-e: a sum of the values as the sum of exp(x - m). While |e ln 2| < 2^-12 (|m| up to
+    // ~5000) as v - v e ln 2, whose next term is below f32's resolution; beyond, by one more ex2.
+    __device__ __forceinline__ float unbias(float v) const {
+        const float t = log_bias();
+        return fabsf(t) < 0x1p-12f ? fmaf(-v, t, v) : v * ex2_ftz(-e);
+    }
+};
+
 // Element traits: V elements per 16-byte vector, unpacking to and packing from f32.
 template <typename T> struct Elem;
 

@@ -3,13 +3,23 @@
 //
 //   relu_*       max(x, 0), NaN kept (PyTorch's relu propagates NaN; fmaxf would drop it)
 //   gelu_erf_*   x * Phi(x), Phi(x) = erfc(-x / sqrt(2)) / 2: the erfc form stays accurate in
-//                the negative tail, where 1 + erf(x / sqrt(2)) cancels
+//                the negative tail, where 1 + erf(x / sqrt(2)) cancels. f32: normcdff. f16 and
+//                bf16: normcdf_fast (one ex2, one rcp, a degree-9 polynomial), within an ulp of the
+//                correctly rounded output for every f16 and bf16 input (the exhaustive test in
+//                tests/it/elementwise), at about half normcdff's instructions
 //   gelu_tanh_*  0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as
 //                x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u)))
 //   silu_*       x / (1 + exp(-x))
 //   sigmoid_*    1 / (1 + exp(-x))
 //   neg_*        -x (a sign flip: exact, NaN and infinities kept)
 //   abs_*        |x| (the sign cleared: exact, NaN kept, -0 becomes +0, as torch.abs)
+//
+// f16 and bf16 outputs of gelu_tanh, silu and sigmoid take exp as ex2.approx.ftz of an FMUL and
+// the division as div.full.f32 (fast_div: rcp with range scaling, 2 ulp of f32 over the full
+// range, subnormal quotients and x / inf = 0 included): the same function, the same overflow
+// points for every f16 and bf16 input (within an ulp of the correctly rounded output for all of
+// them: the exhaustive test in tests/it/elementwise), at well under half the instructions. f32
+// outputs keep expf and IEEE division, PyTorch's exact f32 results:
 //
 // The deep negative tail matches PyTorch's CUDA kernels, which evaluate sigmoid and silu in f32
 // exactly as written here, with expf and IEEE division: where the f32 denominator 1 + expf(-x)
@@ -46,27 +56,75 @@ using namespace tileops;
 
 enum Act { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSilu = 3, kSigmoid = 4, kNeg = 5, kAbs = 6 };
 
-template <int A>
+// Phi(x) = erfc(-x / sqrt(2)) / 2 for outputs rounded to f16 or bf16. With a = |x| / sqrt(2) and
+// t = 1 / (1 + a / 2), erfc(a) = t exp(-a^2 + P(t)) with P the degree-9 Chebyshev fit of
+// Numerical Recipes' erfcc (relative error < 1.2e-7 for every a >= 0), and
+// erfc(-a) = 2 - erfc(a). f32 rounding of a^2 and of the exponent adds a relative error of at
+// most ~2^-17 where Phi is still above f32's subnormals (|x| < 13): far under half an ulp of
+// bf16 (2^-9) and f16 (2^-12). The exponent is raised by 32 and the factor 2^-32 put back
+// afterwards by plain (subnormal-capable) multiplies, so ex2.approx.ftz never flushes a Phi that
+// x Phi brings back to a normal bf16 (x near -13). Infinities and NaN: a = inf gives t = 0 and
+// exp = 0, so Phi is 0 (x = -inf: x Phi = NaN, as PyTorch's -inf * 0) or 1 (+inf); NaN stays
+// NaN.
+__device__ __forceinline__ float normcdf_fast(float x) {
+    const float a = fabsf(x) * 0.70710678118654752f;
+    // div.approx: 0 once 1 + a / 2 exceeds 2^126 (a huge or infinite), where exp is 0 anyway.
+    const float t = __fdividef(1.0f, fmaf(0.5f, a, 1.0f));
+    float p = 0.17087277f;
+    p = fmaf(p, t, -0.82215223f);
+    p = fmaf(p, t, 1.48851587f);
+    p = fmaf(p, t, -1.13520398f);
+    p = fmaf(p, t, 0.27886807f);
+    p = fmaf(p, t, -0.18628806f);
+    p = fmaf(p, t, 0.09678418f);
+    p = fmaf(p, t, 0.37409196f);
+    p = fmaf(p, t, 1.00002368f);
+    p = fmaf(p, t, -1.26551223f);
+    // (-a^2 + P(t)) log2 e + 32 in one FFMA after the square's FFMA.
+    const float e = ex2_ftz(fmaf(fmaf(-a, a, p), kLog2e, 32.0f));
+    // erfc(a) / 2 = t e 2^-33.
+    const float h = (t * 0x1p-33f) * e;
+    return x > 0.0f ? 1.0f - h : h;
+}
+
+// a / b as div.full.f32 (see the top). The emulator divides exactly.
+__device__ __forceinline__ float fast_div(float a, float b) {
+#ifdef TILEOPS_EMULATED
+    return a / b;
+#else
+    float r;
+    asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#endif
+}
+
+// 1 + exp(v) for the 16-bit outputs: ex2.approx.ftz (its flush of results under 2^-126 vanishes
+// in the 1 +; it overflows to inf where expf does, v > 88.72, up to the rounding of v log2 e).
+__device__ __forceinline__ float one_plus_exp_fast(float v) { return 1.0f + ex2_ftz(v * kLog2e); }
+
+// The activation of one value; `narrow`: the output is f16 or bf16 (see normcdf_fast and the
+// top).
+template <int A, bool narrow>
 __device__ __forceinline__ float act(float v) {
     if (A == kRelu) {
         return v < 0.0f ? 0.0f : v;
     } else if (A == kGeluErf) {
-        return v * normcdff(v);
+        return v * (narrow ? normcdf_fast(v) : normcdff(v));
     } else if (A == kGeluTanh) {
         const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
         // v / (1 + exp(-2u)), IEEE division (see the top); -inf gives -inf / inf = NaN, as the
         // tanh form does (-inf * 0).
-        return v / (1.0f + expf(-2.0f * u));
+        return narrow ? fast_div(v, one_plus_exp_fast(-2.0f * u)) : v / (1.0f + expf(-2.0f * u));
     } else if (A == kNeg) {
         return -v;
     } else if (A == kAbs) {
         return fabsf(v);
     } else if (A == kSilu) {
         // PyTorch's x / (1 + exp(-x)): -0 once the denominator overflows, NaN at -inf.
-        return v / (1.0f + expf(-v));
+        return narrow ? fast_div(v, one_plus_exp_fast(-v)) : v / (1.0f + expf(-v));
     } else {
         // PyTorch's 1 / (1 + exp(-x)): +0 once the denominator overflows.
-        return 1.0f / (1.0f + expf(-v));
+        return narrow ? fast_div(1.0f, one_plus_exp_fast(-v)) : 1.0f / (1.0f + expf(-v));
     }
 }
 
@@ -98,14 +156,14 @@ __device__ __forceinline__ void unary(const T* __restrict__ x, T* __restrict__ y
                 float f[V];
                 E::unpack(r[k], f);
 #pragma unroll
-                for (int j = 0; j < V; ++j) f[j] = act<A>(f[j]);
+                for (int j = 0; j < V; ++j) f[j] = act<A, (V > 4)>(f[j]);
                 store16(yv + i + k * stride, E::pack(f));
             }
         }
     }
     // The tail: fewer than V elements after the last whole vector.
     const long long t = nv * V + first;
-    if (t < n) E::store(y + t, act<A>(E::load(x + t)));
+    if (t < n) E::store(y + t, act<A, (V > 4)>(E::load(x + t)));
 }
 
 #define TILEOPS_ACT_ENTRY(NAME, A, T)                                                                       \

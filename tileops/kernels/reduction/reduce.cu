@@ -12,9 +12,16 @@
 //   reduce_finish_<r>_*    the same layouts when they would launch too few blocks to fill the GPU
 //       (few long rows, few columns): n is cut into slices, each block writes the partial state of
 //       its slice (an f32 pair), and reduce_finish combines the slices of each output.
-//   reduce_strided_<r>_*   anything else (several blocks of reduced dims, after the host merged
-//       adjacent dims): one block of 256 threads per output, reduced elements addressed through
-//       up to 8 (size, stride) pairs each for the kept and the reduced dims.
+//   reduce_runs_<r>_*, then reduce_finish_<r>_*   several blocks of reduced dims (after the host
+//       merged adjacent dims) with the innermost one reduced and long enough: the reduced elements
+//       of an output are runs of `run` contiguous elements. Every run (or chunk of one) is a row
+//       of a rows kernel (16-byte loads, four in flight per thread), addressed once per row
+//       through up to 8 (size, stride) pairs each for the kept dims and the outer reduced dims;
+//       the run's state goes to part[(out * per_out + j) * chunks + c] and reduce_finish combines
+//       the per_out * chunks states of each output.
+//   reduce_strided_<r>_*   anything else (short runs, or a kept innermost dim): one block of 256
+//       threads per output, reduced elements addressed through up to 8 (size, stride) pairs each
+//       for the kept and the reduced dims.
 //
 // Semantics follow PyTorch: amax propagates NaN; logsumexp is log(sum(exp(x - m))) + m with m the
 // max, taken as 0 when infinite, so a row of only -inf gives -inf and a +inf gives +inf; a NaN
@@ -41,6 +48,10 @@
 // @entry reduce_strided_amax_{f32,f16,bf16}: scalar
 // @entry reduce_strided_lse_{f32,f16,bf16}: scalar
 //   Split layouts: partial states (f32 pairs) out, combined by reduce_finish.
+// @entry reduce_runs_sum_{f32,f16,bf16}: vector loads
+// @entry reduce_runs_mean_{f32,f16,bf16}: vector loads
+// @entry reduce_runs_amax_{f32,f16,bf16}: vector loads
+// @entry reduce_runs_lse_{f32,f16,bf16}: vector loads
 // @entry reduce_rows_split_sum_{f32,f16,bf16}: vector loads
 // @entry reduce_rows_split_mean_{f32,f16,bf16}: vector loads
 // @entry reduce_rows_split_amax_{f32,f16,bf16}: vector loads
@@ -103,9 +114,12 @@ struct Red {
             for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
             b = lse_rescale(b, a, m);
             a = m;
-            const float r = lse_ref(m);
+            // exp(x - r) as one FFMA and one MUFU op. Its rounding bias 2^e (ExpShift) moves
+            // log(b) by |e ln 2| <= ln 2 / 2 ulp(r log2e), under an ulp of the result, which
+            // lies in [r, r + log(count)].
+            const ExpShift shift(lse_ref(m));
 #pragma unroll
-            for (int j = 0; j < V; ++j) b += exp_fast(f[j] - r);
+            for (int j = 0; j < V; ++j) b += shift(f[j]);
         }
     }
 
@@ -173,11 +187,49 @@ __device__ __forceinline__ void block_row_reduce(Red<K>& r, float2* scratch) {
     __syncthreads();
 }
 
+// The state of body vectors begin, begin + step, ... (< end) of a row: four independent 16-byte
+// loads in flight per thread on every pass. Whole passes unconditionally; the last 1-3 vectors
+// (a thread with 2 or 3 vectors in all, too) as one predicated pass, not a tail loop that has
+// one load in flight at a time.
+template <typename T, int K>
+__device__ __forceinline__ void add_vectors(Red<K>& r, const uint4* __restrict__ xv, int begin, int end, int step) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    constexpr int U = 4;
+    int i = begin;
+    for (; i + (U - 1) * step < end; i += U * step) {
+        uint4 buf[U];
+#pragma unroll
+        for (int k = 0; k < U; ++k) buf[k] = load16(xv + i + k * step);
+#pragma unroll
+        for (int k = 0; k < U; ++k) {
+            float f[V];
+            E::unpack(buf[k], f);
+            r.add(f);
+        }
+    }
+    if (i < end) {
+        uint4 buf[U - 1];
+#pragma unroll
+        for (int k = 0; k < U - 1; ++k) {
+            if (i + k * step < end) buf[k] = load16(xv + i + k * step);
+        }
+#pragma unroll
+        for (int k = 0; k < U - 1; ++k) {
+            if (i + k * step < end) {
+                float f[V];
+                E::unpack(buf[k], f);
+                r.add(f);
+            }
+        }
+    }
+}
+
 template <typename T, int K>
 __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
     constexpr int V = E::V;
-    constexpr int U = 4;  // independent 16-byte loads in flight per thread
+    constexpr int U = 4;  // 16-byte loads in flight per thread (add_vectors)
     __shared__ float2 scratch[32 * 32];
 
     const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -189,26 +241,54 @@ __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restri
     const int tpr = blockDim.x;
     const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
 
+    if constexpr (K == kLse) {
+        // A row of at most U vectors per thread (every row the host gives fewer than 1024
+        // threads, and up to 4096 vectors at 1024): held in registers, its max first, then one
+        // sum of exp(x - max) (an FFMA and a MUFU op each), instead of the running (max, sum)
+        // that rescales per vector and per merge (two more exps at every shuffle step).
+        if (s.body <= U * tpr) {
+            __shared__ float lse_scratch[32 * 32];
+            uint4 buf[U];
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                if (active && t + k * tpr < s.body) buf[k] = load16(xv + t + k * tpr);
+            }
+            const int si = active ? scalar_index<T>(s, t, true, true) : -1;
+            const float sx = si >= 0 ? E::load(xr + si) : neg_inf();
+            // fmaxf: a NaN does not become the max; it reaches the sum and the result.
+            float m = sx;
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                if (active && t + k * tpr < s.body) {
+                    float f[V];
+                    E::unpack(buf[k], f);
+#pragma unroll
+                    for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
+                }
+            }
+            m = row_reduce<true>(m, lse_scratch);
+            const float ref = lse_ref(m);
+            const ExpShift shift(ref);
+            float b = si >= 0 ? shift(sx) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                if (active && t + k * tpr < s.body) {
+                    float f[V];
+                    E::unpack(buf[k], f);
+#pragma unroll
+                    for (int j = 0; j < V; ++j) b += shift(f[j]);
+                }
+            }
+            b = row_reduce<false>(b, lse_scratch);
+            // b is the sum of exp(x - ref) times ExpShift's 2^e: its log less log_bias.
+            if (active && t == 0) E::store(y + row, (logf(b) - shift.log_bias()) + ref);
+            return;
+        }
+    }
     Red<K> r;
     r.init();
     if (active) {
-        int i = t;
-        for (; i + (U - 1) * tpr < s.body; i += U * tpr) {
-            uint4 buf[U];
-#pragma unroll
-            for (int k = 0; k < U; ++k) buf[k] = load16(xv + i + k * tpr);
-#pragma unroll
-            for (int k = 0; k < U; ++k) {
-                float f[V];
-                E::unpack(buf[k], f);
-                r.add(f);
-            }
-        }
-        for (; i < s.body; i += tpr) {
-            float f[V];
-            E::unpack(load16(xv + i), f);
-            r.add(f);
-        }
+        add_vectors<T, K>(r, xv, t, s.body, tpr);
         const int si = scalar_index<T>(s, t, true, true);
         if (si >= 0) r.add1(E::load(xr + si));
     }
@@ -223,8 +303,6 @@ template <typename T, int K>
 __device__ __forceinline__ void reduce_rows_split(const T* __restrict__ x, float2* __restrict__ part, long long rows,
                                                   int n, int chunk) {
     using E = Elem<T>;
-    constexpr int V = E::V;
-    constexpr int U = 4;
     __shared__ float2 scratch[32];
     const int c = blockIdx.x;
     const int chunks = gridDim.x;
@@ -238,23 +316,7 @@ __device__ __forceinline__ void reduce_rows_split(const T* __restrict__ x, float
         const int end = min(s.body, begin + chunk);
         Red<K> r;
         r.init();
-        int i = begin + t;
-        for (; i + (U - 1) * tpb < end; i += U * tpb) {
-            uint4 buf[U];
-#pragma unroll
-            for (int k = 0; k < U; ++k) buf[k] = load16(xv + i + k * tpb);
-#pragma unroll
-            for (int k = 0; k < U; ++k) {
-                float f[V];
-                E::unpack(buf[k], f);
-                r.add(f);
-            }
-        }
-        for (; i < end; i += tpb) {
-            float f[V];
-            E::unpack(load16(xv + i), f);
-            r.add(f);
-        }
+        add_vectors<T, K>(r, xv, begin + t, end, tpb);
         const int si = scalar_index<T>(s, t, c == 0, c == chunks - 1);
         if (si >= 0) r.add1(E::load(xr + si));
         block_row_reduce(r, scratch);
@@ -358,20 +420,63 @@ struct ReduceGeom {
     int red_rank;
 };
 
-// The offset of flat index `i` over `rank` dims of `size`/`stride` (innermost last). Unrolled
-// over kMaxDims with constant indices so the params are never copied to local memory.
-__device__ __forceinline__ long long strided_offset(long long i, const long long (&size)[kMaxDims],
+// The offset of flat index `i` (< the product of the sizes) over `rank` dims of `size`/`stride`
+// (innermost last), dividing in I (long long, or unsigned when the caller knows the product fits
+// 32 bits: a 64-bit division is ~20 instructions on ptxas's 32-bit fast path and a subroutine
+// call otherwise). Unrolled over kMaxDims with constant indices so the params are never copied
+// to local memory. The outermost dim takes what is left of `i` without a division; with rank 0,
+// i is 0 and the unused stride[0] is 0.
+template <typename I>
+__device__ __forceinline__ long long strided_offset(I i, const long long (&size)[kMaxDims],
                                                     const long long (&stride)[kMaxDims], int rank) {
     long long off = 0;
 #pragma unroll
-    for (int d = kMaxDims - 1; d >= 0; --d) {
+    for (int d = kMaxDims - 1; d >= 1; --d) {
         if (d < rank) {
-            const long long q = i / size[d];
-            off += (i - q * size[d]) * stride[d];
+            const I q = i / static_cast<I>(size[d]);
+            off += static_cast<long long>(i - q * static_cast<I>(size[d])) * stride[d];
             i = q;
         }
     }
-    return off;
+    return off + static_cast<long long>(i) * stride[0];
+}
+
+// The runs layout: run p (of `runs`) is run j = p % per_out of output p / per_out; chunk
+// blockIdx.y of it (chunk vectors each, gridDim.y chunks) goes to part[p * gridDim.y +
+// blockIdx.y]. g holds the kept dims and the reduced dims outside the run (the run's own dim,
+// stride 1, is left out). blockDim = (threads per run, runs per block <= 32), as reduce_rows.
+// The host guarantees runs < 2^31, so run indices divide in 32 bits.
+template <typename T, int K>
+__device__ __forceinline__ void reduce_runs(const T* __restrict__ x, float2* __restrict__ part, const ReduceGeom& g,
+                                            long long runs, long long per_out, int run, int chunk) {
+    using E = Elem<T>;
+    __shared__ float2 scratch[32 * 32];
+    const long long p = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
+    // Threads of a run past the end still take part in the block's reduction.
+    const bool active = p < runs;
+    long long off = 0;
+    if (active) {
+        // Once per run, not per element.
+        const unsigned pu = static_cast<unsigned>(p);
+        const unsigned out = pu / static_cast<unsigned>(per_out);
+        off = strided_offset(out, g.kept_size, g.kept_stride, g.kept_rank) +
+              strided_offset(pu - out * static_cast<unsigned>(per_out), g.red_size, g.red_stride, g.red_rank);
+    }
+    const T* xr = x + off;
+    const RowSplit s = split_row(xr, run);
+    const int c = blockIdx.y;
+    const int chunks = gridDim.y;
+    Red<K> r;
+    r.init();
+    if (active) {
+        const int begin = c * chunk;
+        add_vectors<T, K>(r, reinterpret_cast<const uint4*>(xr + s.head), begin + threadIdx.x, min(s.body, begin + chunk),
+                          blockDim.x);
+        const int si = scalar_index<T>(s, threadIdx.x, c == 0, c == chunks - 1);
+        if (si >= 0) r.add1(E::load(xr + si));
+    }
+    block_row_reduce(r, scratch);
+    if (active && threadIdx.x == 0) part[p * chunks + c] = make_float2(r.a, r.b);
 }
 
 template <typename T, int K>
@@ -396,6 +501,13 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
     extern "C" __global__ void __launch_bounds__(1024)                                                            \
         NAME(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                      \
         reduce_rows<T, K>(x, y, rows, n);                                                                         \
+    }
+// logsumexp's rows hold a row in registers (two passes, see reduce_rows): one block of 1024 per
+// SM is asked for, or ptxas aims at two on sm_80 (32 registers) and spills.
+#define TILEOPS_REDUCE_ROWS_LSE(NAME, T)                                                                          \
+    extern "C" __global__ void __launch_bounds__(1024, 1)                                                         \
+        NAME(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                 \
+        reduce_rows<T, kLse>(x, y, rows, n);                                                                      \
     }
 #define TILEOPS_REDUCE_COLS(NAME, K, VW, T)                                                                       \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
@@ -424,11 +536,20 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
         reduce_strided<T, K>(x, y, g, outputs, n);                                                                \
     }
 
+// One block of 1024 per SM asked for: ptxas's own target on sm_80 is two (32 registers), at which
+// the per-run addressing spills.
+#define TILEOPS_REDUCE_RUNS(NAME, K, T)                                                                           \
+    extern "C" __global__ void __launch_bounds__(1024, 1)                                                         \
+        NAME(const T* __restrict__ x, float2* __restrict__ part, const ReduceGeom g, long long runs,              \
+             long long per_out, int run, int chunk) {                                                             \
+        reduce_runs<T, K>(x, part, g, runs, per_out, run, chunk);                                                 \
+    }
+
 #define TILEOPS_REDUCE_ENTRIES(T, SUFFIX)                                                                         \
     TILEOPS_REDUCE_ROWS(reduce_rows_sum_##SUFFIX, kSum, T)                                                         \
     TILEOPS_REDUCE_ROWS(reduce_rows_mean_##SUFFIX, kMean, T)                                                       \
     TILEOPS_REDUCE_ROWS(reduce_rows_amax_##SUFFIX, kAmax, T)                                                       \
-    TILEOPS_REDUCE_ROWS(reduce_rows_lse_##SUFFIX, kLse, T)                                                         \
+    TILEOPS_REDUCE_ROWS_LSE(reduce_rows_lse_##SUFFIX, T)                                                           \
     TILEOPS_REDUCE_COLS(reduce_cols_sum_##SUFFIX, kSum, 1, T)                                                      \
     TILEOPS_REDUCE_COLS(reduce_cols_mean_##SUFFIX, kMean, 1, T)                                                    \
     TILEOPS_REDUCE_COLS(reduce_cols_amax_##SUFFIX, kAmax, 1, T)                                                    \
@@ -441,6 +562,10 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
     TILEOPS_REDUCE_STRIDED(reduce_strided_mean_##SUFFIX, kMean, T)                                                 \
     TILEOPS_REDUCE_STRIDED(reduce_strided_amax_##SUFFIX, kAmax, T)                                                 \
     TILEOPS_REDUCE_STRIDED(reduce_strided_lse_##SUFFIX, kLse, T)                                                      \
+    TILEOPS_REDUCE_RUNS(reduce_runs_sum_##SUFFIX, kSum, T)                                                         \
+    TILEOPS_REDUCE_RUNS(reduce_runs_mean_##SUFFIX, kMean, T)                                                       \
+    TILEOPS_REDUCE_RUNS(reduce_runs_amax_##SUFFIX, kAmax, T)                                                       \
+    TILEOPS_REDUCE_RUNS(reduce_runs_lse_##SUFFIX, kLse, T)                                                         \
     TILEOPS_REDUCE_ROWS_SPLIT(reduce_rows_split_sum_##SUFFIX, kSum, T)                                                \
     TILEOPS_REDUCE_ROWS_SPLIT(reduce_rows_split_mean_##SUFFIX, kMean, T)                                              \
     TILEOPS_REDUCE_ROWS_SPLIT(reduce_rows_split_amax_##SUFFIX, kAmax, T)                                              \

@@ -39,24 +39,29 @@
 
 using namespace tileops;
 
-// The output step, the only difference between the ops: a row's (max m, sum of exp(x - m)) gives
-// norm = 1 / sum and y = exp(x - m) * norm for softmax, norm = log(sum) and y = (x - m) - norm for
-// log_softmax.
+// Every exp(x - m) of a row is `shift(x)` (ExpShift: one FFMA and one MUFU op), which is
+// exp(x - m) * 2^e for one e per row (the rounding of m * log2e).
+//
+// The output step, the only difference between the ops: a row's max m and sum gives
+// y = shift(x) * norm for softmax, y = (x - m) - norm for log_softmax. `biased`: the sum is of
+// shift(x) itself (the row in registers), so softmax's norm is 1 / sum (2^e cancels) and
+// log_softmax's log(sum) - e ln 2; otherwise the sum is of exp(x - m), and softmax's norm takes
+// the 2^-e that shift(x) needs.
 template <bool LOG>
-__device__ __forceinline__ float softmax_norm(float sum) {
+__device__ __forceinline__ float softmax_norm(float sum, const ExpShift& shift, bool biased) {
     if constexpr (LOG) {
-        return logf(sum);
+        return biased ? logf(sum) - shift.log_bias() : logf(sum);
     } else {
-        return 1.0f / sum;
+        return biased ? 1.0f / sum : shift.unbias(1.0f / sum);
     }
 }
 
 template <bool LOG>
-__device__ __forceinline__ float softmax_out(float x, float m, float norm) {
+__device__ __forceinline__ float softmax_out(float x, float m, const ExpShift& shift, float norm) {
     if constexpr (LOG) {
         return (x - m) - norm;
     } else {
-        return exp_fast(x - m) * norm;
+        return shift(x) * norm;
     }
 }
 
@@ -70,23 +75,23 @@ __device__ __forceinline__ float max_values(const uint4& q, float m) {
     return m;
 }
 
-// sum plus exp(v - m) for the V values v of one packed vector.
+// sum plus shift(v) for the V values v of one packed vector.
 template <typename T>
-__device__ __forceinline__ float add_exps(const uint4& q, float m, float sum) {
+__device__ __forceinline__ float add_exps(const uint4& q, const ExpShift& shift, float sum) {
     float f[Elem<T>::V];
     Elem<T>::unpack(q, f);
 #pragma unroll
-    for (int j = 0; j < Elem<T>::V; ++j) sum += exp_fast(f[j] - m);
+    for (int j = 0; j < Elem<T>::V; ++j) sum += shift(f[j]);
     return sum;
 }
 
 // The output step for one packed vector, stored to *y.
 template <bool LOG, typename T>
-__device__ __forceinline__ void softmax_store(const uint4& q, float m, float norm, uint4* y) {
+__device__ __forceinline__ void softmax_store(const uint4& q, float m, const ExpShift& shift, float norm, uint4* y) {
     float f[Elem<T>::V];
     Elem<T>::unpack(q, f);
 #pragma unroll
-    for (int j = 0; j < Elem<T>::V; ++j) f[j] = softmax_out<LOG>(f[j], m, norm);
+    for (int j = 0; j < Elem<T>::V; ++j) f[j] = softmax_out<LOG>(f[j], m, shift, norm);
     store16(y, Elem<T>::pack(f));
 }
 
@@ -104,20 +109,24 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
         if (r.owns(k)) m = max_values<T>(r.buf[k], m);
     }
     m = row_reduce<true>(m, red_max);
+    const ExpShift shift(m);
 
-    float sum = r.si >= 0 ? exp_fast(r.sx - m) : 0.0f;
+    // softmax recomputes shift(x) in the store pass rather than keeping V floats per vector
+    // live across the block's sum (at 1024 threads a row of 4 vectors has 64 registers per
+    // thread): two instructions per element.
+    float sum = r.si >= 0 ? shift(r.sx) : 0.0f;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (r.owns(k)) sum = add_exps<T>(r.buf[k], m, sum);
+        if (r.owns(k)) sum = add_exps<T>(r.buf[k], shift, sum);
     }
     sum = row_reduce<false>(sum, red_sum);
-    const float norm = softmax_norm<LOG>(sum);
+    const float norm = softmax_norm<LOG>(sum, shift, true);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (r.owns(k)) softmax_store<LOG, T>(r.buf[k], m, norm, r.yv + r.index(k));
+        if (r.owns(k)) softmax_store<LOG, T>(r.buf[k], m, shift, norm, r.yv + r.index(k));
     }
-    if (r.si >= 0) E::store(r.yr + r.si, softmax_out<LOG>(r.sx, m, norm));
+    if (r.si >= 0) E::store(r.yr + r.si, softmax_out<LOG>(r.sx, m, shift, norm));
 }
 
 // Loads the part of a row's body that chunk `c` owns into registers, plus the one head/tail scalar
@@ -167,16 +176,18 @@ __device__ __forceinline__ void softmax_partial(const T* __restrict__ x, float2*
         // A chunk of only -inf (and NaN) has max -inf: measure it from 0 instead, so -inf
         // contributes 0 and NaN stays NaN, rather than -inf - -inf making the chunk NaN.
         const float ms = m == neg_inf() ? 0.0f : m;
+        const ExpShift shift(ms);
 
-        float sum = si >= 0 ? exp_fast(sx - ms) : 0.0f;
+        float sum = si >= 0 ? shift(sx) : 0.0f;
 #pragma unroll
         for (int k = 0; k < VPT; ++k) {
             if (v0 + static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x) < s.body) {
-                sum = add_exps<T>(buf[k], ms, sum);
+                sum = add_exps<T>(buf[k], shift, sum);
             }
         }
         sum = row_reduce<false>(sum, red_sum);
-        if (threadIdx.x == 0) part[row * chunks + c] = make_float2(m, sum);
+        // The chunks' sums are combined with others of other shifts: each as a sum of exp(x - m).
+        if (threadIdx.x == 0) part[row * chunks + c] = make_float2(m, shift.unbias(sum));
     }
 }
 
@@ -213,15 +224,16 @@ __device__ __forceinline__ void softmax_finalize(const T* __restrict__ x, const 
             sum += p.y * exp_fast(p.x - m);
         }
         sum = row_reduce<false>(sum, red_sum);
-        const float norm = softmax_norm<LOG>(sum);
+        const ExpShift shift(m);
+        const float norm = softmax_norm<LOG>(sum, shift, false);
 
         uint4* yv = reinterpret_cast<uint4*>(yr + s.head);
 #pragma unroll
         for (int k = 0; k < VPT; ++k) {
             const int i = v0 + t + k * tpr;
-            if (i < s.body) softmax_store<LOG, T>(buf[k], m, norm, yv + i);
+            if (i < s.body) softmax_store<LOG, T>(buf[k], m, shift, norm, yv + i);
         }
-        if (si >= 0) E::store(yr + si, softmax_out<LOG>(sx, m, norm));
+        if (si >= 0) E::store(yr + si, softmax_out<LOG>(sx, m, shift, norm));
     }
 }
 
@@ -260,18 +272,20 @@ __device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restr
         }
         float norm[VW];
 #pragma unroll
-        for (int j = 0; j < VW; ++j) norm[j] = softmax_norm<LOG>(s[j]);
+        for (int j = 0; j < VW; ++j) norm[j] = softmax_norm<LOG>(s[j], ExpShift(m[j]), false);
         for (int k = 0; k < n; ++k) {
             float f[VW];
             load_group<T, VW>(x + base + k * inner, f);
 #pragma unroll
-            for (int j = 0; j < VW; ++j) f[j] = softmax_out<LOG>(f[j], m[j], norm[j]);
+            for (int j = 0; j < VW; ++j) f[j] = softmax_out<LOG>(f[j], m[j], ExpShift(m[j]), norm[j]);
             store_group<T, VW>(y + base + k * inner, f);
         }
     }
 }
 
-// Both ops' entry points; softmax_partial_* and log_softmax_partial_* share one body.
+// Both ops' entry points; softmax_partial_* and log_softmax_partial_* share one body. The partial
+// asks for 3 blocks per SM (at most 85 registers): left to its own heuristic ptxas aims at 64 and
+// spills the f16 body; 3 x 256 threads x 8 loads of 16 bytes in flight still cover the latency.
 #define TILEOPS_SOFTMAX_ENTRIES(T, SUFFIX)                                                                          \
     extern "C" __global__ void __launch_bounds__(1024) softmax_rows_v4_##SUFFIX(                                    \
         const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
@@ -281,7 +295,7 @@ __device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restr
         const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
         softmax_rows<false, T, 16>(x, y, rows, n);                                                                  \
     }                                                                                                               \
-    extern "C" __global__ void __launch_bounds__(256) softmax_partial_##SUFFIX(                                     \
+    extern "C" __global__ void __launch_bounds__(256, 3) softmax_partial_##SUFFIX(                                  \
         const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {                                \
         softmax_partial<T, 8>(x, part, rows, n);                                                                    \
     }                                                                                                               \
@@ -305,7 +319,7 @@ __device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restr
         const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
         softmax_rows<true, T, 16>(x, y, rows, n);                                                                   \
     }                                                                                                               \
-    extern "C" __global__ void __launch_bounds__(256) log_softmax_partial_##SUFFIX(                                 \
+    extern "C" __global__ void __launch_bounds__(256, 3) log_softmax_partial_##SUFFIX(                              \
         const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {                                \
         softmax_partial<T, 8>(x, part, rows, n);                                                                    \
     }                                                                                                               \

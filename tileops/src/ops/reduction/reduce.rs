@@ -4,7 +4,9 @@
 //! The plan merges adjacent dims of the same kind (kept or reduced) and drops dims of size 1,
 //! then picks a layout: the reduced dims trailing (`rows`, the fast path: one warp or block per
 //! row, 16-byte loads), one block of reduced dims between kept ones (`cols`: coalesced along the
-//! kept inner dims), or anything else (`strided`: one block per output, addressed through
+//! kept inner dims), several blocks of reduced dims with a long reduced innermost one (`runs`:
+//! each contiguous run a row of 16-byte loads, its partial state combined per output by
+//! `reduce_finish`), or anything else (`strided`: one block per output, addressed through
 //! (size, stride) pairs).
 
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig};
@@ -123,6 +125,15 @@ enum Layout {
         n: usize,
         inner: usize,
     },
+    /// Several blocks of reduced dims, the innermost one reduced: each output reduces `per_out`
+    /// contiguous runs of `run` elements (`n = per_out * run`). `geom` holds the kept dims and the
+    /// reduced dims outside the run, in elements.
+    Runs {
+        geom: Box<ReduceGeom>,
+        outputs: usize,
+        per_out: usize,
+        run: usize,
+    },
     /// Anything else.
     Strided {
         geom: Box<ReduceGeom>,
@@ -173,7 +184,15 @@ fn layout(op: &'static str, x: &TensorSpec, axes: &[usize]) -> Result<Layout, Er
         }
     }
     let kept: Vec<_> = blocks.iter().filter(|b| !b.0).collect();
-    if kept.len() > MAX_BLOCKS || reduced.len() > MAX_BLOCKS {
+    let run = blocks.last().map_or(1, |b| b.1);
+    // Runs: the innermost block reduced and long enough that a run fills a row of 16-byte loads
+    // (shorter runs leave most lanes of a warp idle); the kernel counts a run's elements and
+    // indexes the runs in 32 bits.
+    let runs_fit = trailing
+        && run >= MIN_RUN_BYTES / x.dtype.size_in_bytes()
+        && i32::try_from(run).is_ok()
+        && i32::try_from(numel / run).is_ok();
+    if kept.len() > MAX_BLOCKS || reduced.len() > MAX_BLOCKS + usize::from(runs_fit) {
         return Err(Error::InvalidShape {
             op,
             field: "x",
@@ -184,6 +203,28 @@ fn layout(op: &'static str, x: &TensorSpec, axes: &[usize]) -> Result<Layout, Er
             ),
         });
     }
+    // The runs layout addresses whole runs: the run's own block is left out of the geometry.
+    let outer_reduced = &reduced[..reduced.len() - usize::from(runs_fit)];
+    let geom = Box::new(reduce_geom(&kept, outer_reduced));
+    let outputs = numel / n;
+    Ok(if runs_fit {
+        Layout::Runs {
+            geom,
+            outputs,
+            per_out: n / run,
+            run,
+        }
+    } else {
+        Layout::Strided { geom, outputs, n }
+    })
+}
+
+/// The shortest run, in bytes, of the runs layout: 8 vectors of 16 bytes.
+const MIN_RUN_BYTES: usize = 128;
+
+/// The kernels' geometry for these kept and reduced (reduced?, size, stride) blocks, at most
+/// `MAX_BLOCKS` of each.
+fn reduce_geom(kept: &[&(bool, usize, usize)], reduced: &[&(bool, usize, usize)]) -> ReduceGeom {
     let mut geom = ReduceGeom {
         kept_size: [1; MAX_BLOCKS],
         kept_stride: [0; MAX_BLOCKS],
@@ -201,11 +242,7 @@ fn layout(op: &'static str, x: &TensorSpec, axes: &[usize]) -> Result<Layout, Er
         geom.red_size[i] = b.1 as i64;
         geom.red_stride[i] = b.2 as i64;
     }
-    Ok(Layout::Strided {
-        geom: Box::new(geom),
-        outputs: numel / n,
-        n,
-    })
+    geom
 }
 
 /// Chunks per row for the split rows kernel, when one block per row would leave most of the
@@ -452,6 +489,58 @@ impl ReducePlan {
                 // SAFETY: reduce_cols*(const T*, T*, long long, long long, long long); x holds
                 // outer * n * inner elements, y outer * inner; the block is (32, 8).
                 unsafe { launch!(dev, &REDUCE, entry, cfg; xs, ys, &outer, &n, &inner) }
+            }
+            Layout::Runs {
+                geom,
+                outputs,
+                per_out,
+                run,
+            } => {
+                let (geom, outputs, per_out, run): (&ReduceGeom, usize, usize, usize) =
+                    (geom, *outputs, *per_out, *run);
+                let entry = kernels::entry(&REDUCE, &format!("reduce_runs_{kind}"), dtype)?;
+                let runs = outputs * per_out;
+                let vectors = run / per_vector;
+                // Few long runs are cut into chunks, as rows are (one block per run would leave
+                // most SMs idle); the finish then combines per_out * chunks states per output.
+                let chunks = row_chunks(runs, vectors, dev.sm_count as usize)
+                    .filter(|&c| i32::try_from(per_out * c).is_ok())
+                    .unwrap_or(1);
+                let chunk = vectors.div_ceil(chunks).max(1);
+                // Four 16-byte vectors per thread, as the rows kernel; short runs share a block.
+                let threads_per_row = pow2_clamped(chunk.div_ceil(4), 32, 1024);
+                let rows_per_block = (128 / threads_per_row).max(1);
+                let cfg = LaunchConfig {
+                    grid_dim: (
+                        launch::grid_dim(entry, runs.div_ceil(rows_per_block))?,
+                        chunks as u32,
+                        1,
+                    ),
+                    block_dim: (threads_per_row as u32, rows_per_block as u32, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut part = alloc_pairs(dev, op, runs * chunks)?;
+                let (runs_i, per_out_i, run_i, chunk_i) =
+                    (runs as i64, per_out as i64, run as i32, chunk as i32);
+                // SAFETY: reduce_runs_*(const T*, float2*, ReduceGeom, long long, long long, int,
+                // int); the geometry and the run address only elements of x (their sizes
+                // multiply to its numel), part holds runs * chunks pairs (gridDim.y = chunks of
+                // `chunk` vectors cover a run); blockDim.x is a multiple of 32, <= 1024, and
+                // blockDim.y <= 32.
+                unsafe {
+                    launch!(dev, &REDUCE, entry, cfg;
+                        xs, &mut part, geom, &runs_i, &per_out_i, &run_i, &chunk_i)
+                }?;
+                finish(
+                    dev,
+                    kind,
+                    dtype,
+                    &part,
+                    ys,
+                    outputs,
+                    per_out * chunks,
+                    per_out * run,
+                )
             }
             Layout::Strided { geom, outputs, n } => {
                 let (geom, outputs, n): (&ReduceGeom, usize, usize) = (geom, *outputs, *n);
@@ -838,16 +927,40 @@ mod tests {
                 inner: 5
             }
         );
+        // The manifest's [4, 128, 4096] over [0, 2]: 4 runs of 4096 per output.
+        let Layout::Runs {
+            geom,
+            outputs,
+            per_out,
+            run,
+        } = layout("sum", &spec(&[4, 128, 4096], DType::Float16), &[0, 2]).unwrap()
+        else {
+            panic!("expected a runs layout");
+        };
+        assert_eq!((outputs, per_out, run), (128, 4, 4096));
+        assert_eq!((geom.kept_rank, geom.red_rank), (1, 1));
+        assert_eq!((geom.kept_size[0], geom.kept_stride[0]), (128, 4096));
+        assert_eq!((geom.red_size[0], geom.red_stride[0]), (4, 128 * 4096));
+        // Runs shorter than 128 bytes (32 float32, 64 float16) stay strided.
+        assert!(matches!(
+            layout("sum", &spec(&[4, 12, 32], DType::Float32), &[0, 2]).unwrap(),
+            Layout::Runs { run: 32, .. }
+        ));
         let Layout::Strided { geom, outputs, n } =
-            layout("sum", &spec(&[4, 128, 4096], DType::Float16), &[0, 2]).unwrap()
+            layout("sum", &spec(&[4, 12, 32], DType::Float16), &[0, 2]).unwrap()
         else {
             panic!("expected a strided layout");
         };
-        assert_eq!((outputs, n), (128, 4 * 4096));
+        assert_eq!((outputs, n), (12, 4 * 32));
         assert_eq!((geom.kept_rank, geom.red_rank), (1, 2));
-        assert_eq!((geom.kept_size[0], geom.kept_stride[0]), (128, 4096));
-        assert_eq!(&geom.red_size[..2], &[4, 4096]);
-        assert_eq!(&geom.red_stride[..2], &[128 * 4096, 1]);
+        assert_eq!((geom.kept_size[0], geom.kept_stride[0]), (12, 32));
+        assert_eq!(&geom.red_size[..2], &[4, 32]);
+        assert_eq!(&geom.red_stride[..2], &[12 * 32, 1]);
+        // A kept innermost dim stays strided, however long.
+        assert!(matches!(
+            layout("sum", &spec(&[4, 12, 5, 4096], DType::Float32), &[0, 2]).unwrap(),
+            Layout::Strided { .. }
+        ));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! - each row kernel at and past its limit: `*_rows_v4` up to 4096 vectors, `*_rows_v16` up to
 //!   8192, then `*_loop` (the norms) or `*_partial` + `*_finalize` (softmax, log_softmax);
 //! - the other layouts: `*_cols` and `*_cols_vec` (a non-last dim), the reduction split kernels
-//!   (`reduce_*_split_*` + `reduce_finish_*`) and the strided multi-dim kernels, keepdim;
+//!   (`reduce_*_split_*` + `reduce_finish_*`), the runs kernels (`reduce_runs_*`) and the strided
+//!   multi-dim kernels, keepdim;
 //! - grid-stride tails where a cheap shape reaches them (sized from the device's SM count);
 //! - rope at positions 0 and max_pos - 1 (and outside the table), `rope_vec` and `rope_scalar`;
 //!   fp8 saturation (beyond ±448, ±inf, NaN, all-zero and all-NaN groups, values under the scale
@@ -650,7 +651,7 @@ fn silu_and_mul_reaches_every_kernel() {
 
 // ---------------------------------------------------------------------------------------------
 // sum, mean, amax, logsumexp: rows, rows_split, cols, cols_split, cols_vec, cols_vec_split,
-// strided, finish
+// runs, strided, finish
 // ---------------------------------------------------------------------------------------------
 
 const KINDS: [ReduceKind; 4] = [
@@ -705,6 +706,11 @@ fn reduction_shapes(
         (vec![2, 100, 8], vec![1], false, false),
         (vec![64, 6 * v], vec![0], true, false),
         (vec![4, 70, 16], vec![1], false, true),
+        // Runs: several blocks of reduced dims, the innermost reduced and at least 8 vectors
+        // long: whole vectors, an odd run (misaligned runs), few long runs in chunks, keepdim.
+        (vec![4, 12, 16 * v], vec![0, 2], true, true),
+        (vec![3, 2, 8 * v + 3], vec![0, 2], false, false),
+        (vec![2, 3, 1024 * v + 5], vec![0, 2], false, true),
         // Strided: several blocks of reduced dims; keepdim; long reduction sets.
         (vec![4, 12, 5], vec![0, 2], true, true),
         (vec![2, 3, 4, 5], vec![0, 3], false, false),
@@ -1383,7 +1389,7 @@ fn harness_accepts_the_cpu_paths_and_catches_poison() {
     assert_eq!(worst_codes(&[1, 2, POISON_CODE], &[1, 2, 3]).1, 2);
     // The entry lists the coverage check compares with.
     assert_eq!(entries_of(&kernels::SOFTMAX, &DTYPES).len(), 36);
-    assert_eq!(entries_of(&kernels::REDUCE, &[DType::BFloat16]).len(), 32);
+    assert_eq!(entries_of(&kernels::REDUCE, &[DType::BFloat16]).len(), 36);
     assert_eq!(
         entries_of(
             &kernels::QK_NORM_ROPE_FP8,

@@ -146,6 +146,73 @@ pub(crate) fn activation_cases(device: &Device, with_big: bool) -> Report {
     report
 }
 
+/// The distance in ulps between two non-NaN 16-bit floats given by their bits (f16 and bf16 are
+/// both sign-magnitude, so magnitudes order as integers; -0 and +0 coincide).
+fn ulps16(a: u16, b: u16) -> u32 {
+    let line = |c: u16| {
+        let m = i32::from(c & 0x7fff);
+        if c & 0x8000 != 0 { -m } else { m }
+    };
+    line(a).abs_diff(line(b))
+}
+
+/// gelu (both forms), silu and sigmoid on every f16 and every bf16 value (all 65,536 bit
+/// patterns: zeros, subnormals, the far tails where 1 + exp(-x) overflows, +-inf, NaN) against the
+/// f64 reference rounded to the dtype: at most 1 ulp apart, NaN exactly where the reference is
+/// NaN. The 16-bit kernels evaluate them with approximations (activation.cu: normcdf_fast, one
+/// exp for erfc; ex2.approx and div.full.f32 for the others); this is their exhaustive accuracy
+/// check. On the GPU ex2, rcp and div.full are approximate (relative errors ~2^-22, far under
+/// the 2^-9 and 2^-12 of these dtypes' half ulps, so at most a rounding-boundary case moves by
+/// one ulp); the emulator computes them in f32 on the CPU.
+#[test]
+fn transcendental_activations_are_within_an_ulp_on_every_16_bit_input() {
+    let Some(gpu) =
+        gpu_or_skip("transcendental_activations_are_within_an_ulp_on_every_16_bit_input")
+    else {
+        return;
+    };
+    let word = |b: &[u8], i: usize| u16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
+    for (name, f) in ACTIVATIONS {
+        if !["gelu", "gelu_tanh", "silu", "sigmoid"].contains(&name) {
+            continue;
+        }
+        for dtype in [DType::Float16, DType::BFloat16] {
+            let spec = TensorSpec::new([1 << 16], dtype);
+            let bits: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
+            let x = Tensor::from_bytes(&bits, &spec, &gpu).expect("every bit pattern");
+            let mut y = Tensor::full(&spec, POISON, &gpu).expect("poisoned output");
+            activation_forward(name, &gpu, &spec, &x, &mut y);
+            let got_bits = y.to_bytes().expect("download");
+            let got = y.to_vec_f64().expect("download");
+            let xs = x.to_vec_f64().expect("x");
+            let want: Vec<f64> = xs.iter().map(|&v| f(v)).collect();
+            let want_bits = Tensor::from_f64_rounded(&want, &spec, &Device::cpu())
+                .and_then(|t| t.to_bytes())
+                .expect("the reference, rounded");
+            let (mut worst, mut at) = (0, 0);
+            for i in 0..xs.len() {
+                let d = match (got[i].is_nan(), want[i].is_nan()) {
+                    (true, true) => 0,
+                    (false, false) => ulps16(word(&got_bits, i), word(&want_bits, i)),
+                    _ => u32::MAX,
+                };
+                if d > worst {
+                    (worst, at) = (d, i);
+                }
+            }
+            println!("{name} {dtype}: worst {worst} ulp at x = {}", xs[at]);
+            assert!(
+                worst <= 1,
+                "{name} {dtype}: {worst} ulp from the correctly rounded value at x = {} (bits \
+                 {at:#06x}): got {}, want {}",
+                xs[at],
+                got[at],
+                want[at]
+            );
+        }
+    }
+}
+
 /// SwiGLU inputs `[rows, 2N]`: N of one element, odd N (scalar kernel), N a whole number of
 /// vectors in f32 only, in every dtype, the Llama-8B width, more rows than the grid's y extent.
 const SWIGLU_CASES: &[&[usize]] = &[

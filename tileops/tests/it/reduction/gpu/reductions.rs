@@ -11,7 +11,7 @@
 use crate::common::{DTYPES, POISON, Report, Special, bound, gpu_or_skip, make_input};
 use crate::common::{reduction_sets, softmax_lines, worst_error};
 use tileops::ops::reference::{self as reference_reduction, ReduceKind};
-use tileops::ops::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Sum};
+use tileops::ops::{Amax, LogSoftmax, Logsumexp, Mean, ReduceDim, Softmax, Sum};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
 const KINDS: [ReduceKind; 4] = [
@@ -136,6 +136,63 @@ fn log_softmax_cases(device: &Device) -> Report {
     report
 }
 
+/// Rows far from 0 (float32, an offset plus standard normal noise), where the kernels' exp of
+/// x - max as 2^(x log2 e - max log2 e) matters: the rounding of max log2 e scales every exp of
+/// a row by one factor 2^e (|e| up to 2^-12 at an offset of 3000, 2^-9 at 30000). Softmax's
+/// ratio cancels it, log_softmax subtracts it from log(sum), the split rows' partial sums divide
+/// it out (both of its branches: |e ln 2| under and over 2^-12); uncorrected, log_softmax is off
+/// by up to 1e-3 here, a hundred times its bound. Rows of 4096 stay in registers, rows of
+/// 102400 take the partial and finalize kernels.
+#[test]
+fn rows_far_from_zero_keep_their_accuracy() {
+    let Some(gpu) = gpu_or_skip("rows_far_from_zero_keep_their_accuracy") else {
+        return;
+    };
+    let mut report = Report::new(11, 40);
+    let mut seed = 7000;
+    for (rows, n) in [(3, 4096), (2, 102_400)] {
+        for offset in [3000.0, -30_000.0, 30_000.0] {
+            seed += 1;
+            let spec = TensorSpec::new([rows, n], DType::Float32);
+            let noise = Tensor::random(&spec, seed, &Device::cpu())
+                .and_then(|t| t.to_vec_f64())
+                .expect("random noise");
+            let shifted: Vec<f64> = noise.iter().map(|v| offset + v).collect();
+            let x = Tensor::from_f64_rounded(&shifted, &spec, &gpu).expect("upload");
+            let xs = x.to_vec_f64().expect("copy back");
+            let label = format!("[{rows}, {n}] {offset:+}");
+
+            let softmax = Softmax::new(spec.clone(), -1, &gpu).expect("valid plan");
+            let got = softmax.forward(&x).and_then(|y| y.to_vec_f64());
+            let got = got.expect("softmax");
+            let want = reference_reduction::softmax(&xs, rows, n, 1);
+            let err = worst_error(&got, &want, &vec![0.0; want.len()], DType::Float32);
+            report.record("softmax", label.clone(), DType::Float32, err, &got, &want);
+
+            let log_softmax = LogSoftmax::new(spec.clone(), -1, &gpu).expect("valid plan");
+            let got = log_softmax.forward(&x).and_then(|y| y.to_vec_f64());
+            let got = got.expect("log_softmax");
+            let want = reference_reduction::log_softmax(&xs, rows, n, 1);
+            let err = worst_error(&got, &want, &vec![1.0; want.len()], DType::Float32);
+            report.record(
+                "log_softmax",
+                label.clone(),
+                DType::Float32,
+                err,
+                &got,
+                &want,
+            );
+
+            let (got, _) =
+                run_reduction(ReduceKind::Logsumexp, &gpu, &x, &ReduceDim::One(-1), false);
+            let want = reference_reduction::reduce(&xs, &[rows, n], &[1], ReduceKind::Logsumexp);
+            let err = worst_error(&got, &want, &vec![1.0; want.len()], DType::Float32);
+            report.record("logsumexp", label, DType::Float32, err, &got, &want);
+        }
+    }
+    report.finish();
+}
+
 /// Plans `kind` and runs it on `x` into a poisoned output; returns the output values and the
 /// normalized axes.
 fn run_reduction(
@@ -189,8 +246,14 @@ fn reduction_cases(device: &Device) -> Report {
         (&[64, 48], One(0), false, Special::None),
         (&[300, 40], One(0), true, Special::NonFinite),
         (&[2, 3, 4, 5], Many(vec![1, 2]), false, Special::None),
-        // Strided: several blocks of reduced dims.
+        // Runs: several blocks of reduced dims, the innermost reduced and at least 128 bytes
+        // long (a misaligned odd run; three outer reduced dims; few long runs cut into chunks).
+        (&[4, 12, 100], Many(vec![0, 2]), true, Special::NonFinite),
+        (&[2, 3, 2, 5, 64], Many(vec![0, 2, 4]), false, Special::None),
+        (&[3, 2, 9001], Many(vec![0, 2]), false, Special::NonFinite),
+        // Strided: several blocks of reduced dims, short runs or a kept innermost dim.
         (&[4, 12, 40], Many(vec![0, 2]), true, Special::NonFinite),
+        (&[3, 5, 2, 40], Many(vec![0, 2]), false, Special::None),
         (&[2, 3, 4, 5], Many(vec![0, 3]), false, Special::None),
         (
             &[3, 2, 5, 2, 7],
