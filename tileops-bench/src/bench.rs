@@ -739,8 +739,8 @@ fn emulated_row(
         ));
     }
     let dry = over.is_some();
-    // A dry launch runs no kernel, so its inputs' values do not matter: placeholders (zeroed)
-    // cost a fraction of random ones.
+    // A dry launch runs no kernel, so its inputs' values do not matter: placeholders
+    // (uninitialised) cost a fraction of random ones.
     let inputs = match if dry {
         op.placeholder_inputs()
     } else {

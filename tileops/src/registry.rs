@@ -307,9 +307,9 @@ pub trait BenchOp: RooflineModel {
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error>;
     /// Inputs of the planned specs whose values do not matter, for a call whose kernels are
     /// launched but not run (the bench's dry launches on the emulated device, which record launch
-    /// shapes): zeroed where the op can, which costs a fraction of drawing random values; index
-    /// inputs (block tables, lengths, positions) still hold valid values. Defaults to
-    /// [`BenchOp::random_inputs`].
+    /// shapes): left uninitialised where the op can, which costs a fraction of drawing random
+    /// values; index inputs (block tables, lengths, positions) still hold valid values. Never
+    /// run a kernel on them. Defaults to [`BenchOp::random_inputs`].
     fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
         self.random_inputs(0)
     }

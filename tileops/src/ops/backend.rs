@@ -178,14 +178,14 @@ pub(crate) fn random_inputs<const N: usize>(
 }
 
 /// A bench's placeholder inputs ([`BenchOp::placeholder_inputs`](crate::registry::BenchOp)):
-/// one zeroed tensor per spec.
-pub(crate) fn zeroed_inputs<const N: usize>(
+/// one uninitialised tensor per spec (zeros on the CPU), for calls whose kernels do not run.
+pub(crate) fn placeholder_inputs<const N: usize>(
     specs: [&TensorSpec; N],
     device: &Device,
 ) -> Result<Vec<Tensor>, Error> {
     specs
         .into_iter()
-        .map(|spec| Tensor::zeros(spec, device))
+        .map(|spec| Tensor::empty(spec, device))
         .collect()
 }
 
@@ -254,7 +254,7 @@ macro_rules! unary_bench_op {
             }
 
             fn placeholder_inputs(&self) -> Result<Vec<$crate::Tensor>, $crate::Error> {
-                $crate::ops::backend::zeroed_inputs([self.x()], self.device())
+                $crate::ops::backend::placeholder_inputs([self.x()], self.device())
             }
 
             fn run(&self, inputs: &[$crate::Tensor]) -> Result<Vec<$crate::Tensor>, $crate::Error> {

@@ -1032,8 +1032,8 @@ impl DecodePlan {
         self.push_index_inputs(inputs, device)
     }
 
-    /// The bench's placeholder inputs: q and the caches zeroed, the block table, lengths and
-    /// scales as [`DecodePlan::bench_inputs`] gives them (the launch shapes depend on those).
+    /// The bench's placeholder inputs: q and the caches uninitialised, the block table, lengths
+    /// and scales as [`DecodePlan::bench_inputs`] gives them (the launch shapes depend on those).
     pub(crate) fn placeholder_inputs(
         &self,
         [q, k, v]: [&TensorSpec; 3],
@@ -1041,7 +1041,7 @@ impl DecodePlan {
     ) -> Result<Vec<Tensor>, Error> {
         let inputs = [q, k, v]
             .into_iter()
-            .map(|spec| Tensor::zeros(spec, device))
+            .map(|spec| Tensor::empty(spec, device))
             .collect::<Result<Vec<_>, _>>()?;
         self.push_index_inputs(inputs, device)
     }

@@ -447,7 +447,7 @@ impl BenchOp for Gemm {
     }
 
     fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
-        backend::zeroed_inputs([&self.a, &self.b], &self.device)
+        backend::placeholder_inputs([&self.a, &self.b], &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

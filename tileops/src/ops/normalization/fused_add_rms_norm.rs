@@ -216,7 +216,7 @@ impl BenchOp for FusedAddRmsNorm {
     }
 
     fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
-        backend::zeroed_inputs([&self.x, &self.residual, &self.weight], &self.device)
+        backend::placeholder_inputs([&self.x, &self.residual, &self.weight], &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

@@ -176,7 +176,7 @@ impl BenchOp for LayerNorm {
     }
 
     fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
-        backend::zeroed_inputs([&self.x, &self.weight, &self.bias], &self.device)
+        backend::placeholder_inputs([&self.x, &self.weight, &self.bias], &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

@@ -180,7 +180,7 @@ impl BenchOp for RmsNorm {
     }
 
     fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
-        backend::zeroed_inputs([&self.x, &self.weight], &self.device)
+        backend::placeholder_inputs([&self.x, &self.weight], &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {

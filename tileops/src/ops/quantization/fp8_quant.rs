@@ -285,7 +285,7 @@ impl BenchOp for Fp8Quant {
     }
 
     fn placeholder_inputs(&self) -> Result<Vec<Tensor>, Error> {
-        backend::zeroed_inputs([&self.x], &self.device)
+        backend::placeholder_inputs([&self.x], &self.device)
     }
 
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
