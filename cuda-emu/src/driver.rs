@@ -86,13 +86,24 @@ thread_local! {
 }
 
 struct Module {
-    /// Static shared memory per entry, from the CUBIN's `.nv.shared.<entry>` sections.
-    static_shared: HashMap<String, usize>,
+    /// What the CUBIN says of each entry (empty for a PTX image).
+    resources: HashMap<String, EntryResources>,
+}
+
+/// One entry's resources as its CUBIN records them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct EntryResources {
+    /// Static shared memory, bytes: the size of its `.nv.shared.<entry>` section.
+    static_shared: usize,
+    /// Registers per thread: its `EIATTR_REGCOUNT` in the image's `.nv.info` section (0 when
+    /// the image does not say, as a PTX one does not).
+    registers: u32,
 }
 
 struct Function {
     entry: &'static Entry,
     static_shared: usize,
+    registers: u32,
     max_dynamic_shared: Mutex<usize>,
 }
 
@@ -805,23 +816,115 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
 
 // ---- Modules and functions ---------------------------------------------------------------------
 
-/// Static shared memory per entry, read from a CUBIN's `.nv.shared.<entry>` sections (an ELF
-/// image); a PTX image (text) yields none.
-fn static_shared_sizes(image: &[u8]) -> HashMap<String, usize> {
-    use object::{Object, ObjectSection};
-    let mut sizes = HashMap::new();
-    if let Ok(file) = object::File::parse(image) {
-        for section in file.sections() {
-            if let Some(entry) = section
-                .name()
-                .ok()
-                .and_then(|n| n.strip_prefix(".nv.shared."))
-            {
-                sizes.insert(entry.to_owned(), section.size() as usize);
+/// Each entry's static shared memory and registers, read from a CUBIN (an ELF image): the
+/// `.nv.shared.<entry>` sections' sizes, and the `EIATTR_REGCOUNT` records of the `.nv.info`
+/// section. A PTX image (text) yields none.
+fn entry_resources(image: &[u8]) -> HashMap<String, EntryResources> {
+    use object::{Object, ObjectSection, ObjectSymbol, SymbolIndex};
+    let mut resources: HashMap<String, EntryResources> = HashMap::new();
+    let Ok(file) = object::File::parse(image) else {
+        return resources;
+    };
+    for section in file.sections() {
+        let Ok(name) = section.name() else { continue };
+        if let Some(entry) = name.strip_prefix(".nv.shared.") {
+            resources.entry(entry.to_owned()).or_default().static_shared = section.size() as usize;
+        } else if name == ".nv.info" {
+            let Ok(data) = section.data() else { continue };
+            for (symbol, registers) in register_counts(data) {
+                let named = file
+                    .symbol_by_index(SymbolIndex(symbol as usize))
+                    .ok()
+                    .and_then(|s| s.name().ok().map(str::to_owned));
+                if let Some(entry) = named {
+                    resources.entry(entry).or_default().registers = registers;
+                }
             }
         }
     }
-    sizes
+    resources
+}
+
+/// The `(symbol index, registers)` pairs of the `EIATTR_REGCOUNT` records in a CUBIN's
+/// `.nv.info` section: a sequence of `[format, attribute, payload]` records whose payload is
+/// none (format 1), one byte (2), a 16-bit value (3), or a 16-bit size and that many bytes (4);
+/// `EIATTR_REGCOUNT` (0x2f) is of format 4 with two 32-bit words. A truncated record ends the
+/// walk.
+fn register_counts(info: &[u8]) -> Vec<(u32, u32)> {
+    const EIFMT_NVAL: u8 = 1;
+    const EIFMT_BVAL: u8 = 2;
+    const EIFMT_HVAL: u8 = 3;
+    const EIFMT_SVAL: u8 = 4;
+    const EIATTR_REGCOUNT: u8 = 0x2f;
+    let word = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let mut counts = Vec::new();
+    let mut at = 0;
+    while let (Some(&format), Some(&attribute)) = (info.get(at), info.get(at + 1)) {
+        at += 2;
+        match format {
+            EIFMT_NVAL => {}
+            EIFMT_BVAL => at += 1,
+            EIFMT_HVAL => at += 2,
+            EIFMT_SVAL => {
+                let Some(size) = info.get(at..at + 2) else {
+                    break;
+                };
+                let size = u16::from_le_bytes([size[0], size[1]]) as usize;
+                at += 2;
+                let Some(payload) = info.get(at..at + size) else {
+                    break;
+                };
+                if attribute == EIATTR_REGCOUNT && size == 8 {
+                    if let (Some(symbol), Some(registers)) = (word(payload, 0), word(payload, 4)) {
+                        counts.push((symbol, registers));
+                    }
+                }
+                at += size;
+            }
+            _ => break,
+        }
+    }
+    counts
+}
+
+/// Little-endian fields of an ELF64 header or section header.
+fn le_u16(bytes: &[u8], at: usize) -> usize {
+    bytes
+        .get(at..at + 2)
+        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize)
+}
+
+fn le_u64(bytes: &[u8], at: usize) -> usize {
+    bytes
+        .get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, |b| u64::from_le_bytes(b) as usize)
+}
+
+/// Where an ELF64 image's header tables end: the section headers (`e_shoff` at 0x28,
+/// `e_shentsize` and `e_shnum` at 0x3A and 0x3C) and the program headers (`e_phoff` at 0x20,
+/// `e_phentsize` and `e_phnum` at 0x36 and 0x38), which NVIDIA's CUBINs put after the section
+/// headers: an image cut at the section headers' end does not parse, and its entries' registers
+/// and shared memory would read as none.
+fn elf_headers_end(header: &[u8]) -> usize {
+    let sections = le_u64(header, 0x28) + le_u16(header, 0x3A) * le_u16(header, 0x3C);
+    let programs = le_u64(header, 0x20) + le_u16(header, 0x36) * le_u16(header, 0x38);
+    sections.max(programs).max(64)
+}
+
+/// Where an ELF64 image ends: its header tables, or the furthest section data (`sh_offset` at
+/// 0x18 and `sh_size` at 0x20 of each section header; `SHT_NOBITS` sections have none), given
+/// the bytes up to the header tables' end.
+fn elf_sections_end(header: &[u8], headers: &[u8]) -> usize {
+    const SHT_NOBITS: usize = 8;
+    let (shoff, shentsize) = (le_u64(header, 0x28), le_u16(header, 0x3A));
+    (0..le_u16(header, 0x3C))
+        .filter_map(|i| headers.get(shoff + i * shentsize..shoff + (i + 1) * shentsize))
+        .filter(|section| le_u64(section, 0x04) & 0xffff_ffff != SHT_NOBITS)
+        .map(|section| le_u64(section, 0x18) + le_u64(section, 0x20))
+        .fold(headers.len(), usize::max)
 }
 
 /// The length of a module image: an ELF's from its headers, else a NUL-terminated PTX text's.
@@ -833,16 +936,13 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> &'a [u8] {
     // SAFETY: every image starts with at least 4 bytes (ELF magic or PTX text).
     let head = unsafe { std::slice::from_raw_parts(p, 4) };
     if head == b"\x7fELF" {
-        // ELF64: e_shoff at 0x28 (u64), e_shentsize at 0x3A, e_shnum at 0x3C (u16); the section
-        // headers come last in NVIDIA's CUBINs.
         // SAFETY: the ELF header is 64 bytes.
         let header = unsafe { std::slice::from_raw_parts(p, 64) };
-        let shoff = u64::from_le_bytes(header[0x28..0x30].try_into().unwrap_or([0; 8])) as usize;
-        let shentsize = u16::from_le_bytes([header[0x3A], header[0x3B]]) as usize;
-        let shnum = u16::from_le_bytes([header[0x3C], header[0x3D]]) as usize;
-        let len = shoff + shentsize * shnum;
-        // SAFETY: the image spans its section header table.
-        unsafe { std::slice::from_raw_parts(p, len.max(64)) }
+        let headers_end = elf_headers_end(header);
+        // SAFETY: a complete image spans its header tables.
+        let headers = unsafe { std::slice::from_raw_parts(p, headers_end) };
+        // SAFETY: a complete image spans every section's data.
+        unsafe { std::slice::from_raw_parts(p, elf_sections_end(header, headers)) }
     } else {
         // SAFETY: PTX is NUL-terminated.
         unsafe { std::ffi::CStr::from_ptr(p.cast()) }.to_bytes()
@@ -860,7 +960,7 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c
     // SAFETY: the caller passes a module image.
     let bytes = unsafe { image_bytes(image) };
     let loaded = Module {
-        static_shared: static_shared_sizes(bytes),
+        resources: entry_resources(bytes),
     };
     // SAFETY: caller's out-pointer.
     status(unsafe { put(module, leak(loaded).cast()) })
@@ -896,9 +996,15 @@ pub unsafe extern "C" fn cuModuleGetFunction(
             eprintln!("cuda-emu: no emulated entry point named {name}");
             return Err(CUresult::CUDA_ERROR_NOT_FOUND);
         };
+        let resources = module
+            .resources
+            .get(entry.name)
+            .copied()
+            .unwrap_or_default();
         let function = Function {
             entry,
-            static_shared: module.static_shared.get(entry.name).copied().unwrap_or(0),
+            static_shared: resources.static_shared,
+            registers: resources.registers,
             max_dynamic_shared: Mutex::new(crate::limits::DEFAULT_SHARED_BYTES),
         };
         // SAFETY: caller's out-pointer.
@@ -937,7 +1043,8 @@ pub unsafe extern "C" fn cuFuncSetAttribute(
 }
 
 /// `cuFuncGetAttribute`: the entry's `__launch_bounds__` thread limit, static and maximum
-/// dynamic shared memory, PTX and binary version (9.0); 0 for other attributes.
+/// dynamic shared memory, registers per thread (from the CUBIN; 0 for a PTX image), PTX and
+/// binary version (9.0); 0 for other attributes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncGetAttribute(
     pi: *mut c_int,
@@ -951,6 +1058,7 @@ pub unsafe extern "C" fn cuFuncGetAttribute(
         let value = match attrib {
             CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK => function.entry.max_threads as c_int,
             CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES => function.static_shared as c_int,
+            CU_FUNC_ATTRIBUTE_NUM_REGS => function.registers as c_int,
             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES => *function
                 .max_dynamic_shared
                 .lock()
@@ -961,6 +1069,58 @@ pub unsafe extern "C" fn cuFuncGetAttribute(
         };
         // SAFETY: caller's out-pointer.
         unsafe { put(pi, value) }
+    })())
+}
+
+/// `cuOccupancyMaxActiveBlocksPerMultiprocessor`: as the `WithFlags` form with no flags.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
+    num_blocks: *mut c_int,
+    func: CUfunction,
+    block_size: c_int,
+    dynamic_smem_size: usize,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe {
+        cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+            num_blocks,
+            func,
+            block_size,
+            dynamic_smem_size,
+            0,
+        )
+    }
+}
+
+/// `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`: the blocks of `block_size` threads
+/// and `dynamic_smem_size` bytes of dynamic shared memory that one sm_90 SM holds at once, by the
+/// CUDA occupancy calculator's rules ([`crate::limits::resident_blocks`]) on the entry's
+/// registers and static shared memory from its CUBIN. A block over the entry's
+/// `__launch_bounds__` or the device's limits fits 0 times. The flags (caching override) change
+/// nothing here: no shared memory is carved for L1.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    num_blocks: *mut c_int,
+    func: CUfunction,
+    block_size: c_int,
+    dynamic_smem_size: usize,
+    _flags: std::ffi::c_uint,
+) -> CUresult {
+    status((|| {
+        // SAFETY: a function handle.
+        let function: &Function = unsafe { handle(func.cast())? };
+        let threads = u32::try_from(block_size).map_err(|_| CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        let blocks = if threads > function.entry.max_threads {
+            0
+        } else {
+            crate::limits::resident_blocks(
+                threads,
+                function.registers,
+                function.static_shared.saturating_add(dynamic_smem_size),
+            )
+        };
+        // SAFETY: caller's out-pointer.
+        unsafe { put(num_blocks, blocks as c_int) }
     })())
 }
 
@@ -1216,5 +1376,79 @@ fn log_launch(
             "cuda-emu: writing the launch log {}: {e}",
             std::path::Path::new(&path).display()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_counts_are_read_from_the_info_records() {
+        // The `.nv.info` section of an NVRTC 13.0 sm_90 CUBIN of two kernels: `small` (symbol
+        // 10, 8 registers) and `big` (symbol 9, 128 registers), with the other records
+        // (EIATTR_MAX_STACK_SIZE 0x11, EIATTR_MIN_STACK_SIZE 0x12) around them.
+        let info: Vec<u8> = [
+            "042f08000a00000008000000",
+            "041108000a00000000000000",
+            "042f08000900000080000000",
+            "041108000900000000000000",
+        ]
+        .concat()
+        .as_bytes()
+        .chunks(2)
+        .filter(|pair| pair.len() == 2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+        .collect();
+        assert_eq!(register_counts(&info), vec![(10, 8), (9, 128)]);
+        // Other formats are stepped over; a truncated record ends the walk.
+        assert_eq!(
+            register_counts(&[0x01, 0x05, 0x03, 0x1b, 0xff, 0x00]),
+            vec![]
+        );
+        assert_eq!(register_counts(&[0x04, 0x2f, 0x08, 0x00, 0x0a]), vec![]);
+    }
+
+    #[test]
+    fn an_elf_image_spans_its_program_headers_and_section_data() {
+        // A 64-byte header naming 2 section headers of 64 bytes at 1000 and 3 program headers of
+        // 56 bytes at 1128 (after the sections, as in NVIDIA's CUBINs).
+        let mut header = vec![0u8; 64];
+        header[0x20..0x28].copy_from_slice(&1128u64.to_le_bytes());
+        header[0x28..0x30].copy_from_slice(&1000u64.to_le_bytes());
+        header[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        header[0x38..0x3A].copy_from_slice(&3u16.to_le_bytes());
+        header[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+        header[0x3C..0x3E].copy_from_slice(&2u16.to_le_bytes());
+        assert_eq!(elf_headers_end(&header), 1128 + 3 * 56);
+        // Section 0 holds bytes 200..1200 (past the headers); section 1 is NOBITS and huge.
+        let mut image = vec![0u8; 1296];
+        image[..64].copy_from_slice(&header);
+        let section = |at: usize, kind: u32, offset: u64, size: u64, image: &mut Vec<u8>| {
+            image[at + 4..at + 8].copy_from_slice(&kind.to_le_bytes());
+            image[at + 0x18..at + 0x20].copy_from_slice(&offset.to_le_bytes());
+            image[at + 0x20..at + 0x28].copy_from_slice(&size.to_le_bytes());
+        };
+        section(1000, 1, 200, 1400, &mut image);
+        section(1064, 8, 0, 1 << 40, &mut image);
+        assert_eq!(elf_sections_end(&header, &image), 1600);
+    }
+
+    #[test]
+    fn resident_blocks_follow_the_occupancy_rules() {
+        use crate::limits::resident_blocks;
+        // 1024 threads at 48 registers: 42 warps' worth of registers, 1 block.
+        assert_eq!(resident_blocks(1024, 48, 0), 1);
+        // 64 threads at 16 registers: the 32-block limit.
+        assert_eq!(resident_blocks(64, 16, 0), 32);
+        // 100 KB of shared memory (+1 KB reserved): 2 fit in 228 KB.
+        assert_eq!(resident_blocks(128, 32, 100 * 1024), 2);
+        // Unknown registers limit nothing: the warps do.
+        assert_eq!(resident_blocks(512, 0, 0), 4);
+        // What cannot be resident at all.
+        assert_eq!(resident_blocks(0, 32, 0), 0);
+        assert_eq!(resident_blocks(2048, 32, 0), 0);
+        assert_eq!(resident_blocks(1024, 255, 0), 0);
+        assert_eq!(resident_blocks(128, 32, 228 * 1024), 0);
     }
 }

@@ -770,13 +770,17 @@ fn emulated_row(
         Ok((Err(e), _)) => return record.with_skip(format!("running the op failed: {e}")),
         Err(why) => return record.with_skip(format!("no kernel ledger: {why}")),
     };
-    let elements = inputs
-        .iter()
-        .chain(&outputs)
-        .map(|t| t.numel() as u64)
-        .max()
-        .unwrap_or(0);
-    let ledger = emulator::ledger_of_launches(&launches, elements, tools.sass);
+    // What the call streams: the larger of its inputs' and its outputs' bytes (K and V both, for
+    // attention decode; x and the residual both, for fused_add_rms_norm), as a kernel's loop
+    // streams every tensor of one side, not only the largest.
+    let bytes = |tensors: &[Tensor]| -> u64 {
+        tensors
+            .iter()
+            .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
+            .sum()
+    };
+    let streamed_bytes = bytes(&inputs).max(bytes(&outputs));
+    let ledger = emulator::ledger_of_launches(&launches, streamed_bytes, tools.sass);
     let record = match over {
         Some(reason) => record.with_skip(format!(
             "{reason}; launched dry (shapes only, nothing run) for its kernel ledger"

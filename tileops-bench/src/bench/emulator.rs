@@ -182,16 +182,20 @@ pub(crate) const NO_TILEOPS_KERNEL: &str = "the call launched no tileops kernel 
 /// Entry points that combine a first kernel's partial results (per-split partial reductions, the
 /// split-KV partial outputs): their streaming loops run over the partials, not over the call's
 /// elements, so each is priced over as many elements as it has threads (about one pass of its
-/// loop per thread). Every other launch streams the call's largest tensor.
+/// loop per thread). Every other launch streams the call's tensors.
 const SECOND_STAGE_PREFIXES: [&str; 2] = ["reduce_finish_", "gqa_decode_merge_"];
 
 /// The kernel ledger of one call from its launches, each priced by the SASS ledger at its launch
-/// shape; `elements` is the count the SASS ledger amortises per-thread work over (the call's
-/// largest tensor; a second-stage launch's own threads, see [`SECOND_STAGE_PREFIXES`]). `Err`
+/// shape. `streamed_bytes` is what the call streams (the larger of its inputs' and its outputs'
+/// bytes); a launch's elements, which the SASS ledger amortises per-thread work over, are those
+/// bytes over its entry's element size, the same basis as a streaming loop's elements per
+/// iteration (the larger of the bytes one iteration loads and stores, over the element size),
+/// so a loop that streams two tensors (K and V) is counted once per pair of elements. A
+/// second-stage launch (see [`SECOND_STAGE_PREFIXES`]) is priced over its own threads. `Err`
 /// names the launch the SASS ledger cannot price.
 pub(crate) fn ledger_of_launches(
     launches: &[LaunchLine],
-    elements: u64,
+    streamed_bytes: u64,
     sass: &SassLedger,
 ) -> Result<Ledger, String> {
     if launches.is_empty() {
@@ -216,7 +220,11 @@ pub(crate) fn ledger_of_launches(
         {
             threads
         } else {
-            elements
+            let element_bytes = sass
+                .entry(&line.entry)
+                .map_err(|e| format!("the SASS ledger cannot price `{}`: {e}", line.entry))?
+                .element_bytes;
+            streamed_bytes / u64::from(element_bytes.max(1))
         };
         let cost = sass
             .launch_cost(&line.entry, &shape, launch_elements)
@@ -278,5 +286,38 @@ mod tests {
         assert_eq!(launches[1].traffic.unwrap().shared_wavefronts, 2);
         let err = parse_log("{\"entry\":1}").unwrap_err();
         assert!(err.starts_with("launch log line 1:"), "{err}");
+    }
+
+    #[test]
+    fn launches_are_priced_over_the_streamed_bytes_in_their_own_elements() {
+        let sass = SassLedger::builtin().unwrap();
+        let text = r#"{"entry":"gqa_decode_bf16","grid":[64,8,1],"block":[128,1,1],"dynamic_smem":0,"ran":false,"traffic":null}
+{"entry":"gqa_decode_merge_bf16","grid":[32,1,1],"block":[128,1,1],"dynamic_smem":0,"ran":false,"traffic":null}
+"#;
+        let launches = parse_log(text).unwrap();
+        // K and V of 2^20 bf16 elements each: 4 MiB streamed, 2^21 elements of 2 bytes.
+        let ledger = ledger_of_launches(&launches, 4 << 20, sass).unwrap();
+        let shape = |l: &LaunchLine| LaunchShape {
+            grid: l.grid,
+            block: l.block,
+            dynamic_smem: l.dynamic_smem,
+        };
+        let first = sass
+            .launch_cost("gqa_decode_bf16", &shape(&launches[0]), 2 << 20)
+            .unwrap();
+        assert_eq!(
+            ledger.launches[0].thread_instructions,
+            first.thread_instructions
+        );
+        // The merge streams the partials: priced over its own 4096 threads.
+        let merge = sass
+            .launch_cost("gqa_decode_merge_bf16", &shape(&launches[1]), 4096)
+            .unwrap();
+        assert_eq!(
+            ledger.launches[1].thread_instructions,
+            merge.thread_instructions
+        );
+        // No launch, no ledger.
+        assert!(ledger_of_launches(&[], 1, sass).is_err());
     }
 }

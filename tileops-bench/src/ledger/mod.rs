@@ -70,7 +70,7 @@ pub enum LedgerError {
     },
     /// A call over no elements has no cost per element.
     #[error(
-        "{entry}: a launch over 0 elements has no cost per element; pass the largest tensor's element count"
+        "{entry}: a launch over 0 elements has no cost per element; pass the elements the call streams"
     )]
     NoElements {
         /// The entry point.
@@ -270,8 +270,9 @@ impl Ledger {
             })
     }
 
-    /// The cost of launching `entry` with `launch` over `elements`: the element count of the
-    /// call's largest tensor (input or output).
+    /// The cost of launching `entry` with `launch` over `elements`: what the call streams, in
+    /// the entry's elements (the larger of its inputs' and its outputs' bytes over the entry's
+    /// element size, the basis of a loop's elements per iteration).
     ///
     /// Each thread of the grid runs the fixed work once
     /// ([`EntryLedger::fixed_per_thread`]); each streaming loop runs

@@ -42,6 +42,8 @@ pub(crate) struct Cache {
     modules: Arc<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
     /// Entry points already looked up, by entry name.
     functions: Arc<Mutex<HashMap<&'static str, CudaFunction>>>,
+    /// The driver's occupancy answers, by entry, threads per block and dynamic shared memory.
+    occupancy: Arc<Mutex<HashMap<(&'static str, u32, usize), u32>>>,
     /// The cuBLAS/cuBLASLt handles and workspace of the device's stream (made at first gemm).
     blas: blas::Slot,
 }
@@ -53,6 +55,7 @@ impl Cache {
         Cache {
             modules: self.modules.clone(),
             functions: self.functions.clone(),
+            occupancy: self.occupancy.clone(),
             blas: blas::Slot::default(),
         }
     }
@@ -185,6 +188,30 @@ pub(crate) fn function(
         .map_err(|e| Error::launch(entry, e))?;
     lock(&dev.kernels.functions).insert(entry, function.clone());
     Ok(function)
+}
+
+/// How many blocks of `threads` threads and `dynamic_shared` bytes of dynamic shared memory one
+/// SM of `dev` holds at once running `entry`, as the driver's occupancy API answers (asked once
+/// per entry and shape): what a grid-stride kernel's grid is sized by, so that one wave fills
+/// every SM without a second, partial one. At least 1: a launch the driver says cannot be
+/// resident fails at launch, with the driver's reason.
+pub(crate) fn resident_blocks(
+    dev: &CudaDevice,
+    source: &'static KernelSource,
+    entry: &'static str,
+    threads: u32,
+    dynamic_shared: usize,
+) -> Result<u32, Error> {
+    let key = (entry, threads, dynamic_shared);
+    if let Some(&blocks) = lock(&dev.kernels.occupancy).get(&key) {
+        return Ok(blocks);
+    }
+    let blocks = function(dev, source, entry)?
+        .occupancy_max_active_blocks_per_multiprocessor(threads, dynamic_shared, None)
+        .map_err(|e| Error::launch(entry, e))?
+        .max(1);
+    lock(&dev.kernels.occupancy).insert(key, blocks);
+    Ok(blocks)
 }
 
 /// The entry point `entry` of `source` on `device`, compiled (once per architecture) and loaded

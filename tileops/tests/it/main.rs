@@ -32,3 +32,4 @@ mod kernel_compile;
 #[path = "../../build/kernel_entries.rs"]
 mod kernel_entries;
 mod library_search;
+mod occupancy;

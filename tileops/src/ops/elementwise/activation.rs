@@ -18,9 +18,6 @@ use crate::{Device, Error, Tensor, TensorSpec};
 const THREADS: u32 = 256;
 /// 16-byte vectors each thread loads per loop iteration (the kernels' `kUnroll`).
 const UNROLL: usize = 4;
-/// Resident blocks per SM at 256 threads (2048 threads per SM on sm_80 and sm_90): the grid is
-/// at most one full wave, and the kernels' grid-stride loop covers the rest.
-const BLOCKS_PER_SM: usize = 8;
 
 /// Validates the input of an activation: a float dtype, no empty dimension.
 fn plan(op: &'static str, x: &TensorSpec) -> Result<(), Error> {
@@ -42,7 +39,9 @@ fn cpu_pointwise(kernel: Kernel, x: &Tensor, y: &mut Tensor) -> Result<(), Error
 }
 
 /// The CUDA backend of every activation: one grid-stride launch over the `numel` elements of
-/// `spec`.
+/// `spec`. The grid is at most one full wave: the blocks the driver's occupancy API says each
+/// SM holds (set by the kernel's registers, 4 to 8 at 256 threads), times the SMs; the
+/// grid-stride loop covers the rest. A fixed 8 per SM left a partial second wave where fewer fit.
 fn cuda_pointwise(
     dev: &CudaDevice,
     kernel: Kernel,
@@ -53,7 +52,8 @@ fn cuda_pointwise(
     let entry = kernels::entry(&ACTIVATION, kernel.base, spec.dtype)?;
     let n = spec.numel()?;
     let vectors = n / (16 / spec.dtype.size_in_bytes());
-    let wave = dev.sm_count.max(1) as usize * BLOCKS_PER_SM;
+    let resident = kernels::resident_blocks(dev, &ACTIVATION, entry, THREADS, 0)?;
+    let wave = dev.sm_count.max(1) as usize * resident as usize;
     let blocks = vectors.div_ceil(THREADS as usize * UNROLL).clamp(1, wave);
     let cfg = LaunchConfig {
         grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),

@@ -1,0 +1,3 @@
+//! The driver's occupancy answers, which size the grid-stride kernels' grids.
+
+mod gpu;
