@@ -190,7 +190,7 @@ pub(super) enum SoftmaxRows {
 /// Picks the row kernel for rows of `n` elements of `dtype`, within the kernels' launch bounds:
 /// - `v4` up to 256 threads (1024 vectors), small rows sharing a block of at least 128 threads;
 ///   at most 64 registers (its bound is 1024 threads), so at least 4 blocks of 256 per SM;
-/// - `v8` from 1025 to 4096 vectors, 128 to 512 threads, at 2 blocks of 512 per SM (its bounds):
+/// - `v8` from 1025 to 4096 vectors, 256 or 512 threads, at 2 blocks of 512 per SM (its bounds):
 ///   while one block reduces, the other's loads are in flight, where the 1024-thread block a
 ///   4096-vector row needs at 4 vectors a thread is alone on its SM;
 /// - `v16` up to 8192 vectors, 512 threads.
@@ -207,7 +207,7 @@ pub(super) fn rows_plan(n: usize, dtype: DType) -> SoftmaxRows {
     if vectors <= 4 * 256 {
         regs(4, 32, 256)
     } else if vectors <= 8 * 512 {
-        regs(8, 128, 512)
+        regs(8, 256, 512)
     } else if vectors <= 16 * 512 {
         regs(16, 32, 512)
     } else {
