@@ -41,6 +41,18 @@ __device__ __forceinline__ float ex2_ftz(float v) {
 #endif
 }
 
+// max(a, b) with NaN winning (torch.amax): one FMNMX.NAN (max.NaN.f32, sm_80+), where
+// `(a > b || a != a) ? a : b` is two compares and a select. The emulator computes the select.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+#ifdef TILEOPS_EMULATED
+    return (a > b || a != a) ? a : b;
+#else
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#endif
+}
+
 // exp(x - m) for one shift m, as ex2(fma(x, log2e, -m * log2e)): one FFMA and one MUFU op per
 // element, where exp_fast(x - m) is a FADD, an FMUL and the subnormal fix-up around the MUFU.
 // Rounding m * log2e to `ml` scales every value by the same 2^e, e = m * log2e - ml (exact by
@@ -109,6 +121,7 @@ template <> struct Elem<__half> {
 };
 
 __device__ __forceinline__ unsigned bf162_bits(__nv_bfloat162 h) { return *reinterpret_cast<unsigned*>(&h); }
+__device__ __forceinline__ __nv_bfloat162 bits_bf162(unsigned u) { return *reinterpret_cast<__nv_bfloat162*>(&u); }
 
 template <> struct Elem<__nv_bfloat16> {
     static constexpr int V = 8;
@@ -126,6 +139,66 @@ template <> struct Elem<__nv_bfloat16> {
     __device__ static __forceinline__ uint4 pack(const float (&f)[V]) {
         return make_uint4(bf162_bits(__floats2bfloat162_rn(f[0], f[1])), bf162_bits(__floats2bfloat162_rn(f[2], f[3])),
                           bf162_bits(__floats2bfloat162_rn(f[4], f[5])), bf162_bits(__floats2bfloat162_rn(f[6], f[7])));
+    }
+};
+
+// The running max of 16-byte vectors, taken in the vectors' own type: for f16 and bf16 one
+// HMNMX2 per two values and nothing unpacked (the max of two values is exact in any format),
+// for f32 one FMNMX per value. kNan: a NaN wins (amax); otherwise a NaN is ignored as fmaxf
+// does (softmax and logsumexp, where it reaches the sum instead).
+template <typename T, bool kNan> struct VecMax;
+
+template <bool kNan> struct VecMax<float, kNan> {
+    float m = neg_inf();
+    __device__ __forceinline__ static float max2(float a, float b) {
+        if constexpr (kNan) {
+            return fmax_nan(a, b);
+        } else {
+            return fmaxf(a, b);
+        }
+    }
+    __device__ __forceinline__ void add(const uint4& q) {
+        m = max2(m, __uint_as_float(q.x));
+        m = max2(m, __uint_as_float(q.y));
+        m = max2(m, __uint_as_float(q.z));
+        m = max2(m, __uint_as_float(q.w));
+    }
+    __device__ __forceinline__ float value() const { return m; }
+};
+
+template <bool kNan> struct VecMax<__half, kNan> {
+    __half2 m = bits_half2(0xfc00fc00u);  // -inf, -inf
+    __device__ __forceinline__ static __half2 max2(__half2 a, __half2 b) {
+        if constexpr (kNan) {
+            return __hmax2_nan(a, b);
+        } else {
+            return __hmax2(a, b);
+        }
+    }
+    __device__ __forceinline__ void add(const uint4& q) {
+        m = max2(m, max2(max2(bits_half2(q.x), bits_half2(q.y)), max2(bits_half2(q.z), bits_half2(q.w))));
+    }
+    __device__ __forceinline__ float value() const {
+        const float2 f = __half22float2(max2(m, __lowhigh2highlow(m)));
+        return f.x;
+    }
+};
+
+template <bool kNan> struct VecMax<__nv_bfloat16, kNan> {
+    __nv_bfloat162 m = bits_bf162(0xff80ff80u);  // -inf, -inf
+    __device__ __forceinline__ static __nv_bfloat162 max2(__nv_bfloat162 a, __nv_bfloat162 b) {
+        if constexpr (kNan) {
+            return __hmax2_nan(a, b);
+        } else {
+            return __hmax2(a, b);
+        }
+    }
+    __device__ __forceinline__ void add(const uint4& q) {
+        m = max2(m, max2(max2(bits_bf162(q.x), bits_bf162(q.y)), max2(bits_bf162(q.z), bits_bf162(q.w))));
+    }
+    __device__ __forceinline__ float value() const {
+        const unsigned w = bf162_bits(max2(m, __lowhigh2highlow(m)));
+        return __uint_as_float(w << 16);
     }
 };
 

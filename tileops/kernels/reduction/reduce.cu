@@ -4,6 +4,8 @@
 //   reduce_rows_<r>_*      the reduced dims are the trailing ones: rows of n contiguous elements,
 //       blockDim.x threads per row (a multiple of 32), blockDim.y rows per block (<= 32); 16-byte
 //       loads, four in flight per thread, warp shuffles, one scalar store per row.
+//       reduce_rows_lse_* holds the whole row in registers (up to 8 vectors per thread, 512
+//       threads): its max, then one sum of exps; longer rows go to the split kernels.
 //   reduce_cols_<r>_*, reduce_cols_vec_<r>_*   one block of reduced dims between kept ones:
 //       [outer, n, inner] reduced over n; blockDim = (32, 8): a thread owns one column (or one
 //       16-byte group of columns when inner is a multiple of it), the 8 threads of a y-column
@@ -76,7 +78,7 @@ using namespace tileops;
 enum Kind { kSum = 0, kMean = 1, kAmax = 2, kLse = 3 };
 
 // max that propagates NaN (fmaxf drops it).
-__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float nan_max(float a, float b) { return fmax_nan(a, b); }
 
 // The reference point of a logsumexp running max: the max itself, or 0 when it is infinite.
 __device__ __forceinline__ float lse_ref(float m) { return fabsf(m) == __int_as_float(0x7f800000) ? 0.0f : m; }
@@ -197,6 +199,31 @@ __device__ __forceinline__ void add_vectors(Red<K>& r, const uint4* __restrict__
     constexpr int V = E::V;
     constexpr int U = 4;
     int i = begin;
+    if constexpr (K == kAmax) {
+        // amax in the vectors' own type (VecMax: f16/bf16 values two at a time, NaN-propagating,
+        // nothing unpacked), one f32 max at the end.
+        VecMax<T, true> vm;
+        for (; i + (U - 1) * step < end; i += U * step) {
+            uint4 buf[U];
+#pragma unroll
+            for (int k = 0; k < U; ++k) buf[k] = load16(xv + i + k * step);
+#pragma unroll
+            for (int k = 0; k < U; ++k) vm.add(buf[k]);
+        }
+        if (i < end) {
+            uint4 buf[U - 1];
+#pragma unroll
+            for (int k = 0; k < U - 1; ++k) {
+                if (i + k * step < end) buf[k] = load16(xv + i + k * step);
+            }
+#pragma unroll
+            for (int k = 0; k < U - 1; ++k) {
+                if (i + k * step < end) vm.add(buf[k]);
+            }
+        }
+        r.a = nan_max(r.a, vm.value());
+        return;
+    }
     for (; i + (U - 1) * step < end; i += U * step) {
         uint4 buf[U];
 #pragma unroll
@@ -228,8 +255,6 @@ __device__ __forceinline__ void add_vectors(Red<K>& r, const uint4* __restrict__
 template <typename T, int K>
 __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
-    constexpr int V = E::V;
-    constexpr int U = 4;  // 16-byte loads in flight per thread (add_vectors)
     __shared__ float2 scratch[32 * 32];
 
     const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -241,50 +266,6 @@ __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restri
     const int tpr = blockDim.x;
     const uint4* xv = reinterpret_cast<const uint4*>(xr + s.head);
 
-    if constexpr (K == kLse) {
-        // A row of at most U vectors per thread (every row the host gives fewer than 1024
-        // threads, and up to 4096 vectors at 1024): held in registers, its max first, then one
-        // sum of exp(x - max) (an FFMA and a MUFU op each), instead of the running (max, sum)
-        // that rescales per vector and per merge (two more exps at every shuffle step).
-        if (s.body <= U * tpr) {
-            __shared__ float lse_scratch[32 * 32];
-            uint4 buf[U];
-#pragma unroll
-            for (int k = 0; k < U; ++k) {
-                if (active && t + k * tpr < s.body) buf[k] = load16(xv + t + k * tpr);
-            }
-            const int si = active ? scalar_index<T>(s, t, true, true) : -1;
-            const float sx = si >= 0 ? E::load(xr + si) : neg_inf();
-            // fmaxf: a NaN does not become the max; it reaches the sum and the result.
-            float m = sx;
-#pragma unroll
-            for (int k = 0; k < U; ++k) {
-                if (active && t + k * tpr < s.body) {
-                    float f[V];
-                    E::unpack(buf[k], f);
-#pragma unroll
-                    for (int j = 0; j < V; ++j) m = fmaxf(m, f[j]);
-                }
-            }
-            m = row_reduce<true>(m, lse_scratch);
-            const float ref = lse_ref(m);
-            const ExpShift shift(ref);
-            float b = si >= 0 ? shift(sx) : 0.0f;
-#pragma unroll
-            for (int k = 0; k < U; ++k) {
-                if (active && t + k * tpr < s.body) {
-                    float f[V];
-                    E::unpack(buf[k], f);
-#pragma unroll
-                    for (int j = 0; j < V; ++j) b += shift(f[j]);
-                }
-            }
-            b = row_reduce<false>(b, lse_scratch);
-            // b is the sum of exp(x - ref) times ExpShift's 2^e: its log less log_bias.
-            if (active && t == 0) E::store(y + row, (logf(b) - shift.log_bias()) + ref);
-            return;
-        }
-    }
     Red<K> r;
     r.init();
     if (active) {
@@ -294,6 +275,51 @@ __device__ __forceinline__ void reduce_rows(const T* __restrict__ x, T* __restri
     }
     block_row_reduce(r, scratch);
     if (active && t == 0) E::store(y + row, r.finish(n));
+}
+
+// logsumexp of rows of at most VPT vectors per thread (the host sends longer rows to the split
+// kernels), held in registers: the max first (VecMax), then one sum of exp(x - max), an FFMA
+// and a MUFU op per element, instead of the running (max, sum) of Red<kLse> that rescales per
+// vector and per merge (two more exps at every shuffle step). The same blocks as reduce_rows.
+template <typename T, int VPT>
+__device__ __forceinline__ void reduce_rows_lse(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    __shared__ float scratch[32 * 32];
+
+    const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
+    // Threads of a row past the end still take part in the block's reductions.
+    const bool active = row < rows;
+    const T* xr = x + (active ? row : 0) * static_cast<long long>(n);
+    const RowSplit s = split_row(xr, n);
+    const int t = threadIdx.x;
+    const int tpr = blockDim.x;
+    uint4 buf[VPT];
+    load_body(reinterpret_cast<const uint4*>(xr + s.head), s.body, active, buf);
+    const int si = active ? scalar_index<T>(s, t, true, true) : -1;
+    const float sx = si >= 0 ? E::load(xr + si) : neg_inf();
+    // fmaxf's rule: a NaN does not become the max; it reaches the sum and the result.
+    VecMax<T, false> vm;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        if (active && t + k * tpr < s.body) vm.add(buf[k]);
+    }
+    const float m = row_reduce<true>(fmaxf(vm.value(), sx), scratch);
+    const float ref = lse_ref(m);
+    const ExpShift shift(ref);
+    float b = si >= 0 ? shift(sx) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        if (active && t + k * tpr < s.body) {
+            float f[V];
+            E::unpack(buf[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) b += shift(f[j]);
+        }
+    }
+    b = row_reduce<false>(b, scratch);
+    // b is the sum of exp(x - ref) times ExpShift's 2^e: its log less log_bias.
+    if (active && t == 0) E::store(y + row, (logf(b) - shift.log_bias()) + ref);
 }
 
 // A row split into gridDim.x chunks of `chunk` 16-byte vectors (few long rows: one block per row
@@ -497,17 +523,21 @@ __device__ __forceinline__ void reduce_strided(const T* __restrict__ x, T* __res
 }
 
 // Each entry's full name `<base>_##SUFFIX` is spelled out (the tests look for it).
+// Vectors per thread of reduce_rows_lse; the host's rows_lse plan matches.
+constexpr int kLseVectors = 8;
+
 #define TILEOPS_REDUCE_ROWS(NAME, K, T)                                                                           \
     extern "C" __global__ void __launch_bounds__(1024)                                                            \
         NAME(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                      \
         reduce_rows<T, K>(x, y, rows, n);                                                                         \
     }
-// logsumexp's rows hold a row in registers (two passes, see reduce_rows): one block of 1024 per
-// SM is asked for, or ptxas aims at two on sm_80 (32 registers) and spills.
+// logsumexp's rows hold a row in registers, 8 vectors per thread (reduce_rows_lse), up to 512
+// threads a row: 2 blocks of 512 per SM asked for (at most 64 registers), so one block's loads
+// overlap the other's reductions.
 #define TILEOPS_REDUCE_ROWS_LSE(NAME, T)                                                                          \
-    extern "C" __global__ void __launch_bounds__(1024, 1)                                                         \
+    extern "C" __global__ void __launch_bounds__(512, 2)                                                          \
         NAME(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                 \
-        reduce_rows<T, kLse>(x, y, rows, n);                                                                      \
+        reduce_rows_lse<T, kLseVectors>(x, y, rows, n);                                                           \
     }
 #define TILEOPS_REDUCE_COLS(NAME, K, VW, T)                                                                       \
     extern "C" __global__ void __launch_bounds__(256)                                                             \

@@ -3,8 +3,9 @@
 // differ only in the output step (softmax_norm / softmax_out). Entry points per dtype (f32, f16,
 // bf16), each as softmax_* and log_softmax_*:
 //
-//   softmax_rows_v4_*, softmax_rows_v16_*   last dim, up to 4 / 16 vectors of 16 bytes per thread:
-//       the whole row stays in registers, so x is read from DRAM once (max, sum, write).
+//   softmax_rows_v4_*, softmax_rows_v8_*, softmax_rows_v16_*   last dim, up to 4 / 8 / 16 vectors
+//       of 16 bytes per thread: the whole row stays in registers, so x is read from DRAM once
+//       (max, sum, write).
 //   softmax_partial_*, softmax_finalize_*   last dim, rows too long for one block's registers:
 //       each block takes a chunk of a row; partial writes (chunk max, chunk sum), finalize combines
 //       a row's partials and writes its chunk (the second read of x mostly hits L2). The partials
@@ -21,6 +22,7 @@
 // Softmax and log_softmax, one body each with the output step as a template parameter, so every
 // `softmax_*` entry has a `log_softmax_*` twin with the same access pattern.
 // @entry softmax_rows_v4_{f32,f16,bf16}: vector loads, vector stores
+// @entry softmax_rows_v8_{f32,f16,bf16}: vector loads, vector stores
 // @entry softmax_rows_v16_{f32,f16,bf16}: vector loads, vector stores
 //   Writes one (max, sum) pair per block.
 // @entry softmax_partial_{f32,f16,bf16}: vector loads
@@ -29,6 +31,7 @@
 // @entry softmax_cols_{f32,f16,bf16}: scalar
 // @entry softmax_cols_vec_{f32,f16,bf16}: vector loads, vector stores
 // @entry log_softmax_rows_v4_{f32,f16,bf16}: vector loads, vector stores
+// @entry log_softmax_rows_v8_{f32,f16,bf16}: vector loads, vector stores
 // @entry log_softmax_rows_v16_{f32,f16,bf16}: vector loads, vector stores
 // @entry log_softmax_partial_{f32,f16,bf16}: vector loads
 // @entry log_softmax_finalize_{f32,f16,bf16}: vector loads, vector stores
@@ -95,36 +98,61 @@ __device__ __forceinline__ void softmax_store(const uint4& q, float m, const Exp
     store16(y, Elem<T>::pack(f));
 }
 
-template <bool LOG, typename T, int VPT>
+// The row's max m, then the sum of shift(x) (ExpShift: exp(x - m) times one 2^e per row), then
+// the output. softmax keeps shift(x) of its first KEEP vectors in registers for the store pass,
+// as f32 (V registers a vector), and recomputes it for the others: for f32 KEEP = VPT costs no
+// registers (a vector's exps take the place of its raw values, dead after the sum); for 16-bit
+// types each kept vector costs 4 more registers, and 2 blocks of 512 threads per SM leave 64 a
+// thread in all, so only part of the row fits (see the entries).
+template <bool LOG, typename T, int VPT, int KEEP>
 __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {
     using E = Elem<T>;
+    constexpr int V = E::V;
+    constexpr int kKeep = LOG ? 0 : KEEP;
+    static_assert(KEEP <= VPT, "kept vectors are vectors of the row");
     __shared__ float red_max[32 * 32];
     __shared__ float red_sum[32 * 32];
 
     const RegRow<T, VPT> r(x, y, rows, n, neg_inf());
 
-    float m = r.sx;
+    VecMax<T, false> vm;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (r.owns(k)) m = max_values<T>(r.buf[k], m);
+        if (r.owns(k)) vm.add(r.buf[k]);
     }
-    m = row_reduce<true>(m, red_max);
+    float m = row_reduce<true>(fmaxf(vm.value(), r.sx), red_max);
     const ExpShift shift(m);
 
-    // softmax recomputes shift(x) in the store pass rather than keeping V floats per vector
-    // live across the block's sum (at 1024 threads a row of 4 vectors has 64 registers per
-    // thread): two instructions per element.
+    float ex[kKeep > 0 ? kKeep : 1][V];
     float sum = r.si >= 0 ? shift(r.sx) : 0.0f;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (r.owns(k)) sum = add_exps<T>(r.buf[k], shift, sum);
+        if (r.owns(k)) {
+            float f[V];
+            E::unpack(r.buf[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+                const float e = shift(f[j]);
+                if (k < kKeep) ex[k < kKeep ? k : 0][j] = e;
+                sum += e;
+            }
+        }
     }
     sum = row_reduce<false>(sum, red_sum);
     const float norm = softmax_norm<LOG>(sum, shift, true);
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (r.owns(k)) softmax_store<LOG, T>(r.buf[k], m, shift, norm, r.yv + r.index(k));
+        if (r.owns(k)) {
+            if (k < kKeep) {
+                float f[V];
+#pragma unroll
+                for (int j = 0; j < V; ++j) f[j] = ex[k < kKeep ? k : 0][j] * norm;
+                store16(r.yv + r.index(k), E::pack(f));
+            } else {
+                softmax_store<LOG, T>(r.buf[k], m, shift, norm, r.yv + r.index(k));
+            }
+        }
     }
     if (r.si >= 0) E::store(r.yr + r.si, softmax_out<LOG>(r.sx, m, shift, norm));
 }
@@ -283,17 +311,31 @@ __device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restr
     }
 }
 
+// The vectors whose exps softmax keeps for the store pass (softmax_rows): all of them in f32,
+// where they replace the raw values. In f16/bf16, v4 keeps its 4 (32 registers, within the 64
+// of its 1024-thread bound); v8 and v16 recompute them: v8's 8 would need 64 registers for the
+// exps alone, and ptxas spills them at 2 blocks of 512 per SM (and only 2 or 4 kept vectors
+// cost more instructions than they save); v16 is the same at 128.
+template <typename T> constexpr int kKeepV8 = sizeof(T) == 4 ? 8 : 0;
+template <typename T> constexpr int kKeepV16 = sizeof(T) == 4 ? 16 : 0;
+
 // Both ops' entry points; softmax_partial_* and log_softmax_partial_* share one body. The partial
 // asks for 3 blocks per SM (at most 85 registers): left to its own heuristic ptxas aims at 64 and
 // spills the f16 body; 3 x 256 threads x 8 loads of 16 bytes in flight still cover the latency.
+// rows_v8 asks for 2 blocks of 512 per SM (at most 64 registers), so one block's loads overlap
+// the other's reductions.
 #define TILEOPS_SOFTMAX_ENTRIES(T, SUFFIX)                                                                          \
     extern "C" __global__ void __launch_bounds__(1024) softmax_rows_v4_##SUFFIX(                                    \
         const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
-        softmax_rows<false, T, 4>(x, y, rows, n);                                                                   \
+        softmax_rows<false, T, 4, 4>(x, y, rows, n);                                                                \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(512, 2) softmax_rows_v8_##SUFFIX(                                  \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
+        softmax_rows<false, T, 8, kKeepV8<T>>(x, y, rows, n);                                                       \
     }                                                                                                               \
     extern "C" __global__ void __launch_bounds__(512) softmax_rows_v16_##SUFFIX(                                    \
         const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
-        softmax_rows<false, T, 16>(x, y, rows, n);                                                                  \
+        softmax_rows<false, T, 16, kKeepV16<T>>(x, y, rows, n);                                                     \
     }                                                                                                               \
     extern "C" __global__ void __launch_bounds__(256, 3) softmax_partial_##SUFFIX(                                  \
         const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {                                \
@@ -313,11 +355,15 @@ __device__ __forceinline__ void softmax_cols(const T* __restrict__ x, T* __restr
     }                                                                                                               \
     extern "C" __global__ void __launch_bounds__(1024) log_softmax_rows_v4_##SUFFIX(                                \
         const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
-        softmax_rows<true, T, 4>(x, y, rows, n);                                                                    \
+        softmax_rows<true, T, 4, 0>(x, y, rows, n);                                                                 \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(512, 2) log_softmax_rows_v8_##SUFFIX(                              \
+        const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
+        softmax_rows<true, T, 8, 0>(x, y, rows, n);                                                                 \
     }                                                                                                               \
     extern "C" __global__ void __launch_bounds__(512) log_softmax_rows_v16_##SUFFIX(                                \
         const T* __restrict__ x, T* __restrict__ y, long long rows, int n) {                                        \
-        softmax_rows<true, T, 16>(x, y, rows, n);                                                                   \
+        softmax_rows<true, T, 16, 0>(x, y, rows, n);                                                                \
     }                                                                                                               \
     extern "C" __global__ void __launch_bounds__(256, 3) log_softmax_partial_##SUFFIX(                              \
         const T* __restrict__ x, float2* __restrict__ part, long long rows, int n) {                                \

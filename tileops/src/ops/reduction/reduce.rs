@@ -257,6 +257,19 @@ fn row_chunks(rows: usize, vectors: usize, sms: usize) -> Option<usize> {
     (chunks >= 2).then_some(chunks)
 }
 
+/// `reduce_rows_lse_*` holds a row in registers: `LSE_VECTORS` 16-byte vectors per thread (the
+/// kernel's `kLseVectors`), at most `LSE_THREADS` threads (its launch bound).
+const LSE_VECTORS: usize = 8;
+const LSE_THREADS: usize = 512;
+
+/// Chunks per row for logsumexp rows too long for `reduce_rows_lse_*`'s registers (more than
+/// `LSE_VECTORS * LSE_THREADS` vectors) when `row_chunks` keeps them whole (many rows): the
+/// split kernel, in chunks of at most that many vectors.
+fn lse_row_chunks(vectors: usize) -> Option<usize> {
+    const MAX: usize = LSE_VECTORS * LSE_THREADS;
+    (vectors > MAX).then(|| vectors.div_ceil(MAX))
+}
+
 /// Slices of n for the split cols kernels, when the column tiles alone give fewer than 2 blocks
 /// per SM and n has at least 32 rows per slice to share.
 fn col_splits(tiles: usize, n: usize, sms: usize) -> Option<usize> {
@@ -402,7 +415,10 @@ impl ReducePlan {
         match &self.layout {
             &Layout::Rows { rows, n } => {
                 let sms = dev.sm_count as usize;
-                if let Some(chunks) = row_chunks(rows, n / per_vector, sms) {
+                let lse = self.kind == ReduceKind::Logsumexp;
+                if let Some(chunks) = row_chunks(rows, n / per_vector, sms)
+                    .or_else(|| lse.then(|| lse_row_chunks(n / per_vector)).flatten())
+                {
                     // Few long rows: chunks of each row on separate blocks, then a combine.
                     let entry =
                         kernels::entry(&REDUCE, &format!("reduce_rows_split_{kind}"), dtype)?;
@@ -423,8 +439,13 @@ impl ReducePlan {
                     return finish(dev, kind, dtype, &part, ys, rows, chunks, n);
                 }
                 let entry = kernels::entry(&REDUCE, &format!("reduce_rows_{kind}"), dtype)?;
-                // Four 16-byte vectors per thread per pass; small rows share a block.
-                let threads_per_row = pow2_clamped((n / per_vector).div_ceil(4), 32, 1024);
+                // Four 16-byte vectors per thread per pass (logsumexp: the row in registers,
+                // LSE_VECTORS per thread); small rows share a block.
+                let threads_per_row = if lse {
+                    pow2_clamped((n / per_vector).div_ceil(LSE_VECTORS), 32, LSE_THREADS)
+                } else {
+                    pow2_clamped((n / per_vector).div_ceil(4), 32, 1024)
+                };
                 let rows_per_block = (128 / threads_per_row).max(1);
                 let cfg = LaunchConfig {
                     grid_dim: (
@@ -1006,6 +1027,11 @@ mod tests {
         assert_eq!(row_chunks(4, 25600, 132), Some(50));
         // Many rows, or short rows: one block per row.
         assert_eq!(row_chunks(2048, 512, 132), None);
+        // logsumexp rows past the register kernel's 4096 vectors are split even when many.
+        assert_eq!(row_chunks(1024, 8192, 132), None);
+        assert_eq!(lse_row_chunks(8192), Some(2));
+        assert_eq!(lse_row_chunks(8193), Some(3));
+        assert_eq!(lse_row_chunks(4096), None);
         assert_eq!(row_chunks(4, 1000, 132), None);
         // dim0 bf16: 16 tiles of 32 x 8 columns over n = 2048 -> 33 slices.
         assert_eq!(col_splits(16, 2048, 132), Some(33));

@@ -11,7 +11,7 @@ use crate::device::CudaDevice;
 use crate::kernels::{self, SOFTMAX};
 use crate::ops::backend::cpu_f64;
 use crate::ops::launch::{self, launch};
-use crate::ops::{RowPlan, check_extents, check_float_dtype, check_has_dims, row_plan};
+use crate::ops::{check_extents, check_float_dtype, check_has_dims, pow2_clamped};
 use crate::{DType, Error, Tensor, TensorSpec};
 
 /// The f64 reference of a softmax-like op over `[outer, n, inner]`: its CPU backend.
@@ -117,21 +117,17 @@ impl SoftmaxPlan {
         }
 
         let rows = self.outer as i64;
-        let (entry, blocks, block) = match row_plan(self.n, dtype) {
-            RowPlan::Regs4 {
+        let (entry, blocks, block) = match rows_plan(self.n, dtype) {
+            SoftmaxRows::Regs {
+                vectors_per_thread,
                 threads_per_row,
                 rows_per_block,
             } => (
-                self.entry("rows_v4", dtype)?,
+                self.entry(&format!("rows_v{vectors_per_thread}"), dtype)?,
                 self.outer.div_ceil(rows_per_block as usize),
                 (threads_per_row, rows_per_block, 1),
             ),
-            RowPlan::Regs16 { threads_per_row } => (
-                self.entry("rows_v16", dtype)?,
-                self.outer,
-                (threads_per_row, 1, 1),
-            ),
-            RowPlan::Long => return self.cuda_long(dev, dtype, xs, ys),
+            SoftmaxRows::Long => return self.cuda_long(dev, dtype, xs, ys),
         };
         let cfg = LaunchConfig {
             grid_dim: (launch::grid_dim(entry, blocks)?, 1, 1),
@@ -139,7 +135,7 @@ impl SoftmaxPlan {
             shared_mem_bytes: 0,
         };
         // SAFETY: [log_]softmax_rows_*(const T*, T*, long long, int); both buffers hold rows * n
-        // elements; the block shape is within the kernel's launch bounds (see `row_plan`).
+        // elements; the block shape is within the kernel's launch bounds (see `rows_plan`).
         unsafe { launch!(dev, &SOFTMAX, entry, cfg; xs, ys, &rows, &n) }
     }
 
@@ -175,6 +171,47 @@ impl SoftmaxPlan {
         unsafe { launch!(dev, &SOFTMAX, partial, cfg; xs, &mut scratch, &rows, &n) }?;
         // SAFETY: [log_]softmax_finalize(const T*, const float2*, T*, long long, int), same grid.
         unsafe { launch!(dev, &SOFTMAX, finalize, cfg; xs, &scratch, ys, &rows, &n) }
+    }
+}
+
+/// How a last-dim softmax row is launched: the row in registers, or too long for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SoftmaxRows {
+    /// Entry `*_rows_v{vectors_per_thread}`: up to that many 16-byte vectors per thread.
+    Regs {
+        vectors_per_thread: u32,
+        threads_per_row: u32,
+        rows_per_block: u32,
+    },
+    /// Partial + finalize.
+    Long,
+}
+
+/// Picks the row kernel for rows of `n` elements of `dtype`, within the kernels' launch bounds:
+/// - `v4` up to 256 threads (1024 vectors), small rows sharing a block of at least 128 threads;
+///   at most 64 registers (its bound is 1024 threads), so at least 4 blocks of 256 per SM;
+/// - `v8` from 1025 to 4096 vectors, 256 or 512 threads, at 2 blocks of 512 per SM (its bounds):
+///   while one block reduces, the other's loads are in flight, where the 1024-thread block a
+///   4096-vector row needs at 4 vectors a thread is alone on its SM;
+/// - `v16` up to 8192 vectors, 512 threads.
+pub(super) fn rows_plan(n: usize, dtype: DType) -> SoftmaxRows {
+    let vectors = n / (16 / dtype.size_in_bytes());
+    let regs = |vectors_per_thread: usize, min: usize, max: usize| {
+        let threads_per_row = pow2_clamped(vectors.div_ceil(vectors_per_thread), min, max);
+        SoftmaxRows::Regs {
+            vectors_per_thread: vectors_per_thread as u32,
+            threads_per_row: threads_per_row as u32,
+            rows_per_block: (128 / threads_per_row).max(1) as u32,
+        }
+    };
+    if vectors <= 4 * 256 {
+        regs(4, 32, 256)
+    } else if vectors <= 8 * 512 {
+        regs(8, 256, 512)
+    } else if vectors <= 16 * 512 {
+        regs(16, 32, 512)
+    } else {
+        SoftmaxRows::Long
     }
 }
 
@@ -429,5 +466,53 @@ mod tests {
                 .dim(),
             0
         );
+    }
+
+    #[test]
+    fn rows_plans_cover_the_workloads() {
+        let regs = |vectors_per_thread, threads_per_row, rows_per_block| SoftmaxRows::Regs {
+            vectors_per_thread,
+            threads_per_row,
+            rows_per_block,
+        };
+        // attn-weights-4k: 512 bf16 vectors, 128 threads x 4; 1024 f32 vectors, 256 x 4.
+        assert_eq!(rows_plan(4096, DType::BFloat16), regs(4, 128, 1));
+        assert_eq!(rows_plan(4096, DType::Float32), regs(4, 256, 1));
+        // attn-weights-32k bf16: 4096 vectors, 512 threads x 8 (2 blocks per SM).
+        assert_eq!(rows_plan(32768, DType::BFloat16), regs(8, 512, 1));
+        assert_eq!(rows_plan(32768, DType::Float32), regs(16, 512, 1));
+        assert_eq!(rows_plan(8 * 1025, DType::Float16), regs(8, 256, 1));
+        assert_eq!(rows_plan(7, DType::Float32), regs(4, 32, 4));
+        assert_eq!(rows_plan(102400, DType::Float32), SoftmaxRows::Long);
+    }
+
+    #[test]
+    fn every_planned_row_fits_its_kernel() {
+        // The kernels' launch bounds: v4 1024 threads, v8 and v16 512.
+        for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+            let per_vector = 16 / dtype.size_in_bytes();
+            for n in (1..70_000)
+                .step_by(997)
+                .chain([4096, 4097, 8192, 8193, 16384, 32768, 65536])
+            {
+                let vectors = n / per_vector;
+                match rows_plan(n, dtype) {
+                    SoftmaxRows::Regs {
+                        vectors_per_thread,
+                        threads_per_row,
+                        rows_per_block,
+                    } => {
+                        let bound = if vectors_per_thread == 4 { 1024 } else { 512 };
+                        assert!(
+                            vectors <= (vectors_per_thread * threads_per_row) as usize,
+                            "{n} {dtype}"
+                        );
+                        assert!(threads_per_row * rows_per_block <= bound, "{n} {dtype}");
+                        assert!(rows_per_block <= 32 && threads_per_row % 32 == 0);
+                    }
+                    SoftmaxRows::Long => assert!(vectors > 16 * 512),
+                }
+            }
+        }
     }
 }

@@ -7,8 +7,9 @@
 //! or bfloat16), so each dtype reaches the same path:
 //! - row lengths that are not a multiple of `V` (odd lengths: every other row is misaligned), one
 //!   element, length-1 rows, size-1 dims;
-//! - each row kernel at and past its limit: `*_rows_v4` up to 4096 vectors, `*_rows_v16` up to
-//!   8192, then `*_loop` (the norms) or `*_partial` + `*_finalize` (softmax, log_softmax);
+//! - each row kernel at and past its limit: `*_rows_v4` up to 4096 vectors (softmax and
+//!   log_softmax: 1024, then `*_rows_v8` up to 4096), `*_rows_v16` up to 8192, then `*_loop` (the
+//!   norms) or `*_partial` + `*_finalize` (softmax, log_softmax);
 //! - the other layouts: `*_cols` and `*_cols_vec` (a non-last dim), the reduction split kernels
 //!   (`reduce_*_split_*` + `reduce_finish_*`), the runs kernels (`reduce_runs_*`) and the strided
 //!   multi-dim kernels, keepdim;
@@ -142,7 +143,7 @@ fn assert_launched(device: &Device, family: &str, entries: &[&'static str]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// softmax, log_softmax: rows_v4, rows_v16, partial + finalize, cols, cols_vec
+// softmax, log_softmax: rows_v4, rows_v8, rows_v16, partial + finalize, cols, cols_vec
 // ---------------------------------------------------------------------------------------------
 
 /// (shape, dim, non-finite lines) for one dtype of vector width `v`. `big` adds, in float32, a
@@ -152,7 +153,7 @@ fn assert_launched(device: &Device, family: &str, entries: &[&'static str]) {
 fn softmax_shapes(v: usize, sm: usize, big: bool, log: bool) -> Vec<(Vec<usize>, i64, bool)> {
     let mut cases = vec![
         // Last dim, rows_v4: one element, length-1 rows (4 rows a block: a partial last block),
-        // odd lengths, 1024 threads a row at the v4 limit.
+        // odd lengths, 256 threads a row at the v4 limit.
         (vec![1], 0, false),
         (vec![1, 1], -1, false),
         (vec![37, 1], -1, false),
@@ -160,8 +161,10 @@ fn softmax_shapes(v: usize, sm: usize, big: bool, log: bool) -> Vec<(Vec<usize>,
         (vec![5, 4 * v + 1], -1, true),
         (vec![6, 2 * v], -1, false),
         (vec![3, 1024 * v + 3], -1, false),
+        // rows_v8: just past the v4 limit (odd), and 512 threads a row at its own limit.
+        (vec![3, 1025 * v + 5], -1, true),
         (vec![2, 4096 * v], -1, false),
-        // rows_v16: just past the v4 limit (odd), and at its own limit.
+        // rows_v16: just past the v8 limit (odd), and at its own limit.
         (vec![4, 4097 * v + 3], -1, true),
         (vec![2, 8192 * v], -1, false),
         // partial + finalize: 5 chunks of 2048 vectors (odd length), and whole chunks.
