@@ -24,15 +24,22 @@
 // Inside a block: L = D / E lanes hold one key (E = 8 elements of a 16-bit cache, 16 of fp8: one
 // 16-byte load per lane per key and per value), so a warp holds 32 / L keys and the block
 // KG = 128 / L key groups. Each group walks its keys TK = 4 at a time, with all 2 * TK loads of a
-// step issued before any is used (8 x 16 bytes in flight per thread). The scores of the GT heads are
-// dot products over the L lanes (xor shuffles within the lane segment, one branch on L per step), in
-// base 2: q is scaled by sm_scale * log2(e) (times k_scale for fp8) when it is loaded, so
-// p = exp2(s - m) is one FADD and one MUFU.EX2. With a softcap c the score is
+// step issued before any is used (8 x 16 bytes in flight per thread). The block is compiled per L
+// (one instantiation per head dim), so the shuffles' lanes are constants. The scores of the GT
+// heads are dot products over the L lanes, summed by a transposed reduction (each xor level halves
+// the values a lane holds, see transposed_sums): afterwards a lane owns the full scores of one
+// head for N = max(GT * TK / L, 1) of the step's keys, runs the online softmax on those only, and
+// the weights and rescale factors go back to the segment's lanes by one indexed shuffle each.
+// Scores are in base 2: q is scaled by sm_scale * log2(e) (times k_scale for fp8) when it is
+// loaded, so p = exp2(s - m) is one FADD and one MUFU.EX2. With a softcap c the score is
 // c * tanh(q.k * sm_scale / c) (Gemma 2), computed as (c * log2 e) * tanh(q.k * (sm_scale / c)).
 // Numerics as FlashAttention: f32 accumulation, a running max per head and step, the accumulators
 // rescaled once per step. The KG groups' states are merged through shared memory at the end.
-// v_scale multiplies the output.
-//
+// v_scale multiplies the output. Key addresses are a 64-bit base per block plus a 32-bit key (or
+// paged: page and row) index times the key stride, one wide multiply-add per key and tensor; the
+// paged cache's page and row advance by a step without a division, and the block table is read
+// once per key.
+
 // Edge cases: a sequence of length 0 (or a split past its end) gives o = 0 and lse = -inf (as
 // FlashInfer); a seqlens entry is clamped to the cache's capacity (S_max, or max_pages * page_size)
 // and below at 0, so a device copy that disagrees with the host plan never reads out of bounds; a
@@ -110,17 +117,55 @@ struct DecodeArgs {
 
 }  // namespace
 
-// Sums each value over its aligned segment of W lanes (the lanes that hold one key).
-template <int W, int GT>
-__device__ __forceinline__ void lane_sums(float (&s)[GT][kTileKeys]) {
+// The L-lane sums of a step's NV = GT * TK scores, transposed: at each xor level a lane keeps
+// the half of its values whose index bit matches its own lane bit and receives the partner's sum
+// of that half, so the shuffles halve with every level (NV / 2 + NV / 4 + ... instead of NV per
+// level), and lane l of the segment ends with the full sums of values
+// [(l / SPAN) * N, (l / SPAN + 1) * N) in s[0, N), N = max(NV / L, 1) (SPAN = max(L / NV, 1)
+// lanes hold copies of one value when there are fewer values than lanes).
+//
+// Value v = h * TK + j sits in slot v ^ (hmask * TK) of a lane (hmask: head_mask below): the
+// lane's q registers are loaded in that order, so at the levels that split the heads every lane
+// keeps its lower half and sends its upper one, with no select; the levels that split the keys
+// of a head (the last ones) select.
+template <int OFF, int NV, int n>
+__device__ __forceinline__ void transposed_level(float (&s)[NV], int lg) {
+    if constexpr (OFF > 0) {
+        if constexpr (n > kTileKeys) {
 #pragma unroll
-    for (int h = 0; h < GT; ++h) {
+            for (int i = 0; i < n / 2; ++i) s[i] += __shfl_xor_sync(0xffffffffu, s[i + n / 2], OFF);
+            transposed_level<OFF / 2, NV, n / 2>(s, lg);
+        } else if constexpr (n >= 2) {
+            const bool hi = (lg & OFF) != 0;
 #pragma unroll
-        for (int j = 0; j < kTileKeys; ++j) {
-#pragma unroll
-            for (int off = W >> 1; off > 0; off >>= 1) s[h][j] += __shfl_xor_sync(0xffffffffu, s[h][j], off);
+            for (int i = 0; i < n / 2; ++i) {
+                const float send = hi ? s[i] : s[i + n / 2];
+                const float keep = hi ? s[i + n / 2] : s[i];
+                s[i] = keep + __shfl_xor_sync(0xffffffffu, send, OFF);
+            }
+            transposed_level<OFF / 2, NV, n / 2>(s, lg);
+        } else {
+            s[0] += __shfl_xor_sync(0xffffffffu, s[0], OFF);
+            transposed_level<OFF / 2, NV, 1>(s, lg);
         }
     }
+}
+
+template <int L, int NV>
+__device__ __forceinline__ void transposed_sums(float (&s)[NV], int lg) {
+    transposed_level<L / 2, NV, NV>(s, lg);
+}
+
+// The head a lane's register slot h holds (h ^ mask): the head-splitting levels of
+// transposed_sums, lane bit L / 2 for the top head bit, L / 4 for the next, ...
+template <int L, int GT>
+__device__ __forceinline__ int head_mask(int lg) {
+    int mask = 0;
+#pragma unroll
+    for (int bit = GT / 2, off = L / 2; bit > 0 && off > 0; bit >>= 1, off >>= 1) {
+        if (lg & off) mask |= bit;
+    }
+    return mask;
 }
 
 // The block's shared memory, declared once by the entry point for every instantiation below.
@@ -132,8 +177,9 @@ struct DecodeShared {
 };
 
 // One block: (sequence, KV head, split, head tile) from blockIdx.x, head tile fastest; GT the query
-// heads a block serves (compile-time: the q values and accumulators are register arrays).
-template <typename T, typename C, bool kPaged, int GT>
+// heads a block serves and L = D / E the lanes of one key (compile-time: the q values and
+// accumulators are register arrays, and the score sums' shuffles are unrolled per lane count).
+template <typename T, typename C, bool kPaged, int GT, int L>
 __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const void* __restrict__ k_cache,
                                                  const void* __restrict__ v_cache, const int* __restrict__ seqlens,
                                                  const int* __restrict__ block_table,
@@ -142,97 +188,149 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
                                                  float* __restrict__ part_lse, const DecodeArgs& a, DecodeShared& sm) {
     constexpr int E = Cache<C>::E;
     constexpr int kBytes = Cache<C>::kFp8 ? 1 : static_cast<int>(sizeof(T));
+    constexpr int D = L * E;
+    constexpr int KG = kThreads / L;
+    constexpr int kStep = KG * kTileKeys;  // keys a block takes per step
+    // After the transposed sums each lane owns N scores of one head (N consecutive keys of the
+    // step, copied on SPAN lanes): the softmax runs on those only, and the weights are
+    // broadcast back to the segment for the value accumulation.
+    constexpr int NV = GT * kTileKeys;
+    constexpr int N = NV >= L ? NV / L : 1;
+    constexpr int SPAN = L > NV ? L / NV : 1;
+    constexpr int LPH = SPAN * kTileKeys / N;  // lanes that hold one head's scores
     static_assert(GT * E <= 64 && GT <= 8, "DecodeShared's sizes");
-    const int D = a.dim;
-    const int L = D / E;  // lanes per key: 4..32, a power of two
-    const int KG = kThreads / L;
+    static_assert(N <= kTileKeys && LPH * GT == L, "one head per lane");
     float* const sm_o = sm.o;
     float* const sm_m = sm.m;
     float* const sm_l = sm.l;
     int& sm_bad = sm.bad;
 
-    long long idx = blockIdx.x;
-    const int tile = static_cast<int>(idx % a.head_tiles);
-    idx /= a.head_tiles;
-    const int split = static_cast<int>(idx % a.splits);
-    idx /= a.splits;
-    const int kvh = static_cast<int>(idx % a.kv_heads);
-    const int b = static_cast<int>(idx / a.kv_heads);
+    unsigned idx = blockIdx.x;
+    const int tile = static_cast<int>(idx % static_cast<unsigned>(a.head_tiles));
+    idx /= static_cast<unsigned>(a.head_tiles);
+    const int split = static_cast<int>(idx % static_cast<unsigned>(a.splits));
+    idx /= static_cast<unsigned>(a.splits);
+    const int kvh = static_cast<int>(idx % static_cast<unsigned>(a.kv_heads));
+    const int b = static_cast<int>(idx / static_cast<unsigned>(a.kv_heads));
     const int group = a.heads / a.kv_heads;
     const int h0 = kvh * group + tile * GT;  // first query head of this block
     const int gt = min(GT, group - tile * GT);
 
     const int lg = threadIdx.x % L;  // lane within the key group
     const int gi = threadIdx.x / L;  // key group
+    const int own_v = (lg / SPAN) * N;         // the first score this lane owns (h * TK + j)
+    const int own_h = own_v / kTileKeys;       // its head
+    const int own_j = own_v % kTileKeys;       // its first key of the group's step
 
     if (threadIdx.x == 0) sm_bad = 0;
 
-    // The sequence's valid keys, clamped to the cache's capacity, and this split's share.
+    // The sequence's valid keys, clamped to the cache's capacity, and this split's share (a
+    // seqlens entry is an int, so every key index fits one).
     const long long capacity = kPaged ? static_cast<long long>(a.max_pages) * a.s_max : a.s_max;
-    const long long len = min(max(static_cast<long long>(seqlens[b]), 0LL), capacity);
-    const long long k_begin = static_cast<long long>(split) * a.chunk;
-    const long long k_end = min(len, k_begin + a.chunk);
+    const int len = static_cast<int>(min(max(static_cast<long long>(seqlens[b]), 0LL), capacity));
+    const int k_begin = static_cast<int>(min(static_cast<long long>(split) * a.chunk, static_cast<long long>(len)));
+    const int k_end = static_cast<int>(min(static_cast<long long>(len), static_cast<long long>(k_begin) + a.chunk));
 
     // q: this lane's E elements of each of the block's heads, pre-scaled (base 2, k_scale folded).
     float qscale = a.qscale;
     if constexpr (Cache<C>::kFp8) qscale *= __ldg(k_scale);
+    // Slot h holds head h ^ hmask (see transposed_sums).
+    const int hmask = head_mask<L, GT>(lg);
     float qf[GT][E];
 #pragma unroll
     for (int h = 0; h < GT; ++h) {
-        const T* qrow = q + (static_cast<long long>(b) * a.heads + h0 + min(h, gt - 1)) * D + lg * E;
+        const int head = h ^ hmask;
+        const T* qrow = q + (static_cast<long long>(b) * a.heads + h0 + min(head, gt - 1)) * D + lg * E;
 #pragma unroll
         for (int c = 0; c < E / 8; ++c) {
             float t[8];
             Elem<T>::unpack(load16(qrow + c * 8), t);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) qf[h][c * 8 + e] = h < gt ? t[e] * qscale : 0.0f;
+            for (int e = 0; e < 8; ++e) qf[h][c * 8 + e] = head < gt ? t[e] * qscale : 0.0f;
         }
     }
 
-    float m[GT], l[GT], acc[GT][E];
+    float m_own = neg_inf(), l_own = 0.0f;  // the running max and sum of head own_h
+    float acc[GT][E];
 #pragma unroll
     for (int h = 0; h < GT; ++h) {
-        m[h] = neg_inf();
-        l[h] = 0.0f;
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[h][e] = 0.0f;
     }
 
-    const char* kc = static_cast<const char*>(k_cache);
-    const char* vc = static_cast<const char*>(v_cache);
-    const long long row_bytes = static_cast<long long>(D) * kBytes;
-    const long long lane_bytes = static_cast<long long>(lg) * E * kBytes;
+    // Key addresses: a 64-bit base per block (the KV head and this lane's slice) plus a 32-bit
+    // row index times the row stride (one wide multiply-add per key and tensor).
+    const unsigned stride = static_cast<unsigned>(a.kv_heads) * (D * kBytes);  // bytes between keys
+    const long long slice = static_cast<long long>(kvh) * (D * kBytes) + lg * (E * kBytes);
+    const char* kc = static_cast<const char*>(k_cache) + slice;
+    const char* vc = static_cast<const char*>(v_cache) + slice;
+    if constexpr (!kPaged) {
+        // The group's first key of the block's first step; advanced a step at a time.
+        const long long first = static_cast<long long>(b) * a.s_max + k_begin + gi * kTileKeys;
+        kc += first * stride;
+        vc += first * stride;
+    }
+    // Paged: the group's first key of the step as (page index, row in the page), advanced by a
+    // step's kStep keys without a division; the other keys of the step follow by +1 with a wrap.
+    const int page_size = static_cast<int>(a.s_max);
+    const int* bt = block_table + static_cast<long long>(b) * a.max_pages;
+    int pidx = 0, prow = 0, step_pages = 0, step_rows = 0, last_page = 0;
+    if constexpr (kPaged) {
+        last_page = max(k_end - 1, 0) / page_size;
+        const int first = k_begin + gi * kTileKeys;
+        pidx = first / page_size;
+        prow = first % page_size;
+        step_pages = kStep / page_size;
+        step_rows = kStep % page_size;
+    }
     bool bad = false;
     __syncthreads();  // sm_bad is initialised before any thread may set it
 
-    for (long long base = k_begin; base < k_end; base += static_cast<long long>(KG) * kTileKeys) {
+    for (int base = k_begin; base < k_end; base += kStep) {
+        const int first = base + gi * kTileKeys;  // the group's first key of the step
         uint4 kv[2][kTileKeys];
-        bool valid[kTileKeys];
         // All loads of the step first.
+        if constexpr (kPaged) {
+            // A key past the end reads the sequence's last page (its table entry in bounds, the
+            // row inside the page): its score is masked below. A page outside the pool is never
+            // read through and refuses the sequence.
+            int p = pidx, r = prow;
 #pragma unroll
-        for (int j = 0; j < kTileKeys; ++j) {
-            const long long key = base + gi * kTileKeys + j;
-            valid[j] = key < k_end;
-            long long row = 0;  // the key's row of the cache, in units of [H_kv, D] rows
-            if (valid[j]) {
-                if constexpr (kPaged) {
-                    const int page = __ldg(block_table + static_cast<long long>(b) * a.max_pages + key / a.s_max);
-                    if (page < 0 || page >= a.num_pages) {
-                        bad = true;
-                        valid[j] = false;
-                    }
-                    row = static_cast<long long>(page) * a.s_max + key % a.s_max;
-                } else {
-                    row = static_cast<long long>(b) * a.s_max + key;
+            for (int j = 0; j < kTileKeys; ++j) {
+                if (j > 0 && ++r == page_size) {
+                    r = 0;
+                    ++p;
                 }
+                const int page = __ldg(bt + min(p, last_page));
+                const bool ok = static_cast<unsigned>(page) < static_cast<unsigned>(a.num_pages);
+                bad |= !ok;
+                const unsigned long long off =
+                    static_cast<unsigned long long>(static_cast<unsigned>(page) * page_size + r) * stride;
+                kv[0][j] = ok ? load16(kc + off) : make_uint4(0, 0, 0, 0);
+                kv[1][j] = ok ? load16(vc + off) : make_uint4(0, 0, 0, 0);
             }
-            const long long off = (row * a.kv_heads + kvh) * row_bytes + lane_bytes;
-            kv[0][j] = valid[j] ? load16(kc + off) : make_uint4(0, 0, 0, 0);
-            kv[1][j] = valid[j] ? load16(vc + off) : make_uint4(0, 0, 0, 0);
+            prow += step_rows;
+            pidx += step_pages;
+            if (prow >= page_size) {
+                prow -= page_size;
+                ++pidx;
+            }
+        } else {
+            // A key past the end loads the last valid key again (in bounds, already read): its
+            // score is masked below, so it adds nothing.
+            const int last = k_end - 1 - first;  // the last valid key, from the group's first
+#pragma unroll
+            for (int j = 0; j < kTileKeys; ++j) {
+                const long long off = static_cast<long long>(min(j, last)) * static_cast<int>(stride);
+                kv[0][j] = load16(kc + off);
+                kv[1][j] = load16(vc + off);
+            }
+            kc += static_cast<long long>(kStep) * stride;
+            vc += static_cast<long long>(kStep) * stride;
         }
 
-        // Scores, base 2: s[h][j] = (qscale * q_h) . k_j, summed over the key's L lanes.
-        float s[GT][kTileKeys];
+        // Scores, base 2: s[h * TK + j] = (qscale * q_h) . k_j, this lane's part.
+        float s[NV];
 #pragma unroll
         for (int j = 0; j < kTileKeys; ++j) {
             float kf[E];
@@ -242,47 +340,46 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
                 float dot = 0.0f;
 #pragma unroll
                 for (int e = 0; e < E; ++e) dot = fmaf(qf[h][e], kf[e], dot);
-                s[h][j] = dot;
+                s[h * kTileKeys + j] = dot;
             }
         }
-        // The L-lane sums: one branch on L (block-uniform) for the whole step, fully unrolled sums.
-        switch (L) {
-            case 4: lane_sums<4>(s); break;
-            case 8: lane_sums<8>(s); break;
-            case 16: lane_sums<16>(s); break;
-            default: lane_sums<32>(s); break;
-        }
-#pragma unroll
-        for (int h = 0; h < GT; ++h) {
-#pragma unroll
-            for (int j = 0; j < kTileKeys; ++j) {
-                float dot = s[h][j];
-                if (a.cap2 != 0.0f) dot = a.cap2 * tanhf(dot);
-                s[h][j] = valid[j] ? dot : neg_inf();
-            }
-        }
+        transposed_sums<L, NV>(s, lg);
 
-        // Online softmax: one running max per head, the accumulators rescaled once per step; the
-        // scores are overwritten by their weights p = exp2(s - m).
+        // Online softmax on the lane's own N scores: the head's step max over its LPH lanes,
+        // then the weights p = exp2(s - m) overwrite the scores.
+        float step_max = neg_inf();
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            float dot = s[i];
+            if (a.cap2 != 0.0f) dot = a.cap2 * tanhf(dot);
+            s[i] = first + own_j + i < k_end ? dot : neg_inf();
+            step_max = fmaxf(step_max, s[i]);
+        }
+#pragma unroll
+        for (int off = SPAN; off < LPH; off <<= 1) step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, off));
+        const float m_new = fmaxf(m_own, step_max);
+        // Every key so far masked: nothing to add (and -inf - -inf would be NaN).
+        const float m_use = m_new == neg_inf() ? 0.0f : m_new;
+        const float corr = exp2f(m_own - m_use);
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            s[i] = exp2f(s[i] - m_use);
+            sum += s[i];
+        }
+        l_own = fmaf(l_own, corr, sum);
+        m_own = m_new;
+
+        // The weights and rescale factors back to every lane of the segment (constant source
+        // lanes), the accumulators rescaled once per step, then the values.
+        float p[NV];
+#pragma unroll
+        for (int v = 0; v < NV; ++v) p[v] = __shfl_sync(0xffffffffu, s[v % N], (v / N) * SPAN, L);
 #pragma unroll
         for (int h = 0; h < GT; ++h) {
-            float step_max = s[h][0];
+            const float c = __shfl_sync(0xffffffffu, corr, h * LPH, L);
 #pragma unroll
-            for (int j = 1; j < kTileKeys; ++j) step_max = fmaxf(step_max, s[h][j]);
-            const float m_new = fmaxf(m[h], step_max);
-            // Every key so far masked: nothing to add (and -inf - -inf would be NaN).
-            const float m_use = m_new == neg_inf() ? 0.0f : m_new;
-            const float corr = exp2f(m[h] - m_use);
-            float sum = 0.0f;
-#pragma unroll
-            for (int j = 0; j < kTileKeys; ++j) {
-                s[h][j] = exp2f(s[h][j] - m_use);
-                sum += s[h][j];
-            }
-            l[h] = fmaf(l[h], corr, sum);
-            m[h] = m_new;
-#pragma unroll
-            for (int e = 0; e < E; ++e) acc[h][e] *= corr;
+            for (int e = 0; e < E; ++e) acc[h][e] *= c;
         }
 #pragma unroll
         for (int j = 0; j < kTileKeys; ++j) {
@@ -291,21 +388,24 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
 #pragma unroll
             for (int h = 0; h < GT; ++h) {
 #pragma unroll
-                for (int e = 0; e < E; ++e) acc[h][e] = fmaf(s[h][j], vf[e], acc[h][e]);
+                for (int e = 0; e < E; ++e) acc[h][e] = fmaf(p[h * kTileKeys + j], vf[e], acc[h][e]);
             }
         }
     }
 
-    // Merge the KG groups' states through shared memory.
+    // The head's sum over its lanes (copies excluded), then merge the KG groups' states through
+    // shared memory.
+#pragma unroll
+    for (int off = SPAN; off < LPH; off <<= 1) l_own += __shfl_xor_sync(0xffffffffu, l_own, off);
     if (bad) sm_bad = 1;
 #pragma unroll
     for (int h = 0; h < GT; ++h) {
 #pragma unroll
         for (int e = 0; e < E; ++e) sm_o[(gi * GT + h) * D + lg * E + e] = acc[h][e];
-        if (lg == 0) {
-            sm_m[gi * GT + h] = m[h];
-            sm_l[gi * GT + h] = l[h];
-        }
+    }
+    if (lg % LPH == 0) {
+        sm_m[gi * GT + own_h] = m_own;
+        sm_l[gi * GT + own_h] = l_own;
     }
     __syncthreads();
 
@@ -339,6 +439,29 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
     }
 }
 
+// Picks the lanes per key (D / E: 4..32) of the instantiation. D = 128 (every Llama, Qwen and
+// Mistral model) sits on the path the SASS ledger walks (the branch that holds two
+// instantiations, then the fall-through, which ptxas gives the final else).
+template <typename T, typename C, bool kPaged, int GT>
+__device__ __forceinline__ void gqa_decode_dim(const T* __restrict__ q, const void* __restrict__ k_cache,
+                                               const void* __restrict__ v_cache, const int* __restrict__ seqlens,
+                                               const int* __restrict__ block_table, const float* __restrict__ k_scale,
+                                               const float* __restrict__ v_scale, T* __restrict__ o,
+                                               float* __restrict__ lse, float* __restrict__ part_o,
+                                               float* __restrict__ part_lse, const DecodeArgs& a, DecodeShared& sm) {
+    constexpr int E = Cache<C>::E;
+    if (a.dim == 64) {
+        gqa_decode_block<T, C, kPaged, GT, 64 / E>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o,
+                                                   lse, part_o, part_lse, a, sm);
+    } else if (a.dim == 256) {
+        gqa_decode_block<T, C, kPaged, GT, 256 / E>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o,
+                                                    lse, part_o, part_lse, a, sm);
+    } else {
+        gqa_decode_block<T, C, kPaged, GT, 128 / E>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o,
+                                                    lse, part_o, part_lse, a, sm);
+    }
+}
+
 // The entry points' body: picks the head tile of the instantiation. A 16-bit cache takes 4 heads a
 // block for groups of up to 4 (Llama-3.1-8B's 4: no work on idle heads) and 8 for larger groups; an
 // fp8 cache (16 elements a lane, so twice the registers per head) always takes 4.
@@ -351,11 +474,11 @@ __device__ __forceinline__ void gqa_decode(const T* __restrict__ q, const void* 
                                            float* __restrict__ part_lse, const DecodeArgs& a) {
     __shared__ DecodeShared sm;
     if (!Cache<C>::kFp8 && a.heads / a.kv_heads > 4) {
-        gqa_decode_block<T, C, kPaged, Cache<C>::kFp8 ? 4 : 8>(q, k_cache, v_cache, seqlens, block_table, k_scale,
-                                                               v_scale, o, lse, part_o, part_lse, a, sm);
+        gqa_decode_dim<T, C, kPaged, Cache<C>::kFp8 ? 4 : 8>(q, k_cache, v_cache, seqlens, block_table, k_scale,
+                                                             v_scale, o, lse, part_o, part_lse, a, sm);
     } else {
-        gqa_decode_block<T, C, kPaged, 4>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o, lse, part_o,
-                                          part_lse, a, sm);
+        gqa_decode_dim<T, C, kPaged, 4>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o, lse, part_o,
+                                        part_lse, a, sm);
     }
 }
 

@@ -25,7 +25,7 @@ pub(crate) const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 const THREADS: u32 = 128;
 /// Keys a lane group takes per step (`kTileKeys` in gqa_decode.cu).
 const TILE_KEYS: usize = 4;
-/// Resident decode blocks per SM the grid is sized for (254 registers x 128 threads: 2 fit).
+/// Resident decode blocks per SM the grid is sized for (up to 255 registers x 128 threads: 2 fit).
 const BLOCKS_PER_SM: usize = 2;
 /// Blocks the split-KV grid aims at, per SM: two full waves of resident blocks, so the last wave's
 /// imbalance costs little.
@@ -528,22 +528,40 @@ impl DecodePlan {
     /// work units too few to give the GPU two full waves of resident blocks, each sequence's keys
     /// are cut into `splits` chunks of whole steps (at least two steps each), so that a batch of
     /// one long sequence fills every SM; with enough units, one split (the one-pass path).
+    ///
+    /// Among the split counts from 3/4 to twice the two-wave target's, the one with the fewest
+    /// keys per resident block slot: `ceil(blocks / (sms * BLOCKS_PER_SM))` waves of `chunk`
+    /// keys (the fewest splits on a tie). A grid just past whole waves (576 blocks on 132 SMs
+    /// of 2 slots: 2.18 waves) leaves most SMs idle for the last wave's time; 512 blocks of 9/8
+    /// the keys finish first.
     pub(crate) fn split(&self, sms: usize) -> (usize, usize, usize) {
         let group = self.heads / self.kv_heads;
         let head_tiles = group.div_ceil(self.heads_per_block());
         let step = (THREADS as usize / self.lanes_per_key()) * TILE_KEYS;
-        let units = self.batch * self.kv_heads * head_tiles;
+        let units = (self.batch * self.kv_heads * head_tiles).max(1);
         let longest = self.lens.iter().map(|&l| l as usize).max().unwrap_or(0);
-        let target = TARGET_BLOCKS_PER_SM * sms.max(1);
-        let max_splits = longest.div_ceil(step * MIN_STEPS_PER_SPLIT).max(1);
-        let splits = target
-            .div_ceil(units)
-            .min(max_splits)
+        let sms = sms.max(1);
+        let target = TARGET_BLOCKS_PER_SM * sms;
+        let max_splits = longest
+            .div_ceil(step * MIN_STEPS_PER_SPLIT)
+            .max(1)
             .min(self.max_splits)
             .max(1);
-        let chunk = longest.div_ceil(splits).div_ceil(step).max(1) * step;
-        // Rounding the chunk up may leave the last splits empty: drop them.
-        let splits = longest.div_ceil(chunk).max(1);
+        // Whole steps per split; rounding the chunk up may leave the last splits empty: drop them.
+        let shape = |splits: usize| {
+            let chunk = longest.div_ceil(splits).div_ceil(step).max(1) * step;
+            (longest.div_ceil(chunk).max(1), chunk)
+        };
+        let two_waves = target.div_ceil(units);
+        let lo = (3 * target).div_ceil(4 * units).clamp(1, max_splits);
+        let hi = (2 * two_waves).clamp(lo, max_splits);
+        let (splits, chunk) = (lo..=hi)
+            .map(shape)
+            .min_by_key(|&(splits, chunk)| {
+                let waves = (units * splits).div_ceil(sms * BLOCKS_PER_SM);
+                (waves * chunk, splits)
+            })
+            .unwrap_or_else(|| shape(max_splits));
         (splits, chunk, head_tiles)
     }
 
@@ -1130,8 +1148,11 @@ mod tests {
     fn splits_fill_the_gpu_and_cover_every_key() {
         let (bf16, fp8) = (DType::BFloat16, DType::Float8E4M3Fn);
         // Llama-3.1-8B B32 x 4k: 256 (sequence, KV head) units for a target of 4 x 132 blocks:
-        // 3 splits of whole 32-key steps.
-        assert_eq!(plan(32, 32, 8, &[4096; 32], bf16).split(132), (3, 1376, 1));
+        // 2 splits of 2048 keys (512 blocks, 2 waves of 264 resident), not 3 of 1376 (768
+        // blocks: 2.9 waves, 3 of 1376 keys).
+        assert_eq!(plan(32, 32, 8, &[4096; 32], bf16).split(132), (2, 2048, 1));
+        // B8 x 32k: 8 splits (512 blocks), not the 9 (576: 2.18 waves) the target asks.
+        assert_eq!(plan(8, 32, 8, &[32_768; 8], bf16).split(132), (8, 4096, 1));
         // Enough units for two waves of resident blocks: the one-pass path.
         assert_eq!(plan(128, 32, 8, &[4096; 128], bf16).split(132).0, 1);
         // Batch 1 of Qwen3-30B-A3B (4 KV heads): 131 splits at 256k; at 1k, splits of two steps.
