@@ -53,6 +53,40 @@ __device__ __forceinline__ float fmax_nan(float a, float b) {
 #endif
 }
 
+// 1 / v as the bare rcp.approx.ftz.f32 (one MUFU op, ~1 ulp): rcp.approx without -ftz, which
+// __fdividef(1, v) compiles to, adds a compare, a select and two multiplies around it to scale
+// tiny divisors. For v >= 1 the flush only touches results under 2^-126 (v > 2^126). The
+// emulator divides exactly, with the same flush.
+__device__ __forceinline__ float rcp_ftz(float v) {
+#ifdef TILEOPS_EMULATED
+    const float r = 1.0f / v;
+    return fabsf(r) < 0x1p-126f ? copysignf(0.0f, r) : r;
+#else
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+#endif
+}
+
+// a / b as div.full.f32 for results rounded to f16 or bf16: rcp with range scaling, 2 ulp of f32
+// over the full range (subnormal quotients and a / inf = 0 included), a handful of instructions
+// where IEEE division (div.rn.f32) takes a dozen and a slow-path branch. The emulator divides
+// exactly.
+__device__ __forceinline__ float fast_div(float a, float b) {
+#ifdef TILEOPS_EMULATED
+    return a / b;
+#else
+    float r;
+    asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#endif
+}
+
+// 1 + exp(v) for f16 and bf16 outputs: ex2.approx.ftz (its flush of results under 2^-126
+// vanishes in the 1 +; it overflows to inf where expf does, v > 88.72, up to the rounding of
+// v log2 e, which no f16 or bf16 v reaches: their spacing there is 1/16 and 1/2).
+__device__ __forceinline__ float one_plus_exp_fast(float v) { return 1.0f + ex2_ftz(v * kLog2e); }
+
 // exp(x - m) for one shift m, as ex2(fma(x, log2e, -m * log2e)): one FFMA and one MUFU op per
 // element, where exp_fast(x - m) is a FADD, an FMUL and the subnormal fix-up around the MUFU.
 // Rounding m * log2e to `ml` scales every value by the same 2^e, e = m * log2e - ml (exact by

@@ -21,13 +21,26 @@
 
 using namespace tileops;
 
-// silu(g) * u with silu(g) = g / (1 + exp(-g)) as PyTorch's CUDA silu evaluates it in f32: expf
-// and IEEE division (not __fdividef, whose div.approx.f32 returns 0 once the divisor exceeds
-// 2^126, g < -87.3365, where silu(g) is still a normal f32 number). Where the denominator
-// overflows to inf (g < -88.7228) silu(g) is -0, so the product is a signed zero; g = -inf gives
-// NaN, as the formula does. The f64 reference (elementwise/reference.rs) models the same overflow.
-// One division per element is free here (memory-bound).
-__device__ __forceinline__ float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+// silu(g) * u with silu(g) = g / (1 + exp(-g)) as PyTorch's CUDA silu evaluates it in f32, the
+// product in f32 and rounded once to the output dtype.
+//
+// f32 outputs: expf and IEEE division (not __fdividef, whose div.approx.f32 returns 0 once the
+// divisor exceeds 2^126, g < -87.3365, where silu(g) is still a normal f32 number), PyTorch's
+// exact f32 results. Where the denominator overflows to inf (g < -88.7228) silu(g) is -0, so the
+// product is a signed zero; g = -inf gives NaN, as the formula does. The f64 reference
+// (elementwise/reference) models the same overflow.
+//
+// f16 and bf16 outputs (`narrow`): exp as ex2.approx.ftz of an FMUL and the division as
+// div.full.f32, as activation.cu's 16-bit silu: the same function with the same overflow points
+// for every f16 and bf16 gate (their spacing near -88.72 is 1/16 and 1/2, far wider than where
+// the rounding of -g log2 e could move ex2's overflow), a relative error of a few f32 ulps
+// (~2^-21) before the product, far under half an ulp of f16 (2^-12) and bf16 (2^-9): within an
+// ulp of the correctly rounded output for every gate (the exhaustive test in tests/it/elementwise),
+// at well under half the instructions of IEEE division.
+template <bool narrow>
+__device__ __forceinline__ float swiglu(float g, float u) {
+    return (narrow ? fast_div(g, one_plus_exp_fast(-g)) : g / (1.0f + expf(-g))) * u;
+}
 
 constexpr int kUnroll = 4;
 
@@ -63,7 +76,7 @@ __device__ __forceinline__ void silu_and_mul_vec(const T* __restrict__ x, T* __r
                     E::unpack(g[k], gf);
                     E::unpack(u[k], uf);
 #pragma unroll
-                    for (int j = 0; j < V; ++j) gf[j] = swiglu(gf[j], uf[j]);
+                    for (int j = 0; j < V; ++j) gf[j] = swiglu<(V > 4)>(gf[j], uf[j]);
                     store16(yv + c, E::pack(gf));
                 }
             }
@@ -80,7 +93,7 @@ __device__ __forceinline__ void silu_and_mul_scalar(const T* __restrict__ x, T* 
         const T* g = x + row * 2 * static_cast<long long>(n);
         T* yr = y + row * static_cast<long long>(n);
         for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += step) {
-            E::store(yr + c, swiglu(E::load(g + c), E::load(g + n + c)));
+            E::store(yr + c, swiglu<(E::V > 4)>(E::load(g + c), E::load(g + n + c)));
         }
     }
 }

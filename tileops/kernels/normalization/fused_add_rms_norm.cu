@@ -4,7 +4,8 @@
 // accumulating in f32. Entry points per dtype (f32, f16, bf16):
 //
 //   fused_add_rms_norm_rows_v4_*   up to 4 vectors of 16 bytes per thread: h stays in registers,
-//       so x and residual are read from DRAM once and both outputs written once.
+//       so x and residual are read from DRAM once and both outputs written once; rows whose length
+//       is a multiple of the vector width load the weight with x and residual.
 //   fused_add_rms_norm_loop_*      any row length: one block per row; h is written to
 //       residual_out in the first pass and read back by the same thread in the second (a plain,
 //       coherent load: never the read-only path for data this kernel wrote).
@@ -55,12 +56,74 @@ __device__ __forceinline__ float add_scalar(const T* x, const T* r, T* ro) {
     return h;
 }
 
+// Rows of up to 4 vectors per thread whose length n is a multiple of the vector width V (every
+// row then starts 16-byte aligned: no head or tail element, and the weight lines up with x's
+// vectors): the weight is loaded with x and residual, before the reduction, so that its L2 round
+// trip overlaps their DRAM one instead of following the reduction. Other row lengths take
+// fused_rows.
+template <typename T>
+__device__ __forceinline__ void fused_rows_aligned(const T* __restrict__ x, const T* __restrict__ res,
+                                                   const T* __restrict__ w, T* __restrict__ y,
+                                                   T* __restrict__ res_out, long long rows, int n, float eps,
+                                                   float* red_sum) {
+    using E = Elem<T>;
+    constexpr int V = E::V;
+    constexpr int VPT = 4;
+
+    const BlockRow row = block_row(rows, n);
+    const int body = n / V;
+    const int t = threadIdx.x;
+    const int tpr = blockDim.x;
+    const uint4* xv = reinterpret_cast<const uint4*>(x + row.base);
+    const uint4* rv = reinterpret_cast<const uint4*>(res + row.base);
+    const uint4* wv = reinterpret_cast<const uint4*>(w);
+    uint4* yv = reinterpret_cast<uint4*>(y + row.base);
+    uint4* ov = reinterpret_cast<uint4*>(res_out + row.base);
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+
+    // All loads first: 3 * VPT independent 16-byte loads in flight per thread. A vector the
+    // thread does not own reads as zeros (its squares add nothing) and is not stored.
+    bool own[VPT];
+    uint4 hq[VPT];
+    uint4 rq[VPT];
+    uint4 wq[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = t + k * tpr;
+        own[k] = row.active && i < body;
+        hq[k] = own[k] ? load16(xv + i) : zero;
+        rq[k] = own[k] ? load16(rv + i) : zero;
+        wq[k] = own[k] ? load16(wv + i) : zero;
+    }
+
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        hq[k] = add_vec<T>(hq[k], rq[k], ss);
+        if (own[k]) store16(ov + t + k * tpr, hq[k]);
+    }
+    const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
+
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        float f[V];
+        float wf[V];
+        E::unpack(hq[k], f);
+        E::unpack(wq[k], wf);
+#pragma unroll
+        for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * wf[j];
+        if (own[k]) store16(yv + t + k * tpr, E::pack(f));
+    }
+}
+
+// Rows of up to VPT vectors per thread, any length: the weight read at the store, element by
+// element (rows of a length that is not a multiple of V: the weight lines up with x's vectors
+// only on their 16-byte-aligned rows, and they are the uncommon case).
 template <typename T, int VPT>
 __device__ __forceinline__ void fused_rows(const T* __restrict__ x, const T* __restrict__ res,
                                            const T* __restrict__ w, T* __restrict__ y, T* __restrict__ res_out,
-                                           long long rows, int n, float eps) {
+                                           long long rows, int n, float eps, float* red_sum) {
     using E = Elem<T>;
-    __shared__ float red_sum[32 * 32];
 
     // x's body in registers (r.buf), h written over it.
     RegRow<T, VPT> r(x, y, rows, n, 0.0f);
@@ -85,7 +148,15 @@ __device__ __forceinline__ void fused_rows(const T* __restrict__ x, const T* __r
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (r.owns(k)) rms_store(r.buf[k], w, r.s, r.index(k), rstd, r.yv);
+        if (r.owns(k)) {
+            constexpr int V = E::V;
+            const long long c = r.s.head + static_cast<long long>(r.index(k)) * V;
+            float f[V];
+            E::unpack(r.buf[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * E::load(w + c + j);
+            store16(r.yv + r.index(k), E::pack(f));
+        }
     }
     if (r.si >= 0) E::store(r.yr + r.si, (sh * rstd) * E::load(w + r.si));
 }
@@ -122,7 +193,13 @@ __device__ __forceinline__ void fused_loop(const T* __restrict__ x, const T* __r
     extern "C" __global__ void __launch_bounds__(1024) fused_add_rms_norm_rows_v4_##SUFFIX(                       \
         const T* __restrict__ x, const T* __restrict__ res, const T* __restrict__ w, T* __restrict__ y,           \
         T* __restrict__ res_out, long long rows, int n, float eps) {                                              \
-        fused_rows<T, 4>(x, res, w, y, res_out, rows, n, eps);                                                    \
+        __shared__ float red_sum[32 * 32];                                                                        \
+        /* n is uniform: every block takes the same side. */                                                      \
+        if (n % Elem<T>::V == 0) {                                                                                \
+            fused_rows_aligned<T>(x, res, w, y, res_out, rows, n, eps, red_sum);                                  \
+        } else {                                                                                                  \
+            fused_rows<T, 4>(x, res, w, y, res_out, rows, n, eps, red_sum);                                       \
+        }                                                                                                         \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(1024) fused_add_rms_norm_loop_##SUFFIX(                          \
         const T* __restrict__ x, const T* __restrict__ res, const T* __restrict__ w, T* __restrict__ y,           \

@@ -19,11 +19,65 @@
 
 using namespace tileops;
 
-template <typename T, int VPT>
-__device__ __forceinline__ void rms_norm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
-                                              long long rows, int n, float eps) {
+// Rows of up to 4 vectors per thread (v4) whose length n is a multiple of the vector width V
+// (every row then starts 16-byte aligned: no head or tail element, and the weight lines up with
+// x's vectors): the weight is loaded with x, before the reduction, so that its L2 round trip
+// overlaps x's DRAM one instead of following the reduction. Other row lengths take rms_norm_rows.
+template <typename T>
+__device__ __forceinline__ void rms_norm_rows_aligned(const T* __restrict__ x, const T* __restrict__ w,
+                                                      T* __restrict__ y, long long rows, int n, float eps,
+                                                      float* red_sum) {
     using E = Elem<T>;
-    __shared__ float red_sum[32 * 32];
+    constexpr int V = E::V;
+    constexpr int VPT = 4;
+
+    const BlockRow row = block_row(rows, n);
+    const int body = n / V;
+    const int t = threadIdx.x;
+    const int tpr = blockDim.x;
+    const uint4* xv = reinterpret_cast<const uint4*>(x + row.base);
+    uint4* yv = reinterpret_cast<uint4*>(y + row.base);
+    const uint4* wv = reinterpret_cast<const uint4*>(w);
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+
+    // All loads first: 2 * VPT independent 16-byte loads in flight per thread. A vector the
+    // thread does not own reads as zeros (its squares add nothing) and is not stored.
+    bool own[VPT];
+    uint4 xq[VPT];
+    uint4 wq[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = t + k * tpr;
+        own[k] = row.active && i < body;
+        xq[k] = own[k] ? load16(xv + i) : zero;
+        wq[k] = own[k] ? load16(wv + i) : zero;
+    }
+
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) ss = add_squares<T>(xq[k], ss);
+    const float rstd = rms_rstd(row_reduce<false>(ss, red_sum), n, eps);
+
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        float f[V];
+        float wf[V];
+        E::unpack(xq[k], f);
+        E::unpack(wq[k], wf);
+#pragma unroll
+        for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * wf[j];
+        if (own[k]) store16(yv + t + k * tpr, E::pack(f));
+    }
+}
+
+// Rows of up to VPT vectors per thread in registers, any length (v16, and v4 rows whose length
+// is not a multiple of V): the weight read at the store; `scalar_params`: element by element
+// (v4's rows of other lengths: the weight lines up with x's vectors only on their 16-byte-aligned
+// rows, and they are the uncommon case).
+template <typename T, int VPT, bool scalar_params = false>
+__device__ __forceinline__ void rms_norm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                                              long long rows, int n, float eps, float* red_sum) {
+    using E = Elem<T>;
 
     const RegRow<T, VPT> r(x, y, rows, n, 0.0f);
 
@@ -36,7 +90,18 @@ __device__ __forceinline__ void rms_norm_rows(const T* __restrict__ x, const T* 
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        if (r.owns(k)) rms_store(r.buf[k], w, r.s, r.index(k), rstd, r.yv);
+        if (!r.owns(k)) continue;
+        if (scalar_params) {
+            constexpr int V = E::V;
+            const long long c = r.s.head + static_cast<long long>(r.index(k)) * V;
+            float f[V];
+            E::unpack(r.buf[k], f);
+#pragma unroll
+            for (int j = 0; j < V; ++j) f[j] = (f[j] * rstd) * E::load(w + c + j);
+            store16(r.yv + r.index(k), E::pack(f));
+        } else {
+            rms_store(r.buf[k], w, r.s, r.index(k), rstd, r.yv);
+        }
     }
     if (r.si >= 0) E::store(r.yr + r.si, (r.sx * rstd) * E::load(w + r.si));
 }
@@ -64,11 +129,18 @@ __device__ __forceinline__ void rms_norm_loop(const T* __restrict__ x, const T* 
 #define TILEOPS_RMS_NORM_ENTRIES(T, SUFFIX)                                                                       \
     extern "C" __global__ void __launch_bounds__(1024) rms_norm_rows_v4_##SUFFIX(                                 \
         const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows, int n, float eps) {  \
-        rms_norm_rows<T, 4>(x, w, y, rows, n, eps);                                                               \
+        __shared__ float red_sum[32 * 32];                                                                        \
+        /* n is uniform: every block takes the same side. */                                                      \
+        if (n % Elem<T>::V == 0) {                                                                                \
+            rms_norm_rows_aligned<T>(x, w, y, rows, n, eps, red_sum);                                             \
+        } else {                                                                                                  \
+            rms_norm_rows<T, 4, true>(x, w, y, rows, n, eps, red_sum);                                            \
+        }                                                                                                         \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(512) rms_norm_rows_v16_##SUFFIX(                                 \
         const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows, int n, float eps) {  \
-        rms_norm_rows<T, 16>(x, w, y, rows, n, eps);                                                              \
+        __shared__ float red_sum[32 * 32];                                                                        \
+        rms_norm_rows<T, 16>(x, w, y, rows, n, eps, red_sum);                                                     \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(1024) rms_norm_loop_##SUFFIX(                                    \
         const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows, int n, float eps) {  \

@@ -177,6 +177,7 @@ impl Backends<3, 2> for FusedAddRmsNorm {
             self.rows,
             self.n,
             false,
+            1024,
         )?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
         // SAFETY: fused_add_rms_norm_*(const T* x, const T* residual, const T* weight, T* y,

@@ -141,7 +141,9 @@ impl Backends<3, 1> for LayerNorm {
         [xs, ws, bs]: [&CudaSlice<u8>; 3],
         [ys]: [&mut CudaSlice<u8>; 1],
     ) -> Result<(), Error> {
-        let (entry, cfg) = row_launch(&LAYER_NORM, OP, self.x.dtype, self.rows, self.n, true)?;
+        // layer_norm_rows_v4 holds x as f32 and weight and bias beside it: 512 threads per block at
+        // most (128 registers), longer rows take v16.
+        let (entry, cfg) = row_launch(&LAYER_NORM, OP, self.x.dtype, self.rows, self.n, true, 512)?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
         // SAFETY: layer_norm_*(const T*, const T*, const T*, T*, long long, int, float); x and y
         // hold rows * n elements, weight and bias n; the block shape is within the launch bounds.

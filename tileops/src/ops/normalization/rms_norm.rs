@@ -126,7 +126,7 @@ impl Backends<2, 1> for RmsNorm {
         [xs, ws]: [&CudaSlice<u8>; 2],
         [ys]: [&mut CudaSlice<u8>; 1],
     ) -> Result<(), Error> {
-        let (entry, cfg) = row_launch(&RMS_NORM, OP, self.x.dtype, self.rows, self.n, true)?;
+        let (entry, cfg) = row_launch(&RMS_NORM, OP, self.x.dtype, self.rows, self.n, true, 1024)?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);
         // SAFETY: rms_norm_*(const T*, const T*, T*, long long, int, float); x and y hold
         // rows * n elements, the weight n; the block shape is within the launch bounds.

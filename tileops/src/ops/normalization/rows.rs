@@ -4,7 +4,9 @@
 use cudarc::driver::LaunchConfig;
 
 use crate::kernels::{self, KernelSource};
-use crate::ops::{RowPlan, check_extents, check_float_dtype, check_has_dims, launch, row_plan};
+use crate::ops::{
+    RowPlan, check_extents, check_float_dtype, check_has_dims, launch, pow2_clamped, row_plan,
+};
 use crate::registry::WorkloadCase;
 use crate::{DType, Error, TensorSpec};
 
@@ -122,7 +124,9 @@ pub(super) fn workload_input(
 /// The entry point and launch shape of a last-dim row kernel of `source` for `rows` rows of `n`
 /// elements of `dtype`: `{prefix}_rows_v4`, `{prefix}_rows_v16` (only when `has_v16`; without it,
 /// rows too long for v4 go to the loop kernel) or `{prefix}_loop`, which takes one block of 1024
-/// threads per row, rows in a grid-stride loop.
+/// threads per row, rows in a grid-stride loop. `v4_threads`: the most threads per row the v4
+/// kernel is built for (its `__launch_bounds__`, 1024 or 512); a row that needs more takes v16
+/// (512 threads at most, 16 vectors each).
 pub(super) fn row_launch(
     source: &'static KernelSource,
     prefix: &str,
@@ -130,8 +134,18 @@ pub(super) fn row_launch(
     rows: usize,
     n: usize,
     has_v16: bool,
+    v4_threads: u32,
 ) -> Result<(&'static str, LaunchConfig), Error> {
-    let (entry, blocks, (threads_x, threads_y)) = match row_plan(n, dtype) {
+    let plan = match row_plan(n, dtype) {
+        RowPlan::Regs4 {
+            threads_per_row, ..
+        } if threads_per_row > v4_threads => RowPlan::Regs16 {
+            threads_per_row: pow2_clamped((n / (16 / dtype.size_in_bytes())).div_ceil(16), 32, 512)
+                as u32,
+        },
+        plan => plan,
+    };
+    let (entry, blocks, (threads_x, threads_y)) = match plan {
         RowPlan::Regs4 {
             threads_per_row,
             rows_per_block,

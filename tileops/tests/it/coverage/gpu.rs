@@ -283,7 +283,11 @@ fn norm_shapes(v: usize) -> Vec<(Vec<usize>, bool)> {
         (vec![5, 4 * v + 1], true),
         (vec![4, 3, 2 * v + 1], false),
         (vec![3, 1024 * v + 3], false),
-        // v4 at its limit (1024 threads).
+        // Whole vectors: layer_norm's v4 for rows a multiple of the vector width (x kept as
+        // f32), several rows per block with rows past the end, and at its limit (512 threads).
+        (vec![5, 8 * v], true),
+        (vec![2, 2048 * v], false),
+        // v4 at its limit (1024 threads; layer_norm's v16).
         (vec![2, 4096 * v], false),
         // v16 (the loop kernel for fused_add_rms_norm, which has no v16): past the v4 limit
         // (odd), and at the v16 limit.

@@ -159,7 +159,7 @@ fn ulps16(a: u16, b: u16) -> u32 {
 /// gelu (both forms), silu and sigmoid on every f16 and every bf16 value (all 65,536 bit
 /// patterns: zeros, subnormals, the far tails where 1 + exp(-x) overflows, +-inf, NaN) against the
 /// f64 reference rounded to the dtype: at most 1 ulp apart, NaN exactly where the reference is
-/// NaN. The 16-bit kernels evaluate them with approximations (activation.cu: normcdf_fast, one
+/// NaN. The 16-bit kernels evaluate them with approximations (activation.cu: gelu_erf_fast, one
 /// exp for erfc; ex2.approx and div.full.f32 for the others); this is their exhaustive accuracy
 /// check. On the GPU ex2, rcp and div.full are approximate (relative errors ~2^-22, far under
 /// the 2^-9 and 2^-12 of these dtypes' half ulps, so at most a rounding-boundary case moves by
@@ -210,6 +210,71 @@ fn transcendental_activations_are_within_an_ulp_on_every_16_bit_input() {
                 want[at]
             );
         }
+    }
+}
+
+/// silu_and_mul with every f16 and every bf16 gate (all 65,536 bit patterns: zeros, subnormals,
+/// the deep negative tail -88...-100 and beyond where the f32 `1 + exp(-g)` overflows, +-inf,
+/// NaN), each against several `up` values (exact and inexact, large and small, both signs),
+/// against the f64 reference rounded to the dtype: at most 1 ulp apart, NaN exactly where the
+/// reference is NaN. The 16-bit kernels take exp as ex2.approx and the division as div.full.f32
+/// (silu_and_mul.cu); this is their exhaustive accuracy check, as
+/// [`transcendental_activations_are_within_an_ulp_on_every_16_bit_input`] is the activations'.
+#[test]
+fn silu_and_mul_is_within_an_ulp_on_every_16_bit_gate() {
+    let Some(gpu) = gpu_or_skip("silu_and_mul_is_within_an_ulp_on_every_16_bit_gate") else {
+        return;
+    };
+    const UPS: [f64; 7] = [1.0, -1.0, 0.3, -7.25, 1e-3, 300.0, -0.0625];
+    let n = 1usize << 16;
+    let rows = 3;
+    let word = |b: &[u8], i: usize| u16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
+    for dtype in [DType::Float16, DType::BFloat16] {
+        // Row r: the gates 0x0000..=0xffff, then up[j] = UPS[(j + r) % 7], rounded to the dtype.
+        let ups: Vec<f64> = (0..rows * n)
+            .map(|k| UPS[(k % n + k / n) % UPS.len()])
+            .collect();
+        let up_bytes =
+            Tensor::from_f64_rounded(&ups, &TensorSpec::new([rows * n], dtype), &Device::cpu())
+                .and_then(|t| t.to_bytes())
+                .expect("the up values, rounded");
+        let mut bytes = Vec::with_capacity(rows * 4 * n);
+        for r in 0..rows {
+            bytes.extend((0..=u16::MAX).flat_map(u16::to_le_bytes));
+            bytes.extend_from_slice(&up_bytes[r * 2 * n..(r + 1) * 2 * n]);
+        }
+        let spec = TensorSpec::new([rows, 2 * n], dtype);
+        let x = Tensor::from_bytes(&bytes, &spec, &gpu).expect("every gate bit pattern");
+        let op = SiluAndMul::new(spec, &gpu).expect("valid plan");
+        let mut y = Tensor::full(op.y(), POISON, &gpu).expect("poisoned output");
+        op.forward_into(&x, &mut y).expect("launch");
+        let got_bits = y.to_bytes().expect("download");
+        let got = y.to_vec_f64().expect("download");
+        let xs = x.to_vec_f64().expect("x");
+        let want = reference::silu_and_mul(&xs, n);
+        let want_bits = Tensor::from_f64_rounded(&want, op.y(), &Device::cpu())
+            .and_then(|t| t.to_bytes())
+            .expect("the reference, rounded");
+        let (mut worst, mut at) = (0, 0);
+        for i in 0..want.len() {
+            let d = match (got[i].is_nan(), want[i].is_nan()) {
+                (true, true) => 0,
+                (false, false) => ulps16(word(&got_bits, i), word(&want_bits, i)),
+                _ => u32::MAX,
+            };
+            if d > worst {
+                (worst, at) = (d, i);
+            }
+        }
+        let (g, u) = (xs[at / n * 2 * n + at % n], xs[at / n * 2 * n + n + at % n]);
+        println!("silu_and_mul {dtype}: worst {worst} ulp at gate {g}, up {u}");
+        assert!(
+            worst <= 1,
+            "silu_and_mul {dtype}: {worst} ulp from the correctly rounded value at gate {g}, up \
+             {u}: got {}, want {}",
+            got[at],
+            want[at]
+        );
     }
 }
 
