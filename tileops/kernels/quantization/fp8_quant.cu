@@ -15,27 +15,23 @@
 // ... (tpr = threads per group), so one warp load covers whole sectors. The magnitudes' max is
 // taken on the packed vectors (no unpacking: see Vec), then over the group's lanes by shuffles.
 // Codes: a 2-byte vector's 8 codes are half of a 16-byte store, so neighbouring lanes swap one
-// vector's codes and each stores 16 (store_codes); an f32 vector's 4 codes are one lane-contiguous
-// 4-byte store.
+// vector's codes and each stores 16; an f32 vector's 4 codes are a quarter of one, so 4 lanes
+// transpose their codes of 4 steps (store_codes).
 //
 // NaN propagates through the group max, as torch.amax: a group holding a NaN gets scale NaN and
 // every code NaN (0x7F). Otherwise +-inf makes the scale inf, its own code NaN (inf * 0) and the
 // group's finite codes 0. The CPU reference does the same, bit for bit.
 //
 // Launch contract (checked by the host): x, y, scales 16-byte aligned; rows kernel: blockDim.x =
-// threads per group (a power of two <= 512, at least 2 for f16/bf16: the code swap pairs lanes),
+// threads per group (a power of two <= 512, at least 2 for f16/bf16 and 4 for f32: the code swaps),
 // blockDim.y = groups per block, blockDim.x * blockDim.y a multiple of 32 and blockDim.y <= 8
 // when blockDim.x >= 32; loop kernel: blockDim = (1024, 1).
 
 // The entry points, with the global accesses each is written to issue: tileops's build script
 // reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
-// The 2-byte types store 16 e4m3 codes (one 128-bit store per 16 elements); f32 stores its 4 codes
-// per 16-byte input vector as one 32-bit store (lane-contiguous, so a warp still writes whole
-// sectors).
-// @entry fp8_quant_rows_{f16,bf16}: vector loads, vector stores
-// @entry fp8_quant_loop_{f16,bf16}: vector loads, vector stores
-// @entry fp8_quant_rows_f32: vector loads
-// @entry fp8_quant_loop_f32: vector loads
+// The stores are 16 e4m3 codes (one 128-bit store per 16 elements).
+// @entry fp8_quant_rows_{f32,f16,bf16}: vector loads, vector stores
+// @entry fp8_quant_loop_{f32,f16,bf16}: vector loads, vector stores
 
 #include "tileops_common.cuh"
 #include "tileops_fp8.cuh"
@@ -70,6 +66,7 @@ template <typename T> struct Vec;
 // NaN propagating, one instruction per two elements); 8 codes per vector, as a uint2.
 template <typename T> struct Vec16 {
     static constexpr int V = 8;
+    static constexpr int S = 2;  // steps per 16-byte run of codes
     using Codes = uint2;
     __device__ static __forceinline__ Codes quantize(const uint4& r, float inv) {
         float f[V];
@@ -110,6 +107,7 @@ template <> struct Vec<__half> : Vec16<__half> {
 // NaN above +inf); 4 codes per vector, as one word.
 template <> struct Vec<float> {
     static constexpr int V = 4;
+    static constexpr int S = 4;  // steps per 16-byte run of codes
     using Codes = unsigned;
     __device__ static __forceinline__ unsigned absmax(const uint4& r, unsigned m) {
         m = max(m, r.x & 0x7fffffffu);
@@ -124,31 +122,47 @@ template <> struct Vec<float> {
     }
 };
 
-// Quantizes and stores two vectors of the lane: ra at vector index ia and rb at ib = ia + tpr,
-// where lane t ^ 1 holds the neighbouring vectors ia ^ 1 and ib ^ 1 (lane-contiguous steps over
-// an even lane count). `n`: the vectors of the group (even for 2-byte types); past it a vector is
-// neither loaded nor stored. 2-byte types: the 8 codes of a vector are half of a 16-byte store,
-// so the two lanes swap one vector's codes: the even lane stores the pair at ia (its own codes
-// first), the odd lane the pair at ib - 1 (its own codes last), in ONE store instruction so that
-// the warp's request covers both lanes' 32 contiguous bytes. Every lane of the warp must call it.
-// f32: each lane stores its own 4 codes per vector (lane-contiguous 4-byte stores).
+// Quantizes and stores the lane's vectors r[s] = vector i0 + s * tpr (s < S = Vec<T>::S), which
+// with the same steps of the other lanes of its aligned S-lane segment make S whole 16-byte runs
+// of codes (lane-contiguous vectors: lane t ^ x holds vector i ^ x; tpr a multiple of S). Each
+// lane stores one run per step: 2-byte types (8 codes per vector, S = 2) swap one vector's codes
+// with the neighbour lane, the even lane storing the run of step 0 (its own codes first), the odd
+// lane that of step 1; f32 (4 codes per vector, S = 4) transposes the 4 x 4 words of its segment
+// (two rounds of swaps), lane m storing the run of step m. One store instruction either way, so
+// the warp's request covers the segment's contiguous runs. `n`: the vectors of the group (a
+// multiple of S); past it a vector is neither loaded nor stored. Every lane of the warp must call
+// it.
 template <typename T>
-__device__ __forceinline__ void store_codes(const uint4& ra, const uint4& rb, float inv, unsigned char* y, int ia,
-                                            int ib, int n) {
+__device__ __forceinline__ void store_codes(const uint4* r, float inv, unsigned char* y, int i0, int tpr, int n) {
     using Q = Vec<T>;
-    const typename Q::Codes ca = Q::quantize(ra, inv);
-    const typename Q::Codes cb = Q::quantize(rb, inv);
     if constexpr (Q::V == 8) {
+        const uint2 ca = Q::quantize(r[0], inv);
+        const uint2 cb = Q::quantize(r[1], inv);
         const bool even = (threadIdx.x & 1) == 0;
         const uint2 send = even ? cb : ca;
         const unsigned r0 = __shfl_xor_sync(0xffffffffu, send.x, 1);
         const unsigned r1 = __shfl_xor_sync(0xffffffffu, send.y, 1);
-        const int at = even ? ia : ib - 1;
+        const int at = even ? i0 : i0 - 1 + tpr;
         const uint4 v = even ? make_uint4(ca.x, ca.y, r0, r1) : make_uint4(r0, r1, cb.x, cb.y);
         if (at < n) store16(y + at * 8, v);
     } else {
-        if (ia < n) *reinterpret_cast<unsigned*>(y + ia * 4) = ca;
-        if (ib < n) *reinterpret_cast<unsigned*>(y + ib * 4) = cb;
+        unsigned w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[k] = Q::quantize(r[k], inv);
+        const int m = threadIdx.x & 3;
+        // Lanes m and m ^ 2 swap 2 x 2 blocks: lane m < 2 keeps its steps 0, 1 and takes lane
+        // m + 2's; lane m >= 2 keeps its steps 2, 3 and takes lane m - 2's.
+        const bool hi = (m & 2) != 0;
+        const unsigned s0 = __shfl_xor_sync(0xffffffffu, hi ? w[0] : w[2], 2);
+        const unsigned s1 = __shfl_xor_sync(0xffffffffu, hi ? w[1] : w[3], 2);
+        const unsigned x0 = hi ? s0 : w[0], x1 = hi ? s1 : w[1], x2 = hi ? w[2] : s0, x3 = hi ? w[3] : s1;
+        // Then lanes m and m ^ 1 swap within the blocks: lane m ends with step m of lanes 0-3.
+        const bool odd = (m & 1) != 0;
+        const unsigned q0 = __shfl_xor_sync(0xffffffffu, odd ? x0 : x1, 1);
+        const unsigned q1 = __shfl_xor_sync(0xffffffffu, odd ? x2 : x3, 1);
+        const uint4 v = odd ? make_uint4(q0, x1, q1, x3) : make_uint4(x0, q0, x2, q1);
+        const int at = i0 - m + m * tpr;
+        if (at < n) store16(y + at * 4, v);
     }
 }
 
@@ -158,7 +172,7 @@ __device__ __forceinline__ void fp8_quant_rows(const T* __restrict__ x, unsigned
     using E = Elem<T>;
     using Q = Vec<T>;
     constexpr int V = Q::V;
-    static_assert(CH % 2 == 0, "vectors are stored two steps at a time");
+    static_assert(CH % Q::S == 0, "vectors are stored S steps at a time");
     __shared__ float red[32 * 8];
 
     const long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -194,7 +208,7 @@ __device__ __forceinline__ void fp8_quant_rows(const T* __restrict__ x, unsigned
     const float inv = 1.0f / scale;
 
 #pragma unroll
-    for (int k = 0; k < CH; k += 2) store_codes<T>(buf[k], buf[k + 1], inv, yv, t + k * tpr, t + (k + 1) * tpr, n);
+    for (int k = 0; k < CH; k += Q::S) store_codes<T>(buf + k, inv, yv, t + k * tpr, tpr, n);
     for (int q = t; q < scalars; q += tpr) {
         const int at = scalar_at(s, q);
         yr[at] = fp8x1(E::load(xr + at) * inv);
@@ -227,15 +241,17 @@ __device__ __forceinline__ void fp8_quant_loop(const T* __restrict__ x, unsigned
         amax = block_amax(nan_max(amax, Q::amax(m)), red);
         const float scale = fp8_scale(amax);
         const float inv = 1.0f / scale;
-        // Two lane-contiguous steps per iteration; the bound is the block's, so that every lane
-        // reaches the swap in store_codes.
-        for (int b = 0; b < n; b += 2 * tpr) {
-            const int ia = b + t;
-            const int ib = ia + tpr;
-            uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
-            if (ia < n) ra = load16(xv + ia * V);
-            if (ib < n) rb = load16(xv + ib * V);
-            store_codes<T>(ra, rb, inv, yv, ia, ib, n);
+        // S lane-contiguous steps per iteration; the bound is the block's, so that every lane
+        // reaches the swaps in store_codes.
+        for (int b = 0; b < n; b += Q::S * tpr) {
+            // A vector past n is not loaded: its codes are swapped but never stored.
+            const uint4* xp = reinterpret_cast<const uint4*>(xv) + b + t;
+            uint4 r[Q::S];
+#pragma unroll
+            for (int k = 0; k < Q::S; ++k, xp += tpr) {
+                if (b + t + k * tpr < n) r[k] = load16(xp);
+            }
+            store_codes<T>(r, inv, yv, b + t, tpr, n);
         }
         for (int q = t; q < scalars; q += tpr) {
             const int at = scalar_at(s, q);

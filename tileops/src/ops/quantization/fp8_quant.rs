@@ -82,15 +82,9 @@ fn quant_plan(group: usize, dtype: DType) -> QuantPlan {
         return QuantPlan::Loop;
     }
     // As few threads as hold the group: every thread's fixed work (the group max, the scale and
-    // its reciprocal) is then shared by up to 8 vectors. At least 2 threads for 2-byte types
-    // (neighbouring lanes swap codes to make 16-byte stores) and, for f32, 8 while the group
-    // spans more than 8 vectors (each lane stores 4 bytes of codes per vector: 8 lanes fill a
-    // 32-byte sector).
-    let least = if dtype == DType::Float32 {
-        vectors.next_power_of_two().min(8)
-    } else {
-        2
-    };
+    // its reciprocal) is then shared by up to 8 vectors. At least 2 threads for 2-byte types and
+    // 4 for f32: 2 or 4 lanes swap codes to make 16-byte stores.
+    let least = if dtype == DType::Float32 { 4 } else { 2 };
     let threads = vectors
         .div_ceil(VECTORS_PER_THREAD)
         .next_power_of_two()
@@ -262,7 +256,7 @@ impl Backends<1, 2> for Fp8Quant {
         // SAFETY: fp8_quant_*(const T*, unsigned char*, float*, long long, int); x and y hold
         // groups * group elements, scales groups floats (each buffer matches the plan's spec);
         // the block shape follows the kernels' contract (power-of-two threads per group, at
-        // least 2 for 2-byte types, whole warps per block, <= 512 threads and at most 8 groups
+        // least 2 for 2-byte types and 4 for f32, whole warps per block, <= 512 threads and at most 8 groups
         // when a group has 32 threads or more; or 1024 x 1 for the loop kernel).
         unsafe { launch!(dev, &FP8_QUANT, entry, cfg; xs, ys, ss, &groups, &group) }
     }
@@ -444,7 +438,7 @@ mod tests {
                         groups_per_block: g,
                     } => {
                         assert!(vectors <= t as usize * VECTORS_PER_THREAD, "{group}");
-                        assert!(dtype == DType::Float32 || t >= 2, "{group}");
+                        assert!(t >= if dtype == DType::Float32 { 4 } else { 2 }, "{group}");
                         assert!(t.is_power_of_two() && t <= 512);
                         assert!((t * g).is_multiple_of(32) && t * g <= 512);
                         assert!(t < 32 || g <= 8);
