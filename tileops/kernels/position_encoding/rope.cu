@@ -4,17 +4,21 @@
 // one rounding to the output dtype). Entry points per dtype (f32, f16, bf16):
 //
 //   rope_vec_*      head_dim / 2 a multiple of the 16-byte vector width (4 f32, 8 f16/bf16):
-//                   each thread rotates one vector of x1 against the matching vector of x2.
+//                   each thread rotates one vector of x1 against the matching vector of x2, one
+//                   block per token and group of heads, no loop.
 //   rope_scalar_*   any even head_dim: one element pair per thread.
 //
 // What one call reads, as the manifest counts it: x once, positions once per token (every thread
 // of the token's block reads the same 8 bytes: one transaction), and the ONE table row of each
-// token, once: the block stages it in shared memory and all heads of the token use it from there.
-// The rest of the table is never touched. A position outside [0, max_pos) makes its token's rows
-// NaN (a kernel cannot report an error; the host's CPU path refuses such positions).
+// token, once: the block stages it in shared memory and all heads of the token use it from there
+// (rope_vec: once per block of heads; the manifest's shapes have one block per token). The rest of
+// the table is never touched. A position outside [0, max_pos) makes its token's rows NaN (a
+// kernel cannot report an error; the host's CPU path refuses such positions).
 //
-// Launch contract (checked by the host): grid.x blocks stride over tokens; blockDim.x a multiple of
-// 32; dynamic shared memory head_dim floats; x, y, positions and the table 16-byte aligned.
+// Launch contract (checked by the host): dynamic shared memory head_dim floats; x, y, positions
+// and the table 16-byte aligned. rope_vec: grid (tokens, ceil(heads / blockDim.y)), blockDim.x =
+// head_dim / 2 / V, blockDim.x * blockDim.y >= head_dim / 4 (one table quad per thread) and <=
+// 512. rope_scalar: grid.x blocks stride over tokens; blockDim.x a multiple of 32.
 
 // The entry points, with the global accesses each is written to issue: tileops's build script
 // reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
@@ -28,25 +32,30 @@ using namespace tileops;
 
 __device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fffffff); }
 
-// Stages the table row of token t in `table` (head_dim floats) and returns after the block has
-// it. `vec`: head_dim is a multiple of 4, so the row is 16-byte aligned and copied as float4.
-template <bool kVec>
+// The scalar kernel's table row of token t, staged in `table` (head_dim floats); returns after
+// the block has it.
 __device__ __forceinline__ void stage_row(const long long* __restrict__ positions, const float* __restrict__ cache,
                                           long long t, long long max_pos, int head_dim, float* table) {
     const long long pos = __ldg(positions + t);
     const bool ok = pos >= 0 && pos < max_pos;
-    if (kVec) {
-        const float4* src = reinterpret_cast<const float4*>(cache + (ok ? pos : 0) * static_cast<long long>(head_dim));
-        float4* dst = reinterpret_cast<float4*>(table);
-        const float n = nan_f32();
-        for (int i = threadIdx.x; i < head_dim / 4; i += blockDim.x) dst[i] = ok ? __ldg(src + i) : make_float4(n, n, n, n);
-    } else {
-        const float* src = cache + (ok ? pos : 0) * static_cast<long long>(head_dim);
-        for (int i = threadIdx.x; i < head_dim; i += blockDim.x) table[i] = ok ? __ldg(src + i) : nan_f32();
-    }
+    const float* src = cache + (ok ? pos : 0) * static_cast<long long>(head_dim);
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) table[i] = ok ? __ldg(src + i) : nan_f32();
     __syncthreads();
 }
 
+// One token (blockIdx.x) and blockDim.y heads (from blockIdx.y * blockDim.y) per block; thread
+// (j, hy) rotates vector j of x1 of its head against vector j of x2 (j < blockDim.x = head_dim /
+// 2 / V). No loop: every thread has exactly one pair.
+//
+// The table row is staged in shared memory, one quad of floats per thread (the host makes the
+// block at least head_dim / 4 threads). V = 4 (f32): lane j reads cos quad j and sin quad j,
+// consecutive across lanes. V = 8 (f16/bf16): lane j needs cos quads 2j and 2j + 1; stored in
+// order, the 8 lanes of a 16-byte shared-memory phase would read every other quad (a 32-byte lane
+// stride: 2 wavefronts per phase). So each half of the row (nq quads) is stored with its even
+// quads first, then its odd ones: slot s holds quad 2s (s < nq / 2) or quad 2 (s - nq / 2) + 1,
+// and lane j reads slots j and nq / 2 + j, consecutive across lanes. The copy keeps consecutive
+// threads on consecutive slots (conflict-free stores) and reads the permuted quads from global
+// memory: a warp that covers a whole half (head_dim <= 256) still reads whole sectors.
 template <typename T>
 __device__ __forceinline__ void rope_vec(const T* __restrict__ x, const long long* __restrict__ positions,
                                          const float* __restrict__ cache, T* __restrict__ y, long long tokens,
@@ -54,55 +63,61 @@ __device__ __forceinline__ void rope_vec(const T* __restrict__ x, const long lon
     using E = Elem<T>;
     constexpr int V = E::V;
     TILEOPS_DYNAMIC_SHARED(float4, table4);
-    float* table = reinterpret_cast<float*>(table4);
-    const int half = head_dim / 2;
-    const int per_head = half / V;
-    const int pairs = heads * per_head;
-    const int half_v = half / V;
-    for (long long t = blockIdx.x; t < tokens; t += gridDim.x) {
-        // Vector indices: head_dim and half are whole vectors here.
-        const uint4* xv = reinterpret_cast<const uint4*>(x + t * static_cast<long long>(heads) * head_dim);
-        uint4* yv = reinterpret_cast<uint4*>(y + t * static_cast<long long>(heads) * head_dim);
-        // The first pair is loaded before the table row is staged, so that its DRAM latency
-        // overlaps the position -> table-row dependency chain.
-        uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
-        if (threadIdx.x < pairs) {
-            const int h = threadIdx.x / per_head;
-            const int at = h * (head_dim / V) + (threadIdx.x - h * per_head);
-            ra = load16(xv + at);
-            rb = load16(xv + at + half_v);
+    const long long t = blockIdx.x;
+    if (t >= tokens) return;  // the whole block: no thread reaches the barrier
+    const int j = threadIdx.x;
+    const int half_v = blockDim.x;  // vectors per half head
+    const int nq = half_v * (V / 4);  // quads per half of the table row
+    const int h = blockIdx.y * blockDim.y + threadIdx.y;
+    const bool active = h < heads;
+    // Vector indices: head_dim and its half are whole vectors here.
+    const long long at = (t * heads + (active ? h : 0)) * (2 * half_v) + j;
+    // The pair is loaded before the table row is staged, so that its DRAM latency overlaps the
+    // position -> table-row dependency chain.
+    uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
+    if (active) {
+        ra = load16(reinterpret_cast<const uint4*>(x) + at);
+        rb = load16(reinterpret_cast<const uint4*>(x) + at + half_v);
+    }
+    {
+        const long long pos = __ldg(positions + t);
+        const bool ok = pos >= 0 && pos < max_pos;
+        const int i = threadIdx.y * blockDim.x + threadIdx.x;
+        if (i < 2 * nq) {
+            int q = i;
+            if (V == 8) {
+                const int hi = i >= nq ? nq : 0;
+                const int s = i - hi;
+                q = hi + (s < nq / 2 ? 2 * s : 2 * (s - nq / 2) + 1);
+            }
+            const float4* src = reinterpret_cast<const float4*>(cache + (ok ? pos : 0) * static_cast<long long>(head_dim));
+            const float n = nan_f32();
+            table4[i] = ok ? __ldg(src + q) : make_float4(n, n, n, n);
         }
-        stage_row<true>(positions, cache, t, max_pos, head_dim, table);
-        for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-            const int h = p / per_head;
-            const int j = p - h * per_head;
-            const int at = h * (head_dim / V) + j;
-            if (p != threadIdx.x) {
-                ra = load16(xv + at);
-                rb = load16(xv + at + half_v);
-            }
-            float a[V], b[V];
-            E::unpack(ra, a);
-            E::unpack(rb, b);
-            float c[V], s[V];
+    }
+    __syncthreads();
+    float a[V], b[V];
+    E::unpack(ra, a);
+    E::unpack(rb, b);
+    // Quad i / 4 of this lane's V cos (sin) values: slot j (V = 4); slots j and nq / 2 + j (V = 8).
+    float c[V], s[V];
 #pragma unroll
-            for (int i = 0; i < V; i += 4) {
-                const float4 cv = *reinterpret_cast<const float4*>(table + j * V + i);
-                const float4 sv = *reinterpret_cast<const float4*>(table + half + j * V + i);
-                c[i] = cv.x, c[i + 1] = cv.y, c[i + 2] = cv.z, c[i + 3] = cv.w;
-                s[i] = sv.x, s[i + 1] = sv.y, s[i + 2] = sv.z, s[i + 3] = sv.w;
-            }
-            float y1[V], y2[V];
+    for (int i = 0; i < V; i += 4) {
+        const int slot = j + (i / 4) * (nq / 2);
+        const float4 cv = table4[slot];
+        const float4 sv = table4[nq + slot];
+        c[i] = cv.x, c[i + 1] = cv.y, c[i + 2] = cv.z, c[i + 3] = cv.w;
+        s[i] = sv.x, s[i + 1] = sv.y, s[i + 2] = sv.z, s[i + 3] = sv.w;
+    }
+    float y1[V], y2[V];
 #pragma unroll
-            for (int i = 0; i < V; ++i) {
-                y1[i] = a[i] * c[i] - b[i] * s[i];
-                y2[i] = b[i] * c[i] + a[i] * s[i];
-            }
-            store16(yv + at, E::pack(y1));
-            store16(yv + at + half_v, E::pack(y2));
-        }
-        // The next token overwrites the table.
-        __syncthreads();
+    for (int i = 0; i < V; ++i) {
+        y1[i] = a[i] * c[i] - b[i] * s[i];
+        y2[i] = b[i] * c[i] + a[i] * s[i];
+    }
+    if (active) {
+        store16(reinterpret_cast<uint4*>(y) + at, E::pack(y1));
+        store16(reinterpret_cast<uint4*>(y) + at + half_v, E::pack(y2));
     }
 }
 
@@ -116,7 +131,7 @@ __device__ __forceinline__ void rope_scalar(const T* __restrict__ x, const long 
     const int half = head_dim / 2;
     const int pairs = heads * half;
     for (long long t = blockIdx.x; t < tokens; t += gridDim.x) {
-        stage_row<false>(positions, cache, t, max_pos, head_dim, table);
+        stage_row(positions, cache, t, max_pos, head_dim, table);
         const T* xt = x + t * static_cast<long long>(heads) * head_dim;
         T* yt = y + t * static_cast<long long>(heads) * head_dim;
         for (int p = threadIdx.x; p < pairs; p += blockDim.x) {

@@ -463,9 +463,9 @@ impl Backends<6, 4> for QkNormRopeFp8 {
     }
 }
 
-/// Threads per block: 8 per head row of a token, whole warps, at most 512 (64 rows per pass).
+/// Threads per block: 4 per head row of a token, whole warps, at most 512 (128 rows per pass).
 fn fused_threads(rows: usize) -> u32 {
-    (rows * 8).div_ceil(32).clamp(1, 16) as u32 * 32
+    (rows * 4).div_ceil(32).clamp(1, 16) as u32 * 32
 }
 
 impl FromWorkload for QkNormRopeFp8 {
@@ -621,8 +621,9 @@ mod tests {
         // What the kernel moves: the ledger minus tokens * (128 * 4 - 8) bytes.
         let moved = payload + 2 * 128 * 2 + 4096 * 128 * 4 + 4096 * 8;
         assert_eq!(r.bytes - moved, 4096 * (128 * 4 - 8));
-        assert_eq!(fused_threads(40), 320);
+        assert_eq!(fused_threads(40), 160);
         assert_eq!(fused_threads(2), 32);
-        assert_eq!(fused_threads(100), 512);
+        assert_eq!(fused_threads(100), 416);
+        assert_eq!(fused_threads(200), 512);
     }
 }

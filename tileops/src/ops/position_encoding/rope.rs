@@ -207,17 +207,25 @@ impl Backends<3, 1> for Rope {
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
         let per_vector = 16 / dtype.size_in_bytes();
-        let half = self.head_dim / 2;
-        let (base, pairs) = if half.is_multiple_of(per_vector) {
-            ("rope_vec", self.heads * (half / per_vector))
-        } else {
-            ("rope_scalar", self.heads * half)
-        };
-        let entry = kernels::entry(&ROPE, base, dtype)?;
-        let cfg = LaunchConfig {
-            grid_dim: (grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
-            block_dim: (rope_threads(pairs), 1, 1),
-            shared_mem_bytes: (self.head_dim * 4) as u32,
+        let (entry, cfg) = match vec_plan(self.tokens, self.heads, self.head_dim, per_vector) {
+            Some((grid, block)) => {
+                let entry = kernels::entry(&ROPE, "rope_vec", dtype)?;
+                let cfg = LaunchConfig {
+                    grid_dim: (grid_dim(entry, grid.0)?, grid.1, 1),
+                    block_dim: (block.0, block.1, 1),
+                    shared_mem_bytes: (self.head_dim * 4) as u32,
+                };
+                (entry, cfg)
+            }
+            None => {
+                let entry = kernels::entry(&ROPE, "rope_scalar", dtype)?;
+                let cfg = LaunchConfig {
+                    grid_dim: (grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
+                    block_dim: (rope_threads(self.heads * (self.head_dim / 2)), 1, 1),
+                    shared_mem_bytes: (self.head_dim * 4) as u32,
+                };
+                (entry, cfg)
+            }
         };
         let (tokens, heads, head_dim, max_pos) = (
             self.tokens as i64,
@@ -229,12 +237,36 @@ impl Backends<3, 1> for Rope {
         // long long); x and y hold tokens * heads * head_dim elements, positions tokens, the
         // table max_pos * head_dim floats (each buffer matches the plan's spec); head_dim * 4 <=
         // 32 KiB of dynamic shared memory (under the 48 KiB default); the block is within the
-        // launch bounds (512).
+        // launch bounds (512); rope_vec's grid and block follow its contract (vec_plan).
         unsafe {
             launch!(dev, &ROPE, entry, cfg;
                 xs, ps, cs, ys, &tokens, &heads, &head_dim, &max_pos)
         }
     }
+}
+
+/// The launch of `rope_vec_*`, `((tokens, head blocks), (threads per head, heads per block))`,
+/// or `None` where it does not apply (`rope_scalar_*` then): half a head a whole number of
+/// `per_vector`-element vectors, head_dim <= 2048 (the block, at most 512 threads, must hold one
+/// table quad per thread), one block row per token within the grid's limits. All heads of a token
+/// in one block up to 512 threads; at least `per_vector / 2` heads per block, so that the block
+/// has head_dim / 4 threads (idle heads past the last only stage the table).
+fn vec_plan(
+    tokens: usize,
+    heads: usize,
+    head_dim: usize,
+    per_vector: usize,
+) -> Option<((usize, u32), (u32, u32))> {
+    let half = head_dim / 2;
+    if !half.is_multiple_of(per_vector) || head_dim > 2048 || tokens > i32::MAX as usize {
+        return None;
+    }
+    let per_head = half / per_vector;
+    let per_block = (512 / per_head).min(heads).max(per_vector / 2);
+    let head_blocks = u32::try_from(heads.div_ceil(per_block))
+        .ok()
+        .filter(|&b| b <= 65_535)?;
+    Some(((tokens, head_blocks), (per_head as u32, per_block as u32)))
 }
 
 /// Threads per block for `pairs` work items per token: whole warps, at most 512.
@@ -524,6 +556,17 @@ mod tests {
 
     #[test]
     fn launch_shapes() {
+        // Llama-3.1-8B q and k (bf16): one block per token; f32 q: 32 x 16 threads.
+        assert_eq!(vec_plan(4096, 32, 128, 8), Some(((4096, 1), (8, 32))));
+        assert_eq!(vec_plan(4096, 8, 128, 8), Some(((4096, 1), (8, 8))));
+        assert_eq!(vec_plan(4096, 32, 128, 4), Some(((4096, 1), (16, 32))));
+        // One head still gets head_dim / 4 threads (4 heads' worth, 3 idle).
+        assert_eq!(vec_plan(3, 1, 16, 8), Some(((3, 1), (1, 4))));
+        assert_eq!(vec_plan(2, 33, 256, 8), Some(((2, 2), (16, 32))));
+        assert_eq!(vec_plan(2, 3, 2048, 4), Some(((2, 2), (256, 2))));
+        // Scalar: an odd number of vectors per half, or head_dim past 2048.
+        assert_eq!(vec_plan(2, 3, 24, 8), None);
+        assert_eq!(vec_plan(3, 1, 8192, 8), None);
         assert_eq!(rope_threads(1), 32);
         assert_eq!(rope_threads(256), 256);
         assert_eq!(rope_threads(4096), 512);

@@ -64,28 +64,48 @@ enum QuantPlan {
     Loop,
 }
 
-/// Chunks of 16 elements each thread of `fp8_quant_rows_*` holds (the kernels' CH).
-fn chunks_per_thread(dtype: DType) -> usize {
-    if dtype == DType::Float32 { 2 } else { 4 }
+/// 16-byte input vectors each thread of `fp8_quant_rows_*` holds (the kernels' CH).
+const VECTORS_PER_THREAD: usize = 8;
+
+/// Elements per 16-byte vector of `dtype`.
+fn vector_width(dtype: DType) -> usize {
+    if dtype == DType::Float32 { 4 } else { 8 }
 }
 
+/// Threads per block of `fp8_quant_rows_*` (groups per block = this / threads per group, at
+/// least one group).
+const ROWS_BLOCK: usize = 256;
+
 fn quant_plan(group: usize, dtype: DType) -> QuantPlan {
-    let chunks = group.div_ceil(16);
-    let ch = chunks_per_thread(dtype);
-    if chunks > 512 * ch {
+    let vectors = group.div_ceil(16) * (16 / vector_width(dtype));
+    if vectors > 512 * VECTORS_PER_THREAD {
         return QuantPlan::Loop;
     }
-    // One chunk per thread while a group fits in a warp; else CH chunks per thread.
-    let threads = chunks
-        .max(1)
+    // As few threads as hold the group: every thread's fixed work (the group max, the scale and
+    // its reciprocal) is then shared by up to 8 vectors. At least 2 threads for 2-byte types and
+    // 4 for f32: 2 or 4 lanes swap codes to make 16-byte stores.
+    let least = if dtype == DType::Float32 { 4 } else { 2 };
+    let threads = vectors
+        .div_ceil(VECTORS_PER_THREAD)
         .next_power_of_two()
-        .min(32)
-        .max(chunks.div_ceil(ch).next_power_of_two())
+        .max(least)
         .min(512);
     QuantPlan::Rows {
         threads_per_group: threads as u32,
-        groups_per_block: (256 / threads).max(1) as u32,
+        groups_per_block: (ROWS_BLOCK / threads).max(1) as u32,
     }
+}
+
+/// Groups per block of `fp8_quant_rows_*` for a call of `groups` groups: the plan's, halved while
+/// the grid would give fewer than two blocks per SM and the block keeps at least 64 threads. A
+/// small call (decode: a few tokens) is then spread over more SMs, whose busiest one sets the
+/// time.
+fn small_call_groups_per_block(groups: usize, threads: u32, per_block: u32, sms: u32) -> u32 {
+    let mut g = per_block;
+    while g > 1 && threads * g > 64 && groups.div_ceil(g as usize) < 2 * sms.max(1) as usize {
+        g /= 2;
+    }
+    g
 }
 
 impl Fp8Quant {
@@ -208,11 +228,19 @@ impl Backends<1, 2> for Fp8Quant {
             QuantPlan::Rows {
                 threads_per_group,
                 groups_per_block,
-            } => (
-                kernels::entry(&FP8_QUANT, "fp8_quant_rows", dtype)?,
-                self.groups.div_ceil(groups_per_block as usize),
-                (threads_per_group, groups_per_block),
-            ),
+            } => {
+                let gpb = small_call_groups_per_block(
+                    self.groups,
+                    threads_per_group,
+                    groups_per_block,
+                    dev.sm_count,
+                );
+                (
+                    kernels::entry(&FP8_QUANT, "fp8_quant_rows", dtype)?,
+                    self.groups.div_ceil(gpb as usize),
+                    (threads_per_group, gpb),
+                )
+            }
             QuantPlan::Loop => (
                 kernels::entry(&FP8_QUANT, "fp8_quant_loop", dtype)?,
                 self.groups.min(1 << 20),
@@ -227,8 +255,9 @@ impl Backends<1, 2> for Fp8Quant {
         let (groups, group) = (self.groups as i64, self.group as i32);
         // SAFETY: fp8_quant_*(const T*, unsigned char*, float*, long long, int); x and y hold
         // groups * group elements, scales groups floats (each buffer matches the plan's spec);
-        // the block shape follows the kernels' contract (power-of-two threads per group, 256
-        // threads or one group per block, <= 512; or 1024 x 1 for the loop kernel).
+        // the block shape follows the kernels' contract (power-of-two threads per group, at
+        // least 2 for 2-byte types and 4 for f32, whole warps per block, <= 512 threads and at most 8 groups
+        // when a group has 32 threads or more; or 1024 x 1 for the loop kernel).
         unsafe { launch!(dev, &FP8_QUANT, entry, cfg; xs, ys, ss, &groups, &group) }
     }
 }
@@ -372,15 +401,15 @@ mod tests {
         assert_eq!(
             quant_plan(128, DType::BFloat16),
             QuantPlan::Rows {
-                threads_per_group: 8,
-                groups_per_block: 32
+                threads_per_group: 2,
+                groups_per_block: 128
             }
         );
         assert_eq!(
             quant_plan(7, DType::Float32),
             QuantPlan::Rows {
-                threads_per_group: 1,
-                groups_per_block: 256
+                threads_per_group: 4,
+                groups_per_block: 64
             }
         );
         assert_eq!(
@@ -391,23 +420,30 @@ mod tests {
             }
         );
         assert_eq!(quant_plan(1 << 20, DType::BFloat16), QuantPlan::Loop);
+        // ds-v3 group-128 quantization: prefill keeps 256-thread blocks, decode (128 tokens)
+        // spreads over 224 blocks of 64 threads.
+        assert_eq!(small_call_groups_per_block(4096 * 56, 2, 128, 132), 128);
+        assert_eq!(small_call_groups_per_block(128 * 56, 2, 128, 132), 32);
+        assert_eq!(small_call_groups_per_block(1, 512, 1, 132), 1);
+        assert_eq!(small_call_groups_per_block(3, 32, 8, 132), 2);
         for dtype in [DType::Float32, DType::BFloat16] {
             for group in (1usize..40_000)
                 .step_by(331)
                 .chain([16, 32, 4096, 16384, 32768, 32769])
             {
-                let chunks = group.div_ceil(16);
+                let vectors = group.div_ceil(16) * (16 / vector_width(dtype));
                 match quant_plan(group, dtype) {
                     QuantPlan::Rows {
                         threads_per_group: t,
                         groups_per_block: g,
                     } => {
-                        assert!(chunks <= t as usize * chunks_per_thread(dtype), "{group}");
+                        assert!(vectors <= t as usize * VECTORS_PER_THREAD, "{group}");
+                        assert!(t >= if dtype == DType::Float32 { 4 } else { 2 }, "{group}");
                         assert!(t.is_power_of_two() && t <= 512);
                         assert!((t * g).is_multiple_of(32) && t * g <= 512);
                         assert!(t < 32 || g <= 8);
                     }
-                    QuantPlan::Loop => assert!(chunks > 512 * chunks_per_thread(dtype)),
+                    QuantPlan::Loop => assert!(vectors > 512 * VECTORS_PER_THREAD),
                 }
             }
         }

@@ -1100,14 +1100,14 @@ fn fp8_quant_reaches_every_kernel() {
 }
 
 /// qk_norm_rope_fp8 cases: (tokens, q_heads, k_heads, non-finite values, positions outside the
-/// table, input scale): one row; positions 0 and max_pos - 1; more rows than one block's 64 slots
-/// (two passes); inputs and weights far beyond ±448.
+/// table, input scale): one row; positions 0 and max_pos - 1; more rows than one block's 128
+/// slots (two passes); inputs and weights far beyond ±448.
 const FUSED_CASES: &[(usize, usize, usize, bool, bool, f64)] = &[
     (1, 1, 1, false, false, 1.0),
     (2, 1, 1, false, false, 1.0),
     (3, 4, 2, true, false, 1.0),
     (5, 3, 5, false, true, 1.0),
-    (2, 70, 10, false, false, 1.0),
+    (2, 120, 20, false, false, 1.0),
     (4, 8, 1, true, false, 5000.0),
 ];
 

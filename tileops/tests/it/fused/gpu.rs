@@ -31,6 +31,7 @@ const FUSED_CASES: &[(usize, usize, usize, bool, bool)] = &[
     (5, 3, 5, false, true),
     (64, 32, 8, true, false),
     (2, 70, 10, false, false),
+    (2, 120, 20, false, false),
     (257, 8, 1, false, false),
 ];
 
