@@ -770,16 +770,16 @@ fn emulated_row(
         Ok((Err(e), _)) => return record.with_skip(format!("running the op failed: {e}")),
         Err(why) => return record.with_skip(format!("no kernel ledger: {why}")),
     };
-    // What the call streams: the larger of its inputs' and its outputs' bytes (K and V both, for
-    // attention decode; x and the residual both, for fused_add_rms_norm), as a kernel's loop
-    // streams every tensor of one side, not only the largest.
-    let bytes = |tensors: &[Tensor]| -> u64 {
-        tensors
-            .iter()
-            .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
-            .sum()
-    };
-    let streamed_bytes = bytes(&inputs).max(bytes(&outputs));
+    // What the call streams: the larger of what it reads and what it writes. It writes its
+    // outputs; it reads what its manifest's bytes count beyond them (K and V both, for attention
+    // decode; x and the residual both, for fused_add_rms_norm), which is only the part of a
+    // table or cache it touches (rope's cos/sin rows at the positions, a ragged batch's keys to
+    // each sequence's length), not the whole input tensor.
+    let written: u64 = outputs
+        .iter()
+        .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
+        .sum();
+    let streamed_bytes = roofline.bytes.saturating_sub(written).max(written);
     let ledger = emulator::ledger_of_launches(&launches, streamed_bytes, tools.sass);
     let record = match over {
         Some(reason) => record.with_skip(format!(

@@ -253,7 +253,8 @@ pub fn render(
         out,
         "One line per launch of the row's call (the manifest's workloads, every dtype). \
          instr/elem and MUFU/elem at the launch's shape, per element of what the call \
-         streams (its inputs' or its outputs' bytes, the larger, over the entry's element size; \
+         streams (the bytes it reads, as its manifest counts them, or writes, the larger, over the \
+         entry's element size; \
          for a second-stage kernel that combines partials, `reduce_finish_*` and \
          `gqa_decode_merge_*`, per thread of its own: its loops run over the partials); waves = CTAs ÷ (CTAs/SM × {} SMs). Traffic columns: the emulator's count where \
          the row ran (small workloads), blank where it was launched dry.\n",

@@ -186,8 +186,8 @@ pub(crate) const NO_TILEOPS_KERNEL: &str = "the call launched no tileops kernel 
 const SECOND_STAGE_PREFIXES: [&str; 2] = ["reduce_finish_", "gqa_decode_merge_"];
 
 /// The kernel ledger of one call from its launches, each priced by the SASS ledger at its launch
-/// shape. `streamed_bytes` is what the call streams (the larger of its inputs' and its outputs'
-/// bytes); a launch's elements, which the SASS ledger amortises per-thread work over, are those
+/// shape. `streamed_bytes` is what the call streams (the larger of the bytes it reads, as its
+/// manifest counts them, and the bytes it writes); a launch's elements, which the SASS ledger amortises per-thread work over, are those
 /// bytes over its entry's element size, the same basis as a streaming loop's elements per
 /// iteration (the larger of the bytes one iteration loads and stores, over the element size),
 /// so a loop that streams two tensors (K and V) is counted once per pair of elements. A

@@ -271,8 +271,8 @@ impl Ledger {
     }
 
     /// The cost of launching `entry` with `launch` over `elements`: what the call streams, in
-    /// the entry's elements (the larger of its inputs' and its outputs' bytes over the entry's
-    /// element size, the basis of a loop's elements per iteration).
+    /// the entry's elements (the larger of the bytes it reads and the bytes it writes, over the
+    /// entry's element size: the basis of a loop's elements per iteration).
     ///
     /// Each thread of the grid runs the fixed work once
     /// ([`EntryLedger::fixed_per_thread`]); each streaming loop runs

@@ -1395,7 +1395,7 @@ fn harness_accepts_the_cpu_paths_and_catches_poison() {
     assert_eq!(code_distance(0x7e, 0x7f), 255);
     assert_eq!(worst_codes(&[1, 2, POISON_CODE], &[1, 2, 3]).1, 2);
     // The entry lists the coverage check compares with.
-    assert_eq!(entries_of(&kernels::SOFTMAX, &DTYPES).len(), 36);
+    assert_eq!(entries_of(&kernels::SOFTMAX, &DTYPES).len(), 42);
     assert_eq!(entries_of(&kernels::REDUCE, &[DType::BFloat16]).len(), 36);
     assert_eq!(
         entries_of(
