@@ -876,10 +876,11 @@ fn register_counts(info: &[u8]) -> Vec<(u32, u32)> {
                 let Some(payload) = info.get(at..at + size) else {
                     break;
                 };
-                if attribute == EIATTR_REGCOUNT && size == 8 {
-                    if let (Some(symbol), Some(registers)) = (word(payload, 0), word(payload, 4)) {
-                        counts.push((symbol, registers));
-                    }
+                if attribute == EIATTR_REGCOUNT
+                    && size == 8
+                    && let (Some(symbol), Some(registers)) = (word(payload, 0), word(payload, 4))
+                {
+                    counts.push((symbol, registers));
                 }
                 at += size;
             }

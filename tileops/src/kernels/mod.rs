@@ -30,6 +30,9 @@ pub use toolkit::{Toolkit, toolkit};
 use crate::Error;
 use crate::device::CudaDevice;
 
+/// An occupancy question: entry, threads per block, dynamic shared memory bytes.
+type OccupancyKey = (&'static str, u32, usize);
+
 /// What this module keeps per device, held by the device as one opaque field.
 ///
 /// Modules and entry points belong to a context, not a stream: devices on other streams of the
@@ -43,7 +46,7 @@ pub(crate) struct Cache {
     /// Entry points already looked up, by entry name.
     functions: Arc<Mutex<HashMap<&'static str, CudaFunction>>>,
     /// The driver's occupancy answers, by entry, threads per block and dynamic shared memory.
-    occupancy: Arc<Mutex<HashMap<(&'static str, u32, usize), u32>>>,
+    occupancy: Arc<Mutex<HashMap<OccupancyKey, u32>>>,
     /// The cuBLAS/cuBLASLt handles and workspace of the device's stream (made at first gemm).
     blas: blas::Slot,
 }
