@@ -19,7 +19,7 @@
 //!   "ran":bool,"tid":n,"traffic":…}` (`tid`: the Linux id of the launching thread, so that a
 //!   process's concurrent callers can tell their launches apart), `traffic` being `null` in a
 //!   build that does not count it, else
-//!   the launch's [`crate::traffic::Traffic`] (see [`crate::traffic::Traffic::to_json`]).
+//!   the launch's [`crate::gate::TrafficRecord`] (see [`crate::gate::TrafficRecord::to_json`]).
 //! - `CUDA_EMU_DRY_RUN=1`: launches are checked and logged but not run (see
 //!   [`cuda_emu_set_dry_run`]).
 //!
@@ -1343,7 +1343,7 @@ fn log_launch(
     entry: &Entry,
     config: &LaunchConfig,
     ran: bool,
-    traffic: Option<&crate::traffic::Traffic>,
+    traffic: Option<&crate::gate::TrafficRecord>,
 ) {
     let set = LAUNCH_LOG.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let Some(path) = set
@@ -1355,7 +1355,7 @@ fn log_launch(
     let (g, b) = (config.grid, config.block);
     let line = format!(
         "{{\"entry\":{},\"grid\":[{},{},{}],\"block\":[{},{},{}],\"dynamic_smem\":{},\"ran\":{ran},\"tid\":{},\"traffic\":{}}}\n",
-        crate::traffic::json_string(entry.name),
+        crate::gate::json_string(entry.name),
         g.x,
         g.y,
         g.z,
@@ -1365,7 +1365,7 @@ fn log_launch(
         config.dynamic_shared_bytes,
         // SAFETY: gettid has no preconditions.
         unsafe { libc::gettid() },
-        traffic.map_or_else(|| "null".to_owned(), crate::traffic::Traffic::to_json),
+        traffic.map_or_else(|| "null".to_owned(), crate::gate::TrafficRecord::to_json),
     );
     let written = std::fs::OpenOptions::new()
         .create(true)

@@ -38,7 +38,10 @@ pub struct LaunchRecord {
     pub traffic: Option<TrafficRecord>,
 }
 
-/// A launch's `traffic` object.
+/// What one launch moved: what the emulator counts (`crate::traffic`, in the build that counts),
+/// writes to the launch log ([`TrafficRecord::to_json`]) and this module reads back, so the
+/// writer and the reader are of one type (see the module docs of `traffic` for each figure's
+/// rule).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrafficRecord {
     /// Unique sectors read x 32.
@@ -72,7 +75,7 @@ pub struct SiteRecord {
     pub space: String,
     /// `load` or `store`.
     pub kind: String,
-    /// Bytes per lane.
+    /// Bytes per lane of the request (after merging split vector accesses).
     pub width: u64,
     /// Warp-level requests.
     pub requests: u64,
@@ -84,6 +87,68 @@ pub struct SiteRecord {
     pub wavefronts: u64,
     /// Shared ideal wavefronts.
     pub ideal_wavefronts: u64,
+}
+
+impl TrafficRecord {
+    /// The launch log's `traffic` object, on one line:
+    /// `{"read_bytes":R,"write_bytes":W,"allocations":A,"global_requests":n,"global_sectors":n,
+    /// "global_ideal_sectors":n,"shared_requests":n,"shared_wavefronts":n,
+    /// "shared_ideal_wavefronts":n,"sites":[{"site":"file.cu:LINE","space":"global","kind":"load",
+    /// "width":16,"requests":n,"sectors":n,"ideal_sectors":n,"wavefronts":n,"ideal_wavefronts":n}]}`.
+    ///
+    /// ```
+    /// let t = cuda_emu::gate::TrafficRecord { read_bytes: 64, ..Default::default() };
+    /// assert!(t.to_json().starts_with(r#"{"read_bytes":64,"write_bytes":0,"#));
+    /// ```
+    pub fn to_json(&self) -> String {
+        let sites: Vec<String> = self
+            .sites
+            .iter()
+            .map(|s| {
+                format!(
+                    "{{\"site\":{},\"space\":\"{}\",\"kind\":\"{}\",\"width\":{},\"requests\":{},\"sectors\":{},\"ideal_sectors\":{},\"wavefronts\":{},\"ideal_wavefronts\":{}}}",
+                    json_string(&s.site),
+                    s.space,
+                    s.kind,
+                    s.width,
+                    s.requests,
+                    s.sectors,
+                    s.ideal_sectors,
+                    s.wavefronts,
+                    s.ideal_wavefronts
+                )
+            })
+            .collect();
+        format!(
+            "{{\"read_bytes\":{},\"write_bytes\":{},\"allocations\":{},\"global_requests\":{},\"global_sectors\":{},\"global_ideal_sectors\":{},\"shared_requests\":{},\"shared_wavefronts\":{},\"shared_ideal_wavefronts\":{},\"sites\":[{}]}}",
+            self.read_bytes,
+            self.write_bytes,
+            self.allocations,
+            self.global_requests,
+            self.global_sectors,
+            self.global_ideal_sectors,
+            self.shared_requests,
+            self.shared_wavefronts,
+            self.shared_ideal_wavefronts,
+            sites.join(",")
+        )
+    }
+}
+
+/// `text` as a JSON string literal.
+pub fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Which gate a finding or an exception is about.

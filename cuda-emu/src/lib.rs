@@ -117,6 +117,12 @@ pub struct LaunchConfig {
     pub max_dynamic_shared_bytes: usize,
 }
 
+// sm_90's occupancy rule, the kernel ledger's (standard library only, so included as a module
+// rather than a dependency on the bench crate).
+#[path = "../../tileops-bench/src/ledger/occupancy.rs"]
+#[allow(dead_code)]
+mod occupancy;
+
 /// The limits of the modelled GPU (an H200, compute capability 9.0).
 pub mod limits {
     /// Threads in one block, all axes together.
@@ -129,16 +135,6 @@ pub mod limits {
     pub const DEFAULT_SHARED_BYTES: usize = 48 * 1024;
     /// The opt-in maximum per block on sm_90.
     pub const MAX_SHARED_BYTES_OPTIN: usize = 227 * 1024;
-    /// 32-bit registers per SM.
-    pub const REGISTERS_PER_SM: u32 = 65_536;
-    /// Resident warps per SM.
-    pub const WARPS_PER_SM: u32 = 64;
-    /// Resident blocks per SM.
-    pub const BLOCKS_PER_SM: u32 = 32;
-    /// Shared memory per SM, bytes.
-    pub const SHARED_BYTES_PER_SM: usize = 228 * 1024;
-    /// Shared memory the driver reserves per resident block, bytes.
-    pub const RESERVED_SHARED_BYTES_PER_BLOCK: usize = 1024;
 
     /// Blocks of `threads` threads using `registers` registers per thread and `shared_bytes` of
     /// shared memory (static + dynamic) that one sm_90 SM holds at once, by the CUDA occupancy
@@ -146,6 +142,10 @@ pub mod limits {
     /// granules of 256, and the block count is the least of what the registers, the warps, the
     /// shared memory (with 1 KB reserved per block) and the 32-block limit allow. 0 when one
     /// block does not fit. `registers` 0 (not known, as for a PTX image) limits nothing.
+    ///
+    /// The rule is the kernel ledger's own (`tileops-bench/src/ledger/occupancy.rs`, included
+    /// here as a module: standard library only), so the grids the emulator's occupancy answers
+    /// size and the ledger's resident CTAs cannot disagree.
     ///
     /// ```
     /// use cuda_emu::limits::resident_blocks;
@@ -155,22 +155,9 @@ pub mod limits {
     /// assert_eq!(resident_blocks(256, 32, 0), 8);
     /// ```
     pub fn resident_blocks(threads: u32, registers: u32, shared_bytes: usize) -> u32 {
-        if threads == 0 || threads > MAX_THREADS_PER_BLOCK || shared_bytes > MAX_SHARED_BYTES_OPTIN
-        {
-            return 0;
-        }
-        let warps = threads.div_ceil(32);
-        let by_registers = if registers == 0 {
-            u32::MAX
-        } else {
-            let warp_registers = (registers.next_multiple_of(8) * 32).next_multiple_of(256);
-            (REGISTERS_PER_SM / warp_registers) / warps
-        };
-        let by_shared = SHARED_BYTES_PER_SM / (shared_bytes + RESERVED_SHARED_BYTES_PER_BLOCK);
-        by_registers
-            .min(WARPS_PER_SM / warps)
-            .min(u32::try_from(by_shared).unwrap_or(u32::MAX))
-            .min(BLOCKS_PER_SM)
+        let shared = u32::try_from(shared_bytes).unwrap_or(u32::MAX);
+        // 0 registers: the fewest the rule allocates (8 per thread), which never binds.
+        crate::occupancy::ctas_per_sm(&crate::occupancy::SM90, threads, registers, shared).unwrap_or(0)
     }
 }
 

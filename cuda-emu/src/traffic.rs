@@ -46,6 +46,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::fiber::ThreadBuiltins;
+use crate::gate::{SiteRecord, TrafficRecord};
 
 /// Bytes in a sector: the unit of DRAM and L2 traffic.
 pub const SECTOR: usize = 32;
@@ -89,117 +90,6 @@ impl Kind {
             Kind::Store => "store",
         }
     }
-}
-
-/// The figures of one access site (one `file:line`, space, direction and width) over a launch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SiteTraffic {
-    /// `file.cu:LINE`.
-    pub site: String,
-    /// Global or shared.
-    pub space: Space,
-    /// Load or store.
-    pub kind: Kind,
-    /// Bytes per lane of the request (after merging split vector accesses).
-    pub width: u32,
-    /// Warp-level requests.
-    pub requests: u64,
-    /// Global: 32-byte sectors the requests touched (0 for shared).
-    pub sectors: u64,
-    /// Global: the ideal sectors of the same requests (0 for shared).
-    pub ideal_sectors: u64,
-    /// Shared: wavefronts the requests took (0 for global).
-    pub wavefronts: u64,
-    /// Shared: the conflict-free wavefronts of the same requests (0 for global).
-    pub ideal_wavefronts: u64,
-}
-
-/// What one launch moved (see the module docs for each figure's rule).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Traffic {
-    /// Unique 32-byte sectors read, x 32.
-    pub read_bytes: u64,
-    /// Unique 32-byte sectors written, x 32.
-    pub write_bytes: u64,
-    /// Device allocations the launch touched (each can round its last sector up: the slack of a
-    /// comparison with a dense byte count).
-    pub allocations: u64,
-    /// Warp-level global requests.
-    pub global_requests: u64,
-    /// Their sectors.
-    pub global_sectors: u64,
-    /// Their ideal sectors.
-    pub global_ideal_sectors: u64,
-    /// Warp-level shared-memory requests.
-    pub shared_requests: u64,
-    /// Their wavefronts.
-    pub shared_wavefronts: u64,
-    /// Their conflict-free wavefronts.
-    pub shared_ideal_wavefronts: u64,
-    /// Per site, most requests first.
-    pub sites: Vec<SiteTraffic>,
-}
-
-impl Traffic {
-    /// The launch log's `traffic` object, on one line:
-    /// `{"read_bytes":R,"write_bytes":W,"allocations":A,"global_requests":n,"global_sectors":n,
-    /// "global_ideal_sectors":n,"shared_requests":n,"shared_wavefronts":n,
-    /// "shared_ideal_wavefronts":n,"sites":[{"site":"file.cu:LINE","space":"global","kind":"load",
-    /// "width":16,"requests":n,"sectors":n,"ideal_sectors":n,"wavefronts":n,"ideal_wavefronts":n}]}`.
-    ///
-    /// ```
-    /// let t = cuda_emu::traffic::Traffic { read_bytes: 64, ..Default::default() };
-    /// assert!(t.to_json().starts_with(r#"{"read_bytes":64,"write_bytes":0,"#));
-    /// ```
-    pub fn to_json(&self) -> String {
-        let sites: Vec<String> = self
-            .sites
-            .iter()
-            .map(|s| {
-                format!(
-                    "{{\"site\":{},\"space\":\"{}\",\"kind\":\"{}\",\"width\":{},\"requests\":{},\"sectors\":{},\"ideal_sectors\":{},\"wavefronts\":{},\"ideal_wavefronts\":{}}}",
-                    json_string(&s.site),
-                    s.space.name(),
-                    s.kind.name(),
-                    s.width,
-                    s.requests,
-                    s.sectors,
-                    s.ideal_sectors,
-                    s.wavefronts,
-                    s.ideal_wavefronts
-                )
-            })
-            .collect();
-        format!(
-            "{{\"read_bytes\":{},\"write_bytes\":{},\"allocations\":{},\"global_requests\":{},\"global_sectors\":{},\"global_ideal_sectors\":{},\"shared_requests\":{},\"shared_wavefronts\":{},\"shared_ideal_wavefronts\":{},\"sites\":[{}]}}",
-            self.read_bytes,
-            self.write_bytes,
-            self.allocations,
-            self.global_requests,
-            self.global_sectors,
-            self.global_ideal_sectors,
-            self.shared_requests,
-            self.shared_wavefronts,
-            self.shared_ideal_wavefronts,
-            sites.join(",")
-        )
-    }
-}
-
-/// `text` as a JSON string literal.
-pub(crate) fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 // ---- Recording (one launch at a time, on the launching OS thread) ------------------------------
@@ -332,7 +222,7 @@ fn take_active() -> Option<Box<Recorder>> {
 thread_local! {
     /// The traffic of the last launch counted on this OS thread (launches run on the thread that
     /// makes them, so concurrent callers each see their own).
-    static LAST: RefCell<Option<Traffic>> = const { RefCell::new(None) };
+    static LAST: RefCell<Option<TrafficRecord>> = const { RefCell::new(None) };
 }
 
 unsafe extern "C" {
@@ -401,7 +291,7 @@ pub(crate) fn begin_launch(dynamic: (usize, usize)) {
 
 /// Ends counting: the launch's traffic (also kept for [`last`]), `None` when this build does not
 /// count or no launch was being counted.
-pub(crate) fn end_launch() -> Option<Traffic> {
+pub(crate) fn end_launch() -> Option<TrafficRecord> {
     // (kept for `last`; the driver takes it with `take_last`)
     let recorder = take_active()?;
     let traffic = recorder.finish();
@@ -425,12 +315,12 @@ pub(crate) fn end_block() {
 
 /// The traffic of the last launch counted on this thread (`None` in a build that does not
 /// count, or while counting is off: see [`set_counting`]).
-pub fn last() -> Option<Traffic> {
+pub fn last() -> Option<TrafficRecord> {
     LAST.with(|last| last.borrow().clone())
 }
 
 /// [`last`], cleared, so that a later launch that counts nothing cannot be given it.
-pub(crate) fn take_last() -> Option<Traffic> {
+pub(crate) fn take_last() -> Option<TrafficRecord> {
     LAST.with(|last| last.borrow_mut().take())
 }
 
@@ -545,13 +435,13 @@ impl Recorder {
         }
     }
 
-    fn finish(mut self) -> Traffic {
+    fn finish(mut self) -> TrafficRecord {
         self.end_block();
         // Keep the block log's capacity for the next launch (growing it again costs a copy per
         // doubling, slow under ASan).
         *SPARE.lock().unwrap_or_else(|p| p.into_inner()) = std::mem::take(&mut self.block);
         let count = |bits: &[u64]| bits.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
-        let mut traffic = Traffic::default();
+        let mut traffic = TrafficRecord::default();
         for region in &self.regions {
             let (r, w) = (count(&region.read), count(&region.written));
             traffic.read_bytes += r * SECTOR as u64;
@@ -585,11 +475,11 @@ impl Recorder {
                     traffic.shared_ideal_wavefronts += s.ideal_wavefronts;
                 }
             }
-            traffic.sites.push(SiteTraffic {
+            traffic.sites.push(SiteRecord {
                 site,
-                space,
-                kind,
-                width,
+                space: space.name().to_owned(),
+                kind: kind.name().to_owned(),
+                width: u64::from(width),
                 requests: s.requests,
                 sectors: s.sectors,
                 ideal_sectors: s.ideal_sectors,
@@ -597,9 +487,10 @@ impl Recorder {
                 ideal_wavefronts: s.ideal_wavefronts,
             });
         }
+        // The names sort as the enums do (global < shared, load < store).
         traffic.sites.sort_by(|a, b| {
-            (b.requests, &a.site, a.space, a.kind, a.width)
-                .cmp(&(a.requests, &b.site, b.space, b.kind, b.width))
+            (b.requests, &a.site, &a.space, &a.kind, a.width)
+                .cmp(&(a.requests, &b.site, &b.space, &b.kind, b.width))
         });
         traffic
     }

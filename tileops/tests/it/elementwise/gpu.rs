@@ -156,6 +156,30 @@ fn ulps16(a: u16, b: u16) -> u32 {
     line(a).abs_diff(line(b))
 }
 
+/// The worst distance in ulps between a 16-bit output `y` and the f64 reference `want` rounded to
+/// `y`'s dtype, where it is, and `y`'s value there: NaN must be NaN exactly where the reference is
+/// (else the distance is `u32::MAX`).
+fn worst_ulps16(y: &Tensor, want: &[f64]) -> (u32, usize, f64) {
+    let word = |b: &[u8], i: usize| u16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
+    let got_bits = y.to_bytes().expect("download");
+    let got = y.to_vec_f64().expect("download");
+    let want_bits = Tensor::from_f64_rounded(want, y.spec(), &Device::cpu())
+        .and_then(|t| t.to_bytes())
+        .expect("the reference, rounded");
+    let (mut worst, mut at) = (0, 0);
+    for i in 0..want.len() {
+        let d = match (got[i].is_nan(), want[i].is_nan()) {
+            (true, true) => 0,
+            (false, false) => ulps16(word(&got_bits, i), word(&want_bits, i)),
+            _ => u32::MAX,
+        };
+        if d > worst {
+            (worst, at) = (d, i);
+        }
+    }
+    (worst, at, got[at])
+}
+
 /// gelu (both forms), silu and sigmoid on every f16 and every bf16 value (all 65,536 bit
 /// patterns: zeros, subnormals, the far tails where 1 + exp(-x) overflows, +-inf, NaN) against the
 /// f64 reference rounded to the dtype: at most 1 ulp apart, NaN exactly where the reference is
@@ -171,7 +195,6 @@ fn transcendental_activations_are_within_an_ulp_on_every_16_bit_input() {
     else {
         return;
     };
-    let word = |b: &[u8], i: usize| u16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
     for (name, f) in ACTIVATIONS {
         if !["gelu", "gelu_tanh", "silu", "sigmoid"].contains(&name) {
             continue;
@@ -182,31 +205,15 @@ fn transcendental_activations_are_within_an_ulp_on_every_16_bit_input() {
             let x = Tensor::from_bytes(&bits, &spec, &gpu).expect("every bit pattern");
             let mut y = Tensor::full(&spec, POISON, &gpu).expect("poisoned output");
             activation_forward(name, &gpu, &spec, &x, &mut y);
-            let got_bits = y.to_bytes().expect("download");
-            let got = y.to_vec_f64().expect("download");
             let xs = x.to_vec_f64().expect("x");
             let want: Vec<f64> = xs.iter().map(|&v| f(v)).collect();
-            let want_bits = Tensor::from_f64_rounded(&want, &spec, &Device::cpu())
-                .and_then(|t| t.to_bytes())
-                .expect("the reference, rounded");
-            let (mut worst, mut at) = (0, 0);
-            for i in 0..xs.len() {
-                let d = match (got[i].is_nan(), want[i].is_nan()) {
-                    (true, true) => 0,
-                    (false, false) => ulps16(word(&got_bits, i), word(&want_bits, i)),
-                    _ => u32::MAX,
-                };
-                if d > worst {
-                    (worst, at) = (d, i);
-                }
-            }
+            let (worst, at, got_at) = worst_ulps16(&y, &want);
             println!("{name} {dtype}: worst {worst} ulp at x = {}", xs[at]);
             assert!(
                 worst <= 1,
                 "{name} {dtype}: {worst} ulp from the correctly rounded value at x = {} (bits \
-                 {at:#06x}): got {}, want {}",
+                 {at:#06x}): got {got_at}, want {}",
                 xs[at],
-                got[at],
                 want[at]
             );
         }
@@ -228,7 +235,6 @@ fn silu_and_mul_is_within_an_ulp_on_every_16_bit_gate() {
     const UPS: [f64; 7] = [1.0, -1.0, 0.3, -7.25, 1e-3, 300.0, -0.0625];
     let n = 1usize << 16;
     let rows = 3;
-    let word = |b: &[u8], i: usize| u16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
     for dtype in [DType::Float16, DType::BFloat16] {
         // Row r: the gates 0x0000..=0xffff, then up[j] = UPS[(j + r) % 7], rounded to the dtype.
         let ups: Vec<f64> = (0..rows * n)
@@ -248,31 +254,15 @@ fn silu_and_mul_is_within_an_ulp_on_every_16_bit_gate() {
         let op = SiluAndMul::new(spec, &gpu).expect("valid plan");
         let mut y = Tensor::full(op.y(), POISON, &gpu).expect("poisoned output");
         op.forward_into(&x, &mut y).expect("launch");
-        let got_bits = y.to_bytes().expect("download");
-        let got = y.to_vec_f64().expect("download");
         let xs = x.to_vec_f64().expect("x");
         let want = reference::silu_and_mul(&xs, n);
-        let want_bits = Tensor::from_f64_rounded(&want, op.y(), &Device::cpu())
-            .and_then(|t| t.to_bytes())
-            .expect("the reference, rounded");
-        let (mut worst, mut at) = (0, 0);
-        for i in 0..want.len() {
-            let d = match (got[i].is_nan(), want[i].is_nan()) {
-                (true, true) => 0,
-                (false, false) => ulps16(word(&got_bits, i), word(&want_bits, i)),
-                _ => u32::MAX,
-            };
-            if d > worst {
-                (worst, at) = (d, i);
-            }
-        }
+        let (worst, at, got_at) = worst_ulps16(&y, &want);
         let (g, u) = (xs[at / n * 2 * n + at % n], xs[at / n * 2 * n + n + at % n]);
         println!("silu_and_mul {dtype}: worst {worst} ulp at gate {g}, up {u}");
         assert!(
             worst <= 1,
             "silu_and_mul {dtype}: {worst} ulp from the correctly rounded value at gate {g}, up \
-             {u}: got {}, want {}",
-            got[at],
+             {u}: got {got_at}, want {}",
             want[at]
         );
     }
