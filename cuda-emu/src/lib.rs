@@ -157,7 +157,8 @@ pub mod limits {
     pub fn resident_blocks(threads: u32, registers: u32, shared_bytes: usize) -> u32 {
         let shared = u32::try_from(shared_bytes).unwrap_or(u32::MAX);
         // 0 registers: the fewest the rule allocates (8 per thread), which never binds.
-        crate::occupancy::ctas_per_sm(&crate::occupancy::SM90, threads, registers, shared).unwrap_or(0)
+        crate::occupancy::ctas_per_sm(&crate::occupancy::SM90, threads, registers, shared)
+            .unwrap_or(0)
     }
 }
 
