@@ -31,7 +31,26 @@
 //! pool's FLOPs), so its paged TB/s is not comparable with a dense one. Where the conventions
 //! agree (full-length dense rows; one full-length paged sequence whose pool is exactly its
 //! pages) the terms are equal (`tileops/src/perf/formulas.rs`'s tests).
+//!
+//! # Attention prefill (`gqa_prefill`)
+//!
+//! From the plan's host offsets (`cu_seqlens_q`, `cu_seqlens_k`): `V`, the (query, key) pairs
+//! the mask keeps summed over the sequences (every pair; with `causal`, those up to the
+//! bottom-right-aligned diagonal; with a window, the last `window_left + 1` of those;
+//! `GqaPrefill::visible_pairs`):
+//!
+//! - bytes: q, k, v and o once each (`total_q·H·D`, `2·total_kv·H_kv·D`, `total_q·H·D`
+//!   elements of the dtype: a K/V head is read once for its whole group, as the tiled kernel
+//!   reads it), the two offset arrays (`2·4·(B + 1)`) and, when returned, `lse`
+//!   (`4·H·total_q`);
+//! - FLOPs, by the same conventions as decode: `V·H·(4D + 5 + 3·[softcap]) + total_q·H·D +
+//!   2·H·total_q·[lse]`.
+//!
+//! TileOPs's `gqa_prefill_fwd_roofline` (dense `(B, S, H, D)` batches of equal lengths, causal
+//! with `S_q <= S_kv`) counts `4·H·D·V` FLOPs (no softmax) and the same bytes without the
+//! offsets (its op has none) and the lse; the tests compare the terms on the manifest's rows.
 
+use crate::ops::GqaPrefill;
 use crate::ops::attention::{DecodePlan, KvLayout};
 use crate::ops::{GqaDecode, GqaDecodePaged};
 use crate::registry::ManifestOp;
@@ -68,6 +87,79 @@ pub fn gqa_decode_paged_roofline(op: &GqaDecodePaged) -> Result<Roofline, Roofli
     decode_roofline(GqaDecodePaged::NAME, op.plan())
 }
 
+/// The roofline of [`GqaPrefill`]: see the module docs; only the visible (query, key) pairs
+/// count.
+///
+/// ```
+/// use tileops::ops::{GqaPrefill, PrefillOptions};
+/// use tileops::{DType, Device, TensorSpec};
+///
+/// // One sequence of 4 queries over 4 keys, causal: 1 + 2 + 3 + 4 = 10 visible pairs; 2 heads on
+/// // 1 KV head, dim 64, f16.
+/// let op = GqaPrefill::new(
+///     TensorSpec::new([4, 2, 64], DType::Float16),
+///     TensorSpec::new([4, 1, 64], DType::Float16),
+///     TensorSpec::new([4, 1, 64], DType::Float16),
+///     &[0, 4],
+///     &[0, 4],
+///     PrefillOptions::default().causal(true),
+///     &Device::cpu(),
+/// )?;
+/// let r = tileops::perf::formulas::gqa_prefill_roofline(&op)?;
+/// assert_eq!(r.flops, 10 * 2 * (4 * 64 + 5) + 4 * 2 * 64);
+/// assert_eq!(r.bytes, 2 * (2 * 4 * 2 * 64 + 2 * 4 * 64) + 2 * 4 * 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn gqa_prefill_roofline(op: &GqaPrefill) -> Result<Roofline, RooflineError> {
+    let p = op.plan();
+    let overflow = || RooflineError::Func {
+        op: GqaPrefill::NAME,
+        message: "the FLOPs or bytes of one call overflow u64".to_owned(),
+    };
+    let (mul, add) = checked(overflow);
+    let n = |value: usize| u64::try_from(value).map_err(|_| overflow());
+    let (heads, kv_heads, dim) = (n(p.heads)?, n(p.kv_heads)?, n(p.dim)?);
+    let (total_q, total_kv, batch) = (n(p.total_q)?, n(p.total_kv)?, n(p.batch)?);
+    let elem = n(p.dtype.size_in_bytes())?;
+    let (softcap, lse) = (u64::from(p.softcap > 0.0), u64::from(p.return_lse));
+    let per_pair = add(&[mul(&[4, dim])?, 5, mul(&[3, softcap])?])?;
+    let flops = add(&[
+        mul(&[p.visible_pairs, heads, per_pair])?,
+        mul(&[total_q, heads, dim])?,
+        mul(&[2, heads, total_q, lse])?,
+    ])?;
+    let bytes = add(&[
+        mul(&[2, total_q, heads, dim, elem])?,
+        mul(&[2, total_kv, kv_heads, dim, elem])?,
+        mul(&[2, 4, add(&[batch, 1])?])?,
+        mul(&[4, heads, total_q, lse])?,
+    ])?;
+    Ok(Roofline { flops, bytes })
+}
+
+/// Checked product and sum of u64 terms: an overflow is `overflow()`, never a wrap.
+#[allow(clippy::type_complexity)]
+fn checked(
+    overflow: impl Fn() -> RooflineError + Copy,
+) -> (
+    impl Fn(&[u64]) -> Result<u64, RooflineError>,
+    impl Fn(&[u64]) -> Result<u64, RooflineError>,
+) {
+    let mul = move |factors: &[u64]| {
+        factors
+            .iter()
+            .try_fold(1u64, |acc, &f| acc.checked_mul(f))
+            .ok_or_else(overflow)
+    };
+    let add = move |terms: &[u64]| {
+        terms
+            .iter()
+            .try_fold(0u64, |acc, &t| acc.checked_add(t))
+            .ok_or_else(overflow)
+    };
+    (mul, add)
+}
+
 /// The decode count, in checked u64 arithmetic: an overflow is an error, never a wrap.
 fn decode_roofline(op: &'static str, p: &DecodePlan) -> Result<Roofline, RooflineError> {
     let overflow = || RooflineError::Func {
@@ -75,18 +167,7 @@ fn decode_roofline(op: &'static str, p: &DecodePlan) -> Result<Roofline, Rooflin
         message: "the FLOPs or bytes of one call overflow u64".to_owned(),
     };
     let n = |value: usize| u64::try_from(value).map_err(|_| overflow());
-    let mul = |factors: &[u64]| {
-        factors
-            .iter()
-            .try_fold(1u64, |acc, &f| acc.checked_mul(f))
-            .ok_or_else(overflow)
-    };
-    let add = |terms: &[u64]| {
-        terms
-            .iter()
-            .try_fold(0u64, |acc, &t| acc.checked_add(t))
-            .ok_or_else(overflow)
-    };
+    let (mul, add) = checked(overflow);
     let (batch, heads, kv_heads, dim) = (n(p.batch)?, n(p.heads)?, n(p.kv_heads)?, n(p.dim)?);
     let keys = n(p.total_keys())?;
     let q_bytes = n(p.q_dtype.size_in_bytes())?;
@@ -234,6 +315,76 @@ mod tests {
             bytes > 7 * ours.bytes && flops > 8 * ours.flops,
             "{bytes} {flops}"
         );
+    }
+
+    /// TileOPs's `gqa_prefill_fwd_roofline`, restated: `B` sequences of `s_q` queries over `s_kv`
+    /// keys, visible pairs `s_q·s_kv - s_q(s_q - 1)/2` when causal, `4·B·H·V·D` FLOPs, q + k + v +
+    /// o bytes.
+    fn tileops_prefill(
+        (batch, s_q, s_kv): (u64, u64, u64),
+        (heads, kv_heads, dim): (u64, u64, u64),
+        causal: bool,
+        elem_bytes: u64,
+    ) -> (u64, u64) {
+        let visible = if causal {
+            s_q * s_kv - s_q * (s_q - 1) / 2
+        } else {
+            s_q * s_kv
+        };
+        let q = batch * s_q * heads * dim;
+        let kv = batch * s_kv * kv_heads * dim;
+        (
+            4 * batch * heads * visible * dim,
+            (2 * q + 2 * kv) * elem_bytes,
+        )
+    }
+
+    #[test]
+    fn prefill_rows_agree_with_tileops_where_the_conventions_do() {
+        // Every row of equal lengths without softcap, window or lse: TileOPs's count plus the
+        // softmax terms (5 per score, 1 per output element) and the two offset arrays, which its
+        // dense op does not take.
+        let op = registry::find("gqa_prefill").expect("registered");
+        let mut compared = 0;
+        for workload in op.workloads {
+            let plain = workload.params.iter().all(|(name, value)| match *name {
+                "softcap" => value.as_f64() == Some(0.0),
+                "window_left" => value.as_int() == Some(-1),
+                "return_lse" => *value == registry::StaticValue::Bool(false),
+                "q_lens" | "kv_lens" => *value == registry::StaticValue::None,
+                _ => true,
+            });
+            if !plain {
+                continue;
+            }
+            for case in workload.cases() {
+                let planned = (op.build)(&Device::cpu(), &case).expect("plans");
+                let ours = planned.roofline().expect("evaluates");
+                let (q, k) = (workload.shape("q").unwrap(), workload.shape("k").unwrap());
+                let batch = workload.shape("cu_seqlens_q").unwrap()[0] as u64 - 1;
+                let (total_q, total_kv) = (q[0] as u64, k[0] as u64);
+                let (heads, kv_heads, dim) = (q[1] as u64, k[1] as u64, q[2] as u64);
+                let causal = workload.params.iter().any(|(name, value)| {
+                    *name == "causal" && *value == registry::StaticValue::Bool(true)
+                });
+                let (flops, bytes) = tileops_prefill(
+                    (batch, total_q / batch, total_kv / batch),
+                    (heads, kv_heads, dim),
+                    causal,
+                    case.dtype.size_in_bytes() as u64,
+                );
+                let visible = flops / (4 * heads * dim);
+                assert_eq!(
+                    ours.flops,
+                    flops + 5 * heads * visible + total_q * heads * dim,
+                    "{}",
+                    case.name()
+                );
+                assert_eq!(ours.bytes, bytes + 8 * (batch + 1), "{}", case.name());
+                compared += 1;
+            }
+        }
+        assert!(compared >= 10, "{compared} cases compared");
     }
 
     #[test]

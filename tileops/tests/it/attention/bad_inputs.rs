@@ -1,8 +1,8 @@
-//! Bad input to the decode ops gets a clear error naming the op, the field and the value: never a
+//! Bad input to the attention ops gets a clear error naming the op, the field and the value: never a
 //! panic, never a launch. Runs on the CPU; the same checks run before any GPU work.
 
 use crate::common::spec;
-use tileops::ops::{DecodeOptions, GqaDecode, GqaDecodePaged};
+use tileops::ops::{DecodeOptions, GqaDecode, GqaDecodePaged, GqaPrefill, PrefillOptions};
 use tileops::{DType, Device, Error, Tensor};
 
 fn field_of(err: &Error) -> &'static str {
@@ -355,4 +355,228 @@ fn forward_checks_its_tensors_against_the_plan() {
     let other = Tensor::from_slice(&[0, 2, 1, -1], [2, 2], &cpu).unwrap();
     let err = op.forward(&q, &kp, &vp, &other, &lens, None).unwrap_err();
     assert_eq!(field_of(&err), "block_table", "{err:?}");
+}
+
+fn prefill(
+    q: &[usize],
+    kv: &[usize],
+    (q_dtype, kv_dtype): (DType, DType),
+    (cu_q, cu_k): (&[i32], &[i32]),
+    options: PrefillOptions,
+) -> Result<GqaPrefill, Error> {
+    GqaPrefill::new(
+        spec(q, q_dtype),
+        spec(kv, kv_dtype),
+        spec(kv, kv_dtype),
+        cu_q,
+        cu_k,
+        options,
+        &Device::cpu(),
+    )
+}
+
+#[test]
+fn gqa_prefill_rejects_bad_shapes_offsets_and_options() {
+    let (f16, bf16) = (DType::Float16, DType::BFloat16);
+    let ok = PrefillOptions::default();
+    let cu: (&[i32], &[i32]) = (&[0, 3, 5], &[0, 4, 9]);
+    assert!(prefill(&[5, 8, 128], &[9, 2, 128], (f16, f16), cu, ok).is_ok());
+    // A sequence with no queries, or no keys, is part of a batch like any other.
+    assert!(
+        prefill(
+            &[5, 8, 64],
+            &[9, 2, 64],
+            (bf16, bf16),
+            (&[0, 0, 5], &[0, 9, 9]),
+            ok
+        )
+        .is_ok()
+    );
+    let cases: Vec<(Result<GqaPrefill, Error>, &str, &str)> = vec![
+        (
+            prefill(
+                &[5, 8, 128],
+                &[9, 2, 128],
+                (DType::Float32, DType::Float32),
+                cu,
+                ok,
+            ),
+            "q",
+            "float16, bfloat16",
+        ),
+        (
+            prefill(&[5, 1024], &[9, 2, 128], (f16, f16), cu, ok),
+            "q",
+            "rank 3",
+        ),
+        (
+            prefill(&[5, 8, 96], &[9, 2, 96], (f16, f16), cu, ok),
+            "q",
+            "head dim 96",
+        ),
+        (
+            prefill(
+                &[0, 8, 128],
+                &[9, 2, 128],
+                (f16, f16),
+                (&[0, 0], &[0, 9]),
+                ok,
+            ),
+            "q",
+            "empty",
+        ),
+        (
+            prefill(&[5, 8, 128], &[9, 2, 128], (f16, bf16), cu, ok),
+            "k",
+            "q's dtype",
+        ),
+        (
+            prefill(&[5, 8, 128], &[9, 2, 2, 128], (f16, f16), cu, ok),
+            "k",
+            "rank 3",
+        ),
+        (
+            prefill(&[5, 8, 128], &[9, 3, 128], (f16, f16), cu, ok),
+            "k",
+            "H % H_kv",
+        ),
+        (
+            prefill(&[5, 8, 128], &[9, 2, 64], (f16, f16), cu, ok),
+            "k",
+            "head dim",
+        ),
+        (
+            prefill(
+                &[5, 8, 128],
+                &[0, 2, 128],
+                (f16, f16),
+                (&[0, 5], &[0, 0]),
+                ok,
+            ),
+            "k",
+            "empty",
+        ),
+        (
+            prefill(
+                &[5, 8, 128],
+                &[9, 2, 128],
+                (f16, f16),
+                (&[0, 5], &[0, 4, 9]),
+                ok,
+            ),
+            "cu_seqlens_k",
+            "as many offsets",
+        ),
+        (
+            prefill(&[5, 8, 128], &[9, 2, 128], (f16, f16), (&[5], &[9]), ok),
+            "cu_seqlens_q",
+            "B + 1 >= 2",
+        ),
+        (
+            prefill(
+                &[5, 8, 128],
+                &[9, 2, 128],
+                (f16, f16),
+                (&[1, 5], &[0, 9]),
+                ok,
+            ),
+            "cu_seqlens_q",
+            "first offset must be 0",
+        ),
+        (
+            prefill(
+                &[5, 8, 128],
+                &[9, 2, 128],
+                (f16, f16),
+                (&[0, 4, 3, 5], &[0, 3, 6, 9]),
+                ok,
+            ),
+            "cu_seqlens_q",
+            "must not decrease",
+        ),
+        (
+            prefill(
+                &[5, 8, 128],
+                &[9, 2, 128],
+                (f16, f16),
+                (&[0, 3, 5], &[0, 4, 8]),
+                ok,
+            ),
+            "cu_seqlens_k",
+            "total of 9 rows",
+        ),
+        (
+            prefill(&[5, 8, 128], &[9, 2, 128], (f16, f16), cu, ok.sm_scale(0.0)),
+            "sm_scale",
+            "finite and > 0",
+        ),
+        (
+            prefill(
+                &[5, 8, 128],
+                &[9, 2, 128],
+                (f16, f16),
+                cu,
+                ok.softcap(f64::NAN),
+            ),
+            "softcap",
+            ">= 0",
+        ),
+        (
+            prefill(
+                &[5, 8, 128],
+                &[9, 2, 128],
+                (f16, f16),
+                cu,
+                ok.window_left(-2),
+            ),
+            "window_left",
+            "-1 (no window)",
+        ),
+    ];
+    assert_refused("gqa_prefill", cases);
+}
+
+#[test]
+fn gqa_prefill_forward_checks_its_tensors_against_the_plan() {
+    let cpu = Device::cpu();
+    let f16 = DType::Float16;
+    let (q_spec, kv_spec) = (spec(&[5, 4, 64], f16), spec(&[9, 1, 64], f16));
+    let (cu_q, cu_k) = ([0, 3, 5], [0, 4, 9]);
+    let options = PrefillOptions::default().return_lse(true);
+    let op = GqaPrefill::new(
+        q_spec.clone(),
+        kv_spec.clone(),
+        kv_spec.clone(),
+        &cu_q,
+        &cu_k,
+        options,
+        &cpu,
+    )
+    .expect("plan");
+    let q = Tensor::random(&q_spec, 1, &cpu).unwrap();
+    let k = Tensor::random(&kv_spec, 2, &cpu).unwrap();
+    let v = Tensor::random(&kv_spec, 3, &cpu).unwrap();
+    let offsets = |cu: &[i32]| Tensor::from_slice(cu, [3], &cpu).unwrap();
+    let (tq, tk) = (offsets(&cu_q), offsets(&cu_k));
+    let out = op.forward(&q, &k, &v, &tq, &tk).expect("runs");
+    assert_eq!(out.lse.map(|l| l.shape().to_vec()), Some(vec![4, 5]));
+    // The device copies of the offsets must hold the plan's.
+    let err = op
+        .forward(&q, &k, &v, &offsets(&[0, 2, 5]), &tk)
+        .unwrap_err();
+    assert_eq!(field_of(&err), "cu_seqlens_q", "{err:?}");
+    assert!(
+        err.to_string().contains("other offsets than the host copy"),
+        "{err}"
+    );
+    let err = op
+        .forward(&q, &k, &v, &tq, &offsets(&[0, 5, 9]))
+        .unwrap_err();
+    assert_eq!(field_of(&err), "cu_seqlens_k", "{err:?}");
+    // Another spec than the plan's.
+    let err = op.forward(&q, &q, &v, &tq, &tk).unwrap_err();
+    assert_eq!(field_of(&err), "k", "{err:?}");
+    let short = Tensor::from_slice(&[0i32, 5], [2], &cpu).unwrap();
+    let err = op.forward(&q, &k, &v, &short, &tk).unwrap_err();
+    assert_eq!(field_of(&err), "cu_seqlens_q", "{err:?}");
 }

@@ -20,6 +20,8 @@
 //! - gemm in the four transpose layouts x float32 (strict and TF32), float16, bfloat16;
 //! - attention decode, dense and paged, with 16-bit and fp8 caches, through the split-KV merge
 //!   (one case of `attention::gpu` per entry point; the family tests sweep the rest);
+//! - attention prefill on tensor cores, f16 and bf16 x head dims 64, 128, 256 (one causal batch
+//!   of two sequences, a tile edge in each; `attention::prefill_gpu` sweeps the rest);
 //!
 //! On the emulated device (cuda-emu) with `CUDA_EMU_COVERAGE_DIR` set, each test also reads the
 //! emulator's list of the entries this process launched and fails when one of its family's entry
@@ -32,6 +34,7 @@ use std::collections::HashSet;
 
 use super::ledger;
 use crate::attention::gpu::{Layout, decode_cases, decode_entry_cases};
+use crate::attention::prefill_gpu::{prefill_cases, prefill_entry_cases};
 use crate::common::{ACTIVATIONS, KeepWorst, Measures, POISON_CODE, activation_forward, download};
 use crate::common::{DTYPES, POISON, Report, Special, bound, element_error, floor, gpu_or_skip};
 use crate::common::{Fp8Check, code_distance, worst_scaled};
@@ -1249,6 +1252,23 @@ fn attention_decode_reaches_every_kernel() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// gqa_prefill: f16 and bf16 x head dims 64, 128, 256
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn attention_prefill_reaches_every_kernel() {
+    let Some(gpu) = gpu_or_skip("attention_prefill_reaches_every_kernel") else {
+        return;
+    };
+    prefill_entry_cases(&gpu).finish();
+    assert_launched(
+        &gpu,
+        "gqa_prefill.cu",
+        &entries_of(&kernels::GQA_PREFILL, &[DType::Float16, DType::BFloat16]),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // gemm: the four layouts x float32 (strict: cuBLAS Sgemm; TF32: cuBLASLt), float16, bfloat16
 // ---------------------------------------------------------------------------------------------
 
@@ -1371,6 +1391,7 @@ fn harness_accepts_the_cpu_paths_and_catches_poison() {
     gemm_cases(&cpu).finish();
     decode_cases(&cpu, Layout::Dense).finish();
     decode_cases(&cpu, Layout::Paged).finish();
+    prefill_cases(&cpu).finish();
     let want = [0.25, f64::NAN, 0.5];
     let zeros = [0.0; 3];
     assert_eq!(
@@ -1407,5 +1428,9 @@ fn harness_accepts_the_cpu_paths_and_catches_poison() {
     assert_eq!(
         entries_of(&kernels::GQA_DECODE, &[DType::Float16, DType::BFloat16]).len(),
         10
+    );
+    assert_eq!(
+        entries_of(&kernels::GQA_PREFILL, &[DType::Float16, DType::BFloat16]).len(),
+        6
     );
 }
