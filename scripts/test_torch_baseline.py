@@ -353,6 +353,81 @@ class Decode(unittest.TestCase):
         self.assertTrue((module is None) != (why is None))
 
 
+def prefill_params(**given):
+    params = {"sm_scale": None, "causal": False, "softcap": 0.0, "window_left": -1,
+              "return_lse": False, "q_lens": None, "kv_lens": None}
+    params.update(given)
+    return params
+
+
+def prefill_inputs(total_q=12, total_kv=20, batch=2, heads=4, kv_heads=2, dim=16,
+                   dtype="float32"):
+    """gqa_prefill inputs as bench_all records them."""
+    return [{"name": "q", "shape": [total_q, heads, dim], "dtype": dtype},
+            {"name": "k", "shape": [total_kv, kv_heads, dim], "dtype": dtype},
+            {"name": "v", "shape": [total_kv, kv_heads, dim], "dtype": dtype},
+            {"name": "cu_seqlens_q", "shape": [batch + 1], "dtype": "int32"},
+            {"name": "cu_seqlens_k", "shape": [batch + 1], "dtype": "int32"}]
+
+
+class Prefill(unittest.TestCase):
+    def test_offsets_come_from_the_lengths_or_split_the_totals_evenly(self):
+        host = tb.plan_call(row("gqa_prefill", inputs=prefill_inputs(),
+                                params=prefill_params())).host
+        self.assertEqual((host["cu_q"], host["cu_k"]), ([0, 6, 12], [0, 10, 20]))
+        host = tb.plan_call(row("gqa_prefill", inputs=prefill_inputs(), params=prefill_params(
+            q_lens=[0, 12], kv_lens=[5, 15]))).host
+        self.assertEqual((host["cu_q"], host["cu_k"]), ([0, 0, 12], [0, 5, 20]))
+
+    def test_visible_keys_are_tileops_reference(self):
+        # tileops's reference::visible_keys doc example: 2 queries over 5 keys, causal.
+        self.assertEqual(tb.visible_keys(0, 2, 5, True, -1), (0, 4))
+        self.assertEqual(tb.visible_keys(1, 2, 5, True, -1), (0, 5))
+        self.assertEqual(tb.visible_keys(1, 2, 5, True, 1), (3, 5))
+        lo, hi = tb.visible_keys(1, 3, 1, True, -1)
+        self.assertEqual(hi - lo, 0)
+        self.assertEqual(tb.visible_keys(0, 3, 9, False, 2), (4, 9))
+
+    def test_masks_only_where_pytorch_cannot_say_it(self):
+        # A square causal sequence is PyTorch's is_causal; a chunk over a longer prefix, or a
+        # window, needs the bottom-right mask; non-causal needs none.
+        host = tb.plan_call(row("gqa_prefill", inputs=prefill_inputs(), params=prefill_params(
+            causal=True, q_lens=[6, 6], kv_lens=[6, 14]))).host
+        self.assertEqual([(s["mask"], s["is_causal"]) for s in host["sequences"]],
+                         [(False, True), (True, False)])
+        host = tb.plan_call(row("gqa_prefill", inputs=prefill_inputs(), params=prefill_params(
+            causal=True, window_left=3))).host
+        self.assertTrue(all(s["mask"] for s in host["sequences"]))
+        host = tb.plan_call(row("gqa_prefill", inputs=prefill_inputs(),
+                                params=prefill_params())).host
+        self.assertFalse(any(s["mask"] or s["is_causal"] for s in host["sequences"]))
+
+    def test_prefill_rows_refused_with_the_reason(self):
+        bad = [
+            (prefill_inputs(total_q=13), prefill_params(), "13 rows do not split evenly"),
+            (prefill_inputs(), prefill_params(q_lens=[6, 7]), "add up to 13"),
+            (prefill_inputs(), prefill_params(kv_lens=[20]), "is not 2 lengths"),
+            (prefill_inputs(heads=3), prefill_params(), "do not group"),
+        ]
+        for inputs, params, words in bad:
+            with self.subTest(words=words):
+                with self.assertRaisesRegex(tb.BaselineError, words):
+                    tb.plan_call(row("gqa_prefill", inputs=inputs, params=params))
+
+    def test_flash_attn_impl_is_asked_for_and_skips_with_the_reason(self):
+        self.assertEqual(tb.parse_args(["r.json", "--impl", "flash-attn"]).impls, ["flash-attn"])
+        self.assertIs(tb.library_builder("gqa_prefill", "flash-attn", None),
+                      tb._flash_attn_prefill)
+        with self.assertRaisesRegex(tb.BaselineError, "no flash-attn equivalent .* `gqa_decode`"):
+            tb.library_builder("gqa_decode", "flash-attn", None)
+        with self.assertRaisesRegex(tb.BaselineError, "no FlashInfer equivalent .* `gqa_prefill`"):
+            tb.library_builder("gqa_prefill", "flashinfer", None)
+        with self.assertRaisesRegex(tb.BaselineError, r"flash-attn is not importable \(Module"):
+            tb.library_builder("gqa_prefill", "flash-attn", "ModuleNotFoundError: flash_attn")
+        module, why = tb.import_flash_attn()
+        self.assertTrue((module is None) != (why is None))
+
+
 class Records(unittest.TestCase):
     def test_baseline_rows_copy_the_model_and_carry_their_own_timing(self):
         stats = tb.timing_stats([0.02, 0.021, 0.019])

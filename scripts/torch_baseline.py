@@ -2,7 +2,7 @@
 """PyTorch baselines for a tileops records file, timed the way bench_all times tileops.
 
     python3 scripts/torch_baseline.py RECORDS.json [--out BASELINE.json]
-        [--impl torch,torch-compile[,flashinfer]] [--budget-s SECONDS] [--seed N] [--device cuda:0]
+        [--impl torch,torch-compile[,flashinfer][,flash-attn]] [--budget-s SECONDS] [--seed N] [--device cuda:0]
 
 Runs on the GPU machine (PyTorch with CUDA; no Rust). For every tileops row of RECORDS.json
 (written by `bench_all`) it builds the PyTorch equivalent of the op from the row's inputs and
@@ -33,9 +33,16 @@ FlashInfer: the key mask and the page-gather index are made before the timed cal
 dequantization of an fp8 cache and the attention are inside it (one `scaled_dot_product_attention`
 over the batch; the explicit math with a softcap or the lse).
 
+The attention prefill (gqa_prefill) makes `cu_seqlens_q` / `cu_seqlens_k` from the row's
+`q_lens` / `kv_lens` (absent: the totals split evenly), as tileops's bench does; the call runs
+`scaled_dot_product_attention` once per sequence (bottom-right causal and window masks made before
+the timed call: PyTorch's own `is_causal` is top-left, and is used only where the two agree, a
+square causal sequence without a window), or the explicit math with a softcap or the lse.
+
 `--impl flashinfer` (not in the default list) also times FlashInfer's batch decode for the decode
-ops, planned outside the timed call; every other row, and every row when FlashInfer is not
-importable, is written as skipped with the reason.
+ops, planned outside the timed call; `--impl flash-attn` times FlashAttention-2's
+`flash_attn_varlen_func` for the prefill rows (the packed batch in one call). Every other row, and
+every row when the library is not importable, is written as skipped with the reason.
 
 Exit status: 0; 2 for a bad command line or records file; 3 when PyTorch or a CUDA GPU is missing.
 
@@ -57,7 +64,8 @@ import time
 SCHEMA_VERSION = 1
 TILEOPS_IMPL = "tileops"
 FLASHINFER_IMPL = "flashinfer"
-IMPLS = ("torch", "torch-compile", FLASHINFER_IMPL)
+FLASH_ATTN_IMPL = "flash-attn"
+IMPLS = ("torch", "torch-compile", FLASHINFER_IMPL, FLASH_ATTN_IMPL)
 DEFAULT_IMPLS = ("torch", "torch-compile")
 
 # bench_all's budgets (tileops_bench::bench::TimeBudget::default).
@@ -597,8 +605,172 @@ def _flashinfer_decode(torch, flashinfer, host, p, args):
     return lambda *_: wrapper.run(q, (k, v), **run)
 
 
+# Attention prefill (gqa_prefill): packed variable-length sequences. The offsets carry values: they
+# are made from the row's q_lens / kv_lens as tileops's bench makes them (GqaPrefill's workload
+# plan); `_prefill_setup` checks the row and makes the host plan (offsets, each sequence's visible
+# key range per query), `_prefill_inputs` the tensors and the masks, before the timed call.
+
+PREFILL_PARAMS = ("sm_scale", "causal", "softcap", "window_left", "return_lse", "q_lens",
+                  "kv_lens")
+
+
+def prefill_offsets(name, lens, batch, total):
+    """[0, l0, l0 + l1, ...]: the offsets of `batch` sequences of lengths `lens`, or of
+    total / batch each when lens is None; BaselineError when they do not add up to total."""
+    if lens is None:
+        if batch < 1 or total % batch:
+            raise BaselineError(f"gqa_prefill: {total} rows do not split evenly over {batch} "
+                                f"sequences and the row gives no {name}")
+        lens = [total // batch] * batch
+    if len(lens) != batch or any(isinstance(n, bool) or not isinstance(n, int) or n < 0
+                                 for n in lens):
+        raise BaselineError(f"gqa_prefill: {name} {lens!r} is not {batch} lengths")
+    if sum(lens) != total:
+        raise BaselineError(f"gqa_prefill: {name} add up to {sum(lens)}, the tensor holds {total}")
+    offsets = [0]
+    for n in lens:
+        offsets.append(offsets[-1] + n)
+    return offsets
+
+
+def visible_keys(i, q_len, k_len, causal, window_left):
+    """(lo, hi): the keys query i of a sequence sees, as tileops's reference::visible_keys:
+    bottom-right aligned diagonal i + k_len - q_len; window_left < 0 is no window."""
+    diagonal = i + k_len - q_len
+    hi = min(max(diagonal + 1, 0), k_len) if causal else k_len
+    lo = min(max(diagonal - window_left, 0), k_len) if window_left >= 0 else 0
+    return lo, max(hi, lo)
+
+
+def _prefill_setup(op, specs, params):
+    """The specs and the host plan of a prefill row, checked: the offsets, and per sequence
+    whether a mask is needed (None: every query sees every key, or a square causal sequence
+    without a window, where PyTorch's top-left `is_causal` is the bottom-right mask)."""
+    by_name = {s["name"]: s for s in specs}
+    q = _shape(op, by_name["q"], ("total_q", "H", "D"), "(total_q, H, D)")
+    k = _shape(op, by_name["k"], ("total_kv", "H_kv", "D"), "(total_kv, H_kv, D)")
+    if by_name["v"].get("shape") != by_name["k"]["shape"]:
+        raise BaselineError(f"{op}: v's shape is not k's")
+    if k["D"] != q["D"] or k["H_kv"] < 1 or q["H"] % k["H_kv"]:
+        raise BaselineError(f"{op}: q's {q['H']} heads of {q['D']} do not group over k's "
+                            f"{k['H_kv']} heads of {k['D']}")
+    cu = _shape(op, by_name["cu_seqlens_q"], ("n",), "(B + 1,)")
+    if by_name["cu_seqlens_k"].get("shape") != [cu["n"]] or cu["n"] < 2:
+        raise BaselineError(f"{op}: cu_seqlens_q and cu_seqlens_k must both be (B + 1,), B >= 1")
+    batch = cu["n"] - 1
+    cu_q = prefill_offsets("q_lens", params["q_lens"], batch, q["total_q"])
+    cu_k = prefill_offsets("kv_lens", params["kv_lens"], batch, k["total_kv"])
+    causal = bool(params["causal"])
+    window = params["window_left"]
+    window = -1 if window is None else int(window)
+    sequences = []
+    for b in range(batch):
+        q_len, k_len = cu_q[b + 1] - cu_q[b], cu_k[b + 1] - cu_k[b]
+        plain = (not causal or q_len == k_len) and window < 0
+        sequences.append({"q": (cu_q[b], cu_q[b + 1]), "k": (cu_k[b], cu_k[b + 1]),
+                          "mask": not plain, "is_causal": causal and plain})
+    host = {"op": op, "names": [s["name"] for s in specs], "batch": batch, "heads": q["H"],
+            "kv_heads": k["H_kv"], "head_dim": q["D"], "cu_q": cu_q, "cu_k": cu_k,
+            "causal": causal, "window_left": window, "sequences": sequences}
+    return specs, host
+
+
+def _prefill_inputs(torch, host, tensors):
+    """The call's arguments: q, k, v, the offsets (the host plan's), then the plan made here,
+    before the timed call: each sequence's (q0, q1, k0, k1) rows, and one boolean mask
+    [q_len, k_len] per sequence that needs one (None otherwise)."""
+    args = list(tensors)
+    at = {name: i for i, name in enumerate(host["names"])}
+    device = args[0].device
+    args[at["cu_seqlens_q"]] = torch.tensor(host["cu_q"], dtype=torch.int32, device=device)
+    args[at["cu_seqlens_k"]] = torch.tensor(host["cu_k"], dtype=torch.int32, device=device)
+    masks = []
+    for seq in host["sequences"]:
+        if not seq["mask"]:
+            masks.append(None)
+            continue
+        (q0, q1), (k0, k1) = seq["q"], seq["k"]
+        q_len, k_len = q1 - q0, k1 - k0
+        rows = torch.arange(q_len, device=device)[:, None]
+        keys = torch.arange(k_len, device=device)[None, :]
+        diagonal = rows + (k_len - q_len)
+        mask = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+        if host["causal"]:
+            mask &= keys <= diagonal
+        if host["window_left"] >= 0:
+            mask &= keys >= diagonal - host["window_left"]
+        masks.append(mask)
+    bounds = [seq["q"] + seq["k"] for seq in host["sequences"]]
+    args.append((bounds, masks))
+    return args
+
+
+def _prefill(torch, p):
+    """The PyTorch way to the prefill: per sequence, SDPA over [1, H, L, D] views (grouped heads
+    by `enable_gqa`, or repeated before PyTorch 2.5), with the plan's mask; the explicit math
+    (float32 scores) with a softcap or the lse. Queries that see no key give 0 (and lse -inf)."""
+    gqa = _sdpa_takes_gqa(torch)
+    softcap = float(p["softcap"] or 0.0)
+    explicit = softcap > 0 or p["return_lse"]
+
+    def call(q, k, v, cu_q, cu_k, plan):
+        heads, dim = q.shape[1], q.shape[2]
+        group = heads // k.shape[1]
+        scale = p["sm_scale"] if p["sm_scale"] is not None else 1.0 / math.sqrt(dim)
+        o = torch.empty_like(q)
+        lse = (torch.empty(heads, q.shape[0], dtype=torch.float32, device=q.device)
+               if p["return_lse"] else None)
+        # The rows from the host plan, as tileops's plan holds them (no device sync).
+        for (q0, q1, k0, k1), mask in zip(*plan):
+            if q1 == q0:
+                continue
+            qs = q[q0:q1].transpose(0, 1).unsqueeze(0)  # [1, H, Lq, D]
+            ks = k[k0:k1].transpose(0, 1).unsqueeze(0)  # [1, H_kv, Lk, D]
+            vs = v[k0:k1].transpose(0, 1).unsqueeze(0)
+            if explicit or not gqa:
+                ks = ks.repeat_interleave(group, dim=1)
+                vs = vs.repeat_interleave(group, dim=1)
+            if explicit:
+                scores = torch.matmul(qs, ks.transpose(-1, -2)).float() * scale
+                if softcap > 0:
+                    scores = softcap * torch.tanh(scores / softcap)
+                if mask is not None:
+                    scores = scores.masked_fill(~mask, float("-inf"))
+                probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+                out = torch.matmul(probs.to(v.dtype), vs)
+                if lse is not None:
+                    lse[:, q0:q1] = torch.logsumexp(scores, dim=-1)[0]
+            else:
+                extra = {"enable_gqa": True} if group > 1 and gqa else {}
+                if mask is None:
+                    extra["is_causal"] = bool(p["causal"]) and q1 - q0 == k1 - k0
+                else:
+                    extra["attn_mask"] = mask
+                out = torch.nn.functional.scaled_dot_product_attention(
+                    qs, ks, vs, scale=scale, **extra).nan_to_num(0.0)
+            o[q0:q1] = out[0].transpose(0, 1)
+        return (o, lse) if lse is not None else o
+
+    return call
+
+
+def _flash_attn_prefill(torch, flash_attn, host, p, args):
+    """FlashAttention-2's `flash_attn_varlen_func` over the packed batch (its window is
+    (window_left, 0) with causal, (window_left, -1) without; its causal mask is bottom-right since
+    2.1). Written to its documented API and not run by this project's tests: flash-attn is not
+    installed where they run."""
+    q, k, v, cu_q, cu_k = args[0], args[1], args[2], args[3], args[4]
+    max_q = max(b - a for a, b in zip(host["cu_q"], host["cu_q"][1:]))
+    max_k = max(b - a for a, b in zip(host["cu_k"], host["cu_k"][1:]))
+    window = (host["window_left"], 0 if host["causal"] else -1)
+    softcap = float(p["softcap"] or 0.0)
+    return lambda *_: flash_attn.flash_attn_varlen_func(
+        q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale=p["sm_scale"], causal=host["causal"],
+        window_size=window, softcap=softcap, return_attn_probs=bool(p["return_lse"]))
+
+
 # name -> (inputs in call order, the params the builder reads, builder[, setup, input maker,
-# FlashInfer builder]) (see `Equivalent`). Every op of the manifest has a line
+# FlashInfer builder, flash-attn builder]) (see `Equivalent`). Every op of the manifest has a line
 # (test_torch_baseline.py checks the names against tileops/manifest/). The params' values, the
 # manifest's defaults included, come from the record: bench_all writes every param.
 EQUIVALENTS = {
@@ -642,6 +814,15 @@ EQUIVALENTS = {
         _decode_inputs,
         _flashinfer_decode,
     ),
+    "gqa_prefill": (
+        ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k"),
+        PREFILL_PARAMS,
+        _prefill,
+        _prefill_setup,
+        _prefill_inputs,
+        None,
+        _flash_attn_prefill,
+    ),
 }
 
 # An EQUIVALENTS line, its optional parts None when absent:
@@ -655,8 +836,10 @@ EQUIVALENTS = {
 #   inputs_from inputs_from(torch, host, random tensors of the specs) -> the call's arguments
 #   flashinfer  flashinfer(torch, flashinfer module, host, params, arguments) -> the call of the
 #               `flashinfer` impl, planned before it is timed
+#   flash_attn  the same for the `flash-attn` impl, with the flash_attn module
 Equivalent = collections.namedtuple(
-    "Equivalent", "inputs params build setup inputs_from flashinfer", defaults=(None, None, None)
+    "Equivalent", "inputs params build setup inputs_from flashinfer flash_attn",
+    defaults=(None, None, None, None)
 )
 
 # What plan_call makes of a row: the op, the input specs in call order, the row's params, the
@@ -702,15 +885,28 @@ def plan_call(row):
     return CallPlan(op, specs, params, entry.build, host)
 
 
-def flashinfer_builder(op, missing):
-    """The FlashInfer builder of op; BaselineError when op has none or FlashInfer is `missing`
-    (the reason it could not be imported; None when it was)."""
-    build = equivalent(op).flashinfer if op in EQUIVALENTS else None
+LIBRARY_NAMES = {FLASHINFER_IMPL: "FlashInfer", FLASH_ATTN_IMPL: "flash-attn"}
+
+
+def library_builder(op, impl, missing):
+    """The builder of op for a library impl (`flashinfer`, `flash-attn`); BaselineError when op
+    has none or the library is `missing` (the reason it could not be imported; None when it
+    was)."""
+    entry = equivalent(op) if op in EQUIVALENTS else None
+    build = None
+    if entry is not None:
+        build = entry.flashinfer if impl == FLASHINFER_IMPL else entry.flash_attn
+    name = LIBRARY_NAMES[impl]
     if build is None:
-        raise BaselineError(f"no FlashInfer equivalent is mapped for op `{op}`")
+        raise BaselineError(f"no {name} equivalent is mapped for op `{op}`")
     if missing:
-        raise BaselineError(f"FlashInfer is not importable ({missing})")
+        raise BaselineError(f"{name} is not importable ({missing})")
     return build
+
+
+def flashinfer_builder(op, missing):
+    """The FlashInfer builder of op (library_builder's)."""
+    return library_builder(op, FLASHINFER_IMPL, missing)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -832,6 +1028,15 @@ def import_flashinfer():
     except Exception as e:  # ImportError, or an install broken against this PyTorch or CUDA
         return None, f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
     return flashinfer, None
+
+
+def import_flash_attn():
+    """(the flash_attn module, None), or (None, why it could not be imported)."""
+    try:
+        import flash_attn
+    except Exception as e:  # ImportError, or an install broken against this PyTorch or CUDA
+        return None, f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
+    return flash_attn, None
 
 
 def make_inputs(torch, specs, all_specs, device, generator):
@@ -963,9 +1168,10 @@ def torch_device_info(torch, device):
 def run_baselines(torch, rows, impls, device, seed, budget_s, log):
     info = torch_device_info(torch, device)
     timer = Timer(torch, device)
-    flashinfer, no_flashinfer = (
-        import_flashinfer() if FLASHINFER_IMPL in impls else (None, "not asked for")
-    )
+    libraries = {
+        FLASHINFER_IMPL: import_flashinfer() if FLASHINFER_IMPL in impls else (None, "not asked for"),
+        FLASH_ATTN_IMPL: import_flash_attn() if FLASH_ATTN_IMPL in impls else (None, "not asked for"),
+    }
     deadline = time.monotonic() + budget_s if budget_s else None
     records = []
     # Eager for every row first: under a time budget, the slow compilations are what is left out.
@@ -979,15 +1185,16 @@ def run_baselines(torch, rows, impls, device, seed, budget_s, log):
                 continue
             try:
                 plan = plan_call(row)
-                if impl == FLASHINFER_IMPL:
-                    build_flashinfer = flashinfer_builder(row["op"], no_flashinfer)
+                if impl in libraries:
+                    module, missing = libraries[impl]
+                    build_library = library_builder(row["op"], impl, missing)
                 generator = torch.Generator(device=device).manual_seed(seed)
                 args = call_inputs(torch, plan, row.get("inputs") or [], device, generator)
                 if row["op"] == "gemm":
                     # fp32 GEMMs run TF32 only where the tileops row allows it.
                     torch.backends.cuda.matmul.allow_tf32 = bool(plan.params.get("allow_tf32"))
-                if impl == FLASHINFER_IMPL:
-                    call = build_flashinfer(torch, flashinfer, plan.host, plan.params, args)
+                if impl in libraries:
+                    call = build_library(torch, module, plan.host, plan.params, args)
                 else:
                     call = plan.build(torch, plan.params)
                 if impl == "torch-compile":
@@ -1015,8 +1222,8 @@ def parse_args(argv):
     p.add_argument("records", help="a records file written by bench_all")
     p.add_argument("--out", help="baseline records file (default: RECORDS with .torch.json)")
     p.add_argument("--impl", default=",".join(DEFAULT_IMPLS),
-                   help="comma-separated, of torch,torch-compile,flashinfer (default: "
-                        "torch,torch-compile)")
+                   help="comma-separated, of torch,torch-compile,flashinfer,flash-attn "
+                        "(default: torch,torch-compile)")
     p.add_argument("--budget-s", type=float, default=None,
                    help="stop timing after this many seconds (the rest is written as skipped)")
     p.add_argument("--seed", type=int, default=0)
