@@ -100,6 +100,10 @@ pub const HEADERS: &[(&str, &str)] = &[
         "tileops_fp8.cuh",
         include_str!("../../kernels/tileops_fp8.cuh"),
     ),
+    (
+        "tileops_mma.cuh",
+        include_str!("../../kernels/tileops_mma.cuh"),
+    ),
 ];
 
 // The statics of the kernel files (`SOFTMAX`, `RMS_NORM`, ..., and `SOURCES`, every file), made by

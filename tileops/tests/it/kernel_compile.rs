@@ -146,6 +146,96 @@ fn kernels_compile_for_sm90_and_sm80_without_spills() {
     ));
 }
 
+/// A kernel that calls every wrapper of `tileops_mma.cuh` once, so the header is compiled (and
+/// its PTX checked) before any tileops kernel uses all of it.
+const MMA_HEADER_PROBE: &str = r#"
+#include "tileops_mma.cuh"
+extern "C" __global__ void __launch_bounds__(32) mma_header_probe(const __nv_bfloat16* x, float* y, int valid) {
+    __shared__ alignas(16) __nv_bfloat16 tile[32 * 8];
+    const int lane = threadIdx.x;
+    cp_async_cg_16(&tile[lane * 8], x + lane * 8);
+    cp_async_commit_group();
+    cp_async_cg_16_zfill(&tile[lane * 8], x + lane * 8, lane < valid);
+    cp_async_commit_group();
+    cp_async_wait_group(1);
+    cp_async_wait_group(0);
+    __syncthreads();
+    uint32_t a[4], b[2], b1[1], b2[2], b4[4], a1[1];
+    ldmatrix_x4(a, &tile[lane * 8]);
+    ldmatrix_x2(b, &tile[(lane % 16) * 8]);
+    ldmatrix_x1(a1, &tile[(lane % 8) * 8]);
+    ldmatrix_x1_trans(b1, &tile[(lane % 8) * 8]);
+    ldmatrix_x2_trans(b2, &tile[(lane % 16) * 8]);
+    ldmatrix_x4_trans(b4, &tile[lane * 8]);
+    const uint32_t bx[2] = {b[0] ^ b1[0] ^ a1[0], b[1] ^ b2[0] ^ b2[1] ^ b4[0] ^ b4[1] ^ b4[2] ^ b4[3]};
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float d[4];
+    mma_m16n8k16_bf16(d, a, bx, c);
+    mma_m16n8k16_f16(c, a, bx, d);
+    for (int i = 0; i < 4; ++i) y[lane * 4 + i] = c[i];
+}
+"#;
+
+#[test]
+fn the_tensor_core_header_compiles_to_its_instructions_for_sm90_and_sm80() {
+    if !toolkit_or_skip("the_tensor_core_header_compiles_to_its_instructions_for_sm90_and_sm80") {
+        return;
+    }
+    let source = kernels::KernelSource {
+        file: "mma_header_probe.cu",
+        path: "mma_header_probe.cu",
+        source: MMA_HEADER_PROBE,
+        entries: &[],
+    };
+    for arch in ARCHS {
+        let compiled =
+            kernels::compile(&source, Target::Sm(arch)).unwrap_or_else(|err| panic!("{err}"));
+        assert!(
+            compiled.cubin.as_ref().is_some_and(|c| !c.is_empty()),
+            "sm_{arch}: no CUBIN"
+        );
+        let ptx = kernels::compile(&source, Target::Compute(arch))
+            .unwrap_or_else(|err| panic!("{err}"))
+            .ptx
+            .expect("PTX for a virtual architecture");
+        for instruction in [
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+            "ldmatrix.sync.aligned.m8n8.x1.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+            "cp.async.cg.shared.global",
+            "cp.async.commit_group",
+            "cp.async.wait_group 1",
+            "cp.async.wait_group 0",
+        ] {
+            assert!(
+                ptx.contains(instruction),
+                "compute_{arch}: {instruction} missing from the PTX"
+            );
+        }
+        // The zero-filling form carries the source size as a fourth operand.
+        assert!(
+            ptx.lines()
+                .any(|l| l.contains("cp.async.cg.shared.global") && l.matches(',').count() == 3),
+            "compute_{arch}: no cp.async with a source size"
+        );
+        let usage = compiled.resource_usage();
+        let probe = usage
+            .iter()
+            .find(|u| u.function == "mma_header_probe")
+            .expect("a ptxas report for the probe");
+        assert_eq!(
+            (probe.spill_stores, probe.spill_loads),
+            (0, 0),
+            "sm_{arch}: spills"
+        );
+    }
+}
+
 /// Whether a PTX instruction line is a 128-bit global access of `op` (`ld` or `st`):
 /// `ld.global.nc.v4.u32`, `st.global.v4.f32`, `ld.global.nc.L1::no_allocate.v2.u64`, ...
 fn is_wide_global(line: &str, op: &str) -> bool {
