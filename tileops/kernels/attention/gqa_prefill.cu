@@ -4,7 +4,7 @@
 // cu_seqlens_k[b + 1]), grouped query heads (query head h reads KV head h / (H / H_kv)), causal
 // masking aligned bottom-right (key j visible from query i iff j <= i + Lk - Lq), a sliding window
 // on the left (j >= i + Lk - Lq - window_left) and an optional softcap. Entry points per dtype
-// (f16, bf16) and head dim (64, 128, 256): gqa_prefill_{f16,bf16}_d{64,128,256}.
+// (f16, bf16) and head dim (64, 128, 256): gqa_prefill_d{64,128,256}_{f16,bf16}.
 //
 // Work split. One block of 4 warps per (64-query tile, head, sequence) = (blockIdx.x, .y, .z);
 // each warp owns 16 query rows. The block's Q tile goes through shared memory once (cp.async) and
@@ -43,9 +43,9 @@
 // H % H_kv == 0; sm_scale > 0; every pointer 16-byte aligned; no dynamic shared memory.
 
 // The entry points, with the global accesses each is written to issue (the loads are cp.async).
-// @entry gqa_prefill_{f16,bf16}_d64: vector stores
-// @entry gqa_prefill_{f16,bf16}_d128: vector stores
-// @entry gqa_prefill_{f16,bf16}_d256: vector stores
+// @entry gqa_prefill_d64_{f16,bf16}: vector stores
+// @entry gqa_prefill_d128_{f16,bf16}: vector stores
+// @entry gqa_prefill_d256_{f16,bf16}: vector stores
 
 #include "tileops_common.cuh"
 #include "tileops_mma.cuh"
@@ -381,8 +381,8 @@ __device__ __forceinline__ void gqa_prefill(const T* __restrict__ q, const T* __
 // MIN_BLOCKS: D = 64 needs some 130 registers, and ptxas left to itself picks 128 with a spill on
 // sm_80 (137 on sm_90): 3 blocks an SM lets it take up to 168. D = 128 and 256 take what they need
 // (246 and 255 on sm_90): 2 blocks an SM.
-#define TILEOPS_GQA_PREFILL_ENTRY(T, SUFFIX, D, MIN_BLOCKS)                                                       \
-    extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) gqa_prefill_##SUFFIX##_d##D(                  \
+#define TILEOPS_GQA_PREFILL_ENTRY(NAME, T, D, MIN_BLOCKS)                                                         \
+    extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) NAME(                                          \
         const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,            \
         float* __restrict__ lse, const int* __restrict__ cu_seqlens_q, const int* __restrict__ cu_seqlens_k,     \
         int num_heads, int num_kv_heads, float sm_scale, float softcap, int window_left, int causal) {           \
@@ -391,10 +391,10 @@ __device__ __forceinline__ void gqa_prefill(const T* __restrict__ q, const T* __
                           softcap, window_left, causal, sm);                                                     \
     }
 
-#define TILEOPS_GQA_PREFILL_ENTRIES(T, SUFFIX)   \
-    TILEOPS_GQA_PREFILL_ENTRY(T, SUFFIX, 64, 3)  \
-    TILEOPS_GQA_PREFILL_ENTRY(T, SUFFIX, 128, 1) \
-    TILEOPS_GQA_PREFILL_ENTRY(T, SUFFIX, 256, 1)
+#define TILEOPS_GQA_PREFILL_ENTRIES(T, SUFFIX)                     \
+    TILEOPS_GQA_PREFILL_ENTRY(gqa_prefill_d64_##SUFFIX, T, 64, 3)  \
+    TILEOPS_GQA_PREFILL_ENTRY(gqa_prefill_d128_##SUFFIX, T, 128, 1) \
+    TILEOPS_GQA_PREFILL_ENTRY(gqa_prefill_d256_##SUFFIX, T, 256, 1)
 
 TILEOPS_GQA_PREFILL_ENTRIES(__half, f16)
 TILEOPS_GQA_PREFILL_ENTRIES(__nv_bfloat16, bf16)
