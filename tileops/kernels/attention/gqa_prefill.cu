@@ -40,6 +40,7 @@
 // src-size 0) and masked, or never stored.
 //
 // Launch contract (checked by the host): blockDim.x = 128; gridDim = (ceil(max Lq / 64), H, B);
+// total_q and total_kv the rows of q and of k / v (the offsets are clamped to them);
 // H % H_kv == 0; sm_scale > 0; every pointer 16-byte aligned; no dynamic shared memory.
 
 // The entry points, with the global accesses each is written to issue (the loads are cp.async).
@@ -147,8 +148,9 @@ template <typename T, int D>
 __device__ __forceinline__ void gqa_prefill(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                             T* __restrict__ o, float* __restrict__ lse,
                                             const int* __restrict__ cu_seqlens_q,
-                                            const int* __restrict__ cu_seqlens_k, int num_heads, int num_kv_heads,
-                                            float sm_scale, float softcap, int window_left, int causal, T* sm) {
+                                            const int* __restrict__ cu_seqlens_k, int total_q, int total_kv,
+                                            int num_heads, int num_kv_heads, float sm_scale, float softcap,
+                                            int window_left, int causal, T* sm) {
     using Tl = Tiles<D>;
     constexpr int BN = Tl::BN;
     constexpr int kKSteps = Tl::kKSteps;
@@ -157,13 +159,14 @@ __device__ __forceinline__ void gqa_prefill(const T* __restrict__ q, const T* __
 
     const int b = blockIdx.z;
     const int h = blockIdx.y;
-    const int q_start = __ldg(cu_seqlens_q + b);
-    const int lq = __ldg(cu_seqlens_q + b + 1) - q_start;
+    // The offsets clamped to the tensors' rows: a device copy that disagrees with the host plan
+    // (which checked its own copy) gives wrong rows, never a read or write out of bounds.
+    const int q_start = min(max(__ldg(cu_seqlens_q + b), 0), total_q);
+    const int lq = min(max(__ldg(cu_seqlens_q + b + 1), q_start), total_q) - q_start;
     const int m0 = blockIdx.x * kBlockM;  // the block's first query row in the sequence
     if (m0 >= lq) return;
-    const int k_start = __ldg(cu_seqlens_k + b);
-    const int lk = __ldg(cu_seqlens_k + b + 1) - k_start;
-    const int total_q = __ldg(cu_seqlens_q + gridDim.z);
+    const int k_start = min(max(__ldg(cu_seqlens_k + b), 0), total_kv);
+    const int lk = min(max(__ldg(cu_seqlens_k + b + 1), k_start), total_kv) - k_start;
     const int kvh = h / (num_heads / num_kv_heads);
     const int shift = lk - lq;  // key j is the diagonal of query i when j = i + shift
 
@@ -385,10 +388,11 @@ __device__ __forceinline__ void gqa_prefill(const T* __restrict__ q, const T* __
     extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) NAME(                                          \
         const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,            \
         float* __restrict__ lse, const int* __restrict__ cu_seqlens_q, const int* __restrict__ cu_seqlens_k,     \
-        int num_heads, int num_kv_heads, float sm_scale, float softcap, int window_left, int causal) {           \
+        int total_q, int total_kv, int num_heads, int num_kv_heads, float sm_scale, float softcap,               \
+        int window_left, int causal) {                                                                           \
         __shared__ __align__(128) T sm[Tiles<D>::kElems];                                                        \
-        gqa_prefill<T, D>(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, num_heads, num_kv_heads, sm_scale,       \
-                          softcap, window_left, causal, sm);                                                     \
+        gqa_prefill<T, D>(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, total_q, total_kv, num_heads,            \
+                          num_kv_heads, sm_scale, softcap, window_left, causal, sm);                             \
     }
 
 #define TILEOPS_GQA_PREFILL_ENTRIES(T, SUFFIX)                     \

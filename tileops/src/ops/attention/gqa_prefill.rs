@@ -5,7 +5,9 @@
 //! The offsets are host data of the plan, as for decode (FlashInfer's plan/run split): the plan
 //! checks them, prices the call from them (only the visible (query, key) pairs count) and sizes
 //! the grid from the longest sequence; the `cu_seqlens_*` tensors given to
-//! [`forward`](GqaPrefill::forward) are the device copies the kernel reads.
+//! [`forward`](GqaPrefill::forward) are the device copies the kernel reads (the CPU backend
+//! checks that they hold the plan's values; the GPU kernel clamps each offset to the tensors'
+//! rows, so a stale copy never reads or writes out of bounds).
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
@@ -735,20 +737,22 @@ impl GqaPrefill {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
+        let (total_q, total_kv) = (p.total_q as i32, p.total_kv as i32);
         let (heads, kv_heads) = (p.heads as i32, p.kv_heads as i32);
         let (sm_scale, softcap) = (p.sm_scale as f32, p.softcap as f32);
         let window_left = p.window_left.map_or(-1, |w| w as i32);
         let causal = i32::from(p.causal);
         // SAFETY: gqa_prefill_*(const T* q, const T* k, const T* v, T* o, float* lse,
-        // const int* cu_seqlens_q, const int* cu_seqlens_k, int H, int H_kv, float sm_scale,
-        // float softcap, int window_left, int causal): q and o hold total_q x H x D elements, k
-        // and v total_kv x H_kv x D, the offsets B + 1 ints each, lse (written only when not 0)
-        // H x total_q floats, as the plan checked; the grid is (ceil(max L_q / 64), H, B) blocks
-        // of 128 threads (the launch bounds), static shared memory only; every pointer 16-byte
-        // aligned.
+        // const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q, int total_kv, int H,
+        // int H_kv, float sm_scale, float softcap, int window_left, int causal): q and o hold
+        // total_q x H x D elements, k and v total_kv x H_kv x D, the offsets B + 1 ints each, lse
+        // (written only when not 0) H x total_q floats, as the plan checked (the kernel clamps
+        // every offset to the totals, so a device copy that disagrees with the plan stays in
+        // bounds); the grid is (ceil(max L_q / 64), H, B) blocks of 128 threads (the launch
+        // bounds), static shared memory only; every pointer 16-byte aligned.
         unsafe {
             launch!(dev, &GQA_PREFILL, entry, cfg;
-                &q, &k, &v, &o, &lse, &cu_q, &cu_k,
+                &q, &k, &v, &o, &lse, &cu_q, &cu_k, &total_q, &total_kv,
                 &heads, &kv_heads, &sm_scale, &softcap, &window_left, &causal)?;
         }
         drop((guards, o_guard));

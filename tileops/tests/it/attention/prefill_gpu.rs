@@ -315,3 +315,88 @@ fn queries_that_see_no_key_give_zeros_and_minus_infinity() {
     }
     assert!(lse[15].is_finite() && lse[20 + 19].is_finite());
 }
+
+/// Device offsets that disagree with the plan never read or write out of bounds: the kernel
+/// clamps each to the tensors' rows (the emulator's guard zones, and its ASan pass, would flag
+/// any access past an allocation). Here the device copies run past the totals and below 0, and
+/// clamp back to the plan's offsets, whose reference the outputs must then match.
+#[test]
+fn device_offsets_past_the_totals_stay_in_bounds() {
+    let Some(device) = gpu_or_skip("device_offsets_past_the_totals_stay_in_bounds") else {
+        return;
+    };
+    let dtype = DType::Float16;
+    let case = Case {
+        heads: 4,
+        kv_heads: 2,
+        q_lens: vec![17, 13],
+        kv_lens: vec![40, 25],
+        causal: true,
+        window_left: -1,
+        softcap: 0.0,
+        return_lse: true,
+    };
+    let p = problem(&case, 64, dtype, 41);
+    let (q_spec, kv_spec) = p.specs(&case, dtype);
+    let options = PrefillOptions::default().causal(true).return_lse(true);
+    let op = GqaPrefill::new(
+        q_spec.clone(),
+        kv_spec.clone(),
+        kv_spec.clone(),
+        &p.cu_q,
+        &p.cu_k,
+        options,
+        &device,
+    )
+    .expect("valid plan");
+    let upload = |values: &[f64], spec: &TensorSpec| {
+        Tensor::from_f64_rounded(values, spec, &device).expect("upload")
+    };
+    let (q, k, v) = (
+        upload(&p.q, &q_spec),
+        upload(&p.k, &kv_spec),
+        upload(&p.v, &kv_spec),
+    );
+    // The plan's offsets are [0, 17, 30] and [0, 40, 65].
+    let cu_q = Tensor::from_slice(&[0, 17, 1 << 30], [3], &device).expect("cu_seqlens_q");
+    let cu_k = Tensor::from_slice(&[-5, 40, i32::MAX], [3], &device).expect("cu_seqlens_k");
+    let (o_spec, lse_spec) = op.output_specs();
+    let mut out = PrefillOutput {
+        o: Tensor::full(&o_spec, POISON, &device).expect("poisoned o"),
+        lse: lse_spec.map(|s| Tensor::full(&s, POISON, &device).expect("poisoned lse")),
+    };
+    op.forward_into(&q, &k, &v, &cu_q, &cu_k, &mut out)
+        .expect("launch");
+    let (o, lse) = (
+        download(&device, &out.o),
+        download(&device, &out.lse.expect("lse")),
+    );
+    let want = p.reference(&case, op.sm_scale(), false);
+    let magnitude = p.reference(&case, op.sm_scale(), true).0;
+    let mut report = Measures::new(72, KeepWorst::Largest, 0);
+    let err = worst_error(&o, &want.0, &magnitude, dtype);
+    let detail = format!("got {}, want {}", o[err.1], want.0[err.1]);
+    report.record(
+        "gqa_prefill",
+        "clamped offsets",
+        dtype,
+        "o",
+        err,
+        bound(dtype),
+        detail,
+    );
+    let err = worst_by(&lse, &want.1, |_, g, w| {
+        element_error(g, w, || w.abs().max(1.0))
+    });
+    let detail = format!("got {}, want {}", lse[err.1], want.1[err.1]);
+    report.record(
+        "gqa_prefill",
+        "clamped offsets",
+        dtype,
+        "lse",
+        err,
+        LSE_BOUND,
+        detail,
+    );
+    report.finish();
+}
