@@ -321,6 +321,16 @@ fn tensor_core_gemms_match_the_host_under_every_schedule() {
         "tensor-core GEMMs: 6 kernels x 4 schedules in {:.2} s",
         start.elapsed().as_secs_f64()
     );
+    // More random seeds (random switches, random early landings) for the first.
+    let seeds: Vec<_> = (2..=16).map(cuda_emu::Schedule::Random).collect();
+    let c = check(
+        "planted_mma_bf16_a4_nk2_ok",
+        &mma::config(),
+        &mma::args(true, true),
+        &seeds,
+    )
+    .unwrap_or_else(|f| panic!("{f}"));
+    assert!(mma::mismatches(&c[0]).is_empty());
 }
 
 #[test]
