@@ -404,13 +404,20 @@ fn an_mma_collective_with_missing_lanes_is_reported() {
 }
 
 #[test]
-fn a_misaligned_cp_async_source_names_the_line() {
+fn a_misaligned_or_global_cp_async_operand_names_the_line() {
     flagged(
         "planted_cp_async_misaligned",
         &block(32),
         &[Arg::Input(ramp(256)), Arg::Output(32)],
         FaultKind::Kernel,
         &["misaligned cp.async source", "planted.cu:"],
+    );
+    flagged(
+        "planted_cp_async_to_global",
+        &block(32),
+        &[Arg::Input(ramp(128)), Arg::Output(128)],
+        FaultKind::Kernel,
+        &["cp.async destination outside shared memory", "planted.cu:"],
     );
 }
 

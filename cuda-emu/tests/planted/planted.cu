@@ -329,3 +329,10 @@ extern "C" __global__ void planted_cp_async_peek(const float* x, float* y) {
     y[t] = stage[4 * t];
     cp_async_wait_group(0);
 }
+
+// cp.async into global memory (its destination must be shared).
+extern "C" __global__ void planted_cp_async_to_global(const float* x, float* y) {
+    cp_async_cg_16(y + 4 * threadIdx.x, x + 4 * threadIdx.x);
+    cp_async_commit_group();
+    cp_async_wait_group(0);
+}
