@@ -68,6 +68,17 @@ unsigned cuda_emu_ballot(unsigned mask, int predicate, const char* file, int lin
 // A preemption point at a read-only load (the random schedule may switch fibers there).
 void cuda_emu_load_point(const char* file, int line);
 void* cuda_emu_dynamic_shared(void);
+// The tensor-core instructions' runtime side (tileops_mma.cuh's emulated path). A warp exchange:
+// every lane of the warp deposits `count` words (at most 8); each gets the address of all 32
+// lanes' words, lane-major, readable until its next synchronising call.
+const uint32_t* cuda_emu_warp_exchange(int op, const uint32_t* words, int count, const char* file, int line);
+// Whether `bytes` bytes at `p` lie in shared memory (static or the launch's dynamic buffer).
+int cuda_emu_is_shared(const void* p, unsigned long bytes);
+// cp.async: `data16` (the source's 16 bytes, or zeros) lands at `dst` at the covering
+// wait_group (or earlier); commit_group and wait_group of the calling thread.
+void cuda_emu_cp_async(void* dst, const void* data16, const char* file, int line);
+void cuda_emu_cp_async_commit(void);
+void cuda_emu_cp_async_wait(int newest_pending, const char* file, int line);
 // Fails the launch with a message (a kernel-visible contract violation the shim detects).
 [[noreturn]] void cuda_emu_fail(const char* what, const char* file, int line);
 }

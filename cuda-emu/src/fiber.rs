@@ -52,6 +52,10 @@ pub(crate) enum CollectiveKind {
     Shuffle(i32),
     Syncwarp,
     Ballot,
+    /// A warp exchange for the tensor-core instructions of `tileops_mma.cuh` (the op id names
+    /// which): every lane of the warp deposits the same number of 32-bit words and receives
+    /// all 32 lanes' words.
+    Exchange(i32),
 }
 
 impl CollectiveKind {
@@ -63,9 +67,29 @@ impl CollectiveKind {
             CollectiveKind::Shuffle(_) => "__shfl_xor_sync",
             CollectiveKind::Syncwarp => "__syncwarp",
             CollectiveKind::Ballot => "__ballot_sync",
+            CollectiveKind::Exchange(op) => exchange_name(op),
         }
     }
 }
+
+/// The name of an exchange op (`tileops_mma.cuh`'s `ExchangeOp`: 1 and 2 the two mma, 8 + the
+/// matrix count (+ 8 for .trans) the ldmatrix forms).
+fn exchange_name(op: i32) -> &'static str {
+    match op {
+        1 => "mma.sync.m16n8k16 (bf16)",
+        2 => "mma.sync.m16n8k16 (f16)",
+        9 => "ldmatrix.x1",
+        10 => "ldmatrix.x2",
+        12 => "ldmatrix.x4",
+        17 => "ldmatrix.x1.trans",
+        18 => "ldmatrix.x2.trans",
+        20 => "ldmatrix.x4.trans",
+        _ => "a warp exchange",
+    }
+}
+
+/// The most 32-bit words one lane deposits in an exchange (mma's A and B registers: 6).
+pub(crate) const MAX_EXCHANGE_WORDS: usize = 8;
 
 /// One lane's arrival at a warp collective.
 #[derive(Clone, Copy, Debug)]
@@ -74,10 +98,15 @@ pub(crate) struct Collective {
     pub(crate) mask: u32,
     /// The lane's operand: the shuffled value, or the ballot predicate.
     pub(crate) value: u32,
-    /// shfl.sync's b (lane, delta or lane mask) and c (segment mask and clamp).
+    /// shfl.sync's b (lane, delta or lane mask) and c (segment mask and clamp); an exchange's
+    /// word count in b.
     pub(crate) b: i32,
     pub(crate) c: i32,
     pub(crate) site: Site,
+    /// An exchange's words (on the lane's stack, alive while it waits), and where the scheduler
+    /// stores the address of the warp's gathered words for it; null otherwise.
+    pub(crate) words: *const u32,
+    pub(crate) out: *mut *const u32,
 }
 
 /// Why a fiber handed control back to the scheduler.
@@ -229,12 +258,18 @@ pub(crate) unsafe fn run_block(
         _ => 0,
     };
     LOAD_PREEMPTION.with(|state| state.set(seed));
+    crate::async_copy::begin_block(lanes.len());
+    let warps = lanes.len().div_ceil(32);
     let mut block = Block {
         lanes,
         builtins,
         picker,
+        exchange: vec![0; warps * 32 * MAX_EXCHANGE_WORDS],
+        landing: seed.rotate_left(17) | 1,
+        random: seed != 0,
     };
     let outcome = block.run();
+    crate::async_copy::end_block();
     // Fibers left suspended by a fault: reset without unwinding (their frames are C++ and the
     // shim's extern "C" callbacks, which must not unwind), then reuse the stacks.
     for lane in &mut block.lanes {
@@ -257,6 +292,13 @@ struct Block<'p> {
     lanes: Vec<Lane>,
     builtins: Vec<ThreadBuiltins>,
     picker: &'p mut Picker,
+    /// Each warp's gathered exchange words (32 lanes x [`MAX_EXCHANGE_WORDS`]). A warp's lanes
+    /// read them after the exchange completes and before they suspend again, and the warp's next
+    /// exchange completes only when all of them have suspended again: one buffer per warp serves.
+    exchange: Vec<u32>,
+    /// The random schedule's generator for early `cp.async` landings (xorshift64).
+    landing: u64,
+    random: bool,
 }
 
 impl Block<'_> {
@@ -283,6 +325,19 @@ impl Block<'_> {
     fn step(&mut self, t: usize) -> Result<(), BlockFault> {
         // SAFETY: the builtins outlive the block run.
         unsafe { crate::shim::set_current(&self.builtins[t]) };
+        crate::async_copy::set_current(t);
+        if self.random && crate::async_copy::has_committed(t) {
+            // One switch in four of a thread with committed copies lands its oldest group early:
+            // a correct kernel cannot tell when its copies land before its wait.
+            let mut x = self.landing;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.landing = x;
+            if x.is_multiple_of(4) {
+                crate::async_copy::land_oldest(t);
+            }
+        }
         let value = self.lanes[t].resume_with;
         let fiber = self.lanes[t]
             .fiber
@@ -291,6 +346,7 @@ impl Block<'_> {
         match fiber.resume(value) {
             CoroutineResult::Return(()) => {
                 self.lanes[t].state = LaneState::Done;
+                crate::async_copy::land_all(t);
                 self.check_waiters_of(t, "has exited")
             }
             CoroutineResult::Yield(Suspend::Preempt) => Ok(()),
@@ -389,7 +445,11 @@ impl Block<'_> {
                     )));
                 }
                 LaneState::Collective(other) => {
-                    if other.kind != op.kind || other.site != op.site || other.mask != op.mask {
+                    if other.kind != op.kind
+                        || other.site != op.site
+                        || other.mask != op.mask
+                        || other.b != op.b && matches!(op.kind, CollectiveKind::Exchange(_))
+                    {
                         return Err(fail(format!(
                             "{} mask {:#010x} at {} and lane {l}'s {} mask {:#010x} at {}: the \
                              lanes of one mask must execute the same collective",
@@ -412,6 +472,9 @@ impl Block<'_> {
                 _ => unreachable!("checked above"),
             })
             .collect();
+        if let CollectiveKind::Exchange(_) = op.kind {
+            return self.complete_exchange(warp_base, &ops);
+        }
         let mut values = [0u32; 32];
         for &(l, c) in &ops {
             values[l as usize] = c.value;
@@ -439,10 +502,53 @@ impl Block<'_> {
                     .iter()
                     .filter(|(_, o)| o.value != 0)
                     .fold(0u32, |acc, (ol, _)| acc | (1 << ol)),
+                CollectiveKind::Exchange(_) => unreachable!("completed above"),
             };
             let mate = &mut self.lanes[warp_base + l as usize];
             mate.state = LaneState::Ready;
             mate.resume_with = result;
+        }
+        Ok(())
+    }
+
+    /// Every lane of a warp arrived at one exchange: gathers their words, lane-major, into the
+    /// warp's buffer and hands each lane its address.
+    fn complete_exchange(
+        &mut self,
+        warp_base: usize,
+        ops: &[(u32, Collective)],
+    ) -> Result<(), BlockFault> {
+        let Some(&(_, first)) = ops.first() else {
+            return Ok(());
+        };
+        let count = first.b as usize;
+        if ops.len() != 32 || count > MAX_EXCHANGE_WORDS {
+            return Err(BlockFault {
+                thread: Some(warp_base),
+                message: format!(
+                    "{} at {}: {} lanes with {count} words each (an exchange takes the full warp                      and at most {MAX_EXCHANGE_WORDS} words)",
+                    first.kind.name(),
+                    first.site,
+                    ops.len()
+                ),
+            });
+        }
+        let stride = 32 * MAX_EXCHANGE_WORDS;
+        let start = warp_base / 32 * stride;
+        let buffer = &mut self.exchange[start..start + stride];
+        for &(l, c) in ops {
+            // SAFETY: the lane passed `count` words on its own stack, which stays alive while it
+            // waits at the exchange.
+            let words = unsafe { std::slice::from_raw_parts(c.words, count) };
+            buffer[l as usize * count..(l as usize + 1) * count].copy_from_slice(words);
+        }
+        let gathered = buffer.as_ptr();
+        for &(l, c) in ops {
+            // SAFETY: `out` points at the waiting lane's result slot, on its stack.
+            unsafe { *c.out = gathered };
+            let mate = &mut self.lanes[warp_base + l as usize];
+            mate.state = LaneState::Ready;
+            mate.resume_with = 0;
         }
         Ok(())
     }
@@ -598,6 +704,8 @@ mod tests {
             b,
             c: c_of(3, width),
             site: Site::new(std::ptr::null(), 7),
+            words: std::ptr::null(),
+            out: std::ptr::null_mut(),
         };
         assert!(check_shuffle_operands(3, op(8, 16)).is_ok());
         let err = check_shuffle_operands(3, op(16, 16)).unwrap_err();

@@ -32,6 +32,7 @@
 //! assert_eq!(output[99], 198.0);
 //! ```
 
+mod async_copy;
 mod blas;
 pub mod check;
 pub mod driver;

@@ -54,6 +54,8 @@ pub unsafe extern "C" fn cuda_emu_syncwarp(mask: u32, file: *const c_char, line:
         b: 0,
         c: 0,
         site: Site::new(file, line),
+        words: std::ptr::null(),
+        out: std::ptr::null_mut(),
     };
     // SAFETY: kernel code runs on a fiber.
     unsafe { suspend(Suspend::Collective(op)) };
@@ -81,6 +83,8 @@ pub unsafe extern "C" fn cuda_emu_shfl(
         b,
         c,
         site: Site::new(file, line),
+        words: std::ptr::null(),
+        out: std::ptr::null_mut(),
     };
     // SAFETY: kernel code runs on a fiber.
     unsafe { suspend(Suspend::Collective(op)) }
@@ -104,6 +108,8 @@ pub unsafe extern "C" fn cuda_emu_ballot(
         b: 0,
         c: 0,
         site: Site::new(file, line),
+        words: std::ptr::null(),
+        out: std::ptr::null_mut(),
     };
     // SAFETY: kernel code runs on a fiber.
     unsafe { suspend(Suspend::Collective(op)) }
@@ -120,6 +126,95 @@ pub unsafe extern "C" fn cuda_emu_load_point(_file: *const c_char, _line: c_int)
         // SAFETY: kernel code runs on a fiber.
         unsafe { suspend(Suspend::Preempt) };
     }
+}
+
+/// A warp exchange (`tileops_mma.cuh`'s mma and ldmatrix): every lane of the warp deposits the
+/// `count` words at `words`; each gets back the address of all 32 lanes' words, lane-major (lane
+/// `l`'s at `l * count`), readable until its next synchronising call.
+///
+/// # Safety
+/// Called by kernel code on a fiber; `words` points at `count` words (at most 8).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuda_emu_warp_exchange(
+    op: c_int,
+    words: *const u32,
+    count: c_int,
+    file: *const c_char,
+    line: c_int,
+) -> *const u32 {
+    let mut gathered: *const u32 = std::ptr::null();
+    let op = Collective {
+        kind: CollectiveKind::Exchange(op),
+        mask: u32::MAX,
+        value: 0,
+        b: count,
+        c: 0,
+        site: Site::new(file, line),
+        words,
+        out: &mut gathered,
+    };
+    // SAFETY: kernel code runs on a fiber; `gathered` outlives the suspension, and the scheduler
+    // writes it before resuming this fiber.
+    unsafe { suspend(Suspend::Collective(op)) };
+    gathered
+}
+
+/// Whether the `bytes` bytes at `p` lie in shared memory: the static `cuda_emu_shared` section
+/// or the launch's dynamic shared memory.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuda_emu_is_shared(p: *const c_void, bytes: usize) -> c_int {
+    let start = p as usize;
+    let Some(end) = start.checked_add(bytes) else {
+        return 0;
+    };
+    let (mut lo, mut hi) = (0usize, 0usize);
+    // SAFETY: two valid out-pointers.
+    unsafe { crate::traffic::cuda_emu_shared_bounds(&mut lo, &mut hi) };
+    let dynamic = DYNAMIC_SHARED.load(Ordering::Relaxed) as usize;
+    let dynamic_end = dynamic + DYNAMIC_SHARED_BYTES.load(Ordering::Relaxed);
+    let inside = |lo: usize, hi: usize| lo != 0 && start >= lo && end <= hi;
+    c_int::from(inside(lo, hi) || inside(dynamic, dynamic_end))
+}
+
+/// `cp.async` (16 bytes): the shim checked `dst` (16-byte aligned, in shared memory), read the
+/// source (or zeros) into `data` and poisoned `dst`; `data` lands at `dst` later
+/// ([`crate::async_copy`]).
+///
+/// # Safety
+/// Called by kernel code on a fiber; `data` points at 16 readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuda_emu_cp_async(
+    dst: *mut c_void,
+    data: *const c_void,
+    _file: *const c_char,
+    _line: c_int,
+) {
+    let mut bytes = [0u8; 16];
+    // SAFETY: the caller passes 16 readable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(data.cast::<u8>(), bytes.as_mut_ptr(), 16) };
+    crate::async_copy::issue(dst.cast(), bytes);
+}
+
+/// `cp.async.commit_group`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuda_emu_cp_async_commit() {
+    crate::async_copy::commit();
+}
+
+/// `cp.async.wait_group newest`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuda_emu_cp_async_wait(newest: c_int, file: *const c_char, line: c_int) {
+    if newest < 0 {
+        // SAFETY: kernel code runs on a fiber.
+        unsafe {
+            cuda_emu_fail(
+                c"cp.async.wait_group with a negative count".as_ptr(),
+                file,
+                line,
+            )
+        };
+    }
+    crate::async_copy::wait(newest as usize);
 }
 
 /// The launch's dynamic shared memory.

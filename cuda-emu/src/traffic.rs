@@ -227,7 +227,7 @@ thread_local! {
 
 unsafe extern "C" {
     /// The bounds of the static shared section, (0, 0) when there is none (cpp/runtime.cpp).
-    fn cuda_emu_shared_bounds(start: *mut usize, stop: *mut usize);
+    pub(crate) fn cuda_emu_shared_bounds(start: *mut usize, stop: *mut usize);
 }
 
 /// Whether launches are counted: in the instrumented build, when `CUDA_EMU_LEDGER` is set (the

@@ -208,6 +208,202 @@ fn every_tileops_kernel_file_is_compiled_in() {
     }
 }
 
+/// The tensor-core GEMM of `planted.cu` (`mma_gemm`): C (64 x 64) = A (64 x K) B, K = 56 (one
+/// full 32-wide stage and one zero-filled past K), with 16-bit operands packed two per f32.
+mod mma {
+    use super::*;
+
+    pub(super) const K: usize = 56;
+
+    /// A value exact in bf16 and f16 (a multiple of 1/64 under 2 in magnitude), so that the
+    /// inputs are the same numbers in both types.
+    fn value(i: usize, j: usize, salt: usize) -> f32 {
+        let h = (i * 131 + j * 71 + salt * 29) % 211;
+        (h as f32 - 105.0) / 64.0
+    }
+
+    pub(super) fn a(i: usize, k: usize) -> f32 {
+        value(i, k, 1)
+    }
+
+    pub(super) fn b(k: usize, n: usize) -> f32 {
+        value(k, n, 2)
+    }
+
+    /// 16-bit values, two per f32 (the lower index in the low half), as the kernel reads them.
+    fn packed(values: &[f32], bf16: bool) -> Vec<f32> {
+        let bits: Vec<u16> = values
+            .iter()
+            .map(|&v| {
+                if bf16 {
+                    half::bf16::from_f32(v).to_bits()
+                } else {
+                    half::f16::from_f32(v).to_bits()
+                }
+            })
+            .collect();
+        bits.chunks(2)
+            .map(|p| f32::from_bits(u32::from(p[0]) | (u32::from(p[1]) << 16)))
+            .collect()
+    }
+
+    /// The kernel's arguments: A row-major, B as N x K (`nk`) or K x N.
+    pub(super) fn args(bf16: bool, nk: bool) -> Vec<Arg> {
+        let a: Vec<f32> = (0..64 * K).map(|x| a(x / K, x % K)).collect();
+        let b: Vec<f32> = if nk {
+            (0..64 * K).map(|x| b(x % K, x / K)).collect()
+        } else {
+            (0..K * 64).map(|x| b(x / 64, x % 64)).collect()
+        };
+        vec![
+            Arg::Input(packed(&a, bf16)),
+            Arg::Input(packed(&b, bf16)),
+            Arg::Output(64 * 64),
+            Arg::Int(K as i32),
+        ]
+    }
+
+    /// The host GEMM, in f32 with k ascending (the emulated mma's order; the sums are exact
+    /// anyway: 14-bit products, 56 of them).
+    pub(super) fn host() -> Vec<f32> {
+        let mut c = vec![0f32; 64 * 64];
+        for m in 0..64 {
+            for n in 0..64 {
+                let mut acc = 0f32;
+                for k in 0..K {
+                    acc += a(m, k) * b(k, n);
+                }
+                c[m * 64 + n] = acc;
+            }
+        }
+        c
+    }
+
+    /// The elements where `got` differs from the host GEMM.
+    pub(super) fn mismatches(got: &[f32]) -> Vec<(usize, f32, f32)> {
+        host()
+            .into_iter()
+            .zip(got)
+            .enumerate()
+            .filter(|(_, (want, got))| want.to_bits() != got.to_bits())
+            .map(|(i, (want, got))| (i, want, *got))
+            .collect()
+    }
+
+    pub(super) fn config() -> LaunchConfig {
+        super::block(128)
+    }
+}
+
+#[test]
+fn tensor_core_gemms_match_the_host_under_every_schedule() {
+    let start = std::time::Instant::now();
+    for (entry, bf16, nk) in [
+        ("planted_mma_bf16_a4_nk2_ok", true, true),
+        ("planted_mma_f16_a2_kn4t_ok", false, false),
+        ("planted_mma_bf16_a1_kn2t_ok", true, false),
+        ("planted_mma_f16_a4_nk4_ok", false, true),
+        ("planted_mma_bf16_a4_kn1t_ok", true, false),
+        ("planted_mma_f16_a1_nk1_ok", false, true),
+    ] {
+        let c = check(entry, &mma::config(), &mma::args(bf16, nk), &[])
+            .unwrap_or_else(|f| panic!("{entry}: {f}"));
+        let wrong = mma::mismatches(&c[0]);
+        assert!(
+            wrong.is_empty(),
+            "{entry}: {} elements differ from the host GEMM, first (index, want, got) {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(4)]
+        );
+    }
+    // Six 64 x 64 x 56 GEMMs (112 mma and 88 to 256 ldmatrix per warp each), four schedules.
+    println!(
+        "tensor-core GEMMs: 6 kernels x 4 schedules in {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn a_wrong_fragment_index_is_caught_by_the_host_gemm() {
+    // Deterministic, so the emulator itself has nothing to flag: the comparison with the host
+    // GEMM is what catches it (and what the correct twins pass above).
+    let c = check(
+        "planted_mma_wrong_fragment",
+        &mma::config(),
+        &mma::args(true, true),
+        &[],
+    )
+    .expect("a wrong fragment index is no emulator fault");
+    let wrong = mma::mismatches(&c[0]);
+    println!(
+        "planted_mma_wrong_fragment: {} of 4096 elements differ",
+        wrong.len()
+    );
+    assert!(wrong.len() > 1000, "{} elements differ", wrong.len());
+}
+
+#[test]
+fn a_missing_cp_async_wait_reads_copies_in_flight() {
+    flagged(
+        "planted_mma_no_wait",
+        &mma::config(),
+        &mma::args(true, true),
+        FaultKind::Kernel,
+        &["poison", "planted_mma_no_wait"],
+    );
+}
+
+#[test]
+fn a_missing_barrier_before_a_cp_async_stage_is_reused_is_a_race() {
+    flagged(
+        "planted_mma_no_barrier",
+        &mma::config(),
+        &mma::args(true, true),
+        FaultKind::Race,
+        &["a race", "planted_mma_no_barrier"],
+    );
+}
+
+#[test]
+fn a_misaligned_ldmatrix_row_names_the_line() {
+    flagged(
+        "planted_mma_misaligned_row",
+        &mma::config(),
+        &mma::args(true, true),
+        FaultKind::Kernel,
+        &["misaligned ldmatrix row", "planted.cu:", "thread (3,0,0)"],
+    );
+    flagged(
+        "planted_mma_row_outside_shared",
+        &mma::config(),
+        &mma::args(true, true),
+        FaultKind::Kernel,
+        &["ldmatrix row outside shared memory", "planted.cu:"],
+    );
+}
+
+#[test]
+fn an_mma_collective_with_missing_lanes_is_reported() {
+    flagged(
+        "planted_mma_divergent",
+        &mma::config(),
+        &mma::args(true, true),
+        FaultKind::Kernel,
+        &["ldmatrix.x4", "names lane 16", "does not match the lanes"],
+    );
+}
+
+#[test]
+fn a_misaligned_cp_async_source_names_the_line() {
+    flagged(
+        "planted_cp_async_misaligned",
+        &block(32),
+        &[Arg::Input(ramp(256)), Arg::Output(32)],
+        FaultKind::Kernel,
+        &["misaligned cp.async source", "planted.cu:"],
+    );
+}
+
 /// The AddressSanitizer build names the faulting line of a read past the end, which the normal
 /// build only sees as poison in the output. ASan ends the process at the first report, so the
 /// kernel runs in a child process (this test binary again, with `CUDA_EMU_ASAN_CHILD` set).

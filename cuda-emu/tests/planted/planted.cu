@@ -147,3 +147,173 @@ extern "C" __global__ void planted_max_scale_one_pass(const float* x, float* y) 
     const float v = x[i];
     y[i] = v / planted_warp_max(v);
 }
+
+// ---- Tensor cores: mma, ldmatrix and cp.async (tileops_mma.cuh) ---------------------------------
+
+#include "tileops_mma.cuh"
+
+// The bugs a tensor-core tile loop can carry, planted one at a time into the same GEMM.
+enum MmaPlant {
+    kMmaCorrect,
+    kMmaWrongFragment,     // a[1] and a[2] swapped: rows g + 8 and columns 2t + 8 mixed up
+    kMmaNoWait,            // no cp.async.wait_group before the barrier: reads copies in flight
+    kMmaNoBarrier,         // no barrier between the last read of a stage and its next copies
+    kMmaMisalignedRow,     // lane 3 points ldmatrix 8 bytes into its row
+    kMmaRowOutsideShared,  // ldmatrix rows in global memory
+    kMmaDivergent,         // half the warp skips the fragment loads and mma
+};
+// B in shared memory: rows of n (B^T, K contiguous: plain ldmatrix) or rows of k (.trans).
+enum MmaLayout { kMmaNK, kMmaKN };
+
+// C (64 x 64, f32) = A (64 x K, row-major) * B, K a multiple of 8, 16-bit elements (the float
+// buffers hold them in pairs). B is N x K (kMmaNK) or K x N (kMmaKN) in global memory and in
+// shared memory. 128 threads: warp w computes rows 16w..16w+15, all 64 columns, with eight
+// m16n8k16 tiles. K is staged 32 at a time through one shared stage by cp.async (zero-filled
+// past K), then read by ldmatrix: A as kALoad matrices per call (x1, x2, x4), B as kBLoad.
+template <bool kBf16, int kALoad, MmaLayout kLayout, int kBLoad, MmaPlant kPlant>
+__device__ __forceinline__ void mma_gemm(const float* a_words, const float* b_words, float* c, int k_total) {
+    constexpr int kChunk = 32;
+    __shared__ __align__(16) uint16_t sa[64 * kChunk];
+    __shared__ __align__(16) uint16_t sb[64 * kChunk];
+    const uint16_t* a = reinterpret_cast<const uint16_t*>(a_words);
+    const uint16_t* b = reinterpret_cast<const uint16_t*>(b_words);
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    float acc[8][4];
+    for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
+    for (int k0 = 0; k0 < k_total; k0 += kChunk) {
+        // 256 16-byte segments of A and of B per stage, two of each per thread.
+        for (int s = tid; s < 256; s += 128) {
+            const int row = s / 4, seg = s % 4;
+            const bool valid = k0 + 8 * seg < k_total;
+            cp_async_cg_16_zfill(&sa[row * kChunk + 8 * seg], valid ? a + row * k_total + k0 + 8 * seg : a, valid);
+            if (kLayout == kMmaNK) {
+                uint16_t* dst = &sb[row * kChunk + 8 * seg];
+                if (valid) {
+                    cp_async_cg_16(dst, b + row * k_total + k0 + 8 * seg);
+                } else {
+                    cp_async_cg_16_zfill(dst, b, false);
+                }
+            } else {
+                const int kk = s / 8, nseg = s % 8;
+                uint16_t* dst = &sb[kk * 64 + 8 * nseg];
+                if (k0 + kk < k_total) {
+                    cp_async_cg_16(dst, b + (k0 + kk) * 64 + 8 * nseg);
+                } else {
+                    cp_async_cg_16_zfill(dst, b, false);
+                }
+            }
+        }
+        cp_async_commit_group();
+        if (kPlant != kMmaNoWait) cp_async_wait_group(0);
+        __syncthreads();
+        for (int ks = 0; ks < kChunk; ks += 16) {
+            if (kPlant == kMmaDivergent && lane >= 16) break;
+            uint32_t af[4];
+            const uint16_t* a_tile = &sa[(16 * warp) * kChunk + ks];
+            if (kALoad == 4) {
+                const uint16_t* row = a_tile + (lane % 16) * kChunk + 8 * (lane / 16);
+                if (kPlant == kMmaMisalignedRow && lane == 3) row += 4;
+                if (kPlant == kMmaRowOutsideShared) row = a + 8 * lane;
+                ldmatrix_x4(af, row);
+            } else if (kALoad == 2) {
+                uint32_t lo[2], hi[2];
+                ldmatrix_x2(lo, a_tile + (lane % 16) * kChunk);
+                ldmatrix_x2(hi, a_tile + (lane % 16) * kChunk + 8);
+                af[0] = lo[0], af[1] = lo[1], af[2] = hi[0], af[3] = hi[1];
+            } else {
+                for (int i = 0; i < 4; ++i) {
+                    uint32_t one[1];
+                    ldmatrix_x1(one, a_tile + ((lane % 8) + 8 * (i % 2)) * kChunk + 8 * (i / 2));
+                    af[i] = one[0];
+                }
+            }
+            if (kPlant == kMmaWrongFragment) {
+                const uint32_t t = af[1];
+                af[1] = af[2];
+                af[2] = t;
+            }
+            for (int j = 0; j < 8; j += (kBLoad == 4 ? 2 : 1)) {
+                uint32_t bf[2][2];
+                if (kLayout == kMmaNK) {
+                    // Rows n of 8 k each: matrix m of an x4 is tile j + m / 2, k half m % 2.
+                    const uint16_t* base = &sb[(8 * j + lane % 8) * kChunk + ks];
+                    if (kBLoad == 4) {
+                        uint32_t r[4];
+                        ldmatrix_x4(r, base + (lane / 16) * 8 * kChunk + 8 * ((lane / 8) % 2));
+                        bf[0][0] = r[0], bf[0][1] = r[1], bf[1][0] = r[2], bf[1][1] = r[3];
+                    } else if (kBLoad == 2) {
+                        ldmatrix_x2(bf[0], base + 8 * ((lane / 8) % 2));
+                    } else {
+                        uint32_t r0[1], r1[1];
+                        ldmatrix_x1(r0, base);
+                        ldmatrix_x1(r1, base + 8);
+                        bf[0][0] = r0[0], bf[0][1] = r1[0];
+                    }
+                } else {
+                    // Rows k of 64 n: transposed 8x8 blocks give the "col" B fragments.
+                    const uint16_t* base = &sb[(ks + lane % 8) * 64 + 8 * j];
+                    if (kBLoad == 4) {
+                        uint32_t r[4];
+                        ldmatrix_x4_trans(r, base + 8 * ((lane / 8) % 2) * 64 + 8 * (lane / 16));
+                        bf[0][0] = r[0], bf[0][1] = r[1], bf[1][0] = r[2], bf[1][1] = r[3];
+                    } else if (kBLoad == 2) {
+                        ldmatrix_x2_trans(bf[0], base + 8 * ((lane / 8) % 2) * 64);
+                    } else {
+                        uint32_t r0[1], r1[1];
+                        ldmatrix_x1_trans(r0, base);
+                        ldmatrix_x1_trans(r1, base + 8 * 64);
+                        bf[0][0] = r0[0], bf[0][1] = r1[0];
+                    }
+                }
+                for (int h = 0; h < (kBLoad == 4 ? 2 : 1); ++h) {
+                    if (kBf16) {
+                        mma_m16n8k16_bf16(acc[j + h], af, bf[h], acc[j + h]);
+                    } else {
+                        mma_m16n8k16_f16(acc[j + h], af, bf[h], acc[j + h]);
+                    }
+                }
+            }
+        }
+        if (kPlant != kMmaNoBarrier) __syncthreads();
+    }
+    const int g = lane / 4, t = lane % 4;
+    for (int j = 0; j < 8; ++j) {
+        float* out = c + (16 * warp + g) * 64 + 8 * j + 2 * t;
+        out[0] = acc[j][0];
+        out[1] = acc[j][1];
+        out[8 * 64] = acc[j][2];
+        out[8 * 64 + 1] = acc[j][3];
+    }
+}
+
+#define PLANTED_MMA(name, ...)                                                                   \
+    extern "C" __global__ void __launch_bounds__(128) name(const float* a, const float* b, float* c, int k) { \
+        mma_gemm<__VA_ARGS__>(a, b, c, k);                                                      \
+    }
+// The correct GEMMs: every ldmatrix form, both layouts, both element types.
+PLANTED_MMA(planted_mma_bf16_a4_nk2_ok, true, 4, kMmaNK, 2, kMmaCorrect)
+PLANTED_MMA(planted_mma_f16_a2_kn4t_ok, false, 2, kMmaKN, 4, kMmaCorrect)
+PLANTED_MMA(planted_mma_bf16_a1_kn2t_ok, true, 1, kMmaKN, 2, kMmaCorrect)
+PLANTED_MMA(planted_mma_f16_a4_nk4_ok, false, 4, kMmaNK, 4, kMmaCorrect)
+PLANTED_MMA(planted_mma_bf16_a4_kn1t_ok, true, 4, kMmaKN, 1, kMmaCorrect)
+PLANTED_MMA(planted_mma_f16_a1_nk1_ok, false, 1, kMmaNK, 1, kMmaCorrect)
+// The planted bugs, each in the first GEMM.
+PLANTED_MMA(planted_mma_wrong_fragment, true, 4, kMmaNK, 2, kMmaWrongFragment)
+PLANTED_MMA(planted_mma_no_wait, true, 4, kMmaNK, 2, kMmaNoWait)
+PLANTED_MMA(planted_mma_no_barrier, true, 4, kMmaNK, 2, kMmaNoBarrier)
+PLANTED_MMA(planted_mma_misaligned_row, true, 4, kMmaNK, 2, kMmaMisalignedRow)
+PLANTED_MMA(planted_mma_row_outside_shared, true, 4, kMmaNK, 2, kMmaRowOutsideShared)
+PLANTED_MMA(planted_mma_divergent, true, 4, kMmaNK, 2, kMmaDivergent)
+
+// cp.async's own operand checks: a source 8 bytes off its 16-byte alignment.
+extern "C" __global__ void planted_cp_async_misaligned(const float* x, float* y) {
+    __shared__ __align__(16) float stage[32 * 4];
+    cp_async_cg_16(&stage[4 * threadIdx.x], x + 4 * threadIdx.x + 2);
+    cp_async_commit_group();
+    cp_async_wait_group(0);
+    __syncthreads();
+    y[threadIdx.x] = stage[4 * threadIdx.x];
+}
