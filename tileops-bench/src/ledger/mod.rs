@@ -140,7 +140,8 @@ pub struct EntryLedger {
     pub entry: String,
     /// Its kernel file (`activation.cu`).
     pub file: String,
-    /// Bytes of its element type, from the name's suffix (`_f32` 4, `_f16`/`_bf16` 2, else 4).
+    /// Bytes of its element type, from the dtype part of its name (`_f32` 4, `_f16`/`_bf16` 2,
+    /// as the suffix or before a shape suffix such as `_d128`; else 4).
     pub element_bytes: u32,
     /// Registers per thread (ptxas).
     pub registers: u32,
