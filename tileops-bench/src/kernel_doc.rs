@@ -20,6 +20,10 @@ use crate::table::{Column, Table};
 /// How the SASS ledger counts (the generator's own notes, embedded).
 const SASS_METHOD: &str = include_str!("../ledger/METHOD.md");
 
+/// How the kernels that need more than the tables are built (hand-written: the tensor-core
+/// prefill and what a `wgmma`/TMA version would add), embedded without its title line.
+const DESIGNS: &str = include_str!("../ledger/DESIGNS.md");
+
 /// The kernel changes brought to the ledger, before and after (a committed, hand-checked
 /// table: the "before" figures are of kernels no longer in the tree).
 pub const CHANGES: &str = include_str!("../ledger/CHANGES.md");
@@ -178,6 +182,9 @@ pub fn render(
         profile.sm.as_ref().map_or(0.0, |s| s.sfu.effective()),
         profile.hbm().effective()
     );
+
+    out.push_str(DESIGNS.trim_start_matches(|c| c != '\n').trim());
+    out.push_str("\n\n");
 
     let _ = writeln!(out, "## Every entry point (sm_90 SASS)\n");
     let _ = writeln!(
