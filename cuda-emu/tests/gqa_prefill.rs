@@ -326,23 +326,26 @@ fn window_and_softcap() {
 }
 
 /// Every schedule of the emulator (round-robin, reverse, random, warp-greedy) gives the same
-/// bytes: the barriers around the cp.async pipeline leave no race.
+/// bytes, with and without the softcap (two instantiations): the barriers around the cp.async
+/// pipeline leave no race.
 #[test]
 fn every_schedule_agrees() {
     for dim in DIMS {
-        run(
-            &Case {
-                dtype: Dtype::Bf16,
-                dim,
-                lq: vec![70, 5],
-                lk: vec![131, 40],
-                heads: 2,
-                kv_heads: 2,
-                causal: true,
-                window_left: 50,
-                softcap: 0.0,
-            },
-            &[],
-        );
+        for softcap in [0.0, 30.0] {
+            run(
+                &Case {
+                    dtype: Dtype::Bf16,
+                    dim,
+                    lq: vec![70, 5],
+                    lk: vec![131, 40],
+                    heads: 2,
+                    kv_heads: 2,
+                    causal: true,
+                    window_left: 50,
+                    softcap,
+                },
+                &[],
+            );
+        }
     }
 }
