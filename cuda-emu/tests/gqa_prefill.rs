@@ -72,6 +72,8 @@ struct Case {
     causal: bool,
     window_left: i32,
     softcap: f32,
+    /// Pass an lse buffer (else a null pointer: the kernel must not write one).
+    lse: bool,
 }
 
 /// A deterministic value in [-1, 1) for element `i` of tensor `salt`.
@@ -193,7 +195,12 @@ fn run(case: &Case, schedules: &[Schedule]) {
         Arg::Input(kw),
         Arg::Input(vw),
         Arg::Output(total_q * h_n * d / 2),
-        Arg::Output(h_n * total_q),
+        // A null lse travels as a 0 in an `Int`: the 8 bytes of a pointer parameter.
+        if case.lse {
+            Arg::Output(h_n * total_q)
+        } else {
+            Arg::Int(0)
+        },
         Arg::Input(ints(&cq)),
         Arg::Input(ints(&ck)),
         Arg::Int(h_n as i32),
@@ -225,7 +232,10 @@ fn run(case: &Case, schedules: &[Schedule]) {
             worst = (err, i);
         }
     }
-    for (i, (&a, b)) in outputs[1].iter().zip(&lse_ref).enumerate() {
+    assert_eq!(outputs.len(), 1 + usize::from(case.lse));
+    let no_lse = Vec::new();
+    let lse_out = outputs.get(1).unwrap_or(&no_lse);
+    for (i, (&a, b)) in lse_out.iter().zip(&lse_ref).enumerate() {
         let a = f64::from(a);
         let ok = if b.is_infinite() {
             a == *b
@@ -263,6 +273,7 @@ fn varlen_tails_without_a_mask() {
                     causal: false,
                     window_left: -1,
                     softcap: 0.0,
+                    lse: true,
                 },
                 ROUND_ROBIN,
             );
@@ -287,6 +298,7 @@ fn causal_grouped_with_q_shorter_and_longer_than_kv() {
                     causal: true,
                     window_left: -1,
                     softcap: 0.0,
+                    lse: true,
                 },
                 ROUND_ROBIN,
             );
@@ -317,6 +329,7 @@ fn window_and_softcap() {
                         causal,
                         window_left,
                         softcap,
+                        lse: true,
                     },
                     ROUND_ROBIN,
                 );
@@ -343,9 +356,32 @@ fn every_schedule_agrees() {
                     causal: true,
                     window_left: 50,
                     softcap,
+                    lse: true,
                 },
                 &[],
             );
         }
+    }
+}
+
+/// Without an lse buffer (a null pointer) the kernel writes only o, and the same o.
+#[test]
+fn a_null_lse_is_not_written() {
+    for dim in DIMS {
+        run(
+            &Case {
+                dtype: Dtype::F16,
+                dim,
+                lq: vec![33, 1],
+                lk: vec![80, 9],
+                heads: 8,
+                kv_heads: 1,
+                causal: true,
+                window_left: -1,
+                softcap: 0.0,
+                lse: false,
+            },
+            ROUND_ROBIN,
+        );
     }
 }
