@@ -3,8 +3,9 @@
 // build.rs passes it with `-include` before every kernel file, so the kernel sources stay exactly
 // the ones NVRTC compiles. It provides the CUDA built-ins (threadIdx, blockIdx, blockDim, gridDim,
 // warpSize), __syncthreads, the __shfl_*_sync family with PTX shfl.sync semantics, __syncwarp,
-// __ballot_sync, __ldg, static and dynamic __shared__ memory and the fast-math intrinsics with
-// their PTX semantics. f16, bf16 and fp8 come from NVIDIA's own headers (their host code paths).
+// __ballot_sync, __ldg, static and dynamic __shared__ memory, the fast-math intrinsics with
+// their PTX semantics, and the runtime side of tileops_mma.cuh's tensor-core instructions (a warp
+// exchange collective, the shared-memory test, the deferred cp.async copies). f16, bf16 and fp8 come from NVIDIA's own headers (their host code paths).
 //
 // Every synchronising call goes to the runtime (src/fiber.rs), which switches fibers there; the
 // call sites pass __FILE__ and __LINE__ so that a launch failure names the source line.

@@ -6,7 +6,9 @@
 //! CUDA thread of a block a fiber of its own, switched at barriers, warp collectives and (under
 //! the random schedule) loads. A launch fails, naming the kernel, block, thread and source line,
 //! on a divergent `__syncthreads`, a deadlock, a shuffle mask that does not match the lanes
-//! executing it, a misaligned access, a launch outside its limits, or a write outside a device
+//! executing it (or an `mma`/`ldmatrix` of `tileops_mma.cuh` that not every lane of the warp
+//! executes), a misaligned access (an `ldmatrix` row or a `cp.async` operand included, which must
+//! also be in shared memory), a launch outside its limits, or a write outside a device
 //! allocation (see [`driver`]; an AddressSanitizer build catches reads too).
 //!
 //! The crate is also a stand-in CUDA driver: built as a cdylib and installed as `libcuda.so.1`

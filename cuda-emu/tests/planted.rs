@@ -321,6 +321,16 @@ fn tensor_core_gemms_match_the_host_under_every_schedule() {
         "tensor-core GEMMs: 6 kernels x 4 schedules in {:.2} s",
         start.elapsed().as_secs_f64()
     );
+    // More random seeds (random switches, random early landings) for the first.
+    let seeds: Vec<_> = (2..=16).map(cuda_emu::Schedule::Random).collect();
+    let c = check(
+        "planted_mma_bf16_a4_nk2_ok",
+        &mma::config(),
+        &mma::args(true, true),
+        &seeds,
+    )
+    .unwrap_or_else(|f| panic!("{f}"));
+    assert!(mma::mismatches(&c[0]).is_empty());
 }
 
 #[test]
@@ -394,7 +404,7 @@ fn an_mma_collective_with_missing_lanes_is_reported() {
 }
 
 #[test]
-fn a_misaligned_cp_async_source_names_the_line() {
+fn a_misaligned_or_global_cp_async_operand_names_the_line() {
     flagged(
         "planted_cp_async_misaligned",
         &block(32),
@@ -402,6 +412,43 @@ fn a_misaligned_cp_async_source_names_the_line() {
         FaultKind::Kernel,
         &["misaligned cp.async source", "planted.cu:"],
     );
+    flagged(
+        "planted_cp_async_to_global",
+        &block(32),
+        &[Arg::Input(ramp(128)), Arg::Output(128)],
+        FaultKind::Kernel,
+        &["cp.async destination outside shared memory", "planted.cu:"],
+    );
+}
+
+/// A copy lands no later than the wait that covers it, and under the random schedule at random
+/// switches before it: a kernel that reads without waiting sees the poison under round robin and
+/// a mixture under the random schedule (so the schedules disagree).
+#[test]
+fn committed_copies_land_early_only_under_the_random_schedule() {
+    let entry = cuda_emu::find("planted_cp_async_peek").expect("the peek kernel");
+    let config = block(64);
+    let input = ramp(256);
+    let run = |schedule| {
+        let mut output = vec![0f32; 64];
+        let (mut x, mut y) = (input.as_ptr(), output.as_mut_ptr());
+        let mut params = [
+            &mut x as *mut _ as *mut std::ffi::c_void,
+            &mut y as *mut _ as *mut std::ffi::c_void,
+        ];
+        // SAFETY: the kernel reads 256 floats of x and writes 64 of y.
+        unsafe { cuda_emu::launch(entry, &config, params.as_mut_ptr(), schedule) }
+            .unwrap_or_else(|f| panic!("{f}"));
+        let landed = (0..64).filter(|&t| output[t] == input[4 * t]).count();
+        let poison = output.iter().filter(|v| v.to_bits() == u32::MAX).count();
+        assert_eq!(landed + poison, 64, "{output:?}");
+        landed
+    };
+    assert_eq!(run(cuda_emu::Schedule::RoundRobin), 0);
+    assert_eq!(run(cuda_emu::Schedule::WarpGreedy), 0);
+    let landed = run(cuda_emu::Schedule::Random(1));
+    println!("random:1: {landed} of 64 copies landed before their wait");
+    assert!(landed > 0 && landed < 64, "{landed} of 64 landed early");
 }
 
 /// The AddressSanitizer build names the faulting line of a read past the end, which the normal
@@ -533,6 +580,44 @@ mod traffic {
         assert!(has(&findings, Gate::BankConflicts, "planted_bank_conflict"));
         let twin = logged("planted_bank_conflict_free", &config, &args);
         assert!(gates("planted_staged", &[twin], 256.0).is_empty());
+    }
+
+    /// cp.async's global read and shared write, and ldmatrix's shared reads, are counted like
+    /// other 16-byte accesses, at the kernel's lines.
+    #[test]
+    fn asan_traffic_counts_cp_async_and_ldmatrix() {
+        let record = logged(
+            "planted_mma_bf16_a4_nk2_ok",
+            &super::mma::config(),
+            &super::mma::args(true, true),
+        );
+        let traffic = record.traffic.as_ref().unwrap();
+        for s in &traffic.sites {
+            println!("{s:?}");
+        }
+        // A and B (64 x 56 16-bit elements each) cross DRAM once; C (64 x 64 f32) is written.
+        assert_eq!(traffic.read_bytes, 2 * 64 * 56 * 2, "{traffic:?}");
+        assert_eq!(traffic.write_bytes, 64 * 64 * 4, "{traffic:?}");
+        let find = |space: &str, kind: &str| {
+            traffic
+                .sites
+                .iter()
+                .filter(|s| s.space == space && s.kind == kind && s.width == 16)
+                .collect::<Vec<_>>()
+        };
+        let global_loads = find("global", "load");
+        assert!(!global_loads.is_empty(), "no 16-byte global load");
+        assert!(
+            global_loads
+                .iter()
+                .all(|s| s.site.starts_with("planted.cu:")),
+            "{global_loads:?}"
+        );
+        assert!(
+            !find("shared", "store").is_empty(),
+            "no 16-byte shared store"
+        );
+        assert!(!find("shared", "load").is_empty(), "no 16-byte shared load");
     }
 
     #[test]

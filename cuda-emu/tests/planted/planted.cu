@@ -317,3 +317,22 @@ extern "C" __global__ void planted_cp_async_misaligned(const float* x, float* y)
     __syncthreads();
     y[threadIdx.x] = stage[4 * threadIdx.x];
 }
+
+// Each thread copies 16 bytes and reads them back without waiting, after a few switches: under
+// round robin it always sees the poison; under the random schedule some copies have landed early.
+extern "C" __global__ void planted_cp_async_peek(const float* x, float* y) {
+    __shared__ __align__(16) float stage[64 * 4];
+    const int t = threadIdx.x;
+    cp_async_cg_16(&stage[4 * t], x + 4 * t);
+    cp_async_commit_group();
+    for (int i = 0; i < 8; ++i) __syncwarp();
+    y[t] = stage[4 * t];
+    cp_async_wait_group(0);
+}
+
+// cp.async into global memory (its destination must be shared).
+extern "C" __global__ void planted_cp_async_to_global(const float* x, float* y) {
+    cp_async_cg_16(y + 4 * threadIdx.x, x + 4 * threadIdx.x);
+    cp_async_commit_group();
+    cp_async_wait_group(0);
+}
