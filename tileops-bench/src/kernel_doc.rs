@@ -169,7 +169,9 @@ pub fn render(
          emulator's unique sectors where it counted them, else the manifest's bytes), compute \
          time = the manifest's FLOPs ÷ the roof, issue time = per launch the busiest SM's share \
          (⌈CTAs ÷ SMs⌉ CTAs) of the thread-instructions ÷ one SM's issue rate, SFU time likewise \
-         with MUFU operations. The **limiter** is the largest; the **ceiling** = the spec's SOL \
+         with MUFU operations, tensor time likewise with the FLOPs of the tensor-core \
+         instructions the kernel issues (4,096 per HMMA.16816) at the tensor roof. The \
+         **limiter** is the largest; the **ceiling** = the spec's SOL \
          time ÷ the limiter's time, the highest efficiency the kernel can reach given its pipes. \
          Not modelled (a ceiling is an upper bound): latency (one load in flight per thread, a \
          grid of a few CTAs, launch overhead), dependent-issue stalls, L2 misses beyond an ideal \
