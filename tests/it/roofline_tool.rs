@@ -1568,6 +1568,7 @@ fn cli_prices_kernel_ledgers_and_writes_the_kernel_document() {
             ran: false,
             thread_instructions: 6.0 * f64::from(1u32 << 23),
             mufu_ops: 0.0,
+            tensor_ops: 0.0,
             instr_per_elem: 6.0,
             mufu_per_elem: 0.0,
             registers: 38,

@@ -20,6 +20,10 @@ use crate::table::{Column, Table};
 /// How the SASS ledger counts (the generator's own notes, embedded).
 const SASS_METHOD: &str = include_str!("../ledger/METHOD.md");
 
+/// How the kernels that need more than the tables are built (hand-written: the tensor-core
+/// prefill and what a `wgmma`/TMA version would add), embedded without its title line.
+const DESIGNS: &str = include_str!("../ledger/DESIGNS.md");
+
 /// The kernel changes brought to the ledger, before and after (a committed, hand-checked
 /// table: the "before" figures are of kernels no longer in the tree).
 pub const CHANGES: &str = include_str!("../ledger/CHANGES.md");
@@ -165,7 +169,9 @@ pub fn render(
          emulator's unique sectors where it counted them, else the manifest's bytes), compute \
          time = the manifest's FLOPs ÷ the roof, issue time = per launch the busiest SM's share \
          (⌈CTAs ÷ SMs⌉ CTAs) of the thread-instructions ÷ one SM's issue rate, SFU time likewise \
-         with MUFU operations. The **limiter** is the largest; the **ceiling** = the spec's SOL \
+         with MUFU operations, tensor time likewise with the FLOPs of the tensor-core \
+         instructions the kernel issues (4,096 per HMMA.16816) at the tensor roof. The \
+         **limiter** is the largest; the **ceiling** = the spec's SOL \
          time ÷ the limiter's time, the highest efficiency the kernel can reach given its pipes. \
          Not modelled (a ceiling is an upper bound): latency (one load in flight per thread, a \
          grid of a few CTAs, launch overhead), dependent-issue stalls, L2 misses beyond an ideal \
@@ -178,6 +184,9 @@ pub fn render(
         profile.sm.as_ref().map_or(0.0, |s| s.sfu.effective()),
         profile.hbm().effective()
     );
+
+    out.push_str(DESIGNS.trim_start_matches(|c| c != '\n').trim());
+    out.push_str("\n\n");
 
     let _ = writeln!(out, "## Every entry point (sm_90 SASS)\n");
     let _ = writeln!(

@@ -114,6 +114,10 @@ pub struct LaunchLedger {
     pub thread_instructions: f64,
     /// MUFU (SFU) thread-operations.
     pub mufu_ops: f64,
+    /// Tensor-core warp instructions (`HMMA`, one `mma.sync` m16n8k16 each); absent (0) for a
+    /// kernel without them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tensor_ops: f64,
     /// SASS instructions per element at this launch shape (per-thread fixed work amortised).
     pub instr_per_elem: f64,
     /// MUFU operations per element.
@@ -126,6 +130,12 @@ pub struct LaunchLedger {
     /// instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Traffic>,
+}
+
+/// Whether a count is 0 (not written to the JSON, so records of kernels without tensor cores
+/// read as before).
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl LaunchLedger {

@@ -237,6 +237,7 @@ pub(crate) fn ledger_of_launches(
             ran: line.ran,
             thread_instructions: cost.thread_instructions,
             mufu_ops: cost.mufu_ops,
+            tensor_ops: cost.tensor_ops,
             instr_per_elem: cost.instr_per_elem,
             mufu_per_elem: cost.mufu_per_elem,
             registers: cost.registers,

@@ -5,7 +5,7 @@
 //! nvdisasm is found beside the CUDA headers NVRTC uses (`<root>/include` → `<root>/bin`): the
 //! pinned `nvidia-cuda-nvdisasm` wheel that `scripts/install-cuda-wheels.sh` installs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tileops::kernels::{self, KernelSource, SOURCES, Target};
@@ -58,12 +58,16 @@ pub fn toolchain() -> Result<Toolchain, LedgerError> {
     })
 }
 
-/// Element bytes from an entry's dtype suffix.
+/// Element bytes from an entry's dtype: its last `_`-separated part that names one (`_f32`,
+/// `_f16`, `_bf16`), the suffix (`relu_bf16`) or before a shape suffix
+/// (`gqa_prefill_bf16_d128`, a name of that form); 4 when none does.
 fn element_bytes(entry: &str) -> u32 {
-    if entry.ends_with("_f16") || entry.ends_with("_bf16") {
-        2
-    } else {
-        4
+    match entry
+        .rsplit('_')
+        .find(|part| matches!(*part, "f32" | "f16" | "bf16"))
+    {
+        Some("f16" | "bf16") => 2,
+        _ => 4,
     }
 }
 
@@ -143,13 +147,15 @@ pub fn classify(walked: &[WalkedLoop], vector: bool, element_bytes: u32) -> Vec<
     loops
 }
 
-/// The ledger of one kernel file's entries.
-pub fn file_entries(
+/// One kernel file compiled by NVRTC for `sm_<arch>` with tileops's options and its CUBIN
+/// disassembled by `nvdisasm`: the functions, and what NVRTC returned (ptxas's report).
+pub fn disassemble(
     source: &KernelSource,
-    nvdisasm: &PathBuf,
-) -> Result<Vec<EntryLedger>, LedgerError> {
+    arch: u32,
+    nvdisasm: &Path,
+) -> Result<(Vec<sass::Function>, kernels::Compiled), LedgerError> {
     let failed = |message: String| LedgerError::Generate(format!("{}: {message}", source.file));
-    let compiled = kernels::compile(source, Target::Sm(ARCH)).map_err(|e| failed(e.to_string()))?;
+    let compiled = kernels::compile(source, Target::Sm(arch)).map_err(|e| failed(e.to_string()))?;
     let cubin = compiled
         .cubin
         .as_deref()
@@ -173,6 +179,16 @@ pub fn file_entries(
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let functions = sass::parse(&text)?;
+    Ok((functions, compiled))
+}
+
+/// The ledger of one kernel file's entries.
+pub fn file_entries(
+    source: &KernelSource,
+    nvdisasm: &Path,
+) -> Result<Vec<EntryLedger>, LedgerError> {
+    let failed = |message: String| LedgerError::Generate(format!("{}: {message}", source.file));
+    let (functions, compiled) = disassemble(source, ARCH, nvdisasm)?;
     let usage = compiled.resource_usage();
     let mut entries = Vec::with_capacity(source.entries.len());
     for entry in source.entries {
@@ -300,6 +316,16 @@ mod tests {
         assert!(loops.iter().all(|l| l.role == LoopRole::Stream));
         // A second load-only pass of the same width is no remainder either (k = 1).
         assert_eq!(loops[1].elements_per_iteration, 4.0);
+    }
+
+    #[test]
+    fn element_bytes_from_the_dtype_part_of_the_name() {
+        assert_eq!(element_bytes("relu_bf16"), 2);
+        assert_eq!(element_bytes("softmax_rows_v4_f32"), 4);
+        assert_eq!(element_bytes("gqa_prefill_f16_d64"), 2);
+        assert_eq!(element_bytes("gqa_prefill_bf16_d256"), 2);
+        assert_eq!(element_bytes("gqa_decode_paged_fp8_bf16"), 2);
+        assert_eq!(element_bytes("reduce_finish"), 4);
     }
 
     #[test]

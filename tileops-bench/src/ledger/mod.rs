@@ -140,7 +140,8 @@ pub struct EntryLedger {
     pub entry: String,
     /// Its kernel file (`activation.cu`).
     pub file: String,
-    /// Bytes of its element type, from the name's suffix (`_f32` 4, `_f16`/`_bf16` 2, else 4).
+    /// Bytes of its element type, from the dtype part of its name (`_f32` 4, `_f16`/`_bf16` 2,
+    /// as the suffix or before a shape suffix such as `_d128`; else 4).
     pub element_bytes: u32,
     /// Registers per thread (ptxas).
     pub registers: u32,
@@ -201,6 +202,8 @@ pub struct LaunchCost {
     pub thread_instructions: f64,
     /// MUFU operations, summed over threads.
     pub mufu_ops: f64,
+    /// Tensor-core warp instructions (`HMMA`: one `mma.sync` each), summed over warps.
+    pub tensor_ops: f64,
     /// `thread_instructions / elements`.
     pub instr_per_elem: f64,
     /// `mufu_ops / elements`.
@@ -318,15 +321,19 @@ impl Ledger {
         let elements = elements as f64;
         let mut instructions = threads * f64::from(fixed.instructions);
         let mut mufu = threads * f64::from(fixed.mufu);
+        let mut tensor = threads * f64::from(fixed.tensor);
         for l in e.loops.iter().filter(|l| l.role == LoopRole::Stream) {
             let iterations = elements / l.elements_per_iteration;
             instructions += iterations * f64::from(l.body.instructions);
             mufu += iterations * f64::from(l.body.mufu);
+            tensor += iterations * f64::from(l.body.tensor);
         }
         let warps_per_cta = block_threads.div_ceil(32);
         Ok(LaunchCost {
             thread_instructions: instructions,
             mufu_ops: mufu,
+            // The walk counts a thread's instructions; an mma is one per warp.
+            tensor_ops: tensor / 32.0,
             instr_per_elem: instructions / elements,
             mufu_per_elem: mufu / elements,
             registers: e.registers,
@@ -435,6 +442,13 @@ mod tests {
         assert!((cost.instr_per_elem - want / elements as f64).abs() < 1e-12);
         let want_mufu = threads + elements as f64 / 32.0 * 2.0;
         assert!((cost.mufu_ops - want_mufu).abs() < 1e-6);
+        assert_eq!(cost.tensor_ops, 0.0);
+        // With 4 HMMAs an iteration (one mma each per warp, counted on a thread's path) the
+        // launch issues a warp's share of them.
+        let mut mma = ledger();
+        mma.entries[0].loops[0].body.tensor = 4;
+        let cost = mma.launch_cost("k_bf16", &launch, elements).unwrap();
+        assert!((cost.tensor_ops - elements as f64 / 32.0 * 4.0 / 32.0).abs() < 1e-6);
         // 38 registers → 40 → 1280 per warp → 51 warps → 6 CTAs of 8 warps.
         assert_eq!((cost.ctas_per_sm, cost.warps_per_sm), (6, 48));
         assert!((cost.waves - 1056.0 / (6.0 * 132.0)).abs() < 1e-12);

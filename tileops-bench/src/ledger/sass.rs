@@ -34,12 +34,29 @@ impl Instruction {
         self.base() == "MUFU"
     }
 
-    /// Bytes one thread moves if this is a global load (`LDG`) or store (`STG`, `RED`, `ATOMG`):
-    /// `(is_store, bytes)`. The width comes from the modifiers: `.128` 16, `.64` 8, `.U16`/`.S16`
-    /// 2, `.U8`/`.S8` 1, otherwise 4.
+    /// Whether it runs on the tensor cores: `HMMA` (`mma.sync` on 16-bit inputs, sm_80 and sm_90's
+    /// `HMMA.16816.F32.BF16`), `IMMA`, `DMMA`, and sm_90a's warpgroup `HGMMA`.
+    pub fn is_tensor(&self) -> bool {
+        matches!(self.base(), "HMMA" | "IMMA" | "DMMA" | "HGMMA")
+    }
+
+    /// Whether it is a shared-memory matrix fragment load (`LDSM`, PTX `ldmatrix`).
+    pub fn is_ldsm(&self) -> bool {
+        self.base() == "LDSM"
+    }
+
+    /// Whether it is an asynchronous global → shared copy (`LDGSTS`, PTX `cp.async`).
+    pub fn is_async_copy(&self) -> bool {
+        self.base() == "LDGSTS"
+    }
+
+    /// Bytes one thread moves if this is a global load (`LDG`, or `LDGSTS`: `cp.async` reads
+    /// global memory into shared memory, so for the ledger it is a global load of its width) or
+    /// store (`STG`, `RED`, `ATOMG`): `(is_store, bytes)`. The width comes from the modifiers:
+    /// `.128` 16, `.64` 8, `.U16`/`.S16` 2, `.U8`/`.S8` 1, otherwise 4.
     pub fn global_access(&self) -> Option<(bool, u32)> {
         let store = match self.base() {
-            "LDG" => false,
+            "LDG" | "LDGSTS" => false,
             "STG" | "RED" | "ATOMG" => true,
             _ => return None,
         };
@@ -173,6 +190,12 @@ relu_bf16:
 .L_x_330:
         /*04b0*/                   CALL.REL.NOINC `($__internal_1_$__cuda_sm3x_div_rn_noftz_f32_slowpath) ;
         /*03f0*/                   MUFU.EX2 R27, R26 ;
+        /*0dc0*/                   LDGSTS.E.BYPASS.128 [R133+0x2000], desc[UR6][R44.64], !P0 ;
+        /*0dd0*/                   LDGDEPBAR ;
+        /*0de0*/                   DEPBAR.LE SB0, 0x0 ;
+        /*0df0*/                   LDSM.16.M88.4 R100, [R4+0x800] ;
+        /*0e00*/                   LDSM.16.MT88.4 R56, [R121+UR4+0x1000] ;
+        /*0e10*/                   HMMA.16816.F32.BF16 R76, R24.reuse, R100, RZ ;
         /*0db0*/                   EXIT ;
 "#;
 
@@ -182,7 +205,7 @@ relu_bf16:
         assert_eq!(functions.len(), 1);
         let f = &functions[0];
         assert_eq!(f.name, "relu_bf16");
-        assert_eq!(f.instructions.len(), 9);
+        assert_eq!(f.instructions.len(), 15);
         let bra = &f.instructions[1];
         assert_eq!(bra.offset, 0x120);
         assert_eq!(bra.predicate.as_deref(), Some("@P0"));
@@ -200,6 +223,33 @@ relu_bf16:
             f.instructions[6].target.as_deref(),
             Some("$__internal_1_$__cuda_sm3x_div_rn_noftz_f32_slowpath")
         );
+    }
+
+    /// The tensor-core kernels' instructions: `cp.async` is a 16-byte global load, its commit
+    /// and wait are plain instructions, `ldmatrix` (plain and `.trans`) and `mma.sync` are told
+    /// apart.
+    #[test]
+    fn tensor_core_instructions() {
+        let functions = parse(SNIPPET).unwrap();
+        let f = &functions[0];
+        let [ldgsts, commit, wait, ldsm, ldsm_trans, hmma] =
+            [8, 9, 10, 11, 12, 13].map(|i| &f.instructions[i]);
+        assert_eq!(ldgsts.global_access(), Some((false, 16)));
+        assert!(ldgsts.is_async_copy() && !ldgsts.is_ldsm() && !ldgsts.is_tensor());
+        for plain in [commit, wait] {
+            assert_eq!(plain.global_access(), None);
+            assert!(
+                !plain.is_async_copy()
+                    && !plain.is_ldsm()
+                    && !plain.is_tensor()
+                    && !plain.is_mufu()
+            );
+        }
+        assert!(ldsm.is_ldsm() && ldsm_trans.is_ldsm());
+        assert_eq!(ldsm.global_access(), None);
+        assert!(hmma.is_tensor() && !hmma.is_mufu());
+        assert_eq!(hmma.base(), "HMMA");
+        assert!(!f.instructions[7].is_tensor());
     }
 
     #[test]

@@ -28,7 +28,16 @@ pub struct Tally {
     pub instructions: u32,
     /// MUFU (SFU) instructions.
     pub mufu: u32,
-    /// 16-byte global loads (`LDG.E.128`).
+    /// Tensor-core instructions (`HMMA`: one `mma.sync`, a warp's m16n8k16 on sm_80 and sm_90).
+    #[serde(default)]
+    pub tensor: u32,
+    /// Shared-memory fragment loads (`LDSM`, `ldmatrix`).
+    #[serde(default)]
+    pub ldsm: u32,
+    /// Asynchronous global → shared copies (`LDGSTS`, `cp.async`), also counted in the loads.
+    #[serde(default)]
+    pub async_copies: u32,
+    /// 16-byte global loads (`LDG.E.128`, and `LDGSTS.E.BYPASS.128`: `cp.async` of 16 bytes).
     pub wide_loads: u32,
     /// 16-byte global stores (`STG.E.128`).
     pub wide_stores: u32,
@@ -43,6 +52,9 @@ impl Tally {
     pub fn accumulate(&mut self, other: &Tally) {
         self.instructions += other.instructions;
         self.mufu += other.mufu;
+        self.tensor += other.tensor;
+        self.ldsm += other.ldsm;
+        self.async_copies += other.async_copies;
         self.wide_loads += other.wide_loads;
         self.wide_stores += other.wide_stores;
         self.load_bytes += other.load_bytes;
@@ -53,6 +65,9 @@ impl Tally {
         for instruction in &function.instructions[start..end] {
             self.instructions += 1;
             self.mufu += u32::from(instruction.is_mufu());
+            self.tensor += u32::from(instruction.is_tensor());
+            self.ldsm += u32::from(instruction.is_ldsm());
+            self.async_copies += u32::from(instruction.is_async_copy());
             if let Some((store, bytes)) = instruction.global_access() {
                 if store {
                     self.store_bytes += bytes;

@@ -12,6 +12,7 @@
 //! | compute | the manifest's `flops` ÷ the roof's effective rate (the spec's term) |
 //! | issue | per launch, the busiest SM's share: ⌈CTAs ÷ SMs⌉ × thread-instructions per CTA ÷ (`sm.issue.effective` ÷ SMs); summed over launches |
 //! | SFU | the same with MUFU operations and `sm.sfu.effective` |
+//! | tensor | the same with the FLOPs of the tensor-core instructions the kernel issues (4,096 per `HMMA.16816`, one `mma.sync` m16n8k16) at the row's roof when it is a tensor-core roof, else at `tensor_core.fp16` |
 //!
 //! The **limiter** is the largest, and the **ceiling** the highest efficiency, by the spec's
 //! metric (`sol_ms / median_ms`, `sol_ms` the manifest's roofline), that the kernel can reach
@@ -30,7 +31,7 @@
 //! let n = 1u64 << 28;
 //! let launch = LaunchLedger {
 //!     entry: "relu_f16".into(), grid: [1056, 1, 1], block: [256, 1, 1], dynamic_smem: 0,
-//!     ran: false, thread_instructions: 6.0 * n as f64, mufu_ops: 0.0, instr_per_elem: 6.0,
+//!     ran: false, thread_instructions: 6.0 * n as f64, mufu_ops: 0.0, tensor_ops: 0.0, instr_per_elem: 6.0,
 //!     mufu_per_elem: 0.0, registers: 38, ctas_per_sm: 6, traffic: None,
 //! };
 //! let record = Record::new("relu", "elementwise", "1g", "float16", DeviceInfo::new("NVIDIA H200"))
@@ -64,16 +65,19 @@ pub enum Pipe {
     Issue,
     /// The special-function units (MUFU).
     Sfu,
+    /// The tensor cores, at the MMAs the kernel issues (padding and masked tiles included).
+    Tensor,
 }
 
 impl Pipe {
-    /// `"memory"`, `"compute"`, `"issue"` or `"sfu"`.
+    /// `"memory"`, `"compute"`, `"issue"`, `"sfu"` or `"tensor"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Pipe::Memory => "memory",
             Pipe::Compute => "compute",
             Pipe::Issue => "issue",
             Pipe::Sfu => "sfu",
+            Pipe::Tensor => "tensor",
         }
     }
 }
@@ -97,6 +101,9 @@ pub struct PipeTimes {
     pub issue_ms: f64,
     /// MUFU, busiest SM, summed over launches.
     pub sfu_ms: f64,
+    /// The tensor-core instructions' FLOPs at the tensor roof, busiest SM, summed over launches
+    /// (0 for a kernel without them).
+    pub tensor_ms: f64,
     /// The emulator's unique DRAM bytes ÷ the manifest's bytes; `None` when the emulator did not
     /// count the traffic (a dry run, or a build without the traffic instrumentation).
     pub traffic_ratio: Option<f64>,
@@ -113,15 +120,17 @@ impl PipeTimes {
             .max(self.compute_ms)
             .max(self.issue_ms)
             .max(self.sfu_ms)
+            .max(self.tensor_ms)
     }
 
-    /// The pipe with the largest time (memory, then compute, issue, SFU on a tie).
+    /// The pipe with the largest time (memory, then compute, issue, SFU, tensor on a tie).
     pub fn limiter(&self) -> Pipe {
         let times = [
             (Pipe::Memory, self.memory_ms),
             (Pipe::Compute, self.compute_ms),
             (Pipe::Issue, self.issue_ms),
             (Pipe::Sfu, self.sfu_ms),
+            (Pipe::Tensor, self.tensor_ms),
         ];
         let max = self.limiting_ms();
         times
@@ -248,6 +257,21 @@ pub fn price_ledger(
         .map(|l| per_sm(l, l.mufu_ops, sm.sfu.effective()))
         .sum::<f64>()
         * 1e3;
+    // One HMMA.16816 (mma.sync m16n8k16) is 2 * 16 * 8 * 16 FLOP; f16 and bf16 have one peak.
+    const HMMA_FLOP: f64 = 4096.0;
+    let tensor_rate = if roof_key.starts_with("tensor_core") {
+        roof.effective()
+    } else {
+        profile
+            .pricing_roof("tensor_core.fp16")
+            .map_or(roof.effective(), |(_, r)| r.effective())
+    };
+    let tensor_ms = ledger
+        .launches
+        .iter()
+        .map(|l| per_sm(l, l.tensor_ops * HMMA_FLOP, tensor_rate))
+        .sum::<f64>()
+        * 1e3;
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     Ok(PipeTimes {
         sol_ms,
@@ -255,6 +279,7 @@ pub fn price_ledger(
         compute_ms: flops / roof.effective() * 1e3,
         issue_ms,
         sfu_ms,
+        tensor_ms,
         traffic_ratio: traffic.map(|t| (t.read_bytes + t.write_bytes) as f64 / bytes),
         sectors_per_request_ratio: traffic
             .and_then(|t| ratio(t.global_sectors, t.global_ideal_sectors)),
@@ -294,6 +319,7 @@ mod tests {
             ran: true,
             thread_instructions: instructions,
             mufu_ops: mufu,
+            tensor_ops: 0.0,
             instr_per_elem: 1.0,
             mufu_per_elem: 0.0,
             registers: 32,
@@ -344,6 +370,25 @@ mod tests {
         // Compute: the spec's own term limits at a ceiling of 1.
         let p = price_pipes(&record(1, 1 << 40, vec![launch(1, 1.0, 0.0)]), &h200).unwrap();
         assert_eq!((p.limiter(), p.ceiling()), (Pipe::Compute, 1.0));
+    }
+
+    /// A tensor-core kernel that issues twice the MMAs its manifest's flops need (padding,
+    /// masked tiles) is limited by the tensor pipe, at the row's tensor roof.
+    #[test]
+    fn the_tensor_pipe_prices_the_mmas_issued() {
+        let h200 = Profile::builtin("h200").unwrap();
+        let flops: u64 = 1 << 40;
+        let mut mma = launch(1320, 0.0, 0.0);
+        mma.tensor_ops = 2.0 * flops as f64 / 4096.0;
+        let mut r = record(1, flops, vec![mma]);
+        r.roof = Some("tensor_core.bf16".into());
+        let p = price_pipes(&r, &h200).unwrap();
+        assert_eq!(p.limiter(), Pipe::Tensor);
+        assert!((p.tensor_ms / p.compute_ms - 2.0).abs() < 1e-9, "{p:?}");
+        assert!((p.ceiling() - 0.5).abs() < 1e-9);
+        // Without tensor-core instructions the pipe is 0 and never the limiter.
+        let plain = price_pipes(&record(1 << 30, 0, vec![launch(1320, 1.0, 0.0)]), &h200).unwrap();
+        assert_eq!(plain.tensor_ms, 0.0);
     }
 
     #[test]

@@ -431,6 +431,7 @@ fn ledger(instructions: f64) -> crate::records::Ledger {
             ran: false,
             thread_instructions: instructions,
             mufu_ops: 0.0,
+            tensor_ops: 0.0,
             instr_per_elem: 1.0,
             mufu_per_elem: 0.0,
             registers: 38,

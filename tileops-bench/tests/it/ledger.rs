@@ -149,3 +149,96 @@ fn sass_ledger_is_current() {
         started.elapsed()
     ));
 }
+
+/// The kernel files written for the tensor cores: those that include `tileops_mma.cuh`.
+fn tensor_core_files() -> Vec<&'static tileops::kernels::KernelSource> {
+    SOURCES
+        .iter()
+        .copied()
+        .filter(|s| s.source.contains("#include \"tileops_mma.cuh\""))
+        .collect()
+}
+
+/// Every entry of a tensor-core kernel file runs on the tensor cores as written, on sm_90 and
+/// sm_80: its SASS holds `HMMA` (`mma.sync`), `LDSM` (`ldmatrix`) and `LDGSTS` (`cp.async`), so
+/// no entry fell back to scalar code or lost a path to dead-code elimination. Compiles with
+/// NVRTC and disassembles with nvdisasm (skipped without them, unless `TILEOPS_REQUIRE_NVRTC=1`).
+#[test]
+fn tensor_core_entries_issue_hmma_ldsm_and_ldgsts() {
+    let nvdisasm = match generate::nvdisasm() {
+        Ok((path, _)) => path,
+        Err(err) if std::env::var("TILEOPS_REQUIRE_NVRTC").is_ok_and(|v| v == "1") => {
+            panic!("TILEOPS_REQUIRE_NVRTC=1, but the SASS cannot be read: {err}")
+        }
+        Err(err) => {
+            announce(&format!(
+                "SKIP: tensor_core_entries_issue_hmma_ldsm_and_ldgsts: {err}"
+            ));
+            return;
+        }
+    };
+    let files = tensor_core_files();
+    assert!(
+        files.iter().any(|s| s.file == "gqa_prefill.cu"),
+        "gqa_prefill.cu includes tileops_mma.cuh"
+    );
+    let mut problems = Vec::new();
+    for source in files {
+        for arch in [90, 80] {
+            let (functions, _) =
+                generate::disassemble(source, arch, &nvdisasm).unwrap_or_else(|e| panic!("{e}"));
+            for entry in source.entries {
+                let Some(f) = functions.iter().find(|f| f.name == entry.name) else {
+                    problems.push(format!("sm_{arch}: {} is not in the SASS", entry.name));
+                    continue;
+                };
+                let count = |pick: fn(&tileops_bench::ledger::sass::Instruction) -> bool| {
+                    f.instructions.iter().filter(|i| pick(i)).count()
+                };
+                let (hmma, ldsm, ldgsts) = (
+                    count(|i| i.base() == "HMMA"),
+                    count(|i| i.is_ldsm()),
+                    count(|i| i.is_async_copy()),
+                );
+                println!(
+                    "{:<24} sm_{arch}: HMMA {hmma:>4}, LDSM {ldsm:>4}, LDGSTS {ldgsts:>3}",
+                    entry.name
+                );
+                if hmma == 0 || ldsm == 0 || ldgsts == 0 {
+                    problems.push(format!(
+                        "sm_{arch}: {} has HMMA {hmma}, LDSM {ldsm}, LDGSTS {ldgsts}",
+                        entry.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The committed ledger's walk of a tensor-core entry goes through its main loop: a streaming
+/// loop (its elements are the K and V tiles' `cp.async` bytes) with tensor-core instructions and
+/// fragment loads in it. Needs no toolkit: `sass_ledger_is_current` keeps the file current.
+#[test]
+fn the_ledger_walks_the_tensor_core_main_loops() {
+    let ledger = Ledger::builtin().expect("the committed ledger parses");
+    for source in tensor_core_files() {
+        for entry in source.entries {
+            let e = ledger
+                .entry(entry.name)
+                .unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(e.element_bytes, 2, "{}: a 16-bit entry", e.entry);
+            let main = e
+                .loops
+                .iter()
+                .find(|l| l.role == tileops_bench::ledger::LoopRole::Stream)
+                .unwrap_or_else(|| panic!("{}: no streaming loop on the walk", e.entry));
+            assert!(
+                main.body.tensor > 0 && main.body.ldsm > 0 && main.body.async_copies > 0,
+                "{}: main loop {:?}",
+                e.entry,
+                main.body
+            );
+        }
+    }
+}

@@ -198,6 +198,9 @@ struct Pipes<'a> {
     memory_ms: Option<f64>,
     sectors_per_request_ratio: Option<f64>,
     sfu_ms: Option<f64>,
+    /// Only for a kernel that issues tensor-core instructions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tensor_ms: Option<f64>,
     traffic_ratio: Option<f64>,
     wavefronts_ratio: Option<f64>,
 }
@@ -241,6 +244,7 @@ impl<'a> Row<'a> {
                     memory_ms: ok.map(|p| p.memory_ms),
                     sectors_per_request_ratio: ok.and_then(|p| p.sectors_per_request_ratio),
                     sfu_ms: ok.map(|p| p.sfu_ms),
+                    tensor_ms: ok.map(|p| p.tensor_ms).filter(|t| *t > 0.0),
                     traffic_ratio: ok.and_then(|p| p.traffic_ratio),
                     wavefronts_ratio: ok.and_then(|p| p.wavefronts_ratio),
                 }
