@@ -770,7 +770,8 @@ fn emulated_row(
         Ok((Err(e), _)) => return record.with_skip(format!("running the op failed: {e}")),
         Err(why) => return record.with_skip(format!("no kernel ledger: {why}")),
     };
-    // What the call streams: the larger of what it reads and what it writes. It writes its
+    // What the call streams: the op's own count when it declares one, else the larger of what it
+    // reads and what it writes. It writes its
     // outputs; it reads what its manifest's bytes count beyond them (K and V both, for attention
     // decode; x and the residual both, for fused_add_rms_norm), which is only the part of a
     // table or cache it touches (rope's cos/sin rows at the positions, a ragged batch's keys to
@@ -779,7 +780,10 @@ fn emulated_row(
         .iter()
         .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
         .sum();
-    let streamed_bytes = roofline.bytes.saturating_sub(written).max(written);
+    // A tiled kernel that reads its inputs more than once says what it streams.
+    let streamed_bytes = op
+        .streamed_bytes()
+        .unwrap_or_else(|| roofline.bytes.saturating_sub(written).max(written));
     let ledger = emulator::ledger_of_launches(&launches, streamed_bytes, tools.sass);
     let record = match over {
         Some(reason) => record.with_skip(format!(

@@ -321,6 +321,14 @@ pub trait BenchOp: RooflineModel {
     fn traffic(&self) -> Option<Traffic> {
         None
     }
+    /// The bytes one call's kernels stream through their main loops, when that is more than the
+    /// roofline's once-each count: a tiled attention reads each K/V tile once per query tile and
+    /// head that sees it. The kernel ledger amortises a loop's instructions over these (as the
+    /// loop's elements per iteration count them). `None` (the default): what the roofline counts,
+    /// each input read once.
+    fn streamed_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The tensors one call of an op reads and writes: each distinct input once, each output once.

@@ -26,6 +26,10 @@ use crate::{DType, Device, Error, Tensor, TensorSpec};
 const OP: &str = GqaPrefill::NAME;
 /// Query rows one block takes (4 warps of 16 rows: gqa_prefill.cu's kBlockM).
 const BLOCK_ROWS: usize = 64;
+/// Keys of one K or V tile the kernel streams through shared memory (gqa_prefill.cu's BN).
+fn kv_tile(dim: usize) -> usize {
+    if dim == 256 { 32 } else { 64 }
+}
 /// Threads per block (the kernels' `__launch_bounds__`).
 const THREADS: u32 = 128;
 /// The largest grid extent in y and z (heads and sequences).
@@ -444,6 +448,37 @@ impl PrefillPlan {
             visible_pairs,
             max_q_len,
         })
+    }
+
+    /// The K and V bytes the kernel streams: each block (64 query rows, one head) loads every
+    /// key tile any of its rows sees, whole (the tiles the causal limit or the window leave out
+    /// are skipped; the rows past a sequence's end are zero-filled, not read, but cost the same
+    /// loop), as gqa_prefill.cu walks them. A K/V head is read once per query head of its group
+    /// and per query tile, where the roofline counts it once.
+    fn streamed_kv_bytes(&self) -> u64 {
+        let bn = kv_tile(self.dim) as i64;
+        let mut tiles = 0u64;
+        for b in 0..self.batch {
+            let lq = i64::from(self.cu_seqlens_q[b + 1] - self.cu_seqlens_q[b]);
+            let lk = i64::from(self.cu_seqlens_k[b + 1] - self.cu_seqlens_k[b]);
+            let shift = lk - lq;
+            for m0 in (0..lq).step_by(BLOCK_ROWS) {
+                let m_last = (m0 + BLOCK_ROWS as i64).min(lq) - 1;
+                let hi = if self.causal {
+                    lk.min(m_last + shift + 1)
+                } else {
+                    lk
+                };
+                let lo = self
+                    .window_left
+                    .map_or(0, |w| (m0 + shift - w as i64).max(0));
+                if hi > lo {
+                    tiles += ((hi + bn - 1) / bn - lo / bn) as u64;
+                }
+            }
+        }
+        let tile_bytes = 2 * bn as u64 * self.dim as u64 * self.dtype.size_in_bytes() as u64;
+        tiles * self.heads as u64 * tile_bytes
     }
 
     /// `cu_seqlens_q` and `cu_seqlens_k`: `[B + 1]` int32.
@@ -915,6 +950,13 @@ impl BenchOp for GqaPrefill {
         Ok(std::iter::once(out.o).chain(out.lse).collect())
     }
 
+    /// The key and value tiles every block's main loop loads (see
+    /// `PrefillPlan::streamed_kv_bytes`): the loop the kernel ledger prices. Its Q tile is loaded
+    /// once before the loop.
+    fn streamed_bytes(&self) -> Option<u64> {
+        Some(self.plan.streamed_kv_bytes())
+    }
+
     /// q, k, v and the offsets read once; o and lse written once.
     fn traffic(&self) -> Option<Traffic> {
         let offsets = self.plan.offsets_spec();
@@ -1012,6 +1054,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_kernel_streams_each_kv_tile_once_per_query_tile_and_head() {
+        let plan = |q: &[i32], k: &[i32], options: PrefillOptions, dim: usize| {
+            let spec = |rows: i32, heads: usize| {
+                TensorSpec::new([rows as usize, heads, dim], DType::BFloat16)
+            };
+            let (tq, tk) = (q[q.len() - 1], k[k.len() - 1]);
+            PrefillPlan::new(&spec(tq, 4), &spec(tk, 2), &spec(tk, 2), q, k, options).unwrap()
+        };
+        let tile = |dim: u64, bn: u64| 2 * bn * dim * 2;
+        // One sequence of 128 queries over 128 keys, non-causal: 2 query tiles x 2 key tiles x 4
+        // heads.
+        let p = plan(&[0, 128], &[0, 128], PrefillOptions::default(), 128);
+        assert_eq!(p.streamed_kv_bytes(), 2 * 2 * 4 * tile(128, 64));
+        // Causal: the first query tile sees only the first key tile.
+        let p = plan(
+            &[0, 128],
+            &[0, 128],
+            PrefillOptions::default().causal(true),
+            128,
+        );
+        assert_eq!(p.streamed_kv_bytes(), (1 + 2) * 4 * tile(128, 64));
+        // 65 queries over 100 keys, causal (diagonal shift 35), D = 256 (key tiles of 32): query
+        // tile 0 (rows 0..63) sees keys < 99, 4 tiles; tile 1 (row 64) all 100, 4 tiles.
+        let p = plan(
+            &[0, 65],
+            &[0, 100],
+            PrefillOptions::default().causal(true),
+            256,
+        );
+        assert_eq!(p.streamed_kv_bytes(), (4 + 4) * 4 * tile(256, 32));
+        // A window of 10 keys: tile 0 sees keys 25..99 (tiles 0..4, from tile 0), tile 1 keys
+        // 89..100 (tiles 2..4).
+        let options = PrefillOptions::default().causal(true).window_left(10);
+        let p = plan(&[0, 65], &[0, 100], options, 256);
+        assert_eq!(p.streamed_kv_bytes(), (4 + 2) * 4 * tile(256, 32));
+        // Queries that see no key (20 over 5, causal: rows 0..14 see none) still run their tile,
+        // which sees key tile 0.
+        let p = plan(
+            &[0, 20],
+            &[0, 5],
+            PrefillOptions::default().causal(true),
+            64,
+        );
+        assert_eq!(p.streamed_kv_bytes(), 4 * tile(64, 64));
     }
 
     #[test]
