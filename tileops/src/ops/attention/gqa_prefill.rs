@@ -833,7 +833,7 @@ fn offsets_of(
     let lens = match lens {
         Some(lens) => lens,
         None => {
-            if batch == 0 || total % batch != 0 {
+            if batch == 0 || !total.is_multiple_of(batch) {
                 return Err(bad_param(
                     field,
                     format!("{total} rows over {batch} sequences"),
