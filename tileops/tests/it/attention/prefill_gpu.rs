@@ -178,12 +178,14 @@ impl Problem {
     }
 }
 
-/// Plans `case` on `device` and runs it into poisoned outputs: the op and `(o, lse)` as f64.
+/// Plans `case` on `device` and runs it into poisoned outputs with the given device copies of the
+/// offsets (the plan's own, or copies that disagree with it): the op and `(o, lse)` as f64.
 pub(crate) fn run(
     case: &Case,
     p: &Problem,
     dtype: DType,
     device: &Device,
+    (device_cu_q, device_cu_k): (&[i32], &[i32]),
 ) -> (GqaPrefill, Vec<f64>, Option<Vec<f64>>) {
     let (q_spec, kv_spec) = p.specs(case, dtype);
     let options = PrefillOptions::default()
@@ -210,8 +212,8 @@ pub(crate) fn run(
         upload(&p.v, &kv_spec),
     );
     let n = p.cu_q.len();
-    let cu_q = Tensor::from_slice(&p.cu_q, [n], device).expect("cu_seqlens_q");
-    let cu_k = Tensor::from_slice(&p.cu_k, [n], device).expect("cu_seqlens_k");
+    let cu_q = Tensor::from_slice(device_cu_q, [n], device).expect("cu_seqlens_q");
+    let cu_k = Tensor::from_slice(device_cu_k, [n], device).expect("cu_seqlens_k");
     let (o_spec, lse_spec) = op.output_specs();
     let mut out = PrefillOutput {
         o: Tensor::full(&o_spec, POISON, device).expect("poisoned o"),
@@ -228,7 +230,7 @@ pub(crate) fn run(
 /// (relative to `max(|lse|, 1)`).
 fn check(report: &mut Measures, case: &Case, dim: usize, dtype: DType, seed: u64, device: &Device) {
     let p = problem(case, dim, dtype, seed);
-    let (op, o, lse) = run(case, &p, dtype, device);
+    let (op, o, lse) = run(case, &p, dtype, device, (&p.cu_q, &p.cu_k));
     let want = p.reference(case, op.sm_scale(), false);
     let magnitude = p.reference(case, op.sm_scale(), true).0;
     let label = format!(
@@ -245,15 +247,35 @@ fn check(report: &mut Measures, case: &Case, dim: usize, dtype: DType, seed: u64
         },
         if case.softcap > 0.0 { " softcap" } else { "" },
     );
-    let err = worst_error(&o, &want.0, &magnitude, dtype);
+    record(
+        report,
+        &label,
+        dtype,
+        (&o, lse.as_deref()),
+        &want,
+        &magnitude,
+    );
+}
+
+/// Records `o` against the reference (relative to `Σ p |v|`) and `lse` (relative to
+/// `max(|lse|, 1)`).
+fn record(
+    report: &mut Measures,
+    label: &str,
+    dtype: DType,
+    (o, lse): (&[f64], Option<&[f64]>),
+    want: &(Vec<f64>, Vec<f64>),
+    magnitude: &[f64],
+) {
+    let err = worst_error(o, &want.0, magnitude, dtype);
     let detail = format!("got {}, want {}", o[err.1], want.0[err.1]);
-    report.record("gqa_prefill", &label, dtype, "o", err, bound(dtype), detail);
+    report.record("gqa_prefill", label, dtype, "o", err, bound(dtype), detail);
     if let Some(lse) = lse {
-        let err = worst_by(&lse, &want.1, |_, g, w| {
+        let err = worst_by(lse, &want.1, |_, g, w| {
             element_error(g, w, || w.abs().max(1.0))
         });
         let detail = format!("got {}, want {}", lse[err.1], want.1[err.1]);
-        report.record("gqa_prefill", &label, dtype, "lse", err, LSE_BOUND, detail);
+        report.record("gqa_prefill", label, dtype, "lse", err, LSE_BOUND, detail);
     }
 }
 
@@ -301,7 +323,7 @@ fn queries_that_see_no_key_give_zeros_and_minus_infinity() {
         return_lse: true,
     };
     let p = problem(&case, 64, DType::BFloat16, 31);
-    let (_, o, lse) = run(&case, &p, DType::BFloat16, &device);
+    let (_, o, lse) = run(&case, &p, DType::BFloat16, &device, (&p.cu_q, &p.cu_k));
     let lse = lse.expect("lse");
     // Queries 0..15 sit before the first key (diagonal i + 5 - 20 < 0).
     for row in 0..15 {
@@ -337,66 +359,24 @@ fn device_offsets_past_the_totals_stay_in_bounds() {
         return_lse: true,
     };
     let p = problem(&case, 64, dtype, 41);
-    let (q_spec, kv_spec) = p.specs(&case, dtype);
-    let options = PrefillOptions::default().causal(true).return_lse(true);
-    let op = GqaPrefill::new(
-        q_spec.clone(),
-        kv_spec.clone(),
-        kv_spec.clone(),
-        &p.cu_q,
-        &p.cu_k,
-        options,
-        &device,
-    )
-    .expect("valid plan");
-    let upload = |values: &[f64], spec: &TensorSpec| {
-        Tensor::from_f64_rounded(values, spec, &device).expect("upload")
-    };
-    let (q, k, v) = (
-        upload(&p.q, &q_spec),
-        upload(&p.k, &kv_spec),
-        upload(&p.v, &kv_spec),
-    );
     // The plan's offsets are [0, 17, 30] and [0, 40, 65].
-    let cu_q = Tensor::from_slice(&[0, 17, 1 << 30], [3], &device).expect("cu_seqlens_q");
-    let cu_k = Tensor::from_slice(&[-5, 40, i32::MAX], [3], &device).expect("cu_seqlens_k");
-    let (o_spec, lse_spec) = op.output_specs();
-    let mut out = PrefillOutput {
-        o: Tensor::full(&o_spec, POISON, &device).expect("poisoned o"),
-        lse: lse_spec.map(|s| Tensor::full(&s, POISON, &device).expect("poisoned lse")),
-    };
-    op.forward_into(&q, &k, &v, &cu_q, &cu_k, &mut out)
-        .expect("launch");
-    let (o, lse) = (
-        download(&device, &out.o),
-        download(&device, &out.lse.expect("lse")),
+    let (op, o, lse) = run(
+        &case,
+        &p,
+        dtype,
+        &device,
+        (&[0, 17, 1 << 30], &[-5, 40, i32::MAX]),
     );
     let want = p.reference(&case, op.sm_scale(), false);
     let magnitude = p.reference(&case, op.sm_scale(), true).0;
     let mut report = Measures::new(72, KeepWorst::Largest, 0);
-    let err = worst_error(&o, &want.0, &magnitude, dtype);
-    let detail = format!("got {}, want {}", o[err.1], want.0[err.1]);
-    report.record(
-        "gqa_prefill",
+    record(
+        &mut report,
         "clamped offsets",
         dtype,
-        "o",
-        err,
-        bound(dtype),
-        detail,
-    );
-    let err = worst_by(&lse, &want.1, |_, g, w| {
-        element_error(g, w, || w.abs().max(1.0))
-    });
-    let detail = format!("got {}, want {}", lse[err.1], want.1[err.1]);
-    report.record(
-        "gqa_prefill",
-        "clamped offsets",
-        dtype,
-        "lse",
-        err,
-        LSE_BOUND,
-        detail,
+        (&o, lse.as_deref()),
+        &want,
+        &magnitude,
     );
     report.finish();
 }
