@@ -25,14 +25,37 @@ use super::ast::{
     UnaryOp,
 };
 use super::check::{Binding, resolve};
+use super::types::{Ty, Types, infer};
 
 pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
     let code = Gen {
         scope,
+        types: None,
         locals: Vec::new(),
         labels: 0,
     }
     .value(expr);
+    with_budget(expr, code)
+}
+
+/// Like [`codegen`], with the typed names of `types`: the parts whose types are known compute on
+/// machine values. Returns the expression and its Rust type: `i128` for [`Ty::Int`], `bool` for
+/// [`Ty::Bool`], `Value` otherwise (a tuple of dims is given as its `Value`, never as a view).
+pub(crate) fn codegen_typed(expr: &Expr, scope: &Scope, types: &Types) -> (TokenStream, Ty) {
+    let mut g = Gen {
+        scope,
+        types: Some(types),
+        locals: Vec::new(),
+        labels: 0,
+    };
+    let (code, ty) = match g.ty(expr) {
+        ty @ (Ty::Int | Ty::Bool) => (g.typed(expr, ty), ty),
+        Ty::Dims | Ty::Value => (g.value(expr), Ty::Value),
+    };
+    (with_budget(expr, code), ty)
+}
+
+fn with_budget(expr: &Expr, code: TokenStream) -> TokenStream {
     if !has_comprehension(expr) {
         return code;
     }
@@ -71,6 +94,31 @@ fn value_path() -> TokenStream {
 
 fn rt() -> TokenStream {
     quote!(::tileops::__private_v0_1::rt)
+}
+
+/// The Rust type of a typed part.
+fn rust_ty(ty: Ty) -> TokenStream {
+    match ty {
+        Ty::Int => quote!(::core::primitive::i128),
+        Ty::Bool => quote!(::core::primitive::bool),
+        Ty::Dims => {
+            let rt = rt();
+            quote!(#rt::Dims<'_>)
+        }
+        Ty::Value => value_path(),
+    }
+}
+
+/// An expression that fails at run time with `message`, of the Rust type of `ty`: what a tree
+/// the checker would have refused (a hand-built one) still compiles to.
+fn raise_typed(ty: Ty, message: &str) -> TokenStream {
+    let t = rust_ty(ty);
+    let lit = Literal::string(message);
+    quote! {
+        ::core::result::Result::<#t, ::tileops::roofline::EvalError>::Err(
+            ::tileops::roofline::EvalError::new(::std::string::String::from(#lit))
+        )?
+    }
 }
 
 /// An expression that fails at run time with `message`, typed as a `Value`.
@@ -155,6 +203,8 @@ fn py_type(helper: &str) -> Option<TokenStream> {
 
 struct Gen<'a> {
     scope: &'a Scope,
+    /// The typed names; `None` generates every part on the value runtime.
+    types: Option<&'a Types>,
     /// Comprehension variables in scope, innermost last.
     locals: Vec<String>,
     /// Labeled blocks made so far: each gets its own label, so nested ones never shadow.
@@ -186,6 +236,209 @@ impl Gen<'_> {
         resolve(self.scope, &self.locals, name)
     }
 
+    /// The type of `e` here; every part is a value when generating without types.
+    fn ty(&self, e: &Expr) -> Ty {
+        match self.types {
+            Some(types) => infer(e, self.scope, types, &self.locals),
+            None => Ty::Value,
+        }
+    }
+
+    fn name_ty(&self, name: &str) -> Ty {
+        match self.types {
+            Some(types) => infer(
+                &Expr::new(ExprKind::Name(name.to_owned()), 0..0),
+                self.scope,
+                types,
+                &self.locals,
+            ),
+            None => Ty::Value,
+        }
+    }
+
+    /// `bool(e)` as a Rust `bool`: typed parts test directly, values through `truthy`.
+    fn test(&mut self, e: &Expr) -> TokenStream {
+        let rt = rt();
+        match self.ty(e) {
+            Ty::Bool => self.typed(e, Ty::Bool),
+            Ty::Int => {
+                let code = self.typed(e, Ty::Int);
+                quote!((#code != 0))
+            }
+            Ty::Dims => {
+                let code = self.typed(e, Ty::Dims);
+                quote!(!#code.is_empty())
+            }
+            Ty::Value => {
+                let t = self.operand(e);
+                quote!(#rt::truthy(&#t)?)
+            }
+        }
+    }
+
+    /// An expression of the Rust type of `ty` (`i128`, `bool`, `Dims`) for a part [`Self::ty`]
+    /// gave that type. Python's order of evaluation and errors hold as on the runtime: operands
+    /// left to right, each operator's error (the runtime's own functions) after its operands.
+    fn typed(&mut self, e: &Expr, ty: Ty) -> TokenStream {
+        let rt = rt();
+        match &e.kind {
+            ExprKind::Int(i) => int_literal(*i),
+            ExprKind::Bool(b) => quote!(#b),
+            ExprKind::Name(name) => match py_ident(name) {
+                Some(ident) => quote!(#ident),
+                None => raise_typed(ty, &format!("NameError: name '{name}' is not defined")),
+            },
+            ExprKind::Attribute { value, attr, .. } => match self.input_local(value) {
+                Some((ident, name)) => {
+                    let name = Literal::string(name);
+                    if attr == "shape" {
+                        quote!(#ident.dims(#name)?)
+                    } else {
+                        quote!(#ident.rank(#name)?)
+                    }
+                }
+                None => raise_typed(ty, "AttributeError: not a tensor input"),
+            },
+            ExprKind::Subscript { value, index } => {
+                let base = self.typed(value, Ty::Dims);
+                match &index.kind {
+                    ExprKind::Slice { lower, upper, step } => {
+                        let parts: Vec<TokenStream> = [lower, upper, step]
+                            .into_iter()
+                            .map(|part| match part {
+                                Some(p) if !matches!(p.kind, ExprKind::NoneLit) => {
+                                    let p = self.typed(p, Ty::Int);
+                                    quote!(::core::option::Option::Some(#p))
+                                }
+                                _ => quote!(::core::option::Option::None),
+                            })
+                            .collect();
+                        quote!(#base.slice(#(#parts),*)?)
+                    }
+                    _ => {
+                        let i = self.typed(index, Ty::Int);
+                        quote!(#base.index(#i)?)
+                    }
+                }
+            }
+            ExprKind::Call { func, args } => {
+                let helper = match &func.kind {
+                    ExprKind::Name(name) => match self.resolve(name) {
+                        Binding::Helper(h) => h,
+                        _ => "",
+                    },
+                    _ => "",
+                };
+                match (helper, args.as_slice()) {
+                    ("product", [a]) => {
+                        let a = self.typed(a, Ty::Dims);
+                        quote!(#a.product()?)
+                    }
+                    ("sum", [a]) => {
+                        let a = self.typed(a, Ty::Dims);
+                        quote!(#a.sum()?)
+                    }
+                    ("len", [a]) => {
+                        let a = self.typed(a, Ty::Dims);
+                        quote!(#a.len())
+                    }
+                    ("abs", [a]) => {
+                        let a = self.typed(a, Ty::Int);
+                        quote!(#rt::int_abs(#a)?)
+                    }
+                    ("min" | "max", args) => {
+                        let f = Ident::new(&format!("int_{helper}"), Span::call_site());
+                        let args: Vec<TokenStream> =
+                            args.iter().map(|a| self.typed(a, Ty::Int)).collect();
+                        quote!(#rt::#f(&[#(#args),*]))
+                    }
+                    _ => raise_typed(ty, "TypeError: only helpers can be called"),
+                }
+            }
+            ExprKind::Unary { op, operand } => match (op, ty) {
+                (UnaryOp::Neg, _) => {
+                    let a = self.typed(operand, Ty::Int);
+                    quote!(#rt::int_neg(#a)?)
+                }
+                (UnaryOp::Pos, _) => self.typed(operand, Ty::Int),
+                (UnaryOp::Not, _) => {
+                    let a = self.test(operand);
+                    quote!((!#a))
+                }
+            },
+            ExprKind::Binary { left, rest } => {
+                let int_fn = |op: BinOp| {
+                    let name = match op {
+                        BinOp::Add => "int_add",
+                        BinOp::Sub => "int_sub",
+                        BinOp::Mul => "int_mul",
+                        BinOp::FloorDiv => "int_floordiv",
+                        _ => "int_mod",
+                    };
+                    Ident::new(name, Span::call_site())
+                };
+                let a = self.typed(left, Ty::Int);
+                let Some((first, others)) = rest.split_first() else {
+                    return a;
+                };
+                let f = int_fn(first.op);
+                let b = self.typed(&first.right, Ty::Int);
+                let head = quote!(#rt::#f(#a, #b)?);
+                if others.is_empty() {
+                    return head;
+                }
+                let links: Vec<TokenStream> = others
+                    .iter()
+                    .map(|link| {
+                        let f = int_fn(link.op);
+                        let b = self.typed(&link.right, Ty::Int);
+                        quote!(__tileops_acc = #rt::#f(__tileops_acc, #b)?;)
+                    })
+                    .collect();
+                quote! {{
+                    let mut __tileops_acc: ::core::primitive::i128 = #head;
+                    #(#links)*
+                    __tileops_acc
+                }}
+            }
+            ExprKind::BoolOp { op, values } => {
+                let values: Vec<TokenStream> =
+                    values.iter().map(|v| self.typed(v, Ty::Bool)).collect();
+                match op {
+                    BoolOpKind::And => quote!((#(#values)&&*)),
+                    BoolOpKind::Or => quote!((#(#values)||*)),
+                }
+            }
+            ExprKind::Compare { left, rest } => {
+                let Some(c) = rest.first() else {
+                    return raise_typed(ty, "SyntaxError: a comparison without operators");
+                };
+                if let Some(presence) = self.presence_test(left, c.op, &c.right) {
+                    return quote!((#presence));
+                }
+                let a = self.typed(left, Ty::Int);
+                let b = self.typed(&c.right, Ty::Int);
+                let op = match c.op {
+                    CmpOp::Lt => quote!(<),
+                    CmpOp::Le => quote!(<=),
+                    CmpOp::Gt => quote!(>),
+                    CmpOp::Ge => quote!(>=),
+                    CmpOp::Eq => quote!(==),
+                    // `!=`; the types pass gives a bool only to these six.
+                    _ => quote!(!=),
+                };
+                quote!((#a #op #b))
+            }
+            ExprKind::IfExp { body, test, orelse } => {
+                let t = self.test(test);
+                let b = self.typed(body, ty);
+                let o = self.typed(orelse, ty);
+                quote!(if #t { #b } else { #o })
+            }
+            _ => raise_typed(ty, "TypeError: an untyped expression in typed code"),
+        }
+    }
+
     /// An expression usable behind `&` as a `&Value`: a plain local for names (no clone),
     /// otherwise the owned value.
     fn operand(&mut self, e: &Expr) -> TokenStream {
@@ -197,8 +450,12 @@ impl Gen<'_> {
         self.value(e)
     }
 
-    /// The `py_` local holding a name's `Value`, when the name is one.
+    /// The `py_` local holding a name's `Value`, when the name is one (a typed name's local
+    /// holds an `i128` or a `bool`).
     fn value_local(&self, name: &str) -> Option<Ident> {
+        if self.types.is_some() && self.name_ty(name) != Ty::Value {
+            return None;
+        }
         match self.resolve(name) {
             Binding::Local | Binding::Param | Binding::Var | Binding::Dim | Binding::ElemBytes => {
                 py_ident(name)
@@ -211,6 +468,15 @@ impl Gen<'_> {
     fn value(&mut self, e: &Expr) -> TokenStream {
         let v = value_path();
         let rt = rt();
+        let ty = self.ty(e);
+        if ty != Ty::Value {
+            let code = self.typed(e, ty);
+            return match ty {
+                Ty::Int => quote!(#v::Int(#code)),
+                Ty::Bool => quote!(#v::Bool(#code)),
+                Ty::Dims | Ty::Value => quote!(#code.to_value()),
+            };
+        }
         match &e.kind {
             ExprKind::Int(i) => {
                 let lit = int_literal(*i);
@@ -260,10 +526,10 @@ impl Gen<'_> {
             ExprKind::BoolOp { op, values } => self.bool_op(*op, values),
             ExprKind::Compare { left, rest } => self.compare(left, rest),
             ExprKind::IfExp { body, test, orelse } => {
-                let t = self.operand(test);
+                let t = self.test(test);
                 let b = self.value(body);
                 let o = self.value(orelse);
-                quote!(if #rt::truthy(&#t)? { #b } else { #o })
+                quote!(if #t { #b } else { #o })
             }
             ExprKind::Comprehension { kind, elt, clauses } => {
                 self.comprehension(*kind, elt, clauses)
@@ -512,6 +778,14 @@ impl Gen<'_> {
     fn subscript(&mut self, value: &Expr, index: &Expr) -> TokenStream {
         let rt = rt();
         let v = value_path();
+        if !matches!(index.kind, ExprKind::Slice { .. } | ExprKind::Tuple(_))
+            && self.ty(value) == Ty::Dims
+        {
+            // A shape indexed by a value (a comprehension variable): no tuple is built.
+            let base = self.typed(value, Ty::Dims);
+            let i = self.operand(index);
+            return quote!(#base.index_value(&#i)?);
+        }
         let base = self.operand(value);
         match &index.kind {
             ExprKind::Slice { lower, upper, step } => {
@@ -579,7 +853,7 @@ impl Gen<'_> {
         let rt = rt();
         if let [c] = rest {
             if let Some(presence) = self.presence_test(left, c.op, &c.right) {
-                return presence;
+                return quote!(#v::Bool(#presence));
             }
             let a = self.operand(left);
             let b = self.operand(&c.right);
@@ -682,11 +956,10 @@ impl Gen<'_> {
             (ExprKind::NoneLit, _) => self.input_local(right)?,
             _ => return None,
         };
-        let v = value_path();
         Some(if negate {
-            quote!(#v::Bool(!#ident.is_none()))
+            quote!(!#ident.is_none())
         } else {
-            quote!(#v::Bool(#ident.is_none()))
+            quote!(#ident.is_none())
         })
     }
 
@@ -714,7 +987,7 @@ impl Gen<'_> {
                 self.locals.truncate(depth);
                 return raise("SyntaxError: invalid comprehension target");
             };
-            let conds: Vec<TokenStream> = clause.ifs.iter().map(|c| self.operand(c)).collect();
+            let conds: Vec<TokenStream> = clause.ifs.iter().map(|c| self.test(c)).collect();
             loops.push((iter, bind, conds));
         }
         let elt = self.value(elt);
@@ -727,7 +1000,7 @@ impl Gen<'_> {
                     #rt::step()?;
                     #bind
                     #(
-                        if !#rt::truthy(&#conds)? {
+                        if !#conds {
                             continue;
                         }
                     )*

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::TensorSpec;
 
 use super::error::{EvalError, EvalResult};
+use super::typed::Dims;
 use super::value::{Value, int_from_usize};
 
 /// A field that can stand for a tensor input of a formula: it may expose a [`TensorSpec`].
@@ -125,6 +126,24 @@ impl<'a> InputRef<'a> {
         Ok(Value::Int(int_from_usize(
             self.present(name, "ndim")?.rank(),
         )))
+    }
+
+    /// `x.shape` as a borrowed view, for formulas whose types the macro knows: the same dims
+    /// (and the same error for an absent input) as [`shape`](Self::shape), with no tuple built.
+    pub fn dims(&self, name: &str) -> EvalResult<Dims<'a>> {
+        Ok(Dims::new(&self.present(name, "shape")?.shape))
+    }
+
+    /// `x.ndim` as an int, with the error of [`ndim`](Self::ndim).
+    pub fn rank(&self, name: &str) -> EvalResult<i128> {
+        Ok(int_from_usize(self.present(name, "ndim")?.rank()))
+    }
+
+    /// Bytes of one element as an int, with the error of [`elem_bytes`](Self::elem_bytes).
+    pub fn elem_bytes_int(&self, name: &str) -> EvalResult<i128> {
+        Ok(int_from_usize(
+            self.present(name, "dtype")?.dtype.size_in_bytes(),
+        ))
     }
 
     /// The dims of an input the manifest declares with a fixed rank (`shape: "[M, K]"`), in

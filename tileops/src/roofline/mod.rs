@@ -44,6 +44,7 @@ pub mod helpers;
 mod input;
 mod ops;
 mod stream;
+mod typed;
 mod value;
 
 pub use error::{EvalError, EvalResult};
@@ -62,6 +63,10 @@ pub mod __rt {
         slice, sub, subscript, to_count, truediv, truthy, unpack,
     };
     pub use super::stream::{Budget, Collect, Iter, iter, step};
+    pub use super::typed::{
+        Dims, IntParam, extent, int_abs, int_add, int_floordiv, int_max, int_min, int_mod, int_mul,
+        int_neg, int_param, int_sub,
+    };
     pub use super::value::{PyType, Value};
 }
 

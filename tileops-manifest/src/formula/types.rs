@@ -1,0 +1,382 @@
+//! What the macro knows of a formula's types, so that codegen can compute on machine values.
+//!
+//! A shape dim, `elem_bytes` and `x.ndim` are Python ints, `x.shape` a tuple of ints, and a param
+//! whose struct field is a Rust integer an int. From those, [`infer`] types each sub-expression:
+//! an int, a bool, a tuple of dims ([`Ty::Dims`]), or [`Ty::Value`] where the type depends on
+//! run-time values (an untyped param, a comprehension variable) or where the result is a float,
+//! a str or a container. Codegen computes the typed parts as `i128`, `bool` and
+//! `::tileops::roofline::__rt::Dims`, and everything else on the value runtime as before.
+//!
+//! The rules keep Python's semantics exactly: a rule types an operation only where its result is
+//! always of that type (`int // int` is an int; `int / int` a float, so a value; `True + 1` an
+//! int in Python, but bools mix with ints only through the runtime). Chains longer than codegen's
+//! chunk stay on the runtime, which cuts them into closures (`CHUNK` in codegen).
+
+use std::collections::BTreeMap;
+
+use super::Scope;
+use super::ast::{BinOp, CmpOp, Expr, ExprKind, UnaryOp};
+use super::check::{Binding, resolve};
+
+/// The type of a formula (or a part of one), as far as the macro knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ty {
+    /// A Python int, computed as an `i128` (overflow is the runtime's `OverflowError`).
+    Int,
+    /// A Python bool, computed as a `bool`.
+    Bool,
+    /// A tuple of shape dims (`x.shape`, `x.shape[1:]`), a borrowed view.
+    Dims,
+    /// Anything else: a runtime `Value`.
+    Value,
+}
+
+/// The types of the names a formula reads that are not always ints: params and vars. A name
+/// missing from the map is a [`Ty::Value`]; dims and `elem_bytes` are always [`Ty::Int`] (a dim
+/// named like a var resolves as the var).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Types {
+    /// Param or var name → its type.
+    pub names: BTreeMap<String, Ty>,
+}
+
+impl Types {
+    /// No typed names (every param and var a value).
+    pub fn new() -> Self {
+        Types::default()
+    }
+
+    /// Sets `name`'s type.
+    pub fn with(mut self, name: impl Into<String>, ty: Ty) -> Self {
+        self.names.insert(name.into(), ty);
+        self
+    }
+
+    fn get(&self, name: &str) -> Ty {
+        self.names.get(name).copied().unwrap_or(Ty::Value)
+    }
+}
+
+/// The most links a typed chain may have: longer ones stay on the runtime, which cuts them into
+/// chunks (codegen's `CHUNK`; equal so that no chain is typed that the runtime would cut).
+pub(crate) const MAX_TYPED_LINKS: usize = 32;
+
+/// Helpers whose typed form takes a tuple of dims and gives an int.
+const DIMS_TO_INT: &[&str] = &["product", "len", "sum"];
+
+/// The type of `e`, with `locals` the comprehension variables in scope (always values).
+pub fn infer(e: &Expr, scope: &Scope, types: &Types, locals: &[String]) -> Ty {
+    Infer {
+        scope,
+        types,
+        locals,
+    }
+    .ty(e)
+}
+
+struct Infer<'a> {
+    scope: &'a Scope,
+    types: &'a Types,
+    locals: &'a [String],
+}
+
+impl Infer<'_> {
+    fn ty(&self, e: &Expr) -> Ty {
+        match &e.kind {
+            ExprKind::Int(_) => Ty::Int,
+            ExprKind::Bool(_) => Ty::Bool,
+            ExprKind::Name(name) => self.name(name),
+            ExprKind::Attribute { value, attr, .. } => match (&value.kind, attr.as_str()) {
+                (ExprKind::Name(n), "shape") if self.is_input(n) => Ty::Dims,
+                (ExprKind::Name(n), "ndim") if self.is_input(n) => Ty::Int,
+                _ => Ty::Value,
+            },
+            ExprKind::Subscript { value, index } => {
+                if self.ty(value) != Ty::Dims {
+                    return Ty::Value;
+                }
+                match &index.kind {
+                    ExprKind::Slice { lower, upper, step } => {
+                        let typed_bound = |b: &Option<Box<Expr>>| match b {
+                            None => true,
+                            Some(b) => matches!(b.kind, ExprKind::NoneLit) || self.ty(b) == Ty::Int,
+                        };
+                        if typed_bound(lower) && typed_bound(upper) && typed_bound(step) {
+                            Ty::Dims
+                        } else {
+                            Ty::Value
+                        }
+                    }
+                    _ if self.ty(index) == Ty::Int => Ty::Int,
+                    _ => Ty::Value,
+                }
+            }
+            ExprKind::Call { func, args } => self.call(func, args),
+            ExprKind::Unary { op, operand } => match (op, self.ty(operand)) {
+                (UnaryOp::Neg | UnaryOp::Pos, Ty::Int) => Ty::Int,
+                (UnaryOp::Not, Ty::Int | Ty::Bool) => Ty::Bool,
+                _ => Ty::Value,
+            },
+            ExprKind::Binary { left, rest } => {
+                let int_ops = rest.iter().all(|l| {
+                    matches!(
+                        l.op,
+                        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::FloorDiv | BinOp::Mod
+                    )
+                });
+                if rest.is_empty()
+                    || rest.len() > MAX_TYPED_LINKS
+                    || !int_ops
+                    || self.ty(left) != Ty::Int
+                    || rest.iter().any(|l| self.ty(&l.right) != Ty::Int)
+                {
+                    return Ty::Value;
+                }
+                Ty::Int
+            }
+            ExprKind::BoolOp { op: _, values } => {
+                let op_ok = matches!(values.len(), 2..=MAX_TYPED_LINKS);
+                if op_ok && values.iter().all(|v| self.ty(v) == Ty::Bool) {
+                    Ty::Bool
+                } else {
+                    Ty::Value
+                }
+            }
+            ExprKind::Compare { left, rest } => match rest.as_slice() {
+                [c] if self.presence_test(left, c.op, &c.right) => Ty::Bool,
+                [c] if is_ordering(c.op)
+                    && self.ty(left) == Ty::Int
+                    && self.ty(&c.right) == Ty::Int =>
+                {
+                    Ty::Bool
+                }
+                _ => Ty::Value,
+            },
+            ExprKind::IfExp { body, orelse, .. } => {
+                let body = self.ty(body);
+                if body != Ty::Value && body == self.ty(orelse) {
+                    body
+                } else {
+                    Ty::Value
+                }
+            }
+            ExprKind::Float(_)
+            | ExprKind::Str(_)
+            | ExprKind::NoneLit
+            | ExprKind::Tuple(_)
+            | ExprKind::List(_)
+            | ExprKind::Set(_)
+            | ExprKind::Slice { .. }
+            | ExprKind::Power(_)
+            | ExprKind::Comprehension { .. } => Ty::Value,
+        }
+    }
+
+    fn binding(&self, name: &str) -> Binding {
+        resolve(self.scope, self.locals, name)
+    }
+
+    fn is_input(&self, name: &str) -> bool {
+        matches!(self.binding(name), Binding::Input { .. })
+    }
+
+    fn name(&self, name: &str) -> Ty {
+        match self.binding(name) {
+            Binding::Dim | Binding::ElemBytes => Ty::Int,
+            Binding::Param | Binding::Var => self.types.get(name),
+            _ => Ty::Value,
+        }
+    }
+
+    fn helper(&self, func: &Expr) -> Option<&'static str> {
+        match &func.kind {
+            ExprKind::Name(name) => match self.binding(name) {
+                Binding::Helper(h) => Some(h),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn call(&self, func: &Expr, args: &[Expr]) -> Ty {
+        let Some(h) = self.helper(func) else {
+            return Ty::Value;
+        };
+        match args {
+            [a] if DIMS_TO_INT.contains(&h) && self.ty(a) == Ty::Dims => Ty::Int,
+            [a] if h == "abs" && self.ty(a) == Ty::Int => Ty::Int,
+            _ if (h == "min" || h == "max")
+                && (2..=MAX_TYPED_LINKS).contains(&args.len())
+                && args.iter().all(|a| self.ty(a) == Ty::Int) =>
+            {
+                Ty::Int
+            }
+            _ => Ty::Value,
+        }
+    }
+
+    /// `t is None` / `t is not None` (either side) on a tensor input: always a bool.
+    fn presence_test(&self, left: &Expr, op: CmpOp, right: &Expr) -> bool {
+        if !matches!(op, CmpOp::Is | CmpOp::IsNot) {
+            return false;
+        }
+        match (&left.kind, &right.kind) {
+            (ExprKind::Name(n), ExprKind::NoneLit) | (ExprKind::NoneLit, ExprKind::Name(n)) => {
+                self.is_input(n)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `<`, `<=`, `>`, `>=`, `==`, `!=`: on two ints, a plain integer comparison.
+pub(crate) fn is_ordering(op: CmpOp) -> bool {
+    matches!(
+        op,
+        CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge | CmpOp::Eq | CmpOp::Ne
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formula::parse;
+
+    fn scope() -> Scope {
+        Scope::new()
+            .input("x", false)
+            .input("bias", true)
+            .param("dim")
+            .param("eps")
+            .param("flag")
+            .var("M")
+            .dim("K")
+    }
+
+    fn types() -> Types {
+        Types::new()
+            .with("dim", Ty::Int)
+            .with("flag", Ty::Bool)
+            .with("M", Ty::Int)
+    }
+
+    fn ty(src: &str) -> Ty {
+        let e = parse(src).unwrap_or_else(|e| panic!("{src}: {}", e.message));
+        infer(&e, &scope(), &types(), &[])
+    }
+
+    #[test]
+    fn ints_from_shapes_dims_and_typed_names() {
+        for src in [
+            "1",
+            "K",
+            "elem_bytes",
+            "M",
+            "dim",
+            "x.ndim",
+            "x.shape[0]",
+            "x.shape[dim % x.ndim]",
+            "product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])",
+            "product(x.shape)",
+            "len(x.shape[1:])",
+            "sum(x.shape[::2])",
+            "x.shape[1:][0]",
+            "-M",
+            "+M",
+            "abs(M - K)",
+            "min(M, K, 3)",
+            "max(M, 1)",
+            "(M * K + M) * elem_bytes",
+            "M // K % 3",
+            "M if flag else K",
+            "M if bias is None else K",
+            "M if eps else K",
+        ] {
+            assert_eq!(ty(src), Ty::Int, "{src}");
+        }
+    }
+
+    #[test]
+    fn bools_dims_and_values() {
+        for src in [
+            "True",
+            "M < K",
+            "M == 0",
+            "not M",
+            "not flag",
+            "bias is None",
+            "None is not bias",
+            "flag and M > 0",
+            "flag or not flag or M != K",
+        ] {
+            assert_eq!(ty(src), Ty::Bool, "{src}");
+        }
+        for src in [
+            "x.shape",
+            "x.shape[1:]",
+            "x.shape[:M:2]",
+            "x.shape[None:-1]",
+        ] {
+            assert_eq!(ty(src), Ty::Dims, "{src}");
+        }
+        for src in [
+            // Depend on run-time values, or are floats, strs, containers.
+            "eps",
+            "eps * M",
+            "M / 2",
+            "M ** 2",
+            "2.0",
+            "'a'",
+            "None",
+            "(M, K)",
+            "[M]",
+            "{M}",
+            "flag + 1",
+            "M < K < 3",
+            "M in x.shape",
+            "M and K",
+            "M if flag else eps",
+            "M if flag else flag",
+            "x.shape[eps]",
+            "x.shape[eps:]",
+            "x.shape[1, 2]",
+            "product(i for i in x.shape)",
+            "product([M])",
+            "min(x.shape)",
+            "min(M)",
+            "ceil(M / 2)",
+            "isinstance(dim, int)",
+            "dim is None",
+            "[i for i in range(M)]",
+        ] {
+            assert_eq!(ty(src), Ty::Value, "{src}");
+        }
+        // A comprehension variable shadows a typed name: inside, it is a value.
+        let e = parse("M").unwrap();
+        assert_eq!(infer(&e, &scope(), &types(), &["M".to_owned()]), Ty::Value);
+        // Without types, params and vars are values; dims and `elem_bytes` are still ints.
+        assert_eq!(
+            infer(&parse("dim").unwrap(), &scope(), &Types::new(), &[]),
+            Ty::Value
+        );
+        assert_eq!(
+            infer(
+                &parse("K * elem_bytes").unwrap(),
+                &scope(),
+                &Types::new(),
+                &[]
+            ),
+            Ty::Int
+        );
+    }
+
+    #[test]
+    fn long_chains_stay_on_the_runtime() {
+        let short = vec!["M"; MAX_TYPED_LINKS + 1].join(" + ");
+        assert_eq!(ty(&short), Ty::Int);
+        let long = vec!["M"; MAX_TYPED_LINKS + 2].join(" + ");
+        assert_eq!(ty(&long), Ty::Value);
+        let many = vec!["flag"; MAX_TYPED_LINKS + 1].join(" and ");
+        assert_eq!(ty(&many), Ty::Value);
+    }
+}
