@@ -1458,6 +1458,67 @@ mod tests {
         );
     }
 
+    /// Typed code for a formula that must check clean, with `dim` and `M` ints.
+    fn typed_src(src: &str) -> (String, Ty) {
+        let e = parse(src).unwrap_or_else(|e| panic!("{src:?}: {}", e.message));
+        let c = check(&e, Layer::Vars, &scope());
+        assert!(c.errors.is_empty(), "{src:?}: {:#?}", c.errors);
+        let types = Types::new().with("dim", Ty::Int).with("M", Ty::Int);
+        let (ts, ty) = codegen_typed(&e, &scope(), &types);
+        syn::parse2::<syn::Expr>(ts.clone())
+            .unwrap_or_else(|err| panic!("{src:?} generated invalid Rust: {err}\n{ts}"));
+        (ts.to_string(), ty)
+    }
+
+    #[test]
+    fn typed_parts_compute_on_machine_values() {
+        // softmax's M: no Value, no tuple; the runtime's checked int ops and the shape view.
+        let (c, ty) =
+            typed_src("product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])");
+        assert_eq!(ty, Ty::Int);
+        assert_eq!(count(&c, "Value"), 0, "{c}");
+        has(&c, "_v0_1::rt::int_mod(py_dim, py_x.rank(\"x\")?)?");
+        has(
+            &c,
+            "py_x.dims(\"x\")?.slice(::core::option::Option::None, ::core::option::Option::Some(",
+        );
+        has(&c, ".product()?");
+        has(&c, "_v0_1::rt::int_mul(");
+        let (c, ty) = typed_src("x.shape[-1]");
+        assert_eq!(ty, Ty::Int);
+        has(
+            &c,
+            "py_x.dims(\"x\")?.index(::tileops::__private_v0_1::rt::int_neg(1i128)?)?",
+        );
+        let (c, ty) = typed_src("(M * K + M) * elem_bytes");
+        assert_eq!(ty, Ty::Int);
+        has(
+            &c,
+            "int_add(::tileops::__private_v0_1::rt::int_mul(py_M, py_K)?, py_M)?",
+        );
+        let (c, ty) = typed_src("M if weight is None else K");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "if (py_weight.is_none()) { py_M } else { py_K }");
+        let (c, ty) = typed_src("M > 0 and not dim");
+        assert_eq!(ty, Ty::Bool);
+        has(&c, "((py_M > 0i128) && (!(py_dim != 0)))");
+        // A value part reads a typed name as a Value; a shape indexed by a value builds no tuple.
+        let (c, ty) = typed_src("M / 2");
+        assert_eq!(ty, Ty::Value);
+        has(
+            &c,
+            "truediv(&::tileops::roofline::Value::Int(py_M), &::tileops::roofline::Value::Int(2i128))?",
+        );
+        let (c, ty) = typed_src("product(x.shape[i] for i in range(x.ndim) if i != dim)");
+        assert_eq!(ty, Ty::Value);
+        has(&c, "py_x.dims(\"x\")?.index_value(&py_i)?");
+        has(&c, "Budget::enter");
+        // A tuple of dims as the whole formula is given as its Value.
+        let (c, ty) = typed_src("x.shape[1:]");
+        assert_eq!(ty, Ty::Value);
+        has(&c, ".to_value()");
+    }
+
     #[test]
     fn unchecked_trees_still_generate_code() {
         let s = scope();

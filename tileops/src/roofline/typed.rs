@@ -366,16 +366,16 @@ mod tests {
                         assert_eq!(view.to_value(), sliced);
                         assert_eq!(
                             Value::Int(view.len()),
-                            super::super::helpers::len(&[sliced.clone()]).unwrap()
+                            super::super::helpers::len(std::slice::from_ref(&sliced)).unwrap()
                         );
                         assert_eq!(view.is_empty(), !ops::truthy(&sliced).unwrap());
                         assert_eq!(
                             view.product().map(Value::Int),
-                            super::super::helpers::product(&[sliced.clone()])
+                            super::super::helpers::product(std::slice::from_ref(&sliced))
                         );
                         assert_eq!(
                             view.sum().map(Value::Int),
-                            super::super::helpers::sum(&[sliced.clone()])
+                            super::super::helpers::sum(std::slice::from_ref(&sliced))
                         );
                         // A slice of a slice.
                         for (l, u, s) in [(Some(1), None, None), (None, Some(-1), Some(-1))] {
