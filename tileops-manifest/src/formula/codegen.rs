@@ -25,7 +25,7 @@ use super::ast::{
     UnaryOp,
 };
 use super::check::{Binding, resolve};
-use super::types::{Ty, Types, infer};
+use super::types::{Infer, Ty, Types, infer};
 
 pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
     let code = Gen {
@@ -236,6 +236,19 @@ impl Gen<'_> {
         resolve(self.scope, &self.locals, name)
     }
 
+    /// The types pass over this formula's scope, types and comprehension variables. Only
+    /// called while generating typed code (`self.types` set).
+    fn infer(&self) -> Infer<'_> {
+        static NO_TYPES: std::sync::OnceLock<Types> = std::sync::OnceLock::new();
+        Infer {
+            scope: self.scope,
+            types: self
+                .types
+                .unwrap_or_else(|| NO_TYPES.get_or_init(Types::new)),
+            locals: &self.locals,
+        }
+    }
+
     /// The type of `e` here; every part is a value when generating without types.
     fn ty(&self, e: &Expr) -> Ty {
         match self.types {
@@ -338,9 +351,19 @@ impl Gen<'_> {
                         let a = self.typed(a, Ty::Dims);
                         quote!(#a.sum()?)
                     }
-                    ("len", [a]) => {
+                    ("len", [a]) if self.ty(a) == Ty::Dims => {
                         let a = self.typed(a, Ty::Dims);
                         quote!(#a.len())
+                    }
+                    ("len", [a]) => {
+                        let a = self.operand(a);
+                        quote!(#rt::len_int(&#a)?)
+                    }
+                    ("isinstance", [a, class]) => {
+                        let names = self.infer().type_names(class).unwrap_or_default();
+                        let a = self.operand(a);
+                        let types = names.iter().filter_map(|h| py_type(h));
+                        quote!(#rt::is_instance(&#a, &[#(#types),*]))
                     }
                     ("abs", [a]) => {
                         let a = self.typed(a, Ty::Int);
@@ -415,6 +438,31 @@ impl Gen<'_> {
                 };
                 if let Some(presence) = self.presence_test(left, c.op, &c.right) {
                     return quote!((#presence));
+                }
+                if matches!(c.op, CmpOp::Is | CmpOp::IsNot) {
+                    // `v is None` (either side; the literal has nothing to evaluate).
+                    let v = if matches!(c.right.kind, ExprKind::NoneLit) {
+                        self.operand(left)
+                    } else {
+                        self.operand(&c.right)
+                    };
+                    let not = (c.op == CmpOp::IsNot).then(|| quote!(!));
+                    return quote!((#not #rt::is_none(&#v)));
+                }
+                if matches!(c.op, CmpOp::In | CmpOp::NotIn) {
+                    // An int among a display's ints: Python evaluates the display whole (left to
+                    // right, after the needle), then looks.
+                    let a = self.typed(left, Ty::Int);
+                    let items = self.infer().int_display(&c.right).unwrap_or_default();
+                    let items: Vec<TokenStream> =
+                        items.iter().map(|i| self.typed(i, Ty::Int)).collect();
+                    let n = items.len();
+                    let not = (c.op == CmpOp::NotIn).then(|| quote!(!));
+                    return quote!({
+                        let __tileops_needle: ::core::primitive::i128 = #a;
+                        let __tileops_items: [::core::primitive::i128; #n] = [#(#items),*];
+                        #not __tileops_items.contains(&__tileops_needle)
+                    });
                 }
                 let a = self.typed(left, Ty::Int);
                 let b = self.typed(&c.right, Ty::Int);
@@ -836,6 +884,13 @@ impl Gen<'_> {
                 return self.collect(quote!(#rt::Collect::#f()), elt, clauses);
             }
             let f = Ident::new(h, Span::call_site());
+            if let [ExprKind::Name(name)] = args.iter().map(|a| &a.kind).collect::<Vec<_>>()[..]
+                && self.types.is_some()
+                && let Some(ident) = self.value_local(name)
+            {
+                // A lone name is lent, not cloned: a list param is not copied per call.
+                return quote!(::tileops::roofline::helpers::#f(::core::slice::from_ref(&#ident))?);
+            }
             if args.len() > CHUNK {
                 let args = self.vec(args);
                 return quote!(::tileops::roofline::helpers::#f(&#args)?);

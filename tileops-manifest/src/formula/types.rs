@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use super::Scope;
 use super::ast::{BinOp, CmpOp, Expr, ExprKind, UnaryOp};
-use super::check::{Binding, resolve};
+use super::check::{Binding, TYPE_HELPERS, resolve};
 
 /// The type of a formula (or a part of one), as far as the macro knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,14 +74,14 @@ pub fn infer(e: &Expr, scope: &Scope, types: &Types, locals: &[String]) -> Ty {
     .ty(e)
 }
 
-struct Infer<'a> {
-    scope: &'a Scope,
-    types: &'a Types,
-    locals: &'a [String],
+pub(crate) struct Infer<'a> {
+    pub(crate) scope: &'a Scope,
+    pub(crate) types: &'a Types,
+    pub(crate) locals: &'a [String],
 }
 
 impl Infer<'_> {
-    fn ty(&self, e: &Expr) -> Ty {
+    pub(crate) fn ty(&self, e: &Expr) -> Ty {
         match &e.kind {
             ExprKind::Int(_) => Ty::Int,
             ExprKind::Bool(_) => Ty::Bool,
@@ -150,6 +150,20 @@ impl Infer<'_> {
                 {
                     Ty::Bool
                 }
+                // `v is None`: a test of the value's kind.
+                [c] if matches!(c.op, CmpOp::Is | CmpOp::IsNot)
+                    && (matches!(c.right.kind, ExprKind::NoneLit)
+                        || matches!(left.kind, ExprKind::NoneLit)) =>
+                {
+                    Ty::Bool
+                }
+                // `n in (0, 1, 3)`: an int among the ints of a display.
+                [c] if matches!(c.op, CmpOp::In | CmpOp::NotIn)
+                    && self.ty(left) == Ty::Int
+                    && self.int_display(&c.right).is_some() =>
+                {
+                    Ty::Bool
+                }
                 _ => Ty::Value,
             },
             ExprKind::IfExp { body, orelse, .. } => {
@@ -204,6 +218,9 @@ impl Infer<'_> {
         };
         match args {
             [a] if DIMS_TO_INT.contains(&h) && self.ty(a) == Ty::Dims => Ty::Int,
+            // `len` of anything is an int or an error.
+            [_] if h == "len" => Ty::Int,
+            [_, class] if h == "isinstance" && self.type_names(class).is_some() => Ty::Bool,
             [a] if h == "abs" && self.ty(a) == Ty::Int => Ty::Int,
             _ if (h == "min" || h == "max")
                 && (2..=MAX_TYPED_LINKS).contains(&args.len())
@@ -212,6 +229,37 @@ impl Infer<'_> {
                 Ty::Int
             }
             _ => Ty::Value,
+        }
+    }
+
+    /// The items of a tuple, list or set display whose items are all ints.
+    pub(crate) fn int_display<'e>(&self, e: &'e Expr) -> Option<&'e [Expr]> {
+        match &e.kind {
+            ExprKind::Tuple(items) | ExprKind::List(items) | ExprKind::Set(items)
+                if items.len() <= MAX_TYPED_LINKS
+                    && items.iter().all(|i| self.ty(i) == Ty::Int) =>
+            {
+                Some(items)
+            }
+            _ => None,
+        }
+    }
+
+    /// The builtin types `class` names, when it is one (`int`) or a tuple display of them
+    /// (`(list, tuple)`): what `isinstance` may test without building the tuple.
+    pub(crate) fn type_names(&self, class: &Expr) -> Option<Vec<&'static str>> {
+        let one = |e: &Expr| match &e.kind {
+            ExprKind::Name(name) => match self.binding(name) {
+                Binding::Helper(h) if TYPE_HELPERS.contains(&h) => Some(h),
+                _ => None,
+            },
+            _ => None,
+        };
+        match &class.kind {
+            ExprKind::Tuple(items) if !items.is_empty() && items.len() <= MAX_TYPED_LINKS => {
+                items.iter().map(one).collect()
+            }
+            _ => one(class).map(|h| vec![h]),
         }
     }
 
@@ -279,6 +327,7 @@ mod tests {
             "product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])",
             "product(x.shape)",
             "len(x.shape[1:])",
+            "len(eps)",
             "sum(x.shape[::2])",
             "x.shape[1:][0]",
             "-M",
@@ -308,6 +357,14 @@ mod tests {
             "None is not bias",
             "flag and M > 0",
             "flag or not flag or M != K",
+            "isinstance(dim, int)",
+            "isinstance(eps, (list, tuple))",
+            "eps is None",
+            "None is not eps",
+            "x.ndim in (0, 1, 3)",
+            "M not in [K, 2]",
+            "M in {1}",
+            "M in ()",
         ] {
             assert_eq!(ty(src), Ty::Bool, "{src}");
         }
@@ -345,8 +402,11 @@ mod tests {
             "min(x.shape)",
             "min(M)",
             "ceil(M / 2)",
-            "isinstance(dim, int)",
-            "dim is None",
+            "isinstance(dim, eps)",
+            "isinstance(dim, ())",
+            "isinstance(dim, (int, product))",
+            "eps in (1, 2)",
+            "M in (1, eps)",
             "[i for i in range(M)]",
         ] {
             assert_eq!(ty(src), Ty::Value, "{src}");

@@ -28,7 +28,7 @@
 use super::error::{EvalError, EvalResult};
 use super::ops::{floordiv_int, mod_int, normalize_index, slice_indices, ssize_index};
 use super::stream::charge;
-use super::value::{Value, int_from_usize};
+use super::value::{PyType, Value, int_from_usize};
 
 /// `a + b` on ints.
 #[inline]
@@ -82,6 +82,25 @@ pub fn int_min(items: &[i128]) -> i128 {
 #[inline]
 pub fn int_max(items: &[i128]) -> i128 {
     items.iter().copied().reduce(i128::max).unwrap_or_default()
+}
+
+/// `len(value)` as an int, for a value of a type the macro does not know.
+#[inline]
+pub fn len_int(value: &Value) -> EvalResult<i128> {
+    super::helpers::len_int(value)
+}
+
+/// `isinstance(value, types)` where the types are builtin names written in the formula
+/// (`isinstance(dim, (list, tuple))`): checked in order, as CPython does.
+#[inline]
+pub fn is_instance(value: &Value, types: &[PyType]) -> bool {
+    types.iter().any(|t| t.is_instance(value))
+}
+
+/// `value is None`.
+#[inline]
+pub fn is_none(value: &Value) -> bool {
+    matches!(value, Value::None)
 }
 
 /// A shape extent (a `usize`) as a formula int.
@@ -307,6 +326,36 @@ mod tests {
                     );
                 }
             }
+        }
+        let values = [
+            Value::None,
+            Value::Bool(true),
+            Value::Int(3),
+            Value::Float(1.5),
+            Value::Str("ab".into()),
+            Value::List(vec![Value::Int(1)]),
+            Value::Tuple(vec![]),
+            Value::Range {
+                start: 0,
+                stop: 1 << 100,
+                step: 1,
+            },
+        ];
+        let types = [PyType::Int, PyType::List, PyType::Tuple, PyType::Bool];
+        for v in &values {
+            assert_eq!(
+                len_int(v).map(Value::Int),
+                super::super::helpers::len(std::slice::from_ref(v))
+            );
+            assert_eq!(
+                Value::Bool(is_none(v)),
+                Value::Bool(ops::compare(ops::CmpOp::Is, v, &Value::None).unwrap())
+            );
+            let classes = Value::Tuple(types.iter().map(|t| Value::Type(*t)).collect());
+            assert_eq!(
+                Ok(Value::Bool(is_instance(v, &types))),
+                super::super::helpers::isinstance(&[v.clone(), classes])
+            );
         }
         assert_eq!(int_min(&[3, -2, 5]), -2);
         assert_eq!(int_max(&[3, -2, 5]), 5);
