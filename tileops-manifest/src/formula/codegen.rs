@@ -316,21 +316,38 @@ impl Gen<'_> {
                 let base = self.typed(value, Ty::Dims);
                 match &index.kind {
                     ExprKind::Slice { lower, upper, step } => {
-                        let parts: Vec<TokenStream> = [lower, upper, step]
+                        let parts = [lower, upper, step];
+                        let typed = parts.iter().all(|p| match p {
+                            Some(p) => matches!(p.kind, ExprKind::NoneLit) || self.ty(p) == Ty::Int,
+                            None => true,
+                        });
+                        let parts: Vec<TokenStream> = parts
                             .into_iter()
                             .map(|part| match part {
-                                Some(p) if !matches!(p.kind, ExprKind::NoneLit) => {
+                                Some(p) if !matches!(p.kind, ExprKind::NoneLit) && typed => {
                                     let p = self.typed(p, Ty::Int);
                                     quote!(::core::option::Option::Some(#p))
+                                }
+                                Some(p) if !typed => {
+                                    let p = self.operand(p);
+                                    quote!(::core::option::Option::Some(&#p))
                                 }
                                 _ => quote!(::core::option::Option::None),
                             })
                             .collect();
-                        quote!(#base.slice(#(#parts),*)?)
+                        if typed {
+                            quote!(#base.slice(#(#parts),*)?)
+                        } else {
+                            quote!(#base.slice_values(#(#parts),*)?)
+                        }
                     }
-                    _ => {
+                    _ if self.ty(index) == Ty::Int => {
                         let i = self.typed(index, Ty::Int);
                         quote!(#base.index(#i)?)
+                    }
+                    _ => {
+                        let i = self.operand(index);
+                        quote!(#base.index_value_int(&#i)?)
                     }
                 }
             }
@@ -826,14 +843,6 @@ impl Gen<'_> {
     fn subscript(&mut self, value: &Expr, index: &Expr) -> TokenStream {
         let rt = rt();
         let v = value_path();
-        if !matches!(index.kind, ExprKind::Slice { .. } | ExprKind::Tuple(_))
-            && self.ty(value) == Ty::Dims
-        {
-            // A shape indexed by a value (a comprehension variable): no tuple is built.
-            let base = self.typed(value, Ty::Dims);
-            let i = self.operand(index);
-            return quote!(#base.index_value(&#i)?);
-        }
         let base = self.operand(value);
         match &index.kind {
             ExprKind::Slice { lower, upper, step } => {
@@ -1566,7 +1575,10 @@ mod tests {
         );
         let (c, ty) = typed_src("product(x.shape[i] for i in range(x.ndim) if i != dim)");
         assert_eq!(ty, Ty::Value);
-        has(&c, "py_x.dims(\"x\")?.index_value(&py_i)?");
+        has(
+            &c,
+            "::tileops::roofline::Value::Int(py_x.dims(\"x\")?.index_value_int(&py_i)?)",
+        );
         has(&c, "Budget::enter");
         // A tuple of dims as the whole formula is given as its Value.
         let (c, ty) = typed_src("x.shape[1:]");

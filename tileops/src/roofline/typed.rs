@@ -26,7 +26,7 @@
 //! ```
 
 use super::error::{EvalError, EvalResult};
-use super::ops::{floordiv_int, mod_int, normalize_index, slice_indices, ssize_index};
+use super::ops::{floordiv_int, mod_int, normalize_index, slice_bound, slice_indices, ssize_index};
 use super::stream::charge;
 use super::value::{PyType, Value, int_from_usize};
 
@@ -206,13 +206,36 @@ impl<'a> Dims<'a> {
     /// `dims[index]` for an index of a type the macro does not know (a comprehension variable):
     /// an int or a bool indexes, anything else is the tuple's `TypeError`.
     pub fn index_value(&self, index: &Value) -> EvalResult {
+        self.index_value_int(index).map(Value::Int)
+    }
+
+    /// `dims[index]` for an index of a type the macro does not know, as an int (what
+    /// [`index_value`](Self::index_value) gives on success).
+    pub fn index_value_int(&self, index: &Value) -> EvalResult<i128> {
         let i = index.as_index().ok_or_else(|| {
             EvalError::type_error(format!(
                 "tuple indices must be integers or slices, not {}",
                 index.type_name()
             ))
         })?;
-        self.index(i).map(Value::Int)
+        self.index(i)
+    }
+
+    /// `dims[lower:upper:step]` with bounds of types the macro does not know: each `None`,
+    /// absent, an int or a bool, read (and refused) in the runtime's order, step first.
+    pub fn slice_values(
+        &self,
+        lower: Option<&Value>,
+        upper: Option<&Value>,
+        step: Option<&Value>,
+    ) -> EvalResult<Dims<'a>> {
+        let step = slice_bound(step)?.unwrap_or(1);
+        if step == 0 {
+            return Err(EvalError::value_error("slice step cannot be zero"));
+        }
+        let lower = slice_bound(lower)?;
+        let upper = slice_bound(upper)?;
+        self.slice(lower, upper, Some(step))
     }
 
     /// `dims[lower:upper:step]` with int (or absent) bounds.
@@ -395,10 +418,31 @@ mod tests {
                 dims.index_value(&Value::Float(1.0)),
                 ops::subscript(&tuple, &Value::Float(1.0))
             );
+            // Bounds the runtime refuses, in its order: the step first.
+            for (l, u, st) in [
+                (Value::Float(1.0), Value::None, Value::Int(0)),
+                (Value::Float(1.0), Value::Str("a".into()), Value::Int(1)),
+                (Value::Bool(true), Value::None, Value::Bool(true)),
+                (Value::None, Value::List(vec![]), Value::None),
+            ] {
+                assert_eq!(
+                    dims.slice_values(Some(&l), Some(&u), Some(&st))
+                        .map(|d| d.to_value()),
+                    ops::slice(&tuple, Some(&l), Some(&u), Some(&st))
+                );
+            }
             for lower in bounds {
                 for upper in bounds {
                     for step in [None, Some(0), Some(1), Some(2), Some(-1), Some(-3)] {
                         let typed = dims.slice(lower, upper, step);
+                        assert_eq!(
+                            dims.slice_values(
+                                opt(lower).as_ref(),
+                                opt(upper).as_ref(),
+                                opt(step).as_ref()
+                            ),
+                            typed
+                        );
                         let value = ops::slice(
                             &tuple,
                             opt(lower).as_ref(),

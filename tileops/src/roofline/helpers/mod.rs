@@ -15,6 +15,7 @@
 
 use super::error::{EvalError, EvalResult};
 use super::ops::{CmpOp, add, compare, iterate, make_set, mul, neg};
+use super::stream::charge;
 use super::value::{Num, Value, int_from_usize, range_len};
 
 /// The signature every helper has.
@@ -107,9 +108,18 @@ pub fn product(args: &[Value]) -> EvalResult {
             args.len()
         )));
     };
-    iterate(iterable)?
-        .iter()
-        .try_fold(Value::Int(1), |acc, item| mul(&acc, item))
+    match iterable {
+        // The items as `iterate` would give them (and charge them), without copying them.
+        Value::Tuple(items) | Value::List(items) | Value::Set(items) => {
+            charge(items.len())?;
+            items
+                .iter()
+                .try_fold(Value::Int(1), |acc, item| mul(&acc, item))
+        }
+        _ => iterate(iterable)?
+            .iter()
+            .try_fold(Value::Int(1), |acc, item| mul(&acc, item)),
+    }
 }
 
 /// `isinstance(value, type_or_tuple_of_types)`; a `bool` is an instance of `int`.

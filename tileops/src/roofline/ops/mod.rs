@@ -902,7 +902,7 @@ pub fn subscript(v: &Value, index: &Value) -> EvalResult {
     }
 }
 
-fn slice_bound(bound: Option<&Value>) -> EvalResult<Option<i128>> {
+pub(crate) fn slice_bound(bound: Option<&Value>) -> EvalResult<Option<i128>> {
     match bound {
         None | Some(Value::None) => Ok(None),
         Some(v) => v.as_index().map(Some).ok_or_else(|| {
