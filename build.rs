@@ -282,6 +282,7 @@ fn generate(dir: &Path) -> Result<String, String> {
          /// Every inline entry that got a struct: (file, op).\n\
          pub const ENTRIES: &[(&str, &str)] = &[{}];\n\n\
          /// Build the entry's struct from one case of expected.json and evaluate it.\n\
+         #[allow(dead_code)]\n\
          pub fn eval(file: &str, op: &str, case: &serde_json::Value) -> Option<Result<tileops::Roofline, String>> {{\n\
          \x20   let run = || -> Option<Result<tileops::Roofline, String>> {{ match (file, op) {{\n{arms}        _ => None,\n    }} }};\n\
          \x20   run()\n}}\n\n\

@@ -164,6 +164,7 @@ pub struct Dims<'a> {
 
 impl<'a> Dims<'a> {
     /// A whole shape.
+    #[inline]
     pub fn new(shape: &'a [usize]) -> Self {
         Dims {
             base: shape,
@@ -173,28 +174,55 @@ impl<'a> Dims<'a> {
         }
     }
 
+    #[inline]
     fn get(&self, k: usize) -> Option<usize> {
         let offset = int_from_usize(k).checked_mul(self.step)?;
         let at = usize::try_from(self.first.checked_add(offset)?).ok()?;
         self.base.get(at).copied()
     }
 
+    /// The dims as a contiguous run of the shape, when they are one (a step of 1: a whole shape
+    /// or the usual `shape[a:b]`), so folds over them are plain loops.
+    #[inline]
+    fn contiguous(&self) -> Option<&'a [usize]> {
+        if self.step != 1 {
+            return None;
+        }
+        let first = usize::try_from(self.first).ok()?;
+        self.base.get(first..first.checked_add(self.count)?)
+    }
+
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.count).filter_map(|k| self.get(k))
     }
 
+    #[inline]
+    fn try_fold(&self, init: i128, f: impl Fn(i128, i128) -> EvalResult<i128>) -> EvalResult<i128> {
+        match self.contiguous() {
+            Some(run) => run
+                .iter()
+                .try_fold(init, |acc, &d| f(acc, int_from_usize(d))),
+            None => self
+                .iter()
+                .try_fold(init, |acc, d| f(acc, int_from_usize(d))),
+        }
+    }
+
     /// `len(dims)`.
     #[allow(clippy::len_without_is_empty)] // `is_empty` below is the tuple's truthiness
+    #[inline]
     pub fn len(&self) -> i128 {
         int_from_usize(self.count)
     }
 
     /// `not dims`: a tuple is false when it is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// `dims[i]` for an int `i` (negative counts from the end).
+    #[inline]
     pub fn index(&self, i: i128) -> EvalResult<i128> {
         let i = ssize_index(i)?;
         normalize_index(i, self.count)
@@ -205,12 +233,14 @@ impl<'a> Dims<'a> {
 
     /// `dims[index]` for an index of a type the macro does not know (a comprehension variable):
     /// an int or a bool indexes, anything else is the tuple's `TypeError`.
+    #[inline]
     pub fn index_value(&self, index: &Value) -> EvalResult {
         self.index_value_int(index).map(Value::Int)
     }
 
     /// `dims[index]` for an index of a type the macro does not know, as an int (what
     /// [`index_value`](Self::index_value) gives on success).
+    #[inline]
     pub fn index_value_int(&self, index: &Value) -> EvalResult<i128> {
         let i = index.as_index().ok_or_else(|| {
             EvalError::type_error(format!(
@@ -223,6 +253,7 @@ impl<'a> Dims<'a> {
 
     /// `dims[lower:upper:step]` with bounds of types the macro does not know: each `None`,
     /// absent, an int or a bool, read (and refused) in the runtime's order, step first.
+    #[inline]
     pub fn slice_values(
         &self,
         lower: Option<&Value>,
@@ -239,6 +270,7 @@ impl<'a> Dims<'a> {
     }
 
     /// `dims[lower:upper:step]` with int (or absent) bounds.
+    #[inline]
     pub fn slice(
         &self,
         lower: Option<i128>,
@@ -281,17 +313,17 @@ impl<'a> Dims<'a> {
     }
 
     /// `product(dims)`: iterating charges the work budget as `iterate` does.
+    #[inline]
     pub fn product(&self) -> EvalResult<i128> {
         charge(self.count)?;
-        self.iter()
-            .try_fold(1i128, |acc, d| int_mul(acc, int_from_usize(d)))
+        self.try_fold(1, int_mul)
     }
 
     /// `sum(dims)`.
+    #[inline]
     pub fn sum(&self) -> EvalResult<i128> {
         charge(self.count)?;
-        self.iter()
-            .try_fold(0i128, |acc, d| int_add(acc, int_from_usize(d)))
+        self.try_fold(0, int_add)
     }
 
     /// The tuple itself, for the parts of a formula that need a [`Value`].

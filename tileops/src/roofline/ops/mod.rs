@@ -287,6 +287,7 @@ fn int_floordiv(x: i128, y: i128) -> EvalResult {
 }
 
 /// `x // y` on ints: floors toward negative infinity, as Python does.
+#[inline]
 pub(crate) fn floordiv_int(x: i128, y: i128) -> EvalResult<i128> {
     if y == 0 {
         return Err(EvalError::zero_division(
@@ -307,6 +308,7 @@ fn int_mod(x: i128, y: i128) -> EvalResult {
 }
 
 /// `x % y` on ints: the result takes the sign of the divisor, as in Python.
+#[inline]
 pub(crate) fn mod_int(x: i128, y: i128) -> EvalResult<i128> {
     if y == 0 {
         return Err(EvalError::zero_division("integer modulo by zero"));
@@ -836,6 +838,7 @@ fn not_subscriptable(v: &Value) -> EvalError {
 }
 
 /// CPython converts a sequence index to a C `ssize_t` before looking at the length.
+#[inline]
 pub(crate) fn ssize_index(i: i128) -> EvalResult<i128> {
     if i64::try_from(i).is_err() {
         return Err(EvalError::index_error(
@@ -846,6 +849,7 @@ pub(crate) fn ssize_index(i: i128) -> EvalResult<i128> {
 }
 
 /// A Python index (negative counts from the end) into `len` items.
+#[inline]
 pub(crate) fn normalize_index(i: i128, len: usize) -> Option<usize> {
     let len = int_from_usize(len);
     let j = if i < 0 { i + len } else { i };
@@ -1154,6 +1158,7 @@ pub fn param<T: Clone + Into<Value>>(field: &T) -> Value {
 
 /// The final value of `flops` or `bytes` as a count: an int or bool, or a finite float `>= 0`
 /// below 2^64 (truncated like Python's `int()`); anything else is an error naming the value.
+#[inline]
 pub fn to_count(v: &Value) -> EvalResult<u64> {
     let bad = |why: &str| {
         EvalError::value_error(format!(

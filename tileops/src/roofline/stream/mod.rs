@@ -60,6 +60,7 @@ thread_local! {
 
 /// Charges `units` of work to the running evaluation's budget; an error once it is spent.
 /// Outside a [`Budget`] (a direct call of a runtime function) nothing is counted.
+#[inline]
 pub(crate) fn charge(units: usize) -> EvalResult<()> {
     WORK_LEFT.with(|left| {
         let now = left.get();
