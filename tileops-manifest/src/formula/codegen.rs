@@ -25,13 +25,14 @@ use super::ast::{
     UnaryOp,
 };
 use super::check::{Binding, resolve};
-use super::types::{Infer, Ty, Types, infer};
+use super::types::{Infer, Ty, Types};
 
 pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
     let code = Gen {
         scope,
         types: None,
         locals: Vec::new(),
+        local_tys: Vec::new(),
         labels: 0,
     }
     .value(expr);
@@ -46,6 +47,7 @@ pub(crate) fn codegen_typed(expr: &Expr, scope: &Scope, types: &Types) -> (Token
         scope,
         types: Some(types),
         locals: Vec::new(),
+        local_tys: Vec::new(),
         labels: 0,
     };
     let (code, ty) = match g.ty(expr) {
@@ -207,6 +209,8 @@ struct Gen<'a> {
     types: Option<&'a Types>,
     /// Comprehension variables in scope, innermost last.
     locals: Vec<String>,
+    /// Their types, by position: an `i128` local for a loop over a range of ints or a shape.
+    local_tys: Vec<Ty>,
     /// Labeled blocks made so far: each gets its own label, so nested ones never shadow.
     labels: usize,
 }
@@ -246,27 +250,20 @@ impl Gen<'_> {
                 .types
                 .unwrap_or_else(|| NO_TYPES.get_or_init(Types::new)),
             locals: &self.locals,
+            local_tys: &self.local_tys,
         }
     }
 
     /// The type of `e` here; every part is a value when generating without types.
     fn ty(&self, e: &Expr) -> Ty {
         match self.types {
-            Some(types) => infer(e, self.scope, types, &self.locals),
+            Some(_) => self.infer().ty(e),
             None => Ty::Value,
         }
     }
 
     fn name_ty(&self, name: &str) -> Ty {
-        match self.types {
-            Some(types) => infer(
-                &Expr::new(ExprKind::Name(name.to_owned()), 0..0),
-                self.scope,
-                types,
-                &self.locals,
-            ),
-            None => Ty::Value,
-        }
+        self.ty(&Expr::new(ExprKind::Name(name.to_owned()), 0..0))
     }
 
     /// `bool(e)` as a Rust `bool`: typed parts test directly, values through `truthy`.
@@ -360,6 +357,20 @@ impl Gen<'_> {
                     _ => "",
                 };
                 match (helper, args.as_slice()) {
+                    (
+                        "product",
+                        [
+                            Expr {
+                                kind:
+                                    ExprKind::Comprehension {
+                                        kind: CompKind::Generator,
+                                        elt,
+                                        clauses,
+                                    },
+                                ..
+                            },
+                        ],
+                    ) => self.int_product(elt, clauses),
                     ("product", [a]) => {
                         let a = self.typed(a, Ty::Dims);
                         quote!(#a.product()?)
@@ -1042,25 +1053,85 @@ impl Gen<'_> {
     /// each step charged to the formula's work budget, and each element pushed into `into`
     /// (a `Collect`), which bounds the result's length and finishes it.
     fn collect(&mut self, into: TokenStream, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
+        let Some(body) = self.loops(
+            elt,
+            clauses,
+            Ty::Value,
+            |elt| quote!(__tileops_acc.push(#elt)?;),
+        ) else {
+            return raise("SyntaxError: invalid comprehension target");
+        };
+        quote! {{
+            let mut __tileops_acc = #into;
+            #body
+            __tileops_acc.finish()?
+        }}
+    }
+
+    /// `product(<generator of ints>)`: the same loops, folding the element into an `i128` as
+    /// `Collect::product` folds it into a `Value` (from 1, each step a checked multiply).
+    fn int_product(&mut self, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
+        let rt = rt();
+        let Some(body) = self.loops(
+            elt,
+            clauses,
+            Ty::Int,
+            |elt| quote!(__tileops_product = #rt::int_mul(__tileops_product, #elt)?;),
+        ) else {
+            return raise_typed(Ty::Int, "SyntaxError: invalid comprehension target");
+        };
+        quote! {{
+            let mut __tileops_product: ::core::primitive::i128 = 1;
+            #body
+            __tileops_product
+        }}
+    }
+
+    /// The nested loops of the clauses around `push(element)`, the element generated as
+    /// `elt_ty`; `None` for a target that is not an identifier. A lone name over a range of
+    /// ints or over a shape is an `i128` local; a shape is iterated in place.
+    fn loops(
+        &mut self,
+        elt: &Expr,
+        clauses: &[CompClause],
+        elt_ty: Ty,
+        push: impl FnOnce(TokenStream) -> TokenStream,
+    ) -> Option<TokenStream> {
         let rt = rt();
         let depth = self.locals.len();
         let mut loops = Vec::new();
         for clause in clauses {
-            let iter = self.operand(&clause.iter);
-            let Some(bind) = self.bind_target(&clause.target) else {
+            let var_ty = match self.types {
+                Some(_) => self.infer().loop_var_ty(&clause.target, &clause.iter),
+                None => Ty::Value,
+            };
+            let over_dims = var_ty == Ty::Int && self.ty(&clause.iter) == Ty::Dims;
+            let source = if over_dims {
+                let dims = self.typed(&clause.iter, Ty::Dims);
+                quote!(#dims.ints())
+            } else {
+                let iter = self.operand(&clause.iter);
+                quote!(#rt::iter(&#iter)?)
+            };
+            let Some(bind) = self.bind_target(&clause.target, var_ty, over_dims) else {
                 self.locals.truncate(depth);
-                return raise("SyntaxError: invalid comprehension target");
+                self.local_tys.truncate(depth);
+                return None;
             };
             let conds: Vec<TokenStream> = clause.ifs.iter().map(|c| self.test(c)).collect();
-            loops.push((iter, bind, conds));
+            loops.push((source, bind, conds));
         }
-        let elt = self.value(elt);
+        let elt = match elt_ty {
+            Ty::Value => self.value(elt),
+            ty => self.typed(elt, ty),
+        };
         self.locals.truncate(depth);
+        self.local_tys.truncate(depth);
 
-        let mut body = quote!(__tileops_acc.push(#elt)?;);
-        for (iter, bind, conds) in loops.into_iter().rev() {
+        let mut body = push(elt);
+        for (source, bind, conds) in loops.into_iter().rev() {
             body = quote! {
-                for __tileops_item in #rt::iter(&#iter)? {
+                for __tileops_item in #source {
                     #rt::step()?;
                     #bind
                     #(
@@ -1072,16 +1143,14 @@ impl Gen<'_> {
                 }
             };
         }
-        quote! {{
-            let mut __tileops_acc = #into;
-            #body
-            __tileops_acc.finish()?
-        }}
+        Some(body)
     }
 
     /// Binds `__tileops_item` to the target's `py_` locals and brings them into scope for the
     /// rest of the comprehension. `None` for a name that is not an identifier.
-    fn bind_target(&mut self, target: &Target) -> Option<TokenStream> {
+    /// An `Int` target is an `i128` local: the item itself over a shape (`over_dims`), else the
+    /// int of a range's item.
+    fn bind_target(&mut self, target: &Target, ty: Ty, over_dims: bool) -> Option<TokenStream> {
         let v = value_path();
         let rt = rt();
         let idents = target
@@ -1091,6 +1160,20 @@ impl Gen<'_> {
             .collect::<Option<Vec<Ident>>>()?;
         self.locals
             .extend(target.names().iter().map(|t| t.name.clone()));
+        self.local_tys.resize(self.locals.len(), ty);
+        if ty == Ty::Int
+            && let Target::Name(_) = target
+        {
+            let item = if over_dims {
+                quote!(__tileops_item)
+            } else {
+                quote!(#rt::int_item(&__tileops_item)?)
+            };
+            return Some(quote! {
+                #[allow(unused_variables)]
+                let #(#idents)*: ::core::primitive::i128 = #item;
+            });
+        }
         Some(match target {
             Target::Name(_) => quote! {
                 #[allow(unused_variables)]
@@ -1573,13 +1656,38 @@ mod tests {
             &c,
             "truediv(&::tileops::roofline::Value::Int(py_M), &::tileops::roofline::Value::Int(2i128))?",
         );
+        // A generator over a range of ints: an int loop variable, an int product, the same
+        // budget and steps.
         let (c, ty) = typed_src("product(x.shape[i] for i in range(x.ndim) if i != dim)");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "Budget::enter");
+        has(
+            &c,
+            "let py_i: ::core::primitive::i128 = ::tileops::__private_v0_1::rt::int_item(&__tileops_item)?;",
+        );
+        has(&c, "if !(py_i != py_dim) { continue; }");
+        has(
+            &c,
+            "__tileops_product = ::tileops::__private_v0_1::rt::int_mul(__tileops_product, py_x.dims(\"x\")?.index(py_i)?)?;",
+        );
+        assert_eq!(count(&c, "rt::step()?"), 1);
+        // Over a shape, the dims themselves, in place.
+        let (c, ty) = typed_src("product(d for d in x.shape[1:])");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "for __tileops_item in py_x.dims(\"x\")?.slice(");
+        has(&c, ".ints() {");
+        has(&c, "let py_d: ::core::primitive::i128 = __tileops_item;");
+        // Over a value (an untyped param), the item is a value; a shape indexed by it an int.
+        let (c, ty) = typed_src("product(x.shape[i] for i in N)");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "let py_i = __tileops_item;");
+        has(&c, "py_x.dims(\"x\")?.index_value_int(&py_i)?");
+        let (c, ty) = typed_src("[x.shape[i] for i in N]");
         assert_eq!(ty, Ty::Value);
         has(
             &c,
-            "::tileops::roofline::Value::Int(py_x.dims(\"x\")?.index_value_int(&py_i)?)",
+            "__tileops_acc.push(::tileops::roofline::Value::Int(py_x.dims(\"x\")?.index_value_int(&py_i)?))?;",
         );
-        has(&c, "Budget::enter");
         // A tuple of dims as the whole formula is given as its Value.
         let (c, ty) = typed_src("x.shape[1:]");
         assert_eq!(ty, Ty::Value);

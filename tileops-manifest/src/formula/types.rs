@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::Scope;
-use super::ast::{BinOp, CmpOp, Expr, ExprKind, UnaryOp};
+use super::ast::{BinOp, CmpOp, CompClause, CompKind, Expr, ExprKind, Target, UnaryOp};
 use super::check::{Binding, TYPE_HELPERS, resolve};
 
 /// The type of a formula (or a part of one), as far as the macro knows it.
@@ -70,6 +70,7 @@ pub fn infer(e: &Expr, scope: &Scope, types: &Types, locals: &[String]) -> Ty {
         scope,
         types,
         locals,
+        local_tys: &[],
     }
     .ty(e)
 }
@@ -77,7 +78,11 @@ pub fn infer(e: &Expr, scope: &Scope, types: &Types, locals: &[String]) -> Ty {
 pub(crate) struct Infer<'a> {
     pub(crate) scope: &'a Scope,
     pub(crate) types: &'a Types,
+    /// Comprehension variables in scope, innermost last.
     pub(crate) locals: &'a [String],
+    /// Their types, by position (a missing one is a value): an int for a loop over a `range` of
+    /// ints or over a shape.
+    pub(crate) local_tys: &'a [Ty],
 }
 
 impl Infer<'_> {
@@ -190,11 +195,64 @@ impl Infer<'_> {
         match self.binding(name) {
             Binding::Dim | Binding::ElemBytes => Ty::Int,
             Binding::Param | Binding::Var => self.types.get(name),
+            Binding::Local => self
+                .locals
+                .iter()
+                .rposition(|l| l == name)
+                .and_then(|i| self.local_tys.get(i).copied())
+                .unwrap_or(Ty::Value),
             _ => Ty::Value,
         }
     }
 
-    fn helper(&self, func: &Expr) -> Option<&'static str> {
+    /// The type of a comprehension target's name over `iter`: an int for a lone name over
+    /// `range(...)` of ints or over a shape, a value otherwise.
+    pub(crate) fn loop_var_ty(&self, target: &Target, iter: &Expr) -> Ty {
+        if !matches!(target, Target::Name(_)) {
+            return Ty::Value;
+        }
+        if let ExprKind::Call { func, args } = &iter.kind
+            && self.helper(func) == Some("range")
+            && (1..=3).contains(&args.len())
+            && args.iter().all(|a| self.ty(a) == Ty::Int)
+        {
+            return Ty::Int;
+        }
+        if self.ty(iter) == Ty::Dims {
+            Ty::Int
+        } else {
+            Ty::Value
+        }
+    }
+
+    /// The type of a comprehension's element, its clauses' variables bound.
+    fn element_ty(&self, elt: &Expr, clauses: &[CompClause]) -> Ty {
+        let mut locals = self.locals.to_vec();
+        let mut tys = self.local_tys.to_vec();
+        tys.resize(locals.len(), Ty::Value);
+        for clause in clauses {
+            let ty = Infer {
+                scope: self.scope,
+                types: self.types,
+                locals: &locals,
+                local_tys: &tys,
+            }
+            .loop_var_ty(&clause.target, &clause.iter);
+            for name in clause.target.names() {
+                locals.push(name.name.clone());
+                tys.push(ty);
+            }
+        }
+        Infer {
+            scope: self.scope,
+            types: self.types,
+            locals: &locals,
+            local_tys: &tys,
+        }
+        .ty(elt)
+    }
+
+    pub(crate) fn helper(&self, func: &Expr) -> Option<&'static str> {
         match &func.kind {
             ExprKind::Name(name) => match self.binding(name) {
                 Binding::Helper(h) => Some(h),
@@ -210,6 +268,18 @@ impl Infer<'_> {
         };
         match args {
             [a] if DIMS_TO_INT.contains(&h) && self.ty(a) == Ty::Dims => Ty::Int,
+            // The product of a generator of ints folds on an int.
+            [
+                Expr {
+                    kind:
+                        ExprKind::Comprehension {
+                            kind: CompKind::Generator,
+                            elt,
+                            clauses,
+                        },
+                    ..
+                },
+            ] if h == "product" && self.element_ty(elt, clauses) == Ty::Int => Ty::Int,
             // `len` of anything is an int or an error.
             [_] if h == "len" => Ty::Int,
             [_, class] if h == "isinstance" && self.type_names(class).is_some() => Ty::Bool,
@@ -335,6 +405,9 @@ mod tests {
             "x.shape[(dim if eps is not None else 1) % x.ndim]",
             "product(x.shape[:eps])",
             "M if eps else K",
+            "product(x.shape[i] for i in range(x.ndim) if i not in {dim})",
+            "product(d for d in x.shape)",
+            "product(i * j for i in range(M) for j in range(i, K, 2))",
         ] {
             assert_eq!(ty(src), Ty::Int, "{src}");
         }
@@ -390,7 +463,11 @@ mod tests {
             "M if flag else eps",
             "M if flag else flag",
             "x.shape[1, 2]",
-            "product(i for i in x.shape)",
+            "product(i for i in (M, K))",
+            "product(e for e in [eps])",
+            "product(a for a, b in x.shape)",
+            "product(i / 2 for i in x.shape)",
+            "product(i for i in range(eps))",
             "product([M])",
             "min(x.shape)",
             "min(M)",

@@ -103,6 +103,20 @@ pub fn is_none(value: &Value) -> bool {
     matches!(value, Value::None)
 }
 
+/// The int of a `range`'s item (a comprehension variable over a range of ints).
+#[inline]
+pub fn int_item(item: &Value) -> EvalResult<i128> {
+    match *item {
+        Value::Int(i) => Ok(i),
+        // A range's items are always ints; anything else is a caller's mistake, reported rather
+        // than guessed at.
+        _ => Err(EvalError::type_error(format!(
+            "expected an int item, got {}",
+            item.type_name()
+        ))),
+    }
+}
+
 /// A shape extent (a `usize`) as a formula int.
 #[inline]
 pub fn extent(n: usize) -> i128 {
@@ -206,6 +220,12 @@ impl<'a> Dims<'a> {
                 .iter()
                 .try_fold(init, |acc, d| f(acc, int_from_usize(d))),
         }
+    }
+
+    /// The dims as ints, in order: a comprehension over a shape iterates them in place.
+    #[inline]
+    pub fn ints(self) -> impl Iterator<Item = i128> + 'a {
+        (0..self.count).filter_map(move |k| self.get(k).map(int_from_usize))
     }
 
     /// `len(dims)`.
@@ -412,6 +432,8 @@ mod tests {
                 super::super::helpers::isinstance(&[v.clone(), classes])
             );
         }
+        assert_eq!(int_item(&Value::Int(-4)), Ok(-4));
+        assert!(int_item(&Value::None).is_err());
         assert_eq!(int_min(&[3, -2, 5]), -2);
         assert_eq!(int_max(&[3, -2, 5]), 5);
     }
@@ -514,6 +536,7 @@ mod tests {
                                 )
                             );
                         }
+                        assert_eq!(Value::Tuple(view.ints().map(Value::Int).collect()), sliced);
                         for i in [-2, 0, 1] {
                             assert_eq!(
                                 view.index(i).map(Value::Int),
