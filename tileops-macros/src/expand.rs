@@ -302,6 +302,23 @@ fn count(name: &Ident, ty: formula::Ty) -> TokenStream {
     }
 }
 
+/// Whether a param field is written as the formula value type (`Value`, `roofline::Value`, no
+/// generic arguments): such a field can be lent to the formulas instead of cloned (the runtime
+/// checks, by its `TypeId`, that it is one).
+fn is_value_type(field: &syn::Field) -> bool {
+    match &field.ty {
+        syn::Type::Path(path) => {
+            path.qself.is_none()
+                && path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "Value" && s.arguments.is_none())
+        }
+        _ => false,
+    }
+}
+
 /// The type of a param's local: an int for a field of a Rust integer type, a bool for a `bool`
 /// field, a value otherwise (a `Value`, an `Option`, a float, a str). A param that names a fixed
 /// dim stays a value: its check against the shape matches on the `Value`.
@@ -452,7 +469,8 @@ fn inline_body(
         if let (Some(local), Some(f)) = (py(&param.name, &mut problems), field(&param.name)) {
             declare(&local);
             let access = field_ref(f);
-            let binding = match param_ty(f, all_dims.contains(param.name.as_str())) {
+            let names_a_dim = all_dims.contains(param.name.as_str());
+            let binding = match param_ty(f, names_a_dim) {
                 formula::Ty::Int => {
                     types.names.insert(param.name.clone(), formula::Ty::Int);
                     quote! { #local = ::tileops::__private_v0_1::rt::int_param(#access); }
@@ -460,6 +478,12 @@ fn inline_body(
                 formula::Ty::Bool => {
                     types.names.insert(param.name.clone(), formula::Ty::Bool);
                     quote! { #local = *#access; }
+                }
+                // A param that names a dim stays owned: its check against the shape matches on
+                // the `Value` itself.
+                formula::Ty::Dims | formula::Ty::Value if is_value_type(f) && !names_a_dim => {
+                    // Lent, not cloned: a list param is not copied per call.
+                    quote! { #local = ::tileops::__private_v0_1::rt::param_value(#access); }
                 }
                 formula::Ty::Dims | formula::Ty::Value => {
                     quote! { #local = ::tileops::__private_v0_1::rt::param(#access); }

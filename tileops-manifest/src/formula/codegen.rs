@@ -327,7 +327,7 @@ impl Gen<'_> {
                                 }
                                 Some(p) if !typed => {
                                     let p = self.operand(p);
-                                    quote!(::core::option::Option::Some(&#p))
+                                    quote!(::core::option::Option::Some::<&::tileops::roofline::Value>(&#p))
                                 }
                                 _ => quote!(::core::option::Option::None),
                             })
@@ -809,6 +809,11 @@ impl Gen<'_> {
 
     fn name(&mut self, name: &str) -> TokenStream {
         if let Some(ident) = self.value_local(name) {
+            if self.types.is_some() {
+                // A param may be lent (a `Cow` of the field): clone the value it derefs to.
+                let v = value_path();
+                return quote!(#v::clone(&#ident));
+            }
             return quote!(#ident.clone());
         }
         match self.resolve(name) {
@@ -862,7 +867,13 @@ impl Gen<'_> {
                     .map(|part| match part {
                         Some(p) => {
                             let p = self.operand(p);
-                            quote!(::core::option::Option::Some(&#p))
+                            if self.types.is_some() {
+                                // A lent param (a `Cow`) coerces to `&Value` only where the
+                                // type is spelled out.
+                                quote!(::core::option::Option::Some::<&#v>(&#p))
+                            } else {
+                                quote!(::core::option::Option::Some(&#p))
+                            }
                         }
                         None => quote!(::core::option::Option::None),
                     })
@@ -909,7 +920,8 @@ impl Gen<'_> {
                 && let Some(ident) = self.value_local(name)
             {
                 // A lone name is lent, not cloned: a list param is not copied per call.
-                return quote!(::tileops::roofline::helpers::#f(::core::slice::from_ref(&#ident))?);
+                let v = value_path();
+                return quote!(::tileops::roofline::helpers::#f(::core::slice::from_ref::<#v>(&#ident))?);
             }
             if args.len() > CHUNK {
                 let args = self.vec(args);

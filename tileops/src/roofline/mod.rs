@@ -65,7 +65,7 @@ pub mod __rt {
     pub use super::stream::{Budget, Collect, Iter, iter, step};
     pub use super::typed::{
         Dims, IntParam, extent, int_abs, int_add, int_floordiv, int_item, int_max, int_min,
-        int_mod, int_mul, int_neg, int_param, int_sub, is_instance, is_none, len_int,
+        int_mod, int_mul, int_neg, int_param, int_sub, is_instance, is_none, len_int, param_value,
     };
     pub use super::value::{PyType, Value};
 }

@@ -25,6 +25,9 @@
 //! # Ok::<(), tileops::roofline::EvalError>(())
 //! ```
 
+use std::any::Any;
+use std::borrow::Cow;
+
 use super::error::{EvalError, EvalResult};
 use super::ops::{floordiv_int, mod_int, normalize_index, slice_bound, slice_indices, ssize_index};
 use super::stream::charge;
@@ -121,6 +124,27 @@ pub fn int_item(item: &Value) -> EvalResult<i128> {
 #[inline]
 pub fn extent(n: usize) -> i128 {
     int_from_usize(n)
+}
+
+/// A param field as a formula value, lent when it already is one: a field of type [`Value`]
+/// with no set in it (what [`param`](super::ops::param) would give unchanged) is borrowed, not
+/// cloned, so a list param costs no allocation per call; any other field is converted as
+/// `param` converts it.
+#[inline]
+pub fn param_value<T: Clone + Into<Value> + 'static>(field: &T) -> Cow<'_, Value> {
+    match (field as &dyn Any).downcast_ref::<Value>() {
+        Some(value) if !holds_a_set(value) => Cow::Borrowed(value),
+        _ => Cow::Owned(super::ops::param(field)),
+    }
+}
+
+/// Whether a set is in `value` (a set is put in set order when it becomes a param).
+fn holds_a_set(value: &Value) -> bool {
+    match value {
+        Value::Set(_) => true,
+        Value::Tuple(items) | Value::List(items) => items.iter().any(holds_a_set),
+        _ => false,
+    }
 }
 
 /// A struct field of a primitive integer type, read as a formula int (the value
@@ -547,6 +571,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn value_params_are_lent_unless_a_set_needs_ordering() {
+        let list = Value::List(vec![Value::Int(0), Value::Int(2)]);
+        assert!(matches!(param_value(&list), Cow::Borrowed(_)));
+        assert_eq!(*param_value(&list), ops::param(&list));
+        let set = Value::List(vec![Value::Set(vec![Value::Int(3), Value::Int(1)])]);
+        assert!(matches!(param_value(&set), Cow::Owned(_)));
+        assert_eq!(*param_value(&set), ops::param(&set));
+        assert_eq!(*param_value(&5i64), Value::Int(5));
+        assert_eq!(*param_value(&Some(1.5f64)), Value::Float(1.5));
     }
 
     #[test]
