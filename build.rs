@@ -212,6 +212,7 @@ fn generate(dir: &Path) -> Result<String, String> {
     let mut structs = String::new();
     let mut arms = String::new();
     let mut prepared = String::new();
+    let mut runtime = String::new();
     let mut entries = Vec::new();
     for (file_index, path) in files.iter().enumerate() {
         println!("cargo:rerun-if-changed={}", path.display());
@@ -273,6 +274,17 @@ fn generate(dir: &Path) -> Result<String, String> {
                 "        ({file_name:?}, {op:?}) => {{ let op = {ident} {{\n{inits}        }}; Some(Box::new(move || op.eval_roofline())) }}\n"
             )
             .unwrap();
+            // The same entry on the value runtime alone: the reference of the differential test.
+            write!(
+                structs,
+                "#[tileops::roofline_op({op:?}, manifest = {manifest:?}, register = false, typed = false)]\n#[allow(non_camel_case_types, dead_code)]\npub struct {ident}Runtime {{\n{fields}}}\n\n"
+            )
+            .unwrap();
+            write!(
+                runtime,
+                "        ({file_name:?}, {op:?}) => {{ let op = {ident}Runtime {{\n{inits}        }}; Some(Box::new(move || op.eval_roofline())) }}\n"
+            )
+            .unwrap();
             entries.push(format!("({file_name:?}, {op:?})"));
         }
     }
@@ -290,7 +302,11 @@ fn generate(dir: &Path) -> Result<String, String> {
          /// times the call alone.\n\
          #[allow(dead_code)]\n\
          pub fn prepare(file: &str, op: &str, case: &serde_json::Value) -> Option<Box<dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>>> {{\n\
-         \x20   match (file, op) {{\n{prepared}        _ => None,\n    }}\n}}\n",
+         \x20   match (file, op) {{\n{prepared}        _ => None,\n    }}\n}}\n\n\
+         /// As [`prepare`], with the entry compiled for the value runtime alone (`typed = false`).\n\
+         #[allow(dead_code)]\n\
+         pub fn prepare_runtime(file: &str, op: &str, case: &serde_json::Value) -> Option<Box<dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>>> {{\n\
+         \x20   match (file, op) {{\n{runtime}        _ => None,\n    }}\n}}\n",
         entries.join(", ")
     ))
 }

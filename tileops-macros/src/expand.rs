@@ -31,6 +31,9 @@ pub struct Expansion<'a> {
     pub roofline: &'a CheckedRoofline,
     /// Whether to register the op.
     pub register: bool,
+    /// Whether the formulas' typed parts compute on machine values (`false`: every part on the
+    /// value runtime, the reference of the differential tests).
+    pub typed: bool,
     /// Manifest files read, for rebuild tracking.
     pub tracked: &'a [PathBuf],
 }
@@ -270,8 +273,15 @@ fn py_ident(entry: &Entry, name: &str) -> Result<Ident, Problem> {
 /// The Rust expression that evaluates one formula, with its error wrapped to name the op and
 /// field, and its type: the formula's parts whose types are known compute on machine values
 /// (`formula::codegen_typed`).
-fn evaluate(op: &str, f: &CheckedFormula, types: &formula::Types) -> (TokenStream, formula::Ty) {
-    let (code, ty) = formula::codegen_typed(&f.expr, &f.scope, types);
+fn evaluate(
+    op: &str,
+    f: &CheckedFormula,
+    types: Option<&formula::Types>,
+) -> (TokenStream, formula::Ty) {
+    let (code, ty) = match types {
+        Some(types) => formula::codegen_typed(&f.expr, &f.scope, types),
+        None => (formula::codegen(&f.expr, &f.scope), formula::Ty::Value),
+    };
     let rust = match ty {
         formula::Ty::Int => quote!(::core::primitive::i128),
         formula::Ty::Bool => quote!(::core::primitive::bool),
@@ -470,7 +480,12 @@ fn inline_body(
             declare(&local);
             let access = field_ref(f);
             let names_a_dim = all_dims.contains(param.name.as_str());
-            let binding = match param_ty(f, names_a_dim) {
+            let ty = if x.typed {
+                param_ty(f, names_a_dim)
+            } else {
+                formula::Ty::Value
+            };
+            let binding = match ty {
                 formula::Ty::Int => {
                     types.names.insert(param.name.clone(), formula::Ty::Int);
                     quote! { #local = ::tileops::__private_v0_1::rt::int_param(#access); }
@@ -481,7 +496,9 @@ fn inline_body(
                 }
                 // A param that names a dim stays owned: its check against the shape matches on
                 // the `Value` itself.
-                formula::Ty::Dims | formula::Ty::Value if is_value_type(f) && !names_a_dim => {
+                formula::Ty::Dims | formula::Ty::Value
+                    if x.typed && is_value_type(f) && !names_a_dim =>
+                {
                     // Lent, not cloned: a list param is not copied per call.
                     quote! { #local = ::tileops::__private_v0_1::rt::param_value(#access); }
                 }
@@ -498,8 +515,11 @@ fn inline_body(
         declare(&local);
         if let Some(f) = dtype_field(&fields) {
             let access = field_ref(f);
-            bindings.push(quote_spanned! { f.ty.span() =>
-                #local = ::tileops::__private_v0_1::rt::extent(::tileops::DType::size_in_bytes(*#access));
+            let bytes = quote_spanned! { f.ty.span() => ::tileops::DType::size_in_bytes(*#access) };
+            bindings.push(if x.typed {
+                quote! { #local = ::tileops::__private_v0_1::rt::extent(#bytes); }
+            } else {
+                quote! { #local = ::tileops::roofline::Value::from(#bytes); }
             });
         } else if let Some(first) = entry.inputs.first() {
             elem_bytes_from_input = true;
@@ -507,8 +527,13 @@ fn inline_body(
             if let Some(f) = field(&first.name) {
                 let access = field_ref(f);
                 let name = first.name.as_str();
+                let elem_bytes = if x.typed {
+                    format_ident!("elem_bytes_int")
+                } else {
+                    format_ident!("elem_bytes")
+                };
                 bindings.push(quote! {
-                    #local = match ::tileops::__private_v0_1::rt::input(#access).elem_bytes_int(#name) {
+                    #local = match ::tileops::__private_v0_1::rt::input(#access).#elem_bytes(#name) {
                         ::core::result::Result::Ok(value) => value,
                         ::core::result::Result::Err(err) => {
                             return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, "elem_bytes", "elem_bytes", err));
@@ -549,7 +574,7 @@ fn inline_body(
             continue;
         };
         declare(&local);
-        let (value, ty) = evaluate(op, f, &types);
+        let (value, ty) = evaluate(op, f, x.typed.then_some(&types));
         let value = match ty {
             formula::Ty::Int | formula::Ty::Bool if !all_dims.contains(name.as_str()) => {
                 types.names.insert(name.clone(), ty);
@@ -569,8 +594,8 @@ fn inline_body(
     } else {
         quote! { let (#(mut #locals,)*); }
     };
-    let (flops_value, flops_ty) = evaluate(op, flops, &types);
-    let (bytes_value, bytes_ty) = evaluate(op, bytes, &types);
+    let (flops_value, flops_ty) = evaluate(op, flops, x.typed.then_some(&types));
+    let (bytes_value, bytes_ty) = evaluate(op, bytes, x.typed.then_some(&types));
     let flops_count = count(&format_ident!("flops"), flops_ty);
     let bytes_count = count(&format_ident!("bytes"), bytes_ty);
     let (flops_text, bytes_text) = (flops.source.text.as_str(), bytes.source.text.as_str());
@@ -696,7 +721,7 @@ fn fixed_dims(
             CheckedRoofline::Inline { vars, .. } => vars.iter().any(|(name, _)| name == dim),
             CheckedRoofline::Func(_) => false,
         };
-        let as_local = if named_like_a_var {
+        let as_local = if named_like_a_var || !x.typed {
             quote!(::tileops::roofline::Value::from)
         } else {
             quote!(::tileops::__private_v0_1::rt::extent)
