@@ -71,6 +71,21 @@ fn with_budget(expr: &Expr, code: TokenStream) -> TokenStream {
     }}
 }
 
+/// Whether `e` mentions any of `names` (anywhere, shadowed or not: a cautious answer).
+fn reads_any(e: &Expr, names: &[&str]) -> bool {
+    matches!(&e.kind, ExprKind::Name(n) if names.contains(&n.as_str()))
+        || match &e.kind {
+            ExprKind::Comprehension { clauses, .. } => clauses.iter().any(|c| {
+                c.target
+                    .names()
+                    .iter()
+                    .any(|t| names.contains(&t.name.as_str()))
+            }),
+            _ => false,
+        }
+        || e.children().into_iter().any(|c| reads_any(c, names))
+}
+
 /// Whether the tree holds a comprehension. The parser bounds the depth, so recursing is safe.
 fn has_comprehension(e: &Expr) -> bool {
     matches!(e.kind, ExprKind::Comprehension { .. })
@@ -1112,6 +1127,7 @@ impl Gen<'_> {
         let rt = rt();
         let depth = self.locals.len();
         let mut loops = Vec::new();
+        let mut holders: Vec<Ident> = Vec::new();
         for clause in clauses {
             let var_ty = match self.types {
                 Some(_) => self.infer().loop_var_ty(&clause.target, &clause.iter),
@@ -1130,7 +1146,16 @@ impl Gen<'_> {
                 self.local_tys.truncate(depth);
                 return None;
             };
-            let conds: Vec<TokenStream> = clause.ifs.iter().map(|c| self.test(c)).collect();
+            let mut conds = Vec::new();
+            for cond in &clause.ifs {
+                conds.push(match self.invariant_membership(cond, clauses) {
+                    Some((holder, code)) => {
+                        holders.push(holder);
+                        code
+                    }
+                    None => self.test(cond),
+                });
+            }
             loops.push((source, bind, conds));
         }
         let elt = match elt_ty {
@@ -1155,7 +1180,63 @@ impl Gen<'_> {
                 }
             };
         }
-        Some(body)
+        Some(quote! {
+            #(let mut #holders = #rt::Invariant::new();)*
+            #body
+        })
+    }
+
+    /// `x in E` / `x not in E` as a filter, where `E` reads no variable of this comprehension
+    /// (`i not in {d % x.ndim for d in dim}` in a loop over `i`): `E` is built once per
+    /// evaluation of the comprehension and kept (`Invariant`, which charges its work again on
+    /// each use, so the budget and the errors are those of rebuilding it). Only in typed code,
+    /// and only for an `E` that builds something (a display, a comprehension, a call, a
+    /// conditional).
+    fn invariant_membership(
+        &mut self,
+        cond: &Expr,
+        clauses: &[CompClause],
+    ) -> Option<(Ident, TokenStream)> {
+        self.types?;
+        let ExprKind::Compare { left, rest } = &cond.kind else {
+            return None;
+        };
+        let [c] = rest.as_slice() else {
+            return None;
+        };
+        // A typed membership (an int among a display's ints) is cheaper as it is.
+        if !matches!(c.op, CmpOp::In | CmpOp::NotIn)
+            || self.ty(cond) != Ty::Value
+            || self.ty(&c.right) != Ty::Value
+            || !matches!(
+                c.right.kind,
+                ExprKind::Set(_)
+                    | ExprKind::List(_)
+                    | ExprKind::Tuple(_)
+                    | ExprKind::Comprehension { .. }
+                    | ExprKind::Call { .. }
+                    | ExprKind::IfExp { .. }
+            )
+        {
+            return None;
+        }
+        let targets: Vec<&str> = clauses
+            .iter()
+            .flat_map(|c| c.target.names().iter().map(|t| t.name.as_str()))
+            .collect();
+        if reads_any(&c.right, &targets) {
+            return None;
+        }
+        let rt = rt();
+        self.labels += 1;
+        let holder = Ident::new(&format!("__tileops_inv{}", self.labels), Span::call_site());
+        let a = self.operand(left);
+        let e = self.value(&c.right);
+        let op = cmp_op(c.op);
+        let code = quote! {
+            #rt::compare(#op, &#a, #holder.get(|| ::core::result::Result::Ok(#e))?)?
+        };
+        Some((holder, code))
     }
 
     /// Binds `__tileops_item` to the target's `py_` locals and brings them into scope for the
@@ -1700,6 +1781,25 @@ mod tests {
             &c,
             "__tileops_acc.push(::tileops::roofline::Value::Int(py_x.dims(\"x\")?.index_value_int(&py_i)?))?;",
         );
+        // A filter's loop-invariant set is built once per evaluation of the comprehension.
+        let (c, ty) = typed_src(
+            "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if M else {d % x.ndim for d in N}))",
+        );
+        assert_eq!(ty, Ty::Int);
+        assert_eq!(count(&c, "rt::Invariant::new()"), 1, "{c}");
+        has(
+            &c,
+            "CmpOp::NotIn, &::tileops::roofline::Value::Int(py_i), __tileops_inv",
+        );
+        has(&c, ".get(|| ::core::result::Result::Ok(");
+        // Not when the set reads the loop's variable, nor for an int among a display's ints.
+        for src in [
+            "[i for i in range(M) if i not in {i, 1}]",
+            "[i for i in range(M) for j in N if i in [j]]",
+            "[i for i in range(M) if i in (1, 2)]",
+        ] {
+            assert_eq!(count(&typed_src(src).0, "Invariant"), 0, "{src}");
+        }
         // A tuple of dims as the whole formula is given as its Value.
         let (c, ty) = typed_src("x.shape[1:]");
         assert_eq!(ty, Ty::Value);
