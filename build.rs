@@ -211,6 +211,8 @@ fn generate(dir: &Path) -> Result<String, String> {
     };
     let mut structs = String::new();
     let mut arms = String::new();
+    let mut prepared = String::new();
+    let mut runtime = String::new();
     let mut entries = Vec::new();
     for (file_index, path) in files.iter().enumerate() {
         println!("cargo:rerun-if-changed={}", path.display());
@@ -267,6 +269,22 @@ fn generate(dir: &Path) -> Result<String, String> {
                 "        ({file_name:?}, {op:?}) => Some({ident} {{\n{inits}        }}.eval_roofline().map_err(|e| e.to_string())),\n"
             )
             .unwrap();
+            write!(
+                prepared,
+                "        ({file_name:?}, {op:?}) => {{ let op = {ident} {{\n{inits}        }}; Some(Box::new(move || op.eval_roofline())) }}\n"
+            )
+            .unwrap();
+            // The same entry on the value runtime alone: the reference of the differential test.
+            write!(
+                structs,
+                "#[tileops::roofline_op({op:?}, manifest = {manifest:?}, register = false, typed = false)]\n#[allow(non_camel_case_types, dead_code)]\npub struct {ident}Runtime {{\n{fields}}}\n\n"
+            )
+            .unwrap();
+            write!(
+                runtime,
+                "        ({file_name:?}, {op:?}) => {{ let op = {ident}Runtime {{\n{inits}        }}; Some(Box::new(move || op.eval_roofline())) }}\n"
+            )
+            .unwrap();
             entries.push(format!("({file_name:?}, {op:?})"));
         }
     }
@@ -276,9 +294,19 @@ fn generate(dir: &Path) -> Result<String, String> {
          /// Every inline entry that got a struct: (file, op).\n\
          pub const ENTRIES: &[(&str, &str)] = &[{}];\n\n\
          /// Build the entry's struct from one case of expected.json and evaluate it.\n\
+         #[allow(dead_code)]\n\
          pub fn eval(file: &str, op: &str, case: &serde_json::Value) -> Option<Result<tileops::Roofline, String>> {{\n\
          \x20   let run = || -> Option<Result<tileops::Roofline, String>> {{ match (file, op) {{\n{arms}        _ => None,\n    }} }};\n\
-         \x20   run()\n}}\n",
+         \x20   run()\n}}\n\n\
+         /// The entry's struct built from one case, as a closure that evaluates it: the benchmark\n\
+         /// times the call alone.\n\
+         #[allow(dead_code)]\n\
+         pub fn prepare(file: &str, op: &str, case: &serde_json::Value) -> Option<Box<dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>>> {{\n\
+         \x20   match (file, op) {{\n{prepared}        _ => None,\n    }}\n}}\n\n\
+         /// As [`prepare`], with the entry compiled for the value runtime alone (`typed = false`).\n\
+         #[allow(dead_code)]\n\
+         pub fn prepare_runtime(file: &str, op: &str, case: &serde_json::Value) -> Option<Box<dyn Fn() -> Result<tileops::Roofline, tileops::RooflineError>>> {{\n\
+         \x20   match (file, op) {{\n{runtime}        _ => None,\n    }}\n}}\n",
         entries.join(", ")
     ))
 }

@@ -24,4 +24,5 @@ mod registry;
 mod roofline_tool;
 mod tileops_compat;
 mod tileops_constructs;
+mod typed_paths;
 mod ui;

@@ -111,3 +111,112 @@ fn every_inline_entry_of_the_suite_compiled() {
     // 44 inline entries across the four files (ClampFwdOp is func mode, out of scope).
     assert_eq!(generated::ENTRIES.len(), 44, "{:?}", generated::ENTRIES);
 }
+
+/// The cases of `expected.json`, with Python's bare `Infinity`/`NaN` words made JSON.
+fn expected_cases() -> Vec<serde_json::Value> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/tileops-compat/expected.json"
+    );
+    let text = std::fs::read_to_string(path).expect("expected.json is readable");
+    let text = text
+        .replace("-Infinity", "\"__tileops_-inf__\"")
+        .replace("Infinity", "\"__tileops_inf__\"")
+        .replace("NaN", "\"__tileops_nan__\"");
+    serde_json::from_str(&text).expect("expected.json parses")
+}
+
+/// Every entry is compiled twice, with its typed parts on machine values and (`typed = false`)
+/// on the value runtime alone; both must give the same roofline or the same error, message
+/// included, for every case and for each case with one param or one input shape replaced by a
+/// hostile one: negative, zero, huge, of another type, shapes of rank 0, with zero extents, past
+/// `i128` in product.
+#[test]
+fn typed_code_and_the_value_runtime_agree_on_every_case_and_on_hostile_inputs() {
+    use serde_json::json;
+    let params = [
+        json!(null),
+        json!(-1),
+        json!(0),
+        json!(5),
+        json!(-100),
+        json!(i64::MAX),
+        json!(i64::MIN),
+        json!(1.5),
+        json!(true),
+        json!("tanh"),
+        json!([]),
+        json!([0, 0]),
+        json!([-1, 7]),
+        json!([1, 2.5]),
+        json!([[1]]),
+    ];
+    let huge = 1u64 << 62;
+    let shapes = [
+        json!([]),
+        json!([0]),
+        json!([7, 0, 3]),
+        json!([1, 2, 3, 4, 5, 6, 7, 8, 9]),
+        json!([huge, huge, huge]),
+    ];
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    let mut check = |label: String, case: &serde_json::Value| {
+        let (file, op) = (
+            case["file"].as_str().unwrap_or(""),
+            case["op"].as_str().unwrap_or(""),
+        );
+        let (Some(typed), Some(runtime)) = (
+            generated::prepare(file, op, case),
+            generated::prepare_runtime(file, op, case),
+        ) else {
+            return;
+        };
+        let (typed, runtime) = (
+            typed().map_err(|e| e.to_string()),
+            runtime().map_err(|e| e.to_string()),
+        );
+        if typed != runtime {
+            failures.push(format!("{label}: typed {typed:?}, runtime {runtime:?}"));
+        }
+        compared += 1;
+    };
+    for case in &expected_cases() {
+        let label = format!("{} {} {}", case["op"], case["label"], case["dtype"]);
+        check(label.clone(), case);
+        for name in case["params"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            for p in &params {
+                let mut case = case.clone();
+                case["params"][name] = p.clone();
+                check(format!("{label} with {name} = {p}"), &case);
+            }
+        }
+        let inputs: Vec<String> = case["inputs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, shape)| !shape.is_null())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in &inputs {
+            for s in &shapes {
+                let mut case = case.clone();
+                case["inputs"][name.as_str()] = s.clone();
+                check(format!("{label} with {name}.shape = {s}"), &case);
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {compared} evaluations differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(compared > 5000, "only {compared} evaluations compared");
+    println!("{compared} evaluations agree on both paths");
+}

@@ -15,6 +15,9 @@ pub struct Args {
     pub manifest: Option<String>,
     /// `register = false` leaves the op out of the registry.
     pub register: bool,
+    /// `typed = false` generates every formula on the value runtime, as before the typed pass:
+    /// the reference the differential tests compare the typed code against. Not for op code.
+    pub typed: bool,
 }
 
 impl Parse for Args {
@@ -30,8 +33,9 @@ impl Parse for Args {
             op_span: op.span(),
             manifest: None,
             register: true,
+            typed: true,
         };
-        let (mut seen_manifest, mut seen_register) = (false, false);
+        let (mut seen_manifest, mut seen_register, mut seen_typed) = (false, false, false);
         while !input.is_empty() {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
@@ -48,7 +52,11 @@ impl Parse for Args {
                     seen_register = true;
                     args.register = input.parse::<LitBool>()?.value;
                 }
-                "manifest" | "register" => {
+                "typed" if !seen_typed => {
+                    seen_typed = true;
+                    args.typed = input.parse::<LitBool>()?.value;
+                }
+                "manifest" | "register" | "typed" => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!("`{key}` is given twice"),
@@ -84,6 +92,7 @@ mod tests {
         let args = parse(r#""softmax""#).unwrap();
         assert_eq!(args.op, "softmax");
         assert!(args.register);
+        assert!(args.typed);
         assert!(args.manifest.is_none());
     }
 
@@ -93,6 +102,10 @@ mod tests {
             parse(r#""SoftmaxFwdOp", manifest = "x/reduction.yaml", register = false,"#).unwrap();
         assert_eq!(args.manifest.as_deref(), Some("x/reduction.yaml"));
         assert!(!args.register);
+        assert!(args.typed);
+        let args = parse(r#""a", typed = false"#).unwrap();
+        assert!(!args.typed);
+        assert!(parse(r#""a", typed = false, typed = false"#).is_err());
     }
 
     #[test]

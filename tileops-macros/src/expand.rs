@@ -31,6 +31,9 @@ pub struct Expansion<'a> {
     pub roofline: &'a CheckedRoofline,
     /// Whether to register the op.
     pub register: bool,
+    /// Whether the formulas' typed parts compute on machine values (`false`: every part on the
+    /// value runtime, the reference of the differential tests).
+    pub typed: bool,
     /// Manifest files read, for rebuild tracking.
     pub tracked: &'a [PathBuf],
 }
@@ -267,13 +270,27 @@ fn py_ident(entry: &Entry, name: &str) -> Result<Ident, Problem> {
     Ok(format_ident!("py_{}", name))
 }
 
-/// The Rust expression that evaluates one formula, with its error wrapped to name the op and field.
-fn evaluate(op: &str, f: &CheckedFormula) -> TokenStream {
-    let code = formula::codegen(&f.expr, &f.scope);
+/// The Rust expression that evaluates one formula, with its error wrapped to name the op and
+/// field, and its type: the formula's parts whose types are known compute on machine values
+/// (`formula::codegen_typed`).
+fn evaluate(
+    op: &str,
+    f: &CheckedFormula,
+    types: Option<&formula::Types>,
+) -> (TokenStream, formula::Ty) {
+    let (code, ty) = match types {
+        Some(types) => formula::codegen_typed(&f.expr, &f.scope, types),
+        None => (formula::codegen(&f.expr, &f.scope), formula::Ty::Value),
+    };
+    let rust = match ty {
+        formula::Ty::Int => quote!(::core::primitive::i128),
+        formula::Ty::Bool => quote!(::core::primitive::bool),
+        formula::Ty::Dims | formula::Ty::Value => quote!(::tileops::roofline::Value),
+    };
     let field = f.source.field.as_str();
     let text = f.source.text.as_str();
-    quote! {
-        match (|| -> ::core::result::Result<::tileops::roofline::Value, ::tileops::roofline::EvalError> {
+    let code = quote! {
+        match (|| -> ::core::result::Result<#rust, ::tileops::roofline::EvalError> {
             ::core::result::Result::Ok(#code)
         })() {
             ::core::result::Result::Ok(value) => value,
@@ -281,6 +298,58 @@ fn evaluate(op: &str, f: &CheckedFormula) -> TokenStream {
                 return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, #field, #text, err));
             }
         }
+    };
+    (code, ty)
+}
+
+/// `flops` or `bytes` (the local `name`, of type `ty`) as a count: the runtime's `to_count` of
+/// its value, so a negative or oversized int is the same error on either path.
+fn count(name: &Ident, ty: formula::Ty) -> TokenStream {
+    match ty {
+        formula::Ty::Int => quote!(&::tileops::roofline::Value::Int(#name)),
+        formula::Ty::Bool => quote!(&::tileops::roofline::Value::Bool(#name)),
+        formula::Ty::Dims | formula::Ty::Value => quote!(&#name),
+    }
+}
+
+/// Whether a param field is written as the formula value type (`Value`, `roofline::Value`, no
+/// generic arguments): such a field can be lent to the formulas instead of cloned (the runtime
+/// checks, by its `TypeId`, that it is one).
+fn is_value_type(field: &syn::Field) -> bool {
+    match &field.ty {
+        syn::Type::Path(path) => {
+            path.qself.is_none()
+                && path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "Value" && s.arguments.is_none())
+        }
+        _ => false,
+    }
+}
+
+/// The type of a param's local: an int for a field of a Rust integer type, a bool for a `bool`
+/// field, a value otherwise (a `Value`, an `Option`, a float, a str). A param that names a fixed
+/// dim stays a value: its check against the shape matches on the `Value`.
+fn param_ty(field: &syn::Field, names_a_dim: bool) -> formula::Ty {
+    const INTS: &[&str] = &[
+        "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "usize",
+    ];
+    let syn::Type::Path(path) = &field.ty else {
+        return formula::Ty::Value;
+    };
+    let Some(ident) = path.path.get_ident() else {
+        return formula::Ty::Value;
+    };
+    if names_a_dim || path.qself.is_some() {
+        formula::Ty::Value
+    } else if INTS.iter().any(|t| ident == t) {
+        formula::Ty::Int
+    } else if ident == "bool" {
+        formula::Ty::Bool
+    } else {
+        formula::Ty::Value
     }
 }
 
@@ -393,6 +462,15 @@ fn inline_body(
             bindings.push(quote! { #local = ::tileops::__private_v0_1::rt::input(#access); });
         }
     }
+    // What the formulas may compute on machine values: the typed params, then each var's type
+    // in declaration order (a later var reads the earlier ones'). A var named like a dim of an
+    // input stays a value: a formula before it reads the dim through the same local.
+    let all_dims: BTreeSet<&str> = entry
+        .inputs
+        .iter()
+        .flat_map(|i| i.dims().map(|(_, d, _)| d))
+        .collect();
+    let mut types = formula::Types::new();
     for param in &entry.params {
         if !referenced.contains(param.name.as_str()) {
             continue;
@@ -401,7 +479,34 @@ fn inline_body(
         if let (Some(local), Some(f)) = (py(&param.name, &mut problems), field(&param.name)) {
             declare(&local);
             let access = field_ref(f);
-            bindings.push(quote! { #local = ::tileops::__private_v0_1::rt::param(#access); });
+            let names_a_dim = all_dims.contains(param.name.as_str());
+            let ty = if x.typed {
+                param_ty(f, names_a_dim)
+            } else {
+                formula::Ty::Value
+            };
+            let binding = match ty {
+                formula::Ty::Int => {
+                    types.names.insert(param.name.clone(), formula::Ty::Int);
+                    quote! { #local = ::tileops::__private_v0_1::rt::int_param(#access); }
+                }
+                formula::Ty::Bool => {
+                    types.names.insert(param.name.clone(), formula::Ty::Bool);
+                    quote! { #local = *#access; }
+                }
+                // A param that names a dim stays owned: its check against the shape matches on
+                // the `Value` itself.
+                formula::Ty::Dims | formula::Ty::Value
+                    if x.typed && is_value_type(f) && !names_a_dim =>
+                {
+                    // Lent, not cloned: a list param is not copied per call.
+                    quote! { #local = ::tileops::__private_v0_1::rt::param_value(#access); }
+                }
+                formula::Ty::Dims | formula::Ty::Value => {
+                    quote! { #local = ::tileops::__private_v0_1::rt::param(#access); }
+                }
+            };
+            bindings.push(binding);
         }
     }
     let mut elem_bytes_from_input = false;
@@ -410,8 +515,11 @@ fn inline_body(
         declare(&local);
         if let Some(f) = dtype_field(&fields) {
             let access = field_ref(f);
-            bindings.push(quote_spanned! { f.ty.span() =>
-                #local = ::tileops::roofline::Value::from(::tileops::DType::size_in_bytes(*#access));
+            let bytes = quote_spanned! { f.ty.span() => ::tileops::DType::size_in_bytes(*#access) };
+            bindings.push(if x.typed {
+                quote! { #local = ::tileops::__private_v0_1::rt::extent(#bytes); }
+            } else {
+                quote! { #local = ::tileops::roofline::Value::from(#bytes); }
             });
         } else if let Some(first) = entry.inputs.first() {
             elem_bytes_from_input = true;
@@ -419,8 +527,13 @@ fn inline_body(
             if let Some(f) = field(&first.name) {
                 let access = field_ref(f);
                 let name = first.name.as_str();
+                let elem_bytes = if x.typed {
+                    format_ident!("elem_bytes_int")
+                } else {
+                    format_ident!("elem_bytes")
+                };
                 bindings.push(quote! {
-                    #local = match ::tileops::__private_v0_1::rt::input(#access).elem_bytes(#name) {
+                    #local = match ::tileops::__private_v0_1::rt::input(#access).#elem_bytes(#name) {
                         ::core::result::Result::Ok(value) => value,
                         ::core::result::Result::Err(err) => {
                             return ::core::result::Result::Err(::tileops::RooflineError::evaluation(#op, "elem_bytes", "elem_bytes", err));
@@ -461,7 +574,16 @@ fn inline_body(
             continue;
         };
         declare(&local);
-        let value = evaluate(op, f);
+        let (value, ty) = evaluate(op, f, x.typed.then_some(&types));
+        let value = match ty {
+            formula::Ty::Int | formula::Ty::Bool if !all_dims.contains(name.as_str()) => {
+                types.names.insert(name.clone(), ty);
+                value
+            }
+            formula::Ty::Int => quote! { ::tileops::roofline::Value::Int(#value) },
+            formula::Ty::Bool => quote! { ::tileops::roofline::Value::Bool(#value) },
+            formula::Ty::Dims | formula::Ty::Value => value,
+        };
         bindings.push(quote! { #local = #value; });
     }
     if !problems.is_empty() {
@@ -472,7 +594,10 @@ fn inline_body(
     } else {
         quote! { let (#(mut #locals,)*); }
     };
-    let (flops_value, bytes_value) = (evaluate(op, flops), evaluate(op, bytes));
+    let (flops_value, flops_ty) = evaluate(op, flops, x.typed.then_some(&types));
+    let (bytes_value, bytes_ty) = evaluate(op, bytes, x.typed.then_some(&types));
+    let flops_count = count(&format_ident!("flops"), flops_ty);
+    let bytes_count = count(&format_ident!("bytes"), bytes_ty);
     let (flops_text, bytes_text) = (flops.source.text.as_str(), bytes.source.text.as_str());
     Ok(quote! {
         // The binding block: bind the referenced names, then resolve vars in declaration order.
@@ -482,9 +607,9 @@ fn inline_body(
         let flops = #flops_value;
         let bytes = #bytes_value;
         ::core::result::Result::Ok(::tileops::Roofline {
-            flops: ::tileops::__private_v0_1::rt::to_count(&flops)
+            flops: ::tileops::__private_v0_1::rt::to_count(#flops_count)
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "flops", #flops_text, err))?,
-            bytes: ::tileops::__private_v0_1::rt::to_count(&bytes)
+            bytes: ::tileops::__private_v0_1::rt::to_count(#bytes_count)
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "bytes", #bytes_text, err))?,
         })
     })
@@ -590,6 +715,17 @@ fn fixed_dims(
         let absent = format!(
             "AttributeError: 'NoneType' object has no attribute 'shape' (every input that declares dim `{dim}` is None)"
         );
+        // A dim's local is an int for the typed formulas, unless a var of the same name reuses
+        // the local (see `inline_body`), which makes it a value.
+        let named_like_a_var = match x.roofline {
+            CheckedRoofline::Inline { vars, .. } => vars.iter().any(|(name, _)| name == dim),
+            CheckedRoofline::Func(_) => false,
+        };
+        let as_local = if named_like_a_var || !x.typed {
+            quote!(::tileops::roofline::Value::from)
+        } else {
+            quote!(::tileops::__private_v0_1::rt::extent)
+        };
         bindings.push(quote! {
             #local = {
                 let mut __tileops_seen: ::core::option::Option<(&'static str, usize, usize)> = ::core::option::Option::None;
@@ -615,7 +751,7 @@ fn fixed_dims(
                     }
                 }
                 match __tileops_seen {
-                    ::core::option::Option::Some((_, _, extent)) => ::tileops::roofline::Value::from(extent),
+                    ::core::option::Option::Some((_, _, extent)) => #as_local(extent),
                     ::core::option::Option::None => {
                         return ::core::result::Result::Err(::tileops::RooflineError::evaluation(
                             #op, #label, #text, ::tileops::roofline::EvalError::new(#absent),

@@ -112,6 +112,7 @@ fn run(
         entry: &entry,
         roofline: &roofline,
         register: args.register,
+        typed: args.typed,
         tracked: &manifest.tracked,
     };
     match expand(&expansion) {

@@ -69,6 +69,9 @@ pub use tensor_spec::TensorSpec;
 ///   directory at or above the crate.
 /// - `register = false`: do not submit the op to [`registry`] (then it needs no
 ///   [`registry::FromWorkload`] or [`registry::BenchOp`] impl); a generic struct must use it.
+/// - `typed = false`: compute every formula on the value runtime, even the parts whose types
+///   are known (by default those compile to machine arithmetic, with the same results and
+///   errors); the reference the differential tests compare against, not for op code.
 ///
 /// # Field conventions
 ///

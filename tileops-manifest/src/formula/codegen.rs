@@ -25,14 +25,39 @@ use super::ast::{
     UnaryOp,
 };
 use super::check::{Binding, resolve};
+use super::types::{Infer, Ty, Types};
 
 pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
     let code = Gen {
         scope,
+        types: None,
         locals: Vec::new(),
+        local_tys: Vec::new(),
         labels: 0,
     }
     .value(expr);
+    with_budget(expr, code)
+}
+
+/// Like [`codegen`], with the typed names of `types`: the parts whose types are known compute on
+/// machine values. Returns the expression and its Rust type: `i128` for [`Ty::Int`], `bool` for
+/// [`Ty::Bool`], `Value` otherwise (a tuple of dims is given as its `Value`, never as a view).
+pub(crate) fn codegen_typed(expr: &Expr, scope: &Scope, types: &Types) -> (TokenStream, Ty) {
+    let mut g = Gen {
+        scope,
+        types: Some(types),
+        locals: Vec::new(),
+        local_tys: Vec::new(),
+        labels: 0,
+    };
+    let (code, ty) = match g.ty(expr) {
+        ty @ (Ty::Int | Ty::Bool) => (g.typed(expr, ty), ty),
+        Ty::Dims | Ty::Value => (g.value(expr), Ty::Value),
+    };
+    (with_budget(expr, code), ty)
+}
+
+fn with_budget(expr: &Expr, code: TokenStream) -> TokenStream {
     if !has_comprehension(expr) {
         return code;
     }
@@ -44,6 +69,21 @@ pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
         let __tileops_budget = #rt::Budget::enter();
         #code
     }}
+}
+
+/// Whether `e` mentions any of `names` (anywhere, shadowed or not: a cautious answer).
+fn reads_any(e: &Expr, names: &[&str]) -> bool {
+    matches!(&e.kind, ExprKind::Name(n) if names.contains(&n.as_str()))
+        || match &e.kind {
+            ExprKind::Comprehension { clauses, .. } => clauses.iter().any(|c| {
+                c.target
+                    .names()
+                    .iter()
+                    .any(|t| names.contains(&t.name.as_str()))
+            }),
+            _ => false,
+        }
+        || e.children().into_iter().any(|c| reads_any(c, names))
 }
 
 /// Whether the tree holds a comprehension. The parser bounds the depth, so recursing is safe.
@@ -71,6 +111,31 @@ fn value_path() -> TokenStream {
 
 fn rt() -> TokenStream {
     quote!(::tileops::__private_v0_1::rt)
+}
+
+/// The Rust type of a typed part.
+fn rust_ty(ty: Ty) -> TokenStream {
+    match ty {
+        Ty::Int => quote!(::core::primitive::i128),
+        Ty::Bool => quote!(::core::primitive::bool),
+        Ty::Dims => {
+            let rt = rt();
+            quote!(#rt::Dims<'_>)
+        }
+        Ty::Value => value_path(),
+    }
+}
+
+/// An expression that fails at run time with `message`, of the Rust type of `ty`: what a tree
+/// the checker would have refused (a hand-built one) still compiles to.
+fn raise_typed(ty: Ty, message: &str) -> TokenStream {
+    let t = rust_ty(ty);
+    let lit = Literal::string(message);
+    quote! {
+        ::core::result::Result::<#t, ::tileops::roofline::EvalError>::Err(
+            ::tileops::roofline::EvalError::new(::std::string::String::from(#lit))
+        )?
+    }
 }
 
 /// An expression that fails at run time with `message`, typed as a `Value`.
@@ -155,8 +220,12 @@ fn py_type(helper: &str) -> Option<TokenStream> {
 
 struct Gen<'a> {
     scope: &'a Scope,
+    /// The typed names; `None` generates every part on the value runtime.
+    types: Option<&'a Types>,
     /// Comprehension variables in scope, innermost last.
     locals: Vec<String>,
+    /// Their types, by position: an `i128` local for a loop over a range of ints or a shape.
+    local_tys: Vec<Ty>,
     /// Labeled blocks made so far: each gets its own label, so nested ones never shadow.
     labels: usize,
 }
@@ -186,6 +255,281 @@ impl Gen<'_> {
         resolve(self.scope, &self.locals, name)
     }
 
+    /// The types pass over this formula's scope, types and comprehension variables. Only
+    /// called while generating typed code (`self.types` set).
+    fn infer(&self) -> Infer<'_> {
+        static NO_TYPES: std::sync::OnceLock<Types> = std::sync::OnceLock::new();
+        Infer {
+            scope: self.scope,
+            types: self
+                .types
+                .unwrap_or_else(|| NO_TYPES.get_or_init(Types::new)),
+            locals: &self.locals,
+            local_tys: &self.local_tys,
+        }
+    }
+
+    /// The type of `e` here; every part is a value when generating without types.
+    fn ty(&self, e: &Expr) -> Ty {
+        match self.types {
+            Some(_) => self.infer().ty(e),
+            None => Ty::Value,
+        }
+    }
+
+    fn name_ty(&self, name: &str) -> Ty {
+        self.ty(&Expr::new(ExprKind::Name(name.to_owned()), 0..0))
+    }
+
+    /// `bool(e)` as a Rust `bool`: typed parts test directly, values through `truthy`.
+    fn test(&mut self, e: &Expr) -> TokenStream {
+        let rt = rt();
+        match self.ty(e) {
+            Ty::Bool => self.typed(e, Ty::Bool),
+            Ty::Int => {
+                let code = self.typed(e, Ty::Int);
+                quote!((#code != 0))
+            }
+            Ty::Dims => {
+                let code = self.typed(e, Ty::Dims);
+                quote!(!#code.is_empty())
+            }
+            Ty::Value => {
+                let t = self.operand(e);
+                quote!(#rt::truthy(&#t)?)
+            }
+        }
+    }
+
+    /// An expression of the Rust type of `ty` (`i128`, `bool`, `Dims`) for a part [`Self::ty`]
+    /// gave that type. Python's order of evaluation and errors hold as on the runtime: operands
+    /// left to right, each operator's error (the runtime's own functions) after its operands.
+    fn typed(&mut self, e: &Expr, ty: Ty) -> TokenStream {
+        let rt = rt();
+        match &e.kind {
+            ExprKind::Int(i) => int_literal(*i),
+            ExprKind::Bool(b) => quote!(#b),
+            ExprKind::Name(name) => match py_ident(name) {
+                Some(ident) => quote!(#ident),
+                None => raise_typed(ty, &format!("NameError: name '{name}' is not defined")),
+            },
+            ExprKind::Attribute { value, attr, .. } => match self.input_local(value) {
+                Some((ident, name)) => {
+                    let name = Literal::string(name);
+                    if attr == "shape" {
+                        quote!(#ident.dims(#name)?)
+                    } else {
+                        quote!(#ident.rank(#name)?)
+                    }
+                }
+                None => raise_typed(ty, "AttributeError: not a tensor input"),
+            },
+            ExprKind::Subscript { value, index } => {
+                let base = self.typed(value, Ty::Dims);
+                match &index.kind {
+                    ExprKind::Slice { lower, upper, step } => {
+                        let parts = [lower, upper, step];
+                        let typed = parts.iter().all(|p| match p {
+                            Some(p) => matches!(p.kind, ExprKind::NoneLit) || self.ty(p) == Ty::Int,
+                            None => true,
+                        });
+                        let parts: Vec<TokenStream> = parts
+                            .into_iter()
+                            .map(|part| match part {
+                                Some(p) if !matches!(p.kind, ExprKind::NoneLit) && typed => {
+                                    let p = self.typed(p, Ty::Int);
+                                    quote!(::core::option::Option::Some(#p))
+                                }
+                                Some(p) if !typed => {
+                                    let p = self.operand(p);
+                                    quote!(::core::option::Option::Some::<&::tileops::roofline::Value>(&#p))
+                                }
+                                _ => quote!(::core::option::Option::None),
+                            })
+                            .collect();
+                        if typed {
+                            quote!(#base.slice(#(#parts),*)?)
+                        } else {
+                            quote!(#base.slice_values(#(#parts),*)?)
+                        }
+                    }
+                    _ if self.ty(index) == Ty::Int => {
+                        let i = self.typed(index, Ty::Int);
+                        quote!(#base.index(#i)?)
+                    }
+                    _ => {
+                        let i = self.operand(index);
+                        quote!(#base.index_value_int(&#i)?)
+                    }
+                }
+            }
+            ExprKind::Call { func, args } => {
+                let helper = match &func.kind {
+                    ExprKind::Name(name) => match self.resolve(name) {
+                        Binding::Helper(h) => h,
+                        _ => "",
+                    },
+                    _ => "",
+                };
+                match (helper, args.as_slice()) {
+                    (
+                        "product",
+                        [
+                            Expr {
+                                kind:
+                                    ExprKind::Comprehension {
+                                        kind: CompKind::Generator,
+                                        elt,
+                                        clauses,
+                                    },
+                                ..
+                            },
+                        ],
+                    ) => self.int_product(elt, clauses),
+                    ("product", [a]) => {
+                        let a = self.typed(a, Ty::Dims);
+                        quote!(#a.product()?)
+                    }
+                    ("sum", [a]) => {
+                        let a = self.typed(a, Ty::Dims);
+                        quote!(#a.sum()?)
+                    }
+                    ("len", [a]) if self.ty(a) == Ty::Dims => {
+                        let a = self.typed(a, Ty::Dims);
+                        quote!(#a.len())
+                    }
+                    ("len", [a]) => {
+                        let a = self.operand(a);
+                        quote!(#rt::len_int(&#a)?)
+                    }
+                    ("isinstance", [a, class]) => {
+                        let names = self.infer().type_names(class).unwrap_or_default();
+                        let a = self.operand(a);
+                        let types = names.iter().filter_map(|h| py_type(h));
+                        quote!(#rt::is_instance(&#a, &[#(#types),*]))
+                    }
+                    ("abs", [a]) => {
+                        let a = self.typed(a, Ty::Int);
+                        quote!(#rt::int_abs(#a)?)
+                    }
+                    ("min" | "max", args) => {
+                        let f = Ident::new(&format!("int_{helper}"), Span::call_site());
+                        let args: Vec<TokenStream> =
+                            args.iter().map(|a| self.typed(a, Ty::Int)).collect();
+                        quote!(#rt::#f(&[#(#args),*]))
+                    }
+                    _ => raise_typed(ty, "TypeError: only helpers can be called"),
+                }
+            }
+            ExprKind::Unary { op, operand } => match (op, ty) {
+                (UnaryOp::Neg, _) => {
+                    let a = self.typed(operand, Ty::Int);
+                    quote!(#rt::int_neg(#a)?)
+                }
+                (UnaryOp::Pos, _) => self.typed(operand, Ty::Int),
+                (UnaryOp::Not, _) => {
+                    let a = self.test(operand);
+                    quote!((!#a))
+                }
+            },
+            ExprKind::Binary { left, rest } => {
+                let int_fn = |op: BinOp| {
+                    let name = match op {
+                        BinOp::Add => "int_add",
+                        BinOp::Sub => "int_sub",
+                        BinOp::Mul => "int_mul",
+                        BinOp::FloorDiv => "int_floordiv",
+                        _ => "int_mod",
+                    };
+                    Ident::new(name, Span::call_site())
+                };
+                let a = self.typed(left, Ty::Int);
+                let Some((first, others)) = rest.split_first() else {
+                    return a;
+                };
+                let f = int_fn(first.op);
+                let b = self.typed(&first.right, Ty::Int);
+                let head = quote!(#rt::#f(#a, #b)?);
+                if others.is_empty() {
+                    return head;
+                }
+                let links: Vec<TokenStream> = others
+                    .iter()
+                    .map(|link| {
+                        let f = int_fn(link.op);
+                        let b = self.typed(&link.right, Ty::Int);
+                        quote!(__tileops_acc = #rt::#f(__tileops_acc, #b)?;)
+                    })
+                    .collect();
+                quote! {{
+                    let mut __tileops_acc: ::core::primitive::i128 = #head;
+                    #(#links)*
+                    __tileops_acc
+                }}
+            }
+            ExprKind::BoolOp { op, values } => {
+                let values: Vec<TokenStream> =
+                    values.iter().map(|v| self.typed(v, Ty::Bool)).collect();
+                match op {
+                    BoolOpKind::And => quote!((#(#values)&&*)),
+                    BoolOpKind::Or => quote!((#(#values)||*)),
+                }
+            }
+            ExprKind::Compare { left, rest } => {
+                let Some(c) = rest.first() else {
+                    return raise_typed(ty, "SyntaxError: a comparison without operators");
+                };
+                if let Some(presence) = self.presence_test(left, c.op, &c.right) {
+                    return quote!((#presence));
+                }
+                if matches!(c.op, CmpOp::Is | CmpOp::IsNot) {
+                    // `v is None` (either side; the literal has nothing to evaluate).
+                    let v = if matches!(c.right.kind, ExprKind::NoneLit) {
+                        self.operand(left)
+                    } else {
+                        self.operand(&c.right)
+                    };
+                    let not = (c.op == CmpOp::IsNot).then(|| quote!(!));
+                    return quote!((#not #rt::is_none(&#v)));
+                }
+                if matches!(c.op, CmpOp::In | CmpOp::NotIn) {
+                    // An int among a display's ints: Python evaluates the display whole (left to
+                    // right, after the needle), then looks.
+                    let a = self.typed(left, Ty::Int);
+                    let items = self.infer().int_display(&c.right).unwrap_or_default();
+                    let items: Vec<TokenStream> =
+                        items.iter().map(|i| self.typed(i, Ty::Int)).collect();
+                    let n = items.len();
+                    let not = (c.op == CmpOp::NotIn).then(|| quote!(!));
+                    return quote!({
+                        let __tileops_needle: ::core::primitive::i128 = #a;
+                        let __tileops_items: [::core::primitive::i128; #n] = [#(#items),*];
+                        #not __tileops_items.contains(&__tileops_needle)
+                    });
+                }
+                let a = self.typed(left, Ty::Int);
+                let b = self.typed(&c.right, Ty::Int);
+                let op = match c.op {
+                    CmpOp::Lt => quote!(<),
+                    CmpOp::Le => quote!(<=),
+                    CmpOp::Gt => quote!(>),
+                    CmpOp::Ge => quote!(>=),
+                    CmpOp::Eq => quote!(==),
+                    // `!=`; the types pass gives a bool only to these six.
+                    _ => quote!(!=),
+                };
+                quote!((#a #op #b))
+            }
+            ExprKind::IfExp { body, test, orelse } => {
+                let t = self.test(test);
+                let b = self.typed(body, ty);
+                let o = self.typed(orelse, ty);
+                quote!(if #t { #b } else { #o })
+            }
+            _ => raise_typed(ty, "TypeError: an untyped expression in typed code"),
+        }
+    }
+
     /// An expression usable behind `&` as a `&Value`: a plain local for names (no clone),
     /// otherwise the owned value.
     fn operand(&mut self, e: &Expr) -> TokenStream {
@@ -197,8 +541,12 @@ impl Gen<'_> {
         self.value(e)
     }
 
-    /// The `py_` local holding a name's `Value`, when the name is one.
+    /// The `py_` local holding a name's `Value`, when the name is one (a typed name's local
+    /// holds an `i128` or a `bool`).
     fn value_local(&self, name: &str) -> Option<Ident> {
+        if self.types.is_some() && self.name_ty(name) != Ty::Value {
+            return None;
+        }
         match self.resolve(name) {
             Binding::Local | Binding::Param | Binding::Var | Binding::Dim | Binding::ElemBytes => {
                 py_ident(name)
@@ -211,6 +559,15 @@ impl Gen<'_> {
     fn value(&mut self, e: &Expr) -> TokenStream {
         let v = value_path();
         let rt = rt();
+        let ty = self.ty(e);
+        if ty != Ty::Value {
+            let code = self.typed(e, ty);
+            return match ty {
+                Ty::Int => quote!(#v::Int(#code)),
+                Ty::Bool => quote!(#v::Bool(#code)),
+                Ty::Dims | Ty::Value => quote!(#code.to_value()),
+            };
+        }
         match &e.kind {
             ExprKind::Int(i) => {
                 let lit = int_literal(*i);
@@ -260,10 +617,10 @@ impl Gen<'_> {
             ExprKind::BoolOp { op, values } => self.bool_op(*op, values),
             ExprKind::Compare { left, rest } => self.compare(left, rest),
             ExprKind::IfExp { body, test, orelse } => {
-                let t = self.operand(test);
+                let t = self.test(test);
                 let b = self.value(body);
                 let o = self.value(orelse);
-                quote!(if #rt::truthy(&#t)? { #b } else { #o })
+                quote!(if #t { #b } else { #o })
             }
             ExprKind::Comprehension { kind, elt, clauses } => {
                 self.comprehension(*kind, elt, clauses)
@@ -467,6 +824,11 @@ impl Gen<'_> {
 
     fn name(&mut self, name: &str) -> TokenStream {
         if let Some(ident) = self.value_local(name) {
+            if self.types.is_some() {
+                // A param may be lent (a `Cow` of the field): clone the value it derefs to.
+                let v = value_path();
+                return quote!(#v::clone(&#ident));
+            }
             return quote!(#ident.clone());
         }
         match self.resolve(name) {
@@ -520,7 +882,13 @@ impl Gen<'_> {
                     .map(|part| match part {
                         Some(p) => {
                             let p = self.operand(p);
-                            quote!(::core::option::Option::Some(&#p))
+                            if self.types.is_some() {
+                                // A lent param (a `Cow`) coerces to `&Value` only where the
+                                // type is spelled out.
+                                quote!(::core::option::Option::Some::<&#v>(&#p))
+                            } else {
+                                quote!(::core::option::Option::Some(&#p))
+                            }
                         }
                         None => quote!(::core::option::Option::None),
                     })
@@ -562,6 +930,14 @@ impl Gen<'_> {
                 return self.collect(quote!(#rt::Collect::#f()), elt, clauses);
             }
             let f = Ident::new(h, Span::call_site());
+            if let [ExprKind::Name(name)] = args.iter().map(|a| &a.kind).collect::<Vec<_>>()[..]
+                && self.types.is_some()
+                && let Some(ident) = self.value_local(name)
+            {
+                // A lone name is lent, not cloned: a list param is not copied per call.
+                let v = value_path();
+                return quote!(::tileops::roofline::helpers::#f(::core::slice::from_ref::<#v>(&#ident))?);
+            }
             if args.len() > CHUNK {
                 let args = self.vec(args);
                 return quote!(::tileops::roofline::helpers::#f(&#args)?);
@@ -579,7 +955,7 @@ impl Gen<'_> {
         let rt = rt();
         if let [c] = rest {
             if let Some(presence) = self.presence_test(left, c.op, &c.right) {
-                return presence;
+                return quote!(#v::Bool(#presence));
             }
             let a = self.operand(left);
             let b = self.operand(&c.right);
@@ -682,11 +1058,10 @@ impl Gen<'_> {
             (ExprKind::NoneLit, _) => self.input_local(right)?,
             _ => return None,
         };
-        let v = value_path();
         Some(if negate {
-            quote!(#v::Bool(!#ident.is_none()))
+            quote!(!#ident.is_none())
         } else {
-            quote!(#v::Bool(#ident.is_none()))
+            quote!(#ident.is_none())
         })
     }
 
@@ -705,36 +1080,14 @@ impl Gen<'_> {
     /// each step charged to the formula's work budget, and each element pushed into `into`
     /// (a `Collect`), which bounds the result's length and finishes it.
     fn collect(&mut self, into: TokenStream, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
-        let rt = rt();
-        let depth = self.locals.len();
-        let mut loops = Vec::new();
-        for clause in clauses {
-            let iter = self.operand(&clause.iter);
-            let Some(bind) = self.bind_target(&clause.target) else {
-                self.locals.truncate(depth);
-                return raise("SyntaxError: invalid comprehension target");
-            };
-            let conds: Vec<TokenStream> = clause.ifs.iter().map(|c| self.operand(c)).collect();
-            loops.push((iter, bind, conds));
-        }
-        let elt = self.value(elt);
-        self.locals.truncate(depth);
-
-        let mut body = quote!(__tileops_acc.push(#elt)?;);
-        for (iter, bind, conds) in loops.into_iter().rev() {
-            body = quote! {
-                for __tileops_item in #rt::iter(&#iter)? {
-                    #rt::step()?;
-                    #bind
-                    #(
-                        if !#rt::truthy(&#conds)? {
-                            continue;
-                        }
-                    )*
-                    #body
-                }
-            };
-        }
+        let Some(body) = self.loops(
+            elt,
+            clauses,
+            Ty::Value,
+            |elt| quote!(__tileops_acc.push(#elt)?;),
+        ) else {
+            return raise("SyntaxError: invalid comprehension target");
+        };
         quote! {{
             let mut __tileops_acc = #into;
             #body
@@ -742,9 +1095,155 @@ impl Gen<'_> {
         }}
     }
 
+    /// `product(<generator of ints>)`: the same loops, folding the element into an `i128` as
+    /// `Collect::product` folds it into a `Value` (from 1, each step a checked multiply).
+    fn int_product(&mut self, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
+        let rt = rt();
+        let Some(body) = self.loops(
+            elt,
+            clauses,
+            Ty::Int,
+            |elt| quote!(__tileops_product = #rt::int_mul(__tileops_product, #elt)?;),
+        ) else {
+            return raise_typed(Ty::Int, "SyntaxError: invalid comprehension target");
+        };
+        quote! {{
+            let mut __tileops_product: ::core::primitive::i128 = 1;
+            #body
+            __tileops_product
+        }}
+    }
+
+    /// The nested loops of the clauses around `push(element)`, the element generated as
+    /// `elt_ty`; `None` for a target that is not an identifier. A lone name over a range of
+    /// ints or over a shape is an `i128` local; a shape is iterated in place.
+    fn loops(
+        &mut self,
+        elt: &Expr,
+        clauses: &[CompClause],
+        elt_ty: Ty,
+        push: impl FnOnce(TokenStream) -> TokenStream,
+    ) -> Option<TokenStream> {
+        let rt = rt();
+        let depth = self.locals.len();
+        let mut loops = Vec::new();
+        let mut holders: Vec<Ident> = Vec::new();
+        for clause in clauses {
+            let var_ty = match self.types {
+                Some(_) => self.infer().loop_var_ty(&clause.target, &clause.iter),
+                None => Ty::Value,
+            };
+            let over_dims = var_ty == Ty::Int && self.ty(&clause.iter) == Ty::Dims;
+            let source = if over_dims {
+                let dims = self.typed(&clause.iter, Ty::Dims);
+                quote!(#dims.ints())
+            } else {
+                let iter = self.operand(&clause.iter);
+                quote!(#rt::iter(&#iter)?)
+            };
+            let Some(bind) = self.bind_target(&clause.target, var_ty, over_dims) else {
+                self.locals.truncate(depth);
+                self.local_tys.truncate(depth);
+                return None;
+            };
+            let mut conds = Vec::new();
+            for cond in &clause.ifs {
+                conds.push(match self.invariant_membership(cond, clauses) {
+                    Some((holder, code)) => {
+                        holders.push(holder);
+                        code
+                    }
+                    None => self.test(cond),
+                });
+            }
+            loops.push((source, bind, conds));
+        }
+        let elt = match elt_ty {
+            Ty::Value => self.value(elt),
+            ty => self.typed(elt, ty),
+        };
+        self.locals.truncate(depth);
+        self.local_tys.truncate(depth);
+
+        let mut body = push(elt);
+        for (source, bind, conds) in loops.into_iter().rev() {
+            body = quote! {
+                for __tileops_item in #source {
+                    #rt::step()?;
+                    #bind
+                    #(
+                        if !#conds {
+                            continue;
+                        }
+                    )*
+                    #body
+                }
+            };
+        }
+        Some(quote! {
+            #(let mut #holders = #rt::Invariant::new();)*
+            #body
+        })
+    }
+
+    /// `x in E` / `x not in E` as a filter, where `E` reads no variable of this comprehension
+    /// (`i not in {d % x.ndim for d in dim}` in a loop over `i`): `E` is built once per
+    /// evaluation of the comprehension and kept (`Invariant`, which charges its work again on
+    /// each use, so the budget and the errors are those of rebuilding it). Only in typed code,
+    /// and only for an `E` that builds something (a display, a comprehension, a call, a
+    /// conditional).
+    fn invariant_membership(
+        &mut self,
+        cond: &Expr,
+        clauses: &[CompClause],
+    ) -> Option<(Ident, TokenStream)> {
+        self.types?;
+        let ExprKind::Compare { left, rest } = &cond.kind else {
+            return None;
+        };
+        let [c] = rest.as_slice() else {
+            return None;
+        };
+        // A typed membership (an int among a display's ints) is cheaper as it is.
+        if !matches!(c.op, CmpOp::In | CmpOp::NotIn)
+            || self.ty(cond) != Ty::Value
+            || self.ty(&c.right) != Ty::Value
+            || !matches!(
+                c.right.kind,
+                ExprKind::Set(_)
+                    | ExprKind::List(_)
+                    | ExprKind::Tuple(_)
+                    | ExprKind::Comprehension { .. }
+                    | ExprKind::Call { .. }
+                    | ExprKind::IfExp { .. }
+            )
+        {
+            return None;
+        }
+        let targets: Vec<&str> = clauses
+            .iter()
+            .flat_map(|c| c.target.names().iter().map(|t| t.name.as_str()))
+            .collect();
+        if reads_any(&c.right, &targets) {
+            return None;
+        }
+        let rt = rt();
+        self.labels += 1;
+        let holder = Ident::new(&format!("__tileops_inv{}", self.labels), Span::call_site());
+        let a = self.operand(left);
+        let e = self.value(&c.right);
+        let op = cmp_op(c.op);
+        let code = quote! {
+            #rt::compare(#op, &#a, #holder.get(|| ::core::result::Result::Ok(#e))?)?
+        };
+        Some((holder, code))
+    }
+
     /// Binds `__tileops_item` to the target's `py_` locals and brings them into scope for the
     /// rest of the comprehension. `None` for a name that is not an identifier.
-    fn bind_target(&mut self, target: &Target) -> Option<TokenStream> {
+    /// An `Int` target is an `i128` local: the item itself over a shape (`over_dims`), else the
+    /// int of a range's item.
+    fn bind_target(&mut self, target: &Target, ty: Ty, over_dims: bool) -> Option<TokenStream> {
         let v = value_path();
         let rt = rt();
         let idents = target
@@ -754,6 +1253,20 @@ impl Gen<'_> {
             .collect::<Option<Vec<Ident>>>()?;
         self.locals
             .extend(target.names().iter().map(|t| t.name.clone()));
+        self.local_tys.resize(self.locals.len(), ty);
+        if ty == Ty::Int
+            && let Target::Name(_) = target
+        {
+            let item = if over_dims {
+                quote!(__tileops_item)
+            } else {
+                quote!(#rt::int_item(&__tileops_item)?)
+            };
+            return Some(quote! {
+                #[allow(unused_variables)]
+                let #(#idents)*: ::core::primitive::i128 = #item;
+            });
+        }
         Some(match target {
             Target::Name(_) => quote! {
                 #[allow(unused_variables)]
@@ -1183,6 +1696,114 @@ mod tests {
             count(&gen_src("product(x.shape)", Layer::Vars), "Budget"),
             0
         );
+    }
+
+    /// Typed code for a formula that must check clean, with `dim` and `M` ints.
+    fn typed_src(src: &str) -> (String, Ty) {
+        let e = parse(src).unwrap_or_else(|e| panic!("{src:?}: {}", e.message));
+        let c = check(&e, Layer::Vars, &scope());
+        assert!(c.errors.is_empty(), "{src:?}: {:#?}", c.errors);
+        let types = Types::new().with("dim", Ty::Int).with("M", Ty::Int);
+        let (ts, ty) = codegen_typed(&e, &scope(), &types);
+        syn::parse2::<syn::Expr>(ts.clone())
+            .unwrap_or_else(|err| panic!("{src:?} generated invalid Rust: {err}\n{ts}"));
+        (ts.to_string(), ty)
+    }
+
+    #[test]
+    fn typed_parts_compute_on_machine_values() {
+        // softmax's M: no Value, no tuple; the runtime's checked int ops and the shape view.
+        let (c, ty) =
+            typed_src("product(x.shape[:dim % x.ndim]) * product(x.shape[dim % x.ndim + 1:])");
+        assert_eq!(ty, Ty::Int);
+        assert_eq!(count(&c, "Value"), 0, "{c}");
+        has(&c, "_v0_1::rt::int_mod(py_dim, py_x.rank(\"x\")?)?");
+        has(
+            &c,
+            "py_x.dims(\"x\")?.slice(::core::option::Option::None, ::core::option::Option::Some(",
+        );
+        has(&c, ".product()?");
+        has(&c, "_v0_1::rt::int_mul(");
+        let (c, ty) = typed_src("x.shape[-1]");
+        assert_eq!(ty, Ty::Int);
+        has(
+            &c,
+            "py_x.dims(\"x\")?.index(::tileops::__private_v0_1::rt::int_neg(1i128)?)?",
+        );
+        let (c, ty) = typed_src("(M * K + M) * elem_bytes");
+        assert_eq!(ty, Ty::Int);
+        has(
+            &c,
+            "int_add(::tileops::__private_v0_1::rt::int_mul(py_M, py_K)?, py_M)?",
+        );
+        let (c, ty) = typed_src("M if weight is None else K");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "if (py_weight.is_none()) { py_M } else { py_K }");
+        let (c, ty) = typed_src("M > 0 and not dim");
+        assert_eq!(ty, Ty::Bool);
+        has(&c, "((py_M > 0i128) && (!(py_dim != 0)))");
+        // A value part reads a typed name as a Value; a shape indexed by a value builds no tuple.
+        let (c, ty) = typed_src("M / 2");
+        assert_eq!(ty, Ty::Value);
+        has(
+            &c,
+            "truediv(&::tileops::roofline::Value::Int(py_M), &::tileops::roofline::Value::Int(2i128))?",
+        );
+        // A generator over a range of ints: an int loop variable, an int product, the same
+        // budget and steps.
+        let (c, ty) = typed_src("product(x.shape[i] for i in range(x.ndim) if i != dim)");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "Budget::enter");
+        has(
+            &c,
+            "let py_i: ::core::primitive::i128 = ::tileops::__private_v0_1::rt::int_item(&__tileops_item)?;",
+        );
+        has(&c, "if !(py_i != py_dim) { continue; }");
+        has(
+            &c,
+            "__tileops_product = ::tileops::__private_v0_1::rt::int_mul(__tileops_product, py_x.dims(\"x\")?.index(py_i)?)?;",
+        );
+        assert_eq!(count(&c, "rt::step()?"), 1);
+        // Over a shape, the dims themselves, in place.
+        let (c, ty) = typed_src("product(d for d in x.shape[1:])");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "for __tileops_item in py_x.dims(\"x\")?.slice(");
+        has(&c, ".ints() {");
+        has(&c, "let py_d: ::core::primitive::i128 = __tileops_item;");
+        // Over a value (an untyped param), the item is a value; a shape indexed by it an int.
+        let (c, ty) = typed_src("product(x.shape[i] for i in N)");
+        assert_eq!(ty, Ty::Int);
+        has(&c, "let py_i = __tileops_item;");
+        has(&c, "py_x.dims(\"x\")?.index_value_int(&py_i)?");
+        let (c, ty) = typed_src("[x.shape[i] for i in N]");
+        assert_eq!(ty, Ty::Value);
+        has(
+            &c,
+            "__tileops_acc.push(::tileops::roofline::Value::Int(py_x.dims(\"x\")?.index_value_int(&py_i)?))?;",
+        );
+        // A filter's loop-invariant set is built once per evaluation of the comprehension.
+        let (c, ty) = typed_src(
+            "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if M else {d % x.ndim for d in N}))",
+        );
+        assert_eq!(ty, Ty::Int);
+        assert_eq!(count(&c, "rt::Invariant::new()"), 1, "{c}");
+        has(
+            &c,
+            "CmpOp::NotIn, &::tileops::roofline::Value::Int(py_i), __tileops_inv",
+        );
+        has(&c, ".get(|| ::core::result::Result::Ok(");
+        // Not when the set reads the loop's variable, nor for an int among a display's ints.
+        for src in [
+            "[i for i in range(M) if i not in {i, 1}]",
+            "[i for i in range(M) for j in N if i in [j]]",
+            "[i for i in range(M) if i in (1, 2)]",
+        ] {
+            assert_eq!(count(&typed_src(src).0, "Invariant"), 0, "{src}");
+        }
+        // A tuple of dims as the whole formula is given as its Value.
+        let (c, ty) = typed_src("x.shape[1:]");
+        assert_eq!(ty, Ty::Value);
+        has(&c, ".to_value()");
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub(crate) mod check;
 mod codegen;
 mod lexer;
 mod parser;
+mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -33,6 +34,7 @@ pub use ast::Expr;
 #[allow(unused_imports)] // the API for the other passes; not all of it is used yet
 pub use check::{ARITH_HELPERS, Checked, TYPE_HELPERS, VARS_HELPERS};
 pub use parser::{MAX_DEPTH, MAX_FOR_CLAUSES, MAX_NESTING};
+pub use types::{Ty, Types, infer};
 
 /// An error inside one formula: where (byte span into the formula string) and what.
 ///
@@ -169,6 +171,28 @@ pub fn check(expr: &Expr, layer: Layer, scope: &Scope) -> Checked {
 /// with: it tells tensor inputs (and their presence tests) from values.
 pub fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
     codegen::codegen(expr, scope)
+}
+
+/// Generates a Rust expression for a checked formula, computing the parts whose types are known
+/// on machine values, and returns it with its Rust type: `i128` for [`Ty::Int`], `bool` for
+/// [`Ty::Bool`], `::tileops::roofline::Value` for [`Ty::Value`].
+///
+/// As [`codegen`], except that the locals of the names [`infer`] types are of their Rust types:
+/// `py_<dim>` and `py_elem_bytes` are `i128`s, and a param or var of `types` is an `i128` or a
+/// `bool` as its [`Ty`] says. Each value and each error is the one [`codegen`]'s code gives.
+///
+/// ```
+/// use tileops_manifest::formula::{self, Scope, Ty, Types};
+/// let scope = Scope::new().input("x", false).param("dim");
+/// let expr = formula::parse("x.shape[dim % x.ndim]")?;
+/// let (_, ty) = formula::codegen_typed(&expr, &scope, &Types::new().with("dim", Ty::Int));
+/// assert_eq!(ty, Ty::Int);
+/// let (_, ty) = formula::codegen_typed(&expr, &scope, &Types::new());
+/// assert_eq!(ty, Ty::Value);
+/// # Ok::<(), formula::FormulaError>(())
+/// ```
+pub fn codegen_typed(expr: &Expr, scope: &Scope, types: &Types) -> (TokenStream, Ty) {
+    codegen::codegen_typed(expr, scope, types)
 }
 
 #[cfg(test)]

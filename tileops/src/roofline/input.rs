@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::TensorSpec;
 
 use super::error::{EvalError, EvalResult};
+use super::typed::Dims;
 use super::value::{Value, int_from_usize};
 
 /// A field that can stand for a tensor input of a formula: it may expose a [`TensorSpec`].
@@ -93,20 +94,24 @@ pub struct InputRef<'a> {
 
 impl<'a> InputRef<'a> {
     /// An input that is present (`Some`) or absent (`None`).
+    #[inline]
     pub fn new(spec: Option<&'a TensorSpec>) -> Self {
         InputRef { spec }
     }
 
     /// The input's spec, if present.
+    #[inline]
     pub fn spec(&self) -> Option<&'a TensorSpec> {
         self.spec
     }
 
     /// `x is None`: whether an optional input is absent.
+    #[inline]
     pub fn is_none(&self) -> bool {
         self.spec.is_none()
     }
 
+    #[inline]
     fn present(&self, name: &str, attribute: &str) -> EvalResult<&'a TensorSpec> {
         self.spec.ok_or_else(|| {
             EvalError::attribute_error(format!(
@@ -116,15 +121,38 @@ impl<'a> InputRef<'a> {
     }
 
     /// `x.shape`, a tuple of ints.
+    #[inline]
     pub fn shape(&self, name: &str) -> EvalResult {
         Ok(Value::from_shape(&self.present(name, "shape")?.shape))
     }
 
     /// `x.ndim`, an int.
+    #[inline]
     pub fn ndim(&self, name: &str) -> EvalResult {
         Ok(Value::Int(int_from_usize(
             self.present(name, "ndim")?.rank(),
         )))
+    }
+
+    /// `x.shape` as a borrowed view, for formulas whose types the macro knows: the same dims
+    /// (and the same error for an absent input) as [`shape`](Self::shape), with no tuple built.
+    #[inline]
+    pub fn dims(&self, name: &str) -> EvalResult<Dims<'a>> {
+        Ok(Dims::new(&self.present(name, "shape")?.shape))
+    }
+
+    /// `x.ndim` as an int, with the error of [`ndim`](Self::ndim).
+    #[inline]
+    pub fn rank(&self, name: &str) -> EvalResult<i128> {
+        Ok(int_from_usize(self.present(name, "ndim")?.rank()))
+    }
+
+    /// Bytes of one element as an int, with the error of [`elem_bytes`](Self::elem_bytes).
+    #[inline]
+    pub fn elem_bytes_int(&self, name: &str) -> EvalResult<i128> {
+        Ok(int_from_usize(
+            self.present(name, "dtype")?.dtype.size_in_bytes(),
+        ))
     }
 
     /// The dims of an input the manifest declares with a fixed rank (`shape: "[M, K]"`), in
@@ -142,6 +170,7 @@ impl<'a> InputRef<'a> {
     }
 
     /// Bytes of one element of the input's dtype, an int.
+    #[inline]
     pub fn elem_bytes(&self, name: &str) -> EvalResult {
         Ok(Value::from(
             self.present(name, "dtype")?.dtype.size_in_bytes(),
@@ -150,6 +179,7 @@ impl<'a> InputRef<'a> {
 }
 
 /// Wraps an op field that stands for a tensor input.
+#[inline]
 pub fn input<I: RooflineInput + ?Sized>(value: &I) -> InputRef<'_> {
     InputRef::new(value.tensor_spec())
 }

@@ -44,6 +44,7 @@ pub mod helpers;
 mod input;
 mod ops;
 mod stream;
+mod typed;
 mod value;
 
 pub use error::{EvalError, EvalResult};
@@ -61,7 +62,11 @@ pub mod __rt {
         CmpOp, add, compare, floordiv, iterate, make_set, modulo, mul, neg, not, param, pos, pow,
         slice, sub, subscript, to_count, truediv, truthy, unpack,
     };
-    pub use super::stream::{Budget, Collect, Iter, iter, step};
+    pub use super::stream::{Budget, Collect, Invariant, Iter, iter, step};
+    pub use super::typed::{
+        Dims, IntParam, extent, int_abs, int_add, int_floordiv, int_item, int_max, int_min,
+        int_mod, int_mul, int_neg, int_param, int_sub, is_instance, is_none, len_int, param_value,
+    };
     pub use super::value::{PyType, Value};
 }
 

@@ -182,6 +182,7 @@ impl Num {
 }
 
 /// `usize` into a formula int; lossless on every platform with at most 64-bit pointers.
+#[inline]
 pub(crate) fn int_from_usize(n: usize) -> i128 {
     i128::try_from(n).unwrap_or(i128::MAX)
 }

@@ -15,6 +15,7 @@
 
 use super::error::{EvalError, EvalResult};
 use super::ops::{CmpOp, add, compare, iterate, make_set, mul, neg};
+use super::stream::charge;
 use super::value::{Num, Value, int_from_usize, range_len};
 
 /// The signature every helper has.
@@ -107,9 +108,18 @@ pub fn product(args: &[Value]) -> EvalResult {
             args.len()
         )));
     };
-    iterate(iterable)?
-        .iter()
-        .try_fold(Value::Int(1), |acc, item| mul(&acc, item))
+    match iterable {
+        // The items as `iterate` would give them (and charge them), without copying them.
+        Value::Tuple(items) | Value::List(items) | Value::Set(items) => {
+            charge(items.len())?;
+            items
+                .iter()
+                .try_fold(Value::Int(1), |acc, item| mul(&acc, item))
+        }
+        _ => iterate(iterable)?
+            .iter()
+            .try_fold(Value::Int(1), |acc, item| mul(&acc, item)),
+    }
 }
 
 /// `isinstance(value, type_or_tuple_of_types)`; a `bool` is an instance of `int`.
@@ -143,7 +153,11 @@ fn is_instance(value: &Value, class: &Value) -> EvalResult<bool> {
 
 /// `len(sized)`: the number of items of a tuple, list, set, range or str (code points).
 pub fn len(args: &[Value]) -> EvalResult {
-    let value = exactly_one("len", args)?;
+    len_int(exactly_one("len", args)?).map(Value::Int)
+}
+
+/// `len(value)` as an int.
+pub(crate) fn len_int(value: &Value) -> EvalResult<i128> {
     let n = match value {
         Value::Tuple(items) | Value::List(items) | Value::Set(items) => items.len(),
         Value::Str(s) => s.chars().count(),
@@ -151,7 +165,7 @@ pub fn len(args: &[Value]) -> EvalResult {
             let n = range_len(*start, *stop, *step)?;
             // CPython's len() returns a C ssize_t.
             return match i64::try_from(n) {
-                Ok(n) => Ok(Value::Int(i128::from(n))),
+                Ok(n) => Ok(i128::from(n)),
                 Err(_) => Err(EvalError::overflow_error(
                     "Python int too large to convert to C ssize_t",
                 )),
@@ -164,7 +178,7 @@ pub fn len(args: &[Value]) -> EvalResult {
             )));
         }
     };
-    Ok(Value::Int(int_from_usize(n)))
+    Ok(int_from_usize(n))
 }
 
 /// `set()` / `set(iterable)`.

@@ -283,6 +283,12 @@ fn ratio_to_f64(n: u128, d: u128) -> f64 {
 }
 
 fn int_floordiv(x: i128, y: i128) -> EvalResult {
+    floordiv_int(x, y).map(Value::Int)
+}
+
+/// `x // y` on ints: floors toward negative infinity, as Python does.
+#[inline]
+pub(crate) fn floordiv_int(x: i128, y: i128) -> EvalResult<i128> {
     if y == 0 {
         return Err(EvalError::zero_division(
             "integer division or modulo by zero",
@@ -291,22 +297,28 @@ fn int_floordiv(x: i128, y: i128) -> EvalResult {
     let q = x.checked_div(y).ok_or_else(EvalError::int_overflow)?;
     let r = x.checked_rem(y).unwrap_or(0);
     if r != 0 && ((r < 0) != (y < 0)) {
-        checked(q.checked_sub(1))
+        q.checked_sub(1).ok_or_else(EvalError::int_overflow)
     } else {
-        Ok(Value::Int(q))
+        Ok(q)
     }
 }
 
 fn int_mod(x: i128, y: i128) -> EvalResult {
+    mod_int(x, y).map(Value::Int)
+}
+
+/// `x % y` on ints: the result takes the sign of the divisor, as in Python.
+#[inline]
+pub(crate) fn mod_int(x: i128, y: i128) -> EvalResult<i128> {
     if y == 0 {
         return Err(EvalError::zero_division("integer modulo by zero"));
     }
     // `i128::MIN % -1` overflows in Rust; mathematically it is 0.
     let r = x.checked_rem(y).unwrap_or(0);
     if r != 0 && ((r < 0) != (y < 0)) {
-        checked(r.checked_add(y))
+        r.checked_add(y).ok_or_else(EvalError::int_overflow)
     } else {
-        Ok(Value::Int(r))
+        Ok(r)
     }
 }
 
@@ -826,7 +838,8 @@ fn not_subscriptable(v: &Value) -> EvalError {
 }
 
 /// CPython converts a sequence index to a C `ssize_t` before looking at the length.
-fn ssize_index(i: i128) -> EvalResult<i128> {
+#[inline]
+pub(crate) fn ssize_index(i: i128) -> EvalResult<i128> {
     if i64::try_from(i).is_err() {
         return Err(EvalError::index_error(
             "cannot fit 'int' into an index-sized integer",
@@ -836,7 +849,8 @@ fn ssize_index(i: i128) -> EvalResult<i128> {
 }
 
 /// A Python index (negative counts from the end) into `len` items.
-fn normalize_index(i: i128, len: usize) -> Option<usize> {
+#[inline]
+pub(crate) fn normalize_index(i: i128, len: usize) -> Option<usize> {
     let len = int_from_usize(len);
     let j = if i < 0 { i + len } else { i };
     if (0..len).contains(&j) {
@@ -892,7 +906,7 @@ pub fn subscript(v: &Value, index: &Value) -> EvalResult {
     }
 }
 
-fn slice_bound(bound: Option<&Value>) -> EvalResult<Option<i128>> {
+pub(crate) fn slice_bound(bound: Option<&Value>) -> EvalResult<Option<i128>> {
     match bound {
         None | Some(Value::None) => Ok(None),
         Some(v) => v.as_index().map(Some).ok_or_else(|| {
@@ -904,14 +918,19 @@ fn slice_bound(bound: Option<&Value>) -> EvalResult<Option<i128>> {
 }
 
 /// CPython's `PySlice_Unpack` + `PySlice_AdjustIndices` over `len` items.
-struct SliceIndices {
-    start: i128,
-    stop: i128,
-    step: i128,
-    count: i128,
+pub(crate) struct SliceIndices {
+    pub(crate) start: i128,
+    pub(crate) stop: i128,
+    pub(crate) step: i128,
+    pub(crate) count: i128,
 }
 
-fn slice_indices(lower: Option<i128>, upper: Option<i128>, step: i128, len: i128) -> SliceIndices {
+pub(crate) fn slice_indices(
+    lower: Option<i128>,
+    upper: Option<i128>,
+    step: i128,
+    len: i128,
+) -> SliceIndices {
     // As CPython does, keep `-step` representable.
     let step = step.max(-i128::MAX);
     let clamp = |x: i128| {
@@ -1139,6 +1158,7 @@ pub fn param<T: Clone + Into<Value>>(field: &T) -> Value {
 
 /// The final value of `flops` or `bytes` as a count: an int or bool, or a finite float `>= 0`
 /// below 2^64 (truncated like Python's `int()`); anything else is an error naming the value.
+#[inline]
 pub fn to_count(v: &Value) -> EvalResult<u64> {
     let bad = |why: &str| {
         EvalError::value_error(format!(

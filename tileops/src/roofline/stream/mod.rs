@@ -60,6 +60,7 @@ thread_local! {
 
 /// Charges `units` of work to the running evaluation's budget; an error once it is spent.
 /// Outside a [`Budget`] (a direct call of a runtime function) nothing is counted.
+#[inline]
 pub(crate) fn charge(units: usize) -> EvalResult<()> {
     WORK_LEFT.with(|left| {
         let now = left.get();
@@ -80,6 +81,58 @@ pub(crate) fn charge(units: usize) -> EvalResult<()> {
             }
         }
     })
+}
+
+/// A loop-invariant part of a comprehension's filter (`i not in {d % n for d in dim}` in a loop
+/// over `i`), evaluated once per evaluation of the comprehension instead of once per step.
+///
+/// Formulas are pure: the part gives the same value, or the same error, and charges the same
+/// work each time. So the first evaluation keeps the value and the work it charged, and every
+/// later use charges that work again, without rebuilding the value: the budget runs out at the
+/// same step, with the same error, as when the part is rebuilt each time.
+///
+/// ```
+/// use tileops::roofline::{Value, __rt};
+/// let _budget = __rt::Budget::enter();
+/// let mut part = __rt::Invariant::new();
+/// let mut builds = 0;
+/// for _ in 0..3 {
+///     let set = part.get(|| {
+///         builds += 1;
+///         __rt::make_set(vec![Value::Int(2), Value::Int(0)])
+///     })?;
+///     assert_eq!(set.to_string(), "{0, 2}");
+/// }
+/// assert_eq!(builds, 1);
+/// # Ok::<(), tileops::roofline::EvalError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Invariant {
+    /// The value and the work its evaluation charged.
+    kept: Option<(Value, usize)>,
+}
+
+impl Invariant {
+    /// Nothing evaluated yet.
+    pub fn new() -> Invariant {
+        Invariant::default()
+    }
+
+    /// The part's value: `eval`'s on first use, then the kept one, its work charged again.
+    pub fn get(&mut self, eval: impl FnOnce() -> EvalResult) -> EvalResult<&Value> {
+        match &mut self.kept {
+            Some((value, cost)) => {
+                charge(*cost)?;
+                Ok(value)
+            }
+            kept @ None => {
+                let before = WORK_LEFT.with(Cell::get);
+                let value = eval()?;
+                let cost = before.saturating_sub(WORK_LEFT.with(Cell::get));
+                Ok(&kept.insert((value, cost)).0)
+            }
+        }
+    }
 }
 
 /// One loop step of a comprehension: one unit of work.

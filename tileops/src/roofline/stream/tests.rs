@@ -315,3 +315,48 @@ proptest! {
         }
     }
 }
+
+/// A kept invariant part charges its work on every use: the budget runs out at the same step,
+/// with the same error, as when the part is rebuilt at each step.
+#[test]
+fn an_invariant_part_spends_the_budget_as_rebuilding_it_does() {
+    // A part whose evaluation charges a tenth of the budget, in two pieces.
+    let part = || -> EvalResult {
+        charge(MAX_WORK / 20)?;
+        charge(MAX_WORK / 20)?;
+        Ok(Value::Int(7))
+    };
+    let run = |keep: bool| -> (usize, EvalResult<()>) {
+        let _budget = Budget::enter();
+        let mut kept = Invariant::new();
+        let mut steps = 0;
+        let result = (|| {
+            for _ in 0..100 {
+                step()?;
+                let value = if keep {
+                    kept.get(part)?.clone()
+                } else {
+                    part()?
+                };
+                assert_eq!(value, Value::Int(7));
+                steps += 1;
+            }
+            Ok(())
+        })();
+        (steps, result)
+    };
+    let (rebuilt, rebuilt_err) = run(false);
+    let (kept, kept_err) = run(true);
+    assert_eq!(
+        rebuilt, 10,
+        "ten steps fit the budget, the eleventh does not"
+    );
+    assert_eq!(kept, rebuilt);
+    assert_eq!(kept_err, rebuilt_err);
+    assert!(kept_err.is_err());
+    // Outside a budget nothing is counted, and the part is built once.
+    let mut kept = Invariant::new();
+    for _ in 0..3 {
+        assert_eq!(kept.get(part), Ok(&Value::Int(7)));
+    }
+}

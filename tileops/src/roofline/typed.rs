@@ -1,0 +1,596 @@
+//! Machine-typed counterparts of the runtime's operators, for the parts of a formula whose types
+//! the macro knows at compile time.
+//!
+//! A shape dim, `elem_bytes`, `x.ndim` and an integer param are Python ints; `x.shape` is a tuple
+//! of them. Where a formula computes only with such values, the generated code works on `i128`s
+//! and on [`Dims`] (a borrowed view of a shape) instead of [`Value`]s: no enum dispatch, no heap
+//! allocation. Each function here gives exactly the result or the error its [`Value`] counterpart
+//! gives for the same ints (the runtime's own functions share its code), so which path a formula
+//! takes is invisible except in its speed.
+//!
+//! ```
+//! use tileops::roofline::__rt;
+//! use tileops::{DType, TensorSpec};
+//!
+//! let x = TensorSpec::new([32, 32, 4096], DType::BFloat16);
+//! let shape = __rt::input(&x).dims("x")?;
+//! // product(x.shape[:dim % x.ndim]) with dim = -1
+//! let axis = __rt::int_mod(-1, shape.len())?;
+//! assert_eq!(shape.slice(None, Some(axis), None)?.product()?, 1024);
+//! assert_eq!(__rt::int_floordiv(-7, 2)?, -4);
+//! assert_eq!(
+//!     __rt::int_mul(i128::MAX, 2).unwrap_err().to_string(),
+//!     "OverflowError: integer overflow (tileops integers are 128-bit)"
+//! );
+//! # Ok::<(), tileops::roofline::EvalError>(())
+//! ```
+
+use std::any::Any;
+use std::borrow::Cow;
+
+use super::error::{EvalError, EvalResult};
+use super::ops::{floordiv_int, mod_int, normalize_index, slice_bound, slice_indices, ssize_index};
+use super::stream::charge;
+use super::value::{PyType, Value, int_from_usize};
+
+/// `a + b` on ints.
+#[inline]
+pub fn int_add(a: i128, b: i128) -> EvalResult<i128> {
+    a.checked_add(b).ok_or_else(EvalError::int_overflow)
+}
+
+/// `a - b` on ints.
+#[inline]
+pub fn int_sub(a: i128, b: i128) -> EvalResult<i128> {
+    a.checked_sub(b).ok_or_else(EvalError::int_overflow)
+}
+
+/// `a * b` on ints.
+#[inline]
+pub fn int_mul(a: i128, b: i128) -> EvalResult<i128> {
+    a.checked_mul(b).ok_or_else(EvalError::int_overflow)
+}
+
+/// `a // b` on ints (flooring).
+#[inline]
+pub fn int_floordiv(a: i128, b: i128) -> EvalResult<i128> {
+    floordiv_int(a, b)
+}
+
+/// `a % b` on ints (the sign of the divisor).
+#[inline]
+pub fn int_mod(a: i128, b: i128) -> EvalResult<i128> {
+    mod_int(a, b)
+}
+
+/// `-a` on an int.
+#[inline]
+pub fn int_neg(a: i128) -> EvalResult<i128> {
+    a.checked_neg().ok_or_else(EvalError::int_overflow)
+}
+
+/// `abs(a)` on an int.
+#[inline]
+pub fn int_abs(a: i128) -> EvalResult<i128> {
+    if a < 0 { int_neg(a) } else { Ok(a) }
+}
+
+/// `min(a, b, ...)` of two or more ints (the caller passes at least one).
+#[inline]
+pub fn int_min(items: &[i128]) -> i128 {
+    items.iter().copied().reduce(i128::min).unwrap_or_default()
+}
+
+/// `max(a, b, ...)` of two or more ints (the caller passes at least one).
+#[inline]
+pub fn int_max(items: &[i128]) -> i128 {
+    items.iter().copied().reduce(i128::max).unwrap_or_default()
+}
+
+/// `len(value)` as an int, for a value of a type the macro does not know.
+#[inline]
+pub fn len_int(value: &Value) -> EvalResult<i128> {
+    super::helpers::len_int(value)
+}
+
+/// `isinstance(value, types)` where the types are builtin names written in the formula
+/// (`isinstance(dim, (list, tuple))`): checked in order, as CPython does.
+#[inline]
+pub fn is_instance(value: &Value, types: &[PyType]) -> bool {
+    types.iter().any(|t| t.is_instance(value))
+}
+
+/// `value is None`.
+#[inline]
+pub fn is_none(value: &Value) -> bool {
+    matches!(value, Value::None)
+}
+
+/// The int of a `range`'s item (a comprehension variable over a range of ints).
+#[inline]
+pub fn int_item(item: &Value) -> EvalResult<i128> {
+    match *item {
+        Value::Int(i) => Ok(i),
+        // A range's items are always ints; anything else is a caller's mistake, reported rather
+        // than guessed at.
+        _ => Err(EvalError::type_error(format!(
+            "expected an int item, got {}",
+            item.type_name()
+        ))),
+    }
+}
+
+/// A shape extent (a `usize`) as a formula int.
+#[inline]
+pub fn extent(n: usize) -> i128 {
+    int_from_usize(n)
+}
+
+/// A param field as a formula value, lent when it already is one: a field of type [`Value`]
+/// with no set in it (what [`param`](super::ops::param) would give unchanged) is borrowed, not
+/// cloned, so a list param costs no allocation per call; any other field is converted as
+/// `param` converts it.
+#[inline]
+pub fn param_value<T: Clone + Into<Value> + 'static>(field: &T) -> Cow<'_, Value> {
+    match (field as &dyn Any).downcast_ref::<Value>() {
+        Some(value) if !holds_a_set(value) => Cow::Borrowed(value),
+        _ => Cow::Owned(super::ops::param(field)),
+    }
+}
+
+/// Whether a set is in `value` (a set is put in set order when it becomes a param).
+fn holds_a_set(value: &Value) -> bool {
+    match value {
+        Value::Set(_) => true,
+        Value::Tuple(items) | Value::List(items) => items.iter().any(holds_a_set),
+        _ => false,
+    }
+}
+
+/// A struct field of a primitive integer type, read as a formula int (the value
+/// [`param`](super::ops::param) would give as a `Value::Int`).
+pub trait IntParam {
+    /// The field's value as an `i128`.
+    fn to_int(&self) -> i128;
+}
+
+macro_rules! int_param {
+    ($($t:ty),*) => {$(
+        impl IntParam for $t {
+            #[inline]
+            fn to_int(&self) -> i128 {
+                i128::from(*self)
+            }
+        }
+    )*};
+}
+
+int_param!(i8, i16, i32, i64, i128, u8, u16, u32, u64);
+
+impl IntParam for usize {
+    #[inline]
+    fn to_int(&self) -> i128 {
+        int_from_usize(*self)
+    }
+}
+
+impl IntParam for isize {
+    #[inline]
+    fn to_int(&self) -> i128 {
+        // isize is at most 64 bits on every target Rust supports.
+        i128::try_from(*self).unwrap_or_default()
+    }
+}
+
+/// An integer param field as a formula int.
+#[inline]
+pub fn int_param<T: IntParam + ?Sized>(field: &T) -> i128 {
+    field.to_int()
+}
+
+/// `x.shape`, or a slice of it, without building a tuple: the dims `base[first + k * step]` for
+/// `k` in `0..count`.
+///
+/// Every operation behaves as the same operation on the tuple `Value::from_shape` builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dims<'a> {
+    base: &'a [usize],
+    first: i128,
+    step: i128,
+    count: usize,
+}
+
+impl<'a> Dims<'a> {
+    /// A whole shape.
+    #[inline]
+    pub fn new(shape: &'a [usize]) -> Self {
+        Dims {
+            base: shape,
+            first: 0,
+            step: 1,
+            count: shape.len(),
+        }
+    }
+
+    #[inline]
+    fn get(&self, k: usize) -> Option<usize> {
+        let offset = int_from_usize(k).checked_mul(self.step)?;
+        let at = usize::try_from(self.first.checked_add(offset)?).ok()?;
+        self.base.get(at).copied()
+    }
+
+    /// The dims as a contiguous run of the shape, when they are one (a step of 1: a whole shape
+    /// or the usual `shape[a:b]`), so folds over them are plain loops.
+    #[inline]
+    fn contiguous(&self) -> Option<&'a [usize]> {
+        if self.step != 1 {
+            return None;
+        }
+        let first = usize::try_from(self.first).ok()?;
+        self.base.get(first..first.checked_add(self.count)?)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.count).filter_map(|k| self.get(k))
+    }
+
+    #[inline]
+    fn try_fold(&self, init: i128, f: impl Fn(i128, i128) -> EvalResult<i128>) -> EvalResult<i128> {
+        match self.contiguous() {
+            Some(run) => run
+                .iter()
+                .try_fold(init, |acc, &d| f(acc, int_from_usize(d))),
+            None => self
+                .iter()
+                .try_fold(init, |acc, d| f(acc, int_from_usize(d))),
+        }
+    }
+
+    /// The dims as ints, in order: a comprehension over a shape iterates them in place.
+    #[inline]
+    pub fn ints(self) -> impl Iterator<Item = i128> + 'a {
+        (0..self.count).filter_map(move |k| self.get(k).map(int_from_usize))
+    }
+
+    /// `len(dims)`.
+    #[allow(clippy::len_without_is_empty)] // `is_empty` below is the tuple's truthiness
+    #[inline]
+    pub fn len(&self) -> i128 {
+        int_from_usize(self.count)
+    }
+
+    /// `not dims`: a tuple is false when it is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// `dims[i]` for an int `i` (negative counts from the end).
+    #[inline]
+    pub fn index(&self, i: i128) -> EvalResult<i128> {
+        let i = ssize_index(i)?;
+        normalize_index(i, self.count)
+            .and_then(|k| self.get(k))
+            .map(int_from_usize)
+            .ok_or_else(|| EvalError::index_error("tuple index out of range"))
+    }
+
+    /// `dims[index]` for an index of a type the macro does not know (a comprehension variable):
+    /// an int or a bool indexes, anything else is the tuple's `TypeError`.
+    #[inline]
+    pub fn index_value(&self, index: &Value) -> EvalResult {
+        self.index_value_int(index).map(Value::Int)
+    }
+
+    /// `dims[index]` for an index of a type the macro does not know, as an int (what
+    /// [`index_value`](Self::index_value) gives on success).
+    #[inline]
+    pub fn index_value_int(&self, index: &Value) -> EvalResult<i128> {
+        let i = index.as_index().ok_or_else(|| {
+            EvalError::type_error(format!(
+                "tuple indices must be integers or slices, not {}",
+                index.type_name()
+            ))
+        })?;
+        self.index(i)
+    }
+
+    /// `dims[lower:upper:step]` with bounds of types the macro does not know: each `None`,
+    /// absent, an int or a bool, read (and refused) in the runtime's order, step first.
+    #[inline]
+    pub fn slice_values(
+        &self,
+        lower: Option<&Value>,
+        upper: Option<&Value>,
+        step: Option<&Value>,
+    ) -> EvalResult<Dims<'a>> {
+        let step = slice_bound(step)?.unwrap_or(1);
+        if step == 0 {
+            return Err(EvalError::value_error("slice step cannot be zero"));
+        }
+        let lower = slice_bound(lower)?;
+        let upper = slice_bound(upper)?;
+        self.slice(lower, upper, Some(step))
+    }
+
+    /// `dims[lower:upper:step]` with int (or absent) bounds.
+    #[inline]
+    pub fn slice(
+        &self,
+        lower: Option<i128>,
+        upper: Option<i128>,
+        step: Option<i128>,
+    ) -> EvalResult<Dims<'a>> {
+        let step = step.unwrap_or(1);
+        if step == 0 {
+            return Err(EvalError::value_error("slice step cannot be zero"));
+        }
+        let indices = slice_indices(lower, upper, step, int_from_usize(self.count));
+        let count = usize::try_from(indices.count).unwrap_or(0);
+        charge(count)?;
+        if count == 0 {
+            return Ok(Dims {
+                base: self.base,
+                first: 0,
+                step: 1,
+                count: 0,
+            });
+        }
+        // The slice's items are items of this view, so their positions in `base` fit; only a
+        // single item's step (never used) could overflow.
+        let first = indices
+            .start
+            .checked_mul(self.step)
+            .and_then(|o| o.checked_add(self.first))
+            .unwrap_or(0);
+        let step = if count == 1 {
+            1
+        } else {
+            indices.step.checked_mul(self.step).unwrap_or(1)
+        };
+        Ok(Dims {
+            base: self.base,
+            first,
+            step,
+            count,
+        })
+    }
+
+    /// `product(dims)`: iterating charges the work budget as `iterate` does.
+    #[inline]
+    pub fn product(&self) -> EvalResult<i128> {
+        charge(self.count)?;
+        self.try_fold(1, int_mul)
+    }
+
+    /// `sum(dims)`.
+    #[inline]
+    pub fn sum(&self) -> EvalResult<i128> {
+        charge(self.count)?;
+        self.try_fold(0, int_add)
+    }
+
+    /// The tuple itself, for the parts of a formula that need a [`Value`].
+    pub fn to_value(&self) -> Value {
+        Value::Tuple(self.iter().map(|d| Value::Int(int_from_usize(d))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ops;
+    use super::*;
+
+    fn shape_value(dims: &[usize]) -> Value {
+        Value::from_shape(dims)
+    }
+
+    #[test]
+    fn int_ops_agree_with_the_value_runtime() {
+        let ints = [
+            i128::MIN,
+            i128::MIN + 1,
+            -7,
+            -3,
+            -1,
+            0,
+            1,
+            2,
+            3,
+            7,
+            i128::MAX - 1,
+            i128::MAX,
+        ];
+        type IntOp = fn(i128, i128) -> EvalResult<i128>;
+        type ValueOp = fn(&Value, &Value) -> EvalResult;
+        let pairs: [(IntOp, ValueOp); 5] = [
+            (int_add, ops::add),
+            (int_sub, ops::sub),
+            (int_mul, ops::mul),
+            (int_floordiv, ops::floordiv),
+            (int_mod, ops::modulo),
+        ];
+        for a in ints {
+            assert_eq!(int_neg(a).map(Value::Int), ops::neg(&Value::Int(a)));
+            assert_eq!(
+                int_abs(a).map(Value::Int),
+                super::super::helpers::abs(&[Value::Int(a)])
+            );
+            for b in ints {
+                for (typed, value) in pairs {
+                    assert_eq!(
+                        typed(a, b).map(Value::Int),
+                        value(&Value::Int(a), &Value::Int(b)),
+                        "{a} {b}"
+                    );
+                }
+            }
+        }
+        let values = [
+            Value::None,
+            Value::Bool(true),
+            Value::Int(3),
+            Value::Float(1.5),
+            Value::Str("ab".into()),
+            Value::List(vec![Value::Int(1)]),
+            Value::Tuple(vec![]),
+            Value::Range {
+                start: 0,
+                stop: 1 << 100,
+                step: 1,
+            },
+        ];
+        let types = [PyType::Int, PyType::List, PyType::Tuple, PyType::Bool];
+        for v in &values {
+            assert_eq!(
+                len_int(v).map(Value::Int),
+                super::super::helpers::len(std::slice::from_ref(v))
+            );
+            assert_eq!(
+                Value::Bool(is_none(v)),
+                Value::Bool(ops::compare(ops::CmpOp::Is, v, &Value::None).unwrap())
+            );
+            let classes = Value::Tuple(types.iter().map(|t| Value::Type(*t)).collect());
+            assert_eq!(
+                Ok(Value::Bool(is_instance(v, &types))),
+                super::super::helpers::isinstance(&[v.clone(), classes])
+            );
+        }
+        assert_eq!(int_item(&Value::Int(-4)), Ok(-4));
+        assert!(int_item(&Value::None).is_err());
+        assert_eq!(int_min(&[3, -2, 5]), -2);
+        assert_eq!(int_max(&[3, -2, 5]), 5);
+    }
+
+    #[test]
+    fn dims_agree_with_the_tuple() {
+        let shapes: [&[usize]; 4] = [&[], &[7], &[2, 3, 5, 7, 11], &[usize::MAX, usize::MAX, 4]];
+        let bounds = [
+            None,
+            Some(i128::MIN),
+            Some(-6),
+            Some(-2),
+            Some(-1),
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(5),
+            Some(i128::MAX),
+        ];
+        let opt = |b: Option<i128>| b.map(Value::Int);
+        for shape in shapes {
+            let dims = Dims::new(shape);
+            let tuple = shape_value(shape);
+            assert_eq!(dims.to_value(), tuple);
+            for i in bounds.iter().flatten() {
+                assert_eq!(
+                    dims.index(*i).map(Value::Int),
+                    ops::subscript(&tuple, &Value::Int(*i))
+                );
+            }
+            assert_eq!(
+                dims.index_value(&Value::Bool(true)),
+                ops::subscript(&tuple, &Value::Bool(true))
+            );
+            assert_eq!(
+                dims.index_value(&Value::Float(1.0)),
+                ops::subscript(&tuple, &Value::Float(1.0))
+            );
+            // Bounds the runtime refuses, in its order: the step first.
+            for (l, u, st) in [
+                (Value::Float(1.0), Value::None, Value::Int(0)),
+                (Value::Float(1.0), Value::Str("a".into()), Value::Int(1)),
+                (Value::Bool(true), Value::None, Value::Bool(true)),
+                (Value::None, Value::List(vec![]), Value::None),
+            ] {
+                assert_eq!(
+                    dims.slice_values(Some(&l), Some(&u), Some(&st))
+                        .map(|d| d.to_value()),
+                    ops::slice(&tuple, Some(&l), Some(&u), Some(&st))
+                );
+            }
+            for lower in bounds {
+                for upper in bounds {
+                    for step in [None, Some(0), Some(1), Some(2), Some(-1), Some(-3)] {
+                        let typed = dims.slice(lower, upper, step);
+                        assert_eq!(
+                            dims.slice_values(
+                                opt(lower).as_ref(),
+                                opt(upper).as_ref(),
+                                opt(step).as_ref()
+                            ),
+                            typed
+                        );
+                        let value = ops::slice(
+                            &tuple,
+                            opt(lower).as_ref(),
+                            opt(upper).as_ref(),
+                            opt(step).as_ref(),
+                        );
+                        let Ok(view) = typed else {
+                            assert_eq!(typed.map(|d| d.to_value()), value);
+                            continue;
+                        };
+                        let Ok(sliced) = value else {
+                            panic!("{shape:?}[{lower:?}:{upper:?}:{step:?}]: {value:?}");
+                        };
+                        assert_eq!(view.to_value(), sliced);
+                        assert_eq!(
+                            Value::Int(view.len()),
+                            super::super::helpers::len(std::slice::from_ref(&sliced)).unwrap()
+                        );
+                        assert_eq!(view.is_empty(), !ops::truthy(&sliced).unwrap());
+                        assert_eq!(
+                            view.product().map(Value::Int),
+                            super::super::helpers::product(std::slice::from_ref(&sliced))
+                        );
+                        assert_eq!(
+                            view.sum().map(Value::Int),
+                            super::super::helpers::sum(std::slice::from_ref(&sliced))
+                        );
+                        // A slice of a slice.
+                        for (l, u, s) in [(Some(1), None, None), (None, Some(-1), Some(-1))] {
+                            assert_eq!(
+                                view.slice(l, u, s).map(|d| d.to_value()),
+                                ops::slice(
+                                    &sliced,
+                                    opt(l).as_ref(),
+                                    opt(u).as_ref(),
+                                    opt(s).as_ref()
+                                )
+                            );
+                        }
+                        assert_eq!(Value::Tuple(view.ints().map(Value::Int).collect()), sliced);
+                        for i in [-2, 0, 1] {
+                            assert_eq!(
+                                view.index(i).map(Value::Int),
+                                ops::subscript(&sliced, &Value::Int(i))
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn value_params_are_lent_unless_a_set_needs_ordering() {
+        let list = Value::List(vec![Value::Int(0), Value::Int(2)]);
+        assert!(matches!(param_value(&list), Cow::Borrowed(_)));
+        assert_eq!(*param_value(&list), ops::param(&list));
+        let set = Value::List(vec![Value::Set(vec![Value::Int(3), Value::Int(1)])]);
+        assert!(matches!(param_value(&set), Cow::Owned(_)));
+        assert_eq!(*param_value(&set), ops::param(&set));
+        assert_eq!(*param_value(&5i64), Value::Int(5));
+        assert_eq!(*param_value(&Some(1.5f64)), Value::Float(1.5));
+    }
+
+    #[test]
+    fn int_params_read_as_the_value_runtime_reads_them() {
+        assert_eq!(int_param(&-3i64), -3);
+        assert_eq!(int_param(&u64::MAX), i128::from(u64::MAX));
+        assert_eq!(int_param(&usize::MAX), extent(usize::MAX));
+        assert_eq!(int_param(&-5isize), -5);
+        assert_eq!(Value::Int(int_param(&7u8)), super::super::ops::param(&7u8));
+    }
+}
