@@ -177,9 +177,9 @@ pub fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
 /// on machine values, and returns it with its Rust type: `i128` for [`Ty::Int`], `bool` for
 /// [`Ty::Bool`], `::tileops::roofline::Value` for [`Ty::Value`].
 ///
-/// As [`codegen`], except that the locals of the names [`infer`] types are of their Rust types:
+/// As [`codegen()`], except that the locals of the names [`infer`] types are of their Rust types:
 /// `py_<dim>` and `py_elem_bytes` are `i128`s, and a param or var of `types` is an `i128` or a
-/// `bool` as its [`Ty`] says. Each value and each error is the one [`codegen`]'s code gives.
+/// `bool` as its [`Ty`] says. Each value and each error is the one [`codegen()`]'s code gives.
 ///
 /// ```
 /// use tileops_manifest::formula::{self, Scope, Ty, Types};
