@@ -184,7 +184,11 @@ pub fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
 /// ```
 /// use tileops_manifest::formula::{self, Scope, Ty, Types};
 /// let scope = Scope::new().input("x", false).param("dim");
+/// // A shape indexed by anything is an int; a product with an untyped param is a value.
 /// let expr = formula::parse("x.shape[dim % x.ndim]")?;
+/// let (_, ty) = formula::codegen_typed(&expr, &scope, &Types::new());
+/// assert_eq!(ty, Ty::Int);
+/// let expr = formula::parse("dim * x.shape[0]")?;
 /// let (_, ty) = formula::codegen_typed(&expr, &scope, &Types::new().with("dim", Ty::Int));
 /// assert_eq!(ty, Ty::Int);
 /// let (_, ty) = formula::codegen_typed(&expr, &scope, &Types::new());
