@@ -21,46 +21,7 @@ mod compat {
     use tileops::roofline::Value;
     use tileops::{DType, TensorSpec};
 
-    fn dtype(case: &serde_json::Value) -> Option<DType> {
-        case["dtype"].as_str()?.parse().ok()
-    }
-
-    fn shape(value: &serde_json::Value) -> Option<Vec<usize>> {
-        value
-            .as_array()?
-            .iter()
-            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
-            .collect()
-    }
-
-    fn input(case: &serde_json::Value, name: &str) -> Option<TensorSpec> {
-        Some(TensorSpec::new(shape(&case["inputs"][name])?, dtype(case)?))
-    }
-
-    #[allow(dead_code)]
-    fn optional_input(case: &serde_json::Value, name: &str) -> Option<TensorSpec> {
-        input(case, name)
-    }
-
-    fn param(case: &serde_json::Value, name: &str) -> Value {
-        json_to_value(&case["params"][name])
-    }
-
-    fn json_to_value(v: &serde_json::Value) -> Value {
-        match v {
-            serde_json::Value::Null | serde_json::Value::Object(_) => Value::None,
-            serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => match n.as_i64() {
-                Some(i) => Value::Int(i.into()),
-                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            serde_json::Value::String(s) => Value::Str(s.clone()),
-            serde_json::Value::Array(items) => {
-                Value::List(items.iter().map(json_to_value).collect())
-            }
-        }
-    }
-
+    include!("../tests/it/tileops_compat_bind.rs");
     include!(concat!(env!("OUT_DIR"), "/tileops_compat.rs"));
 }
 

@@ -9,71 +9,13 @@ mod generated {
     use tileops::roofline::Value;
     use tileops::{DType, TensorSpec};
 
-    fn dtype(case: &serde_json::Value) -> Option<DType> {
-        case["dtype"].as_str()?.parse().ok()
-    }
-
-    fn shape(value: &serde_json::Value) -> Option<Vec<usize>> {
-        value
-            .as_array()?
-            .iter()
-            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
-            .collect()
-    }
-
-    /// A bound input: the case's shape and dtype (every input has the case's dtype).
-    fn input(case: &serde_json::Value, name: &str) -> Option<TensorSpec> {
-        Some(TensorSpec::new(shape(&case["inputs"][name])?, dtype(case)?))
-    }
-
-    /// An optional input: `None` when the case leaves it out.
-    fn optional_input(case: &serde_json::Value, name: &str) -> Option<TensorSpec> {
-        input(case, name)
-    }
-
-    /// A param as a formula value; JSON numbers keep their int/float kind.
-    fn param(case: &serde_json::Value, name: &str) -> Value {
-        json_to_value(&case["params"][name])
-    }
-
-    fn json_to_value(v: &serde_json::Value) -> Value {
-        match v {
-            serde_json::Value::Null => Value::None,
-            serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => match n.as_i64() {
-                Some(i) => Value::Int(i.into()),
-                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            // expected.json spells non-finite floats as bare words, mapped to strings on load.
-            serde_json::Value::String(s) => match s.as_str() {
-                "__tileops_inf__" => Value::Float(f64::INFINITY),
-                "__tileops_-inf__" => Value::Float(f64::NEG_INFINITY),
-                "__tileops_nan__" => Value::Float(f64::NAN),
-                other => Value::Str(other.to_owned()),
-            },
-            serde_json::Value::Array(items) => {
-                Value::List(items.iter().map(json_to_value).collect())
-            }
-            serde_json::Value::Object(_) => Value::None,
-        }
-    }
-
+    include!("tileops_compat_bind.rs");
     include!(concat!(env!("OUT_DIR"), "/tileops_compat.rs"));
 }
 
 #[test]
 fn every_case_of_expected_json_matches_exactly() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/tileops-compat/expected.json"
-    );
-    let text = std::fs::read_to_string(path).expect("expected.json is readable");
-    // Python's json writes inf/nan as bare `Infinity`/`NaN`, which is not JSON.
-    let text = text
-        .replace("-Infinity", "\"__tileops_-inf__\"")
-        .replace("Infinity", "\"__tileops_inf__\"")
-        .replace("NaN", "\"__tileops_nan__\"");
-    let cases: Vec<serde_json::Value> = serde_json::from_str(&text).expect("expected.json parses");
+    let cases = expected_cases();
     assert_eq!(cases.len(), 205, "the suite has 205 cases");
     let mut failures = Vec::new();
     let mut checked = 0;

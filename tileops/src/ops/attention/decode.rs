@@ -164,7 +164,12 @@ pub(crate) struct Defaults {
     pub return_lse: Option<StaticValue>,
 }
 
-fn bad_shape(op: &'static str, field: &'static str, spec: &TensorSpec, reason: String) -> Error {
+pub(super) fn bad_shape(
+    op: &'static str,
+    field: &'static str,
+    spec: &TensorSpec,
+    reason: String,
+) -> Error {
     Error::InvalidShape {
         op,
         field,
@@ -173,7 +178,12 @@ fn bad_shape(op: &'static str, field: &'static str, spec: &TensorSpec, reason: S
     }
 }
 
-fn bad_param(op: &'static str, field: &'static str, value: String, reason: &str) -> Error {
+pub(super) fn bad_param(
+    op: &'static str,
+    field: &'static str,
+    value: String,
+    reason: &str,
+) -> Error {
     Error::InvalidParam {
         op,
         field,
@@ -846,7 +856,7 @@ impl DecodePlan {
 
 /// `ptr`, when it is 16-byte aligned as the kernels' vector accesses need (true of every CUDA
 /// allocation, checked anyway).
-fn aligned(op: &'static str, ptr: u64) -> Result<u64, Error> {
+pub(super) fn aligned(op: &'static str, ptr: u64) -> Result<u64, Error> {
     if !ptr.is_multiple_of(16) {
         return Err(Error::launch_refused(
             op,

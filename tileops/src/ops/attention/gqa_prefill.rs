@@ -11,7 +11,7 @@
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
-use super::decode::HEAD_DIMS;
+use super::decode::{HEAD_DIMS, aligned, bad_param, bad_shape};
 use super::reference::PrefillProblem;
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_PREFILL};
@@ -199,29 +199,12 @@ pub(crate) struct PrefillPlan {
     pub max_q_len: usize,
 }
 
-fn bad_shape(field: &'static str, spec: &TensorSpec, reason: String) -> Error {
-    Error::InvalidShape {
-        op: OP,
-        field,
-        shape: spec.shape.clone(),
-        reason,
-    }
-}
-
-fn bad_param(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidParam {
-        op: OP,
-        field,
-        value,
-        reason: reason.to_owned(),
-    }
-}
-
 /// Checks that `cu` is `batch + 1` offsets starting at 0, never decreasing, ending at `total`:
 /// the lengths of each sequence, `cu[b + 1] - cu[b]`.
 fn check_offsets(field: &'static str, cu: &[i32], total: usize) -> Result<(), Error> {
     if cu.len() < 2 {
         return Err(bad_param(
+            OP,
             field,
             format!("{} offsets", cu.len()),
             "needs B + 1 >= 2 offsets (one sequence at least)",
@@ -229,6 +212,7 @@ fn check_offsets(field: &'static str, cu: &[i32], total: usize) -> Result<(), Er
     }
     if cu[0] != 0 {
         return Err(bad_param(
+            OP,
             field,
             format!("{} (offset 0)", cu[0]),
             "the first offset must be 0",
@@ -236,6 +220,7 @@ fn check_offsets(field: &'static str, cu: &[i32], total: usize) -> Result<(), Er
     }
     if let Some(b) = cu.windows(2).position(|w| w[1] < w[0]) {
         return Err(bad_param(
+            OP,
             field,
             format!("{} then {} (offsets {b} and {})", cu[b], cu[b + 1], b + 1),
             "offsets must not decrease (a length is never negative)",
@@ -244,6 +229,7 @@ fn check_offsets(field: &'static str, cu: &[i32], total: usize) -> Result<(), Er
     let last = cu[cu.len() - 1];
     if last as usize != total {
         return Err(bad_param(
+            OP,
             field,
             format!("{last} (the last offset)"),
             &format!("the last offset must be the tensor's total of {total} rows"),
@@ -273,6 +259,7 @@ impl PrefillPlan {
         }
         let &[total_q, heads, dim] = q.shape.as_slice() else {
             return Err(bad_shape(
+                OP,
                 "q",
                 q,
                 "must be rank 3: [total_q, H, D]".to_owned(),
@@ -280,6 +267,7 @@ impl PrefillPlan {
         };
         if total_q == 0 || heads == 0 {
             return Err(bad_shape(
+                OP,
                 "q",
                 q,
                 "empty tensors are not supported (a dimension is 0)".to_owned(),
@@ -287,6 +275,7 @@ impl PrefillPlan {
         }
         if !HEAD_DIMS.contains(&dim) {
             return Err(bad_shape(
+                OP,
                 "q",
                 q,
                 format!("head dim {dim} is not supported; supported: 64, 128, 256"),
@@ -304,16 +293,18 @@ impl PrefillPlan {
         }
         let &[total_kv, kv_heads, k_dim] = k.shape.as_slice() else {
             return Err(bad_shape(
+                OP,
                 "k",
                 k,
                 "must be rank 3: [total_kv, H_kv, D]".to_owned(),
             ));
         };
         if v != k {
-            return Err(bad_shape("v", v, format!("must be {k}, as k")));
+            return Err(bad_shape(OP, "v", v, format!("must be {k}, as k")));
         }
         if k_dim != dim {
             return Err(bad_shape(
+                OP,
                 "k",
                 k,
                 format!("its head dim must be q's, {dim}"),
@@ -321,6 +312,7 @@ impl PrefillPlan {
         }
         if kv_heads == 0 || heads % kv_heads != 0 {
             return Err(bad_shape(
+                OP,
                 "k",
                 k,
                 format!(
@@ -330,6 +322,7 @@ impl PrefillPlan {
         }
         if total_kv == 0 {
             return Err(bad_shape(
+                OP,
                 "k",
                 k,
                 "empty tensors are not supported (a dimension is 0)".to_owned(),
@@ -343,6 +336,7 @@ impl PrefillPlan {
                 .is_ok_and(|bytes| bytes <= isize::MAX as usize);
             if rows > max_rows || !addressable {
                 return Err(bad_shape(
+                    OP,
                     field,
                     spec,
                     "too large: rows must fit in int32, as cu_seqlens".to_owned(),
@@ -351,6 +345,7 @@ impl PrefillPlan {
         }
         if heads > MAX_GRID_YZ {
             return Err(bad_shape(
+                OP,
                 "q",
                 q,
                 format!("{heads} heads exceed the grid's {MAX_GRID_YZ} (one block row per head)"),
@@ -358,6 +353,7 @@ impl PrefillPlan {
         }
         if cu_seqlens_q.len() != cu_seqlens_k.len() {
             return Err(bad_param(
+                OP,
                 "cu_seqlens_k",
                 format!("{} offsets", cu_seqlens_k.len()),
                 &format!(
@@ -371,6 +367,7 @@ impl PrefillPlan {
         let batch = cu_seqlens_q.len() - 1;
         if batch > MAX_GRID_YZ {
             return Err(bad_param(
+                OP,
                 "cu_seqlens_q",
                 format!("{batch} sequences"),
                 &format!("at most {MAX_GRID_YZ} sequences a call (one block layer per sequence)"),
@@ -382,6 +379,7 @@ impl PrefillPlan {
             .unwrap_or_else(|| 1.0 / (dim as f64).sqrt());
         if !(sm_scale.is_finite() && sm_scale > 0.0) {
             return Err(bad_param(
+                OP,
                 "sm_scale",
                 sm_scale.to_string(),
                 "must be finite and > 0",
@@ -394,6 +392,7 @@ impl PrefillPlan {
         };
         if !(softcap.is_finite() && softcap >= 0.0) {
             return Err(bad_param(
+                OP,
                 "softcap",
                 softcap.to_string(),
                 "must be finite and >= 0 (0 turns it off)",
@@ -415,6 +414,7 @@ impl PrefillPlan {
             w if (0..=i64::from(i32::MAX)).contains(&w) => Some(w as usize),
             w => {
                 return Err(bad_param(
+                    OP,
                     "window_left",
                     w.to_string(),
                     "must be -1 (no window) or in 0..=2147483647",
@@ -677,6 +677,7 @@ impl GqaPrefill {
             (None, None) => {}
             _ => {
                 return Err(bad_param(
+                    OP,
                     "lse",
                     if out.lse.is_some() {
                         "given"
@@ -709,6 +710,7 @@ impl GqaPrefill {
         ] {
             if tensor.to_vec::<i32>()? != *host {
                 return Err(bad_param(
+                    OP,
                     field,
                     "the tensor".to_owned(),
                     "holds other offsets than the host copy the op was planned with",
@@ -750,17 +752,17 @@ impl GqaPrefill {
         let mut read = |name: &'static str, tensor: &'a Tensor| -> Result<u64, Error> {
             let (ptr, guard) = buffer(OP, name, tensor)?.device_ptr(stream);
             guards.push(guard);
-            aligned(ptr)
+            aligned(OP, ptr)
         };
         let (q, k, v) = (read("q", q)?, read("k", k)?, read("v", v)?);
         let (cu_q, cu_k) = (read("cu_seqlens_q", cu_q)?, read("cu_seqlens_k", cu_k)?);
         let PrefillOutput { o, lse } = out;
         let (o, o_guard) = buffer_mut(OP, "o", o)?.device_ptr_mut(stream);
-        let o = aligned(o)?;
+        let o = aligned(OP, o)?;
         let (lse, _lse_guard) = match lse.as_mut() {
             Some(lse) => {
                 let (ptr, guard) = buffer_mut(OP, "lse", lse)?.device_ptr_mut(stream);
-                (aligned(ptr)?, Some(guard))
+                (aligned(OP, ptr)?, Some(guard))
             }
             None => (0, None),
         };
@@ -811,18 +813,6 @@ fn entry_name(dtype: DType, dim: usize) -> Result<&'static str, Error> {
     kernels::entry(&GQA_PREFILL, base, dtype)
 }
 
-/// `ptr`, when it is 16-byte aligned as the kernel's 16-byte copies need (true of every CUDA
-/// allocation, checked anyway).
-fn aligned(ptr: u64) -> Result<u64, Error> {
-    if !ptr.is_multiple_of(16) {
-        return Err(Error::launch_refused(
-            OP,
-            format!("buffer at {ptr:#x} is not 16-byte aligned"),
-        ));
-    }
-    Ok(ptr)
-}
-
 /// Offsets of `batch` sequences from their lengths (`lens`), or of `total / batch` each.
 fn offsets_of(
     field: &'static str,
@@ -835,22 +825,23 @@ fn offsets_of(
         None => {
             if batch == 0 || !total.is_multiple_of(batch) {
                 return Err(bad_param(
+                    OP,
                     field,
                     format!("{total} rows over {batch} sequences"),
                     "without explicit lengths the rows must split evenly over the sequences",
                 ));
             }
             let each = i32::try_from(total / batch)
-                .map_err(|_| bad_param(field, total.to_string(), "too many rows for int32"))?;
+                .map_err(|_| bad_param(OP, field, total.to_string(), "too many rows for int32"))?;
             vec![each; batch]
         }
     };
     let mut cu = Vec::with_capacity(lens.len() + 1);
     cu.push(0i32);
     for &len in &lens {
-        let next = cu[cu.len() - 1]
-            .checked_add(len)
-            .ok_or_else(|| bad_param(field, format!("{lens:?}"), "the total overflows int32"))?;
+        let next = cu[cu.len() - 1].checked_add(len).ok_or_else(|| {
+            bad_param(OP, field, format!("{lens:?}"), "the total overflows int32")
+        })?;
         cu.push(next);
     }
     Ok(cu)
@@ -869,6 +860,7 @@ impl FromWorkload for GqaPrefill {
             &[n] if n >= 2 => n - 1,
             _ => {
                 return Err(bad_shape(
+                    OP,
                     "cu_seqlens_q",
                     &cu,
                     "must be [B + 1] with B >= 1".to_owned(),
@@ -884,6 +876,7 @@ impl FromWorkload for GqaPrefill {
                     .map(Some)
                     .ok_or_else(|| {
                         bad_param(
+                            OP,
                             name,
                             format!("{value:?}"),
                             "must be a list of int32 lengths",
@@ -902,13 +895,25 @@ impl FromWorkload for GqaPrefill {
         let window = window
             .as_int()
             .and_then(|w| i64::try_from(w).ok())
-            .ok_or_else(|| bad_param("window_left", format!("{window:?}"), "must be an integer"))?;
+            .ok_or_else(|| {
+                bad_param(
+                    OP,
+                    "window_left",
+                    format!("{window:?}"),
+                    "must be an integer",
+                )
+            })?;
         options = options.window_left(window);
         match workload_param::<GqaPrefill>(case, "sm_scale") {
             Ok(StaticValue::None) | Err(_) => {}
             Ok(value) => {
                 let scale = value.as_f64().ok_or_else(|| {
-                    bad_param("sm_scale", format!("{value:?}"), "must be a number or null")
+                    bad_param(
+                        OP,
+                        "sm_scale",
+                        format!("{value:?}"),
+                        "must be a number or null",
+                    )
                 })?;
                 options = options.sm_scale(scale);
             }

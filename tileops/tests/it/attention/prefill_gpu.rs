@@ -16,15 +16,11 @@
 //! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
 //! it fails instead. `-- --nocapture` prints one row per case and `WORST <op> <dtype>` lines.
 
-use crate::common::{
-    KeepWorst, Measures, POISON, bound, download, element_error, gpu_or_skip, worst_by, worst_error,
-};
+use super::gpu::record;
+use crate::common::{KeepWorst, Measures, POISON, download, gpu_or_skip};
 use tileops::ops::reference::{PrefillProblem, gqa_prefill};
 use tileops::ops::{GqaPrefill, PrefillOptions, PrefillOutput};
 use tileops::{DType, Device, Tensor, TensorSpec};
-
-/// The bound of the lse, relative to `max(|lse|, 1)`: f32 arithmetic over a few hundred keys.
-const LSE_BOUND: f64 = 2e-5;
 
 #[test]
 fn gqa_prefill_matches_the_reference() {
@@ -249,34 +245,13 @@ fn check(report: &mut Measures, case: &Case, dim: usize, dtype: DType, seed: u64
     );
     record(
         report,
+        "gqa_prefill",
         &label,
         dtype,
         (&o, lse.as_deref()),
         &want,
         &magnitude,
     );
-}
-
-/// Records `o` against the reference (relative to `Σ p |v|`) and `lse` (relative to
-/// `max(|lse|, 1)`).
-fn record(
-    report: &mut Measures,
-    label: &str,
-    dtype: DType,
-    (o, lse): (&[f64], Option<&[f64]>),
-    want: &(Vec<f64>, Vec<f64>),
-    magnitude: &[f64],
-) {
-    let err = worst_error(o, &want.0, magnitude, dtype);
-    let detail = format!("got {}, want {}", o[err.1], want.0[err.1]);
-    report.record("gqa_prefill", label, dtype, "o", err, bound(dtype), detail);
-    if let Some(lse) = lse {
-        let err = worst_by(lse, &want.1, |_, g, w| {
-            element_error(g, w, || w.abs().max(1.0))
-        });
-        let detail = format!("got {}, want {}", lse[err.1], want.1[err.1]);
-        report.record("gqa_prefill", label, dtype, "lse", err, LSE_BOUND, detail);
-    }
 }
 
 /// Every case of [`cases`] for every dtype and head dim.
@@ -372,6 +347,7 @@ fn device_offsets_past_the_totals_stay_in_bounds() {
     let mut report = Measures::new(72, KeepWorst::Largest, 0);
     record(
         &mut report,
+        "gqa_prefill",
         "clamped offsets",
         dtype,
         (&o, lse.as_deref()),
