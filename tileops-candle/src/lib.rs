@@ -1,0 +1,371 @@
+//! tileops's fused LLM ops on [candle](https://github.com/huggingface/candle) tensors.
+//!
+//! Each function takes and returns `candle_core::Tensor`s and runs the tileops op as a candle
+//! `CustomOp1/2/3` (one output, at most three inputs) or, for the ops with more outputs or inputs,
+//! on the inputs' storages directly:
+//!
+//! - on candle's CPU device, tileops's CPU backend (its f64 references, rounded once to the
+//!   output dtype) runs on host copies of the inputs;
+//! - on a candle CUDA device (feature `cuda`), tileops's kernels run on candle's own stream,
+//!   reading candle's buffers in place and writing new candle buffers (see the crate README).
+//!
+//! Inputs must be contiguous (a `narrow`ed tensor, at any start offset, is): a strided layout is
+//! a candle error that says to call `.contiguous()`, never a hidden copy. dtypes are the tileops
+//! op's (float32, float16, bfloat16 for most; see each function). Errors from tileops (a shape
+//! or dtype the op refuses) come back as candle errors with tileops's message. No op records a
+//! backward pass.
+//!
+//! ```
+//! use candle_core::{DType, Device, Tensor, D};
+//!
+//! let x = Tensor::randn(0f32, 1.0, (4, 64), &Device::Cpu)?;
+//! let weight = Tensor::ones(64, DType::F32, &Device::Cpu)?;
+//! let y = tileops_candle::rms_norm(&x, &weight, 1e-6)?;
+//! let p = tileops_candle::softmax(&y, D::Minus1)?;
+//! let rows = p.sum(D::Minus1)?.to_vec1::<f32>()?;
+//! assert!(rows.iter().all(|s| (s - 1.0).abs() < 1e-5));
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+mod bridge;
+mod convert;
+#[cfg(feature = "cuda")]
+mod cuda;
+mod kernels;
+
+use candle_core::shape::Dim;
+use candle_core::{Tensor, bail};
+
+use bridge::Op;
+
+pub use tileops::ops::{DecodeOptions, GemmOptions, PrefillOptions};
+
+/// The tileops spec (shape and dtype) of a candle tensor: what a tileops op is planned for, to
+/// price a call with its `eval_roofline` before or after running it here.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+///
+/// let x = Tensor::zeros((8, 4096), DType::BF16, &Device::Cpu)?;
+/// let spec = tileops_candle::tensor_spec(&x)?;
+/// let w = tileops::TensorSpec::new([4096], spec.dtype);
+/// let op = tileops::ops::RmsNorm::new(spec, w, 1e-6, &tileops::Device::cpu())?;
+/// assert_eq!(op.eval_roofline()?.flops, 4 * 8 * 4096);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn tensor_spec(t: &Tensor) -> candle_core::Result<tileops::TensorSpec> {
+    let Some(dtype) = convert::tileops_dtype(t.dtype()) else {
+        bail!("tileops has no dtype for candle's {:?}", t.dtype());
+    };
+    Ok(tileops::TensorSpec::new(t.dims(), dtype))
+}
+
+/// RMSNorm over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, `weight` `[N]` for `N`
+/// the last dim of `x`; float32, float16 or bfloat16 (both alike).
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+///
+/// let x = Tensor::new(&[[3f32, 4.0]], &Device::Cpu)?;
+/// let w = Tensor::new(&[1f32, 2.0], &Device::Cpu)?;
+/// let y = tileops_candle::rms_norm(&x, &w, 0.0)?.to_vec2::<f32>()?;
+/// let r = 12.5f32.sqrt();
+/// assert!((y[0][0] - 3.0 / r).abs() < 1e-6 && (y[0][1] - 8.0 / r).abs() < 1e-6);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
+    x.apply_op2_no_bwd(weight, &Op(kernels::RmsNorm { eps }))
+}
+
+/// LayerNorm over the last dimension (biased variance), with `weight` and `bias` `[N]`; float32,
+/// float16 or bfloat16 (all alike).
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+///
+/// let x = Tensor::new(&[[1f32, 3.0]], &Device::Cpu)?;
+/// let w = Tensor::new(&[1f32, 1.0], &Device::Cpu)?;
+/// let b = Tensor::new(&[0f32, 10.0], &Device::Cpu)?;
+/// let y = tileops_candle::layer_norm(&x, &w, &b, 0.0)?.to_vec2::<f32>()?;
+/// assert_eq!(y, [[-1.0, 11.0]]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn layer_norm(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: &Tensor,
+    eps: f64,
+) -> candle_core::Result<Tensor> {
+    x.apply_op3_no_bwd(weight, bias, &Op(kernels::LayerNorm { eps }))
+}
+
+/// The residual add fused with RMSNorm (vLLM's `fused_add_rms_norm`): returns
+/// `(rms_norm(x + residual) * weight, x + residual)`, the sum rounded to the dtype as an unfused
+/// add would store it. `x` and `residual` of one shape; float32, float16 or bfloat16.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+///
+/// let x = Tensor::new(&[[1f32, 3.0]], &Device::Cpu)?;
+/// let residual = Tensor::new(&[[2f32, 1.0]], &Device::Cpu)?;
+/// let w = Tensor::new(&[1f32, 1.0], &Device::Cpu)?;
+/// let (y, sum) = tileops_candle::fused_add_rms_norm(&x, &residual, &w, 0.0)?;
+/// assert_eq!(sum.to_vec2::<f32>()?, [[3.0, 4.0]]);
+/// let r = 12.5f32.sqrt();
+/// assert_eq!(y.to_vec2::<f32>()?, [[3.0 / r, 4.0 / r]]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn fused_add_rms_norm(
+    x: &Tensor,
+    residual: &Tensor,
+    weight: &Tensor,
+    eps: f64,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let [y, sum] = outputs(bridge::apply(
+        &kernels::FusedAddRmsNorm { eps },
+        &[x, residual, weight],
+    )?)?;
+    Ok((y, sum))
+}
+
+/// Softmax along `dim` (`D::Minus1`, or an index); float32, float16 or bfloat16, accumulated in
+/// f32 on a GPU.
+///
+/// ```
+/// use candle_core::{Device, Tensor, D};
+///
+/// let x = Tensor::new(&[[0f32, 0.0], [5.0, 5.0]], &Device::Cpu)?;
+/// assert_eq!(tileops_candle::softmax(&x, D::Minus1)?.to_vec2::<f32>()?, [[0.5; 2]; 2]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn softmax<D: Dim>(x: &Tensor, dim: D) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(x.shape(), "softmax")? as i64;
+    x.apply_op1_no_bwd(&Op(kernels::Softmax { dim }))
+}
+
+/// log_softmax along `dim`; float32, float16 or bfloat16.
+///
+/// ```
+/// use candle_core::{Device, Tensor, D};
+///
+/// let x = Tensor::new(&[1f32, 1.0], &Device::Cpu)?;
+/// let y = tileops_candle::log_softmax(&x, D::Minus1)?.to_vec1::<f32>()?;
+/// assert!(y.iter().all(|v| (v + 2f32.ln()).abs() < 1e-6));
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn log_softmax<D: Dim>(x: &Tensor, dim: D) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(x.shape(), "log_softmax")? as i64;
+    x.apply_op1_no_bwd(&Op(kernels::LogSoftmax { dim }))
+}
+
+/// NeoX rotary embedding (vLLM's layout) of `x` `[tokens, heads, head_dim]` (float32, float16 or
+/// bfloat16) at `positions` (`[tokens]` i64), with the f32 table `cos_sin_cache`
+/// `[max_pos, head_dim]` whose row `p` is `[cos (head_dim/2) | sin (head_dim/2)]` of position `p`.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+///
+/// let dev = Device::Cpu;
+/// let x = Tensor::new(&[[[1f32, 2.0, 3.0, 4.0]]], &dev)?; // 1 token, 1 head, head_dim 4
+/// // Position 0 is the identity rotation: cos 1, sin 0.
+/// let table = Tensor::new(&[[1f32, 1.0, 0.0, 0.0]], &dev)?;
+/// let positions = Tensor::new(&[0i64], &dev)?;
+/// let y = tileops_candle::rope(&x, &positions, &table)?;
+/// assert_eq!(y.to_vec3::<f32>()?, x.to_vec3::<f32>()?);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn rope(x: &Tensor, positions: &Tensor, cos_sin_cache: &Tensor) -> candle_core::Result<Tensor> {
+    x.apply_op3_no_bwd(positions, cos_sin_cache, &Op(kernels::Rope))
+}
+
+/// SwiGLU (vLLM's `silu_and_mul`): `x` `[..., 2N]` holds gate then up along the last dim, the
+/// result `[..., N]` is `silu(gate) * up`; float32, float16 or bfloat16.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+///
+/// let x = Tensor::new(&[[0f32, 30.0, 5.0, 2.0]], &Device::Cpu)?;
+/// assert_eq!(tileops_candle::silu_and_mul(&x)?.to_vec2::<f32>()?, [[0.0, 60.0]]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn silu_and_mul(x: &Tensor) -> candle_core::Result<Tensor> {
+    x.apply_op1_no_bwd(&Op(kernels::SiluAndMul))
+}
+
+/// Dynamic fp8 (e4m3fn) quantization of `x` `[M, K]` (float32, float16 or bfloat16) with one f32
+/// scale per group of `group_size` elements of a row (`0`: one per row). Returns
+/// `(codes [M, K] F8E4M3, scales [M, K / group] F32)`; `codes * scale` dequantizes.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+///
+/// let x = Tensor::new(&[[1f32, -2.0, 0.5, 0.0]], &Device::Cpu)?;
+/// let (codes, scales) = tileops_candle::fp8_quant(&x, 0)?;
+/// assert_eq!(codes.dtype(), DType::F8E4M3);
+/// assert_eq!(scales.to_vec2::<f32>()?, [[2.0 / 448.0]]);
+/// let back = codes.to_dtype(DType::F32)?.broadcast_mul(&scales)?.to_vec2::<f32>()?;
+/// for (b, x) in back[0].iter().zip([1.0, -2.0, 0.5, 0.0]) {
+///     assert!((b - x).abs() < 1e-6);
+/// }
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn fp8_quant(x: &Tensor, group_size: usize) -> candle_core::Result<(Tensor, Tensor)> {
+    let [codes, scales] = outputs(bridge::apply(&kernels::Fp8Quant { group_size }, &[x])?)?;
+    Ok((codes, scales))
+}
+
+/// The outputs of [`qk_norm_rope_fp8`].
+#[derive(Debug, Clone)]
+pub struct QkNormRopeFp8Output {
+    /// `[tokens, q_heads, 128]` F8E4M3.
+    pub q_fp8: Tensor,
+    /// `[tokens, k_heads, 128]` F8E4M3.
+    pub k_fp8: Tensor,
+    /// `[tokens, q_heads]` F32: `q ≈ q_fp8 * q_scale` per head row.
+    pub q_scale: Tensor,
+    /// `[tokens, k_heads]` F32.
+    pub k_scale: Tensor,
+}
+
+/// QK-norm, RoPE and fp8 quantization in one pass: per head row of `q` `[tokens, q_heads, 128]`
+/// and `k` `[tokens, k_heads, 128]` (bfloat16 or float16), RMSNorm with `q_weight` / `k_weight`
+/// (`[128]`), NeoX RoPE at `positions` (`[tokens]` i64) with the f32 table `cos_sin_cache`
+/// `[max_pos, 128]` (as [`rope`]), then fp8 codes with one f32 scale per row.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+///
+/// let dev = Device::Cpu;
+/// let q = Tensor::randn(0f32, 1.0, (2, 4, 128), &dev)?.to_dtype(DType::BF16)?;
+/// let k = Tensor::randn(0f32, 1.0, (2, 1, 128), &dev)?.to_dtype(DType::BF16)?;
+/// let w = Tensor::ones(128, DType::BF16, &dev)?;
+/// let table = Tensor::ones((8, 128), DType::F32, &dev)?;
+/// let positions = Tensor::new(&[0i64, 1], &dev)?;
+/// let out = tileops_candle::qk_norm_rope_fp8(&q, &k, &w, &w, &positions, &table, 1e-6)?;
+/// assert_eq!(out.q_fp8.dims(), &[2, 4, 128]);
+/// assert_eq!(out.k_scale.dims(), &[2, 1]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn qk_norm_rope_fp8(
+    q: &Tensor,
+    k: &Tensor,
+    q_weight: &Tensor,
+    k_weight: &Tensor,
+    positions: &Tensor,
+    cos_sin_cache: &Tensor,
+    eps: f64,
+) -> candle_core::Result<QkNormRopeFp8Output> {
+    let [q_fp8, k_fp8, q_scale, k_scale] = outputs(bridge::apply(
+        &kernels::QkNormRopeFp8 { eps },
+        &[q, k, q_weight, k_weight, positions, cos_sin_cache],
+    )?)?;
+    Ok(QkNormRopeFp8Output {
+        q_fp8,
+        k_fp8,
+        q_scale,
+        k_scale,
+    })
+}
+
+/// The matrix product `op(a) @ op(b)` of rank-2 tensors, `op(t) = t.T` where `options` say so
+/// (`trans_b` for an `nn.Linear` weight stored `[N, K]`, read in place, no transpose copy);
+/// float32 (strict, unless `allow_tf32`), float16 or bfloat16 with f32 accumulation.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+/// use tileops_candle::GemmOptions;
+///
+/// let a = Tensor::new(&[[1f32, 2.0], [3.0, 4.0]], &Device::Cpu)?;
+/// let w = Tensor::new(&[[1f32, 0.0], [1.0, 1.0]], &Device::Cpu)?; // [N, K]
+/// let y = tileops_candle::gemm(&a, &w, GemmOptions::new().trans_b(true))?;
+/// assert_eq!(y.to_vec2::<f32>()?, a.matmul(&w.t()?)?.to_vec2::<f32>()?);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn gemm(a: &Tensor, b: &Tensor, options: GemmOptions) -> candle_core::Result<Tensor> {
+    a.apply_op2_no_bwd(b, &Op(kernels::Gemm { options }))
+}
+
+/// Attention decode over a dense KV cache: `q` `[B, H, D]`, `k_cache`, `v_cache`
+/// `[B, S_max, H_kv, D]`, sequence `b` attending over its first `seqlens[b]` keys (host values;
+/// the kernel's device copy is made from them); float16 or bfloat16 (the cache may be F8E4M3 in
+/// tileops, not through this function), head dims 64, 128, 256. Returns `o` `[B, H, D]` and, with
+/// `options.return_lse(true)`, the log-sum-exp `[B, H]` F32.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+/// use tileops_candle::DecodeOptions;
+///
+/// let dev = Device::Cpu;
+/// let q = Tensor::randn(0f32, 1.0, (1, 4, 64), &dev)?.to_dtype(DType::F16)?;
+/// let kv = Tensor::randn(0f32, 1.0, (1, 16, 2, 64), &dev)?.to_dtype(DType::F16)?;
+/// let (o, lse) = tileops_candle::gqa_decode(&q, &kv, &kv, &[16], DecodeOptions::default())?;
+/// assert_eq!((o.dims(), lse.is_none()), (&[1, 4, 64][..], true));
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn gqa_decode(
+    q: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    seqlens: &[i32],
+    options: DecodeOptions,
+) -> candle_core::Result<(Tensor, Option<Tensor>)> {
+    let kernel = kernels::GqaDecode {
+        seqlens: seqlens.to_vec(),
+        options,
+    };
+    attention_outputs(bridge::apply(&kernel, &[q, k_cache, v_cache])?)
+}
+
+/// Attention prefill over packed variable-length sequences: `q` `[total_q, H, D]`, `k`, `v`
+/// `[total_kv, H_kv, D]`, with the host offsets `cu_seqlens_q`, `cu_seqlens_k` (`B + 1` each,
+/// from 0 to the totals), as FlashAttention-2's varlen functions; causal (bottom-right aligned),
+/// sliding window and softcap through `options`. float16 or bfloat16, head dims 64, 128, 256.
+/// Returns `o` `[total_q, H, D]` and, with `options.return_lse(true)`, the log-sum-exp
+/// `[H, total_q]` F32.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+/// use tileops_candle::PrefillOptions;
+///
+/// let dev = Device::Cpu;
+/// let q = Tensor::randn(0f32, 1.0, (6, 8, 64), &dev)?.to_dtype(DType::BF16)?;
+/// let kv = Tensor::randn(0f32, 1.0, (6, 2, 64), &dev)?.to_dtype(DType::BF16)?;
+/// let cu = [0, 6];
+/// let (o, _) = tileops_candle::gqa_prefill(&q, &kv, &kv, &cu, &cu,
+///     PrefillOptions::default().causal(true))?;
+/// assert_eq!(o.dims(), &[6, 8, 64]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn gqa_prefill(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cu_seqlens_q: &[i32],
+    cu_seqlens_k: &[i32],
+    options: PrefillOptions,
+) -> candle_core::Result<(Tensor, Option<Tensor>)> {
+    let kernel = kernels::GqaPrefill {
+        cu_seqlens_q: cu_seqlens_q.to_vec(),
+        cu_seqlens_k: cu_seqlens_k.to_vec(),
+        options,
+    };
+    attention_outputs(bridge::apply(&kernel, &[q, k, v])?)
+}
+
+/// Exactly `N` outputs of a multi-output op.
+fn outputs<const N: usize>(outputs: Vec<Tensor>) -> candle_core::Result<[Tensor; N]> {
+    let n = outputs.len();
+    <[Tensor; N]>::try_from(outputs)
+        .map_err(|_| candle_core::Error::msg(format!("tileops gave {n} outputs, {N} expected")))
+}
+
+/// `o` and the optional lse of an attention op.
+fn attention_outputs(mut outputs: Vec<Tensor>) -> candle_core::Result<(Tensor, Option<Tensor>)> {
+    match outputs.len() {
+        1 | 2 => {
+            let o = outputs.remove(0);
+            Ok((o, outputs.pop()))
+        }
+        n => bail!("tileops attention gave {n} outputs, 1 or 2 expected"),
+    }
+}
