@@ -25,6 +25,9 @@ pins=(
   # compile as host C++, for the CPU emulator of the kernels (cuda-emu/).
   "nvidia-cuda-crt==13.0.88"
   "nvidia-cuda-cccl==13.0.85"
+  # cicc and libdevice (nvvm/), nvcc's device front end: scripts/candle-check.sh builds
+  # candle-core's `cuda` feature, whose candle-kernels compiles .cu files with nvcc.
+  "nvidia-nvvm==13.0.88"
   # nvdisasm, for the SASS instruction ledger (tileops-bench/src/ledger/). PyPI has no 13.0 build
   # of it (13.2.51 is the oldest); 13.2.86 is the newest 13.2 patch, the release closest to the
   # 13.0 toolkit above. It only reads the CUBINs NVRTC 13.0 writes, so it cannot change what is
@@ -42,6 +45,7 @@ complete() {
   [[ -f "$dest/nvidia/cu13/include/cuda_fp16.h" && -f "$dest/nvidia/cu13/include/cuda_bf16.h" ]] || return 1
   [[ -x "$dest/nvidia/cu13/bin/ptxas" ]] || return 1
   [[ -x "$dest/nvidia/cu13/bin/nvdisasm" ]] || return 1
+  [[ -x "$dest/nvidia/cu13/nvvm/bin/cicc" ]] || return 1
   [[ -f "$dest/nvidia/cu13/include/crt/host_defines.h" && -e "$dest/nvidia/cu13/include/nv/target" ]] || return 1
 }
 
@@ -62,7 +66,7 @@ echo "install-cuda-wheels: installing ${pins[*]} into $dest"
 "$python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps \
   --target "$dest" "${pins[@]}"
 # Some wheel versions ship ptxas without the executable bit.
-chmod +x "$dest/nvidia/cu13/bin/"* 2>/dev/null || true
+chmod +x "$dest/nvidia/cu13/bin/"* "$dest/nvidia/cu13/nvvm/bin/"* 2>/dev/null || true
 
 printf '%s\n' "${pins[@]}" >"$stamp"
 if ! complete; then

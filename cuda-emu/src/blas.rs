@@ -1164,6 +1164,10 @@ struct BlasGemm {
     c_type: u32,
     ldc: c_int,
     compute: u32,
+    /// How many products (1 for the plain GEMMs), and the elements from one matrix of A, B and
+    /// C to the next (the strided-batched GEMMs).
+    batch_count: c_int,
+    strides: [i64; 3],
 }
 
 impl BlasGemm {
@@ -1187,11 +1191,34 @@ impl BlasGemm {
         compute.check_types(a_elem, b_elem, c_elem)?;
         let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
         let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
-        let a = Matrix::new(a_elem, a_rows, a_cols, count(self.lda)?, false, 0)?;
-        let b = Matrix::new(b_elem, b_rows, b_cols, count(self.ldb)?, false, 0)?;
-        let c = Matrix::new(c_elem, m, n, count(self.ldc)?, false, 0)?;
+        let batch_count = count(self.batch_count)?;
+        let stride = |v: i64| isize::try_from(v).map_err(|_| Fail::InvalidValue);
+        let a = Matrix::new(
+            a_elem,
+            a_rows,
+            a_cols,
+            count(self.lda)?,
+            false,
+            stride(self.strides[0])?,
+        )?;
+        let b = Matrix::new(
+            b_elem,
+            b_rows,
+            b_cols,
+            count(self.ldb)?,
+            false,
+            stride(self.strides[1])?,
+        )?;
+        let c = Matrix::new(
+            c_elem,
+            m,
+            n,
+            count(self.ldc)?,
+            false,
+            stride(self.strides[2])?,
+        )?;
         for matrix in [&a, &b, &c] {
-            matrix.check_extent(1)?;
+            matrix.check_extent(batch_count)?;
         }
         let rounding = match compute {
             Compute::F32 if a_elem == Elem::F32 => math_mode_rounding(math_mode),
@@ -1206,7 +1233,7 @@ impl BlasGemm {
             m,
             n,
             k,
-            batch_count: 1,
+            batch_count,
             a: a.bound(self.a),
             trans_a,
             b: b.bound(self.b),
@@ -1266,6 +1293,8 @@ pub unsafe extern "C" fn cublasSgemm_v2(
         c_type: R_32F,
         ldc,
         compute: COMPUTE_32F,
+        batch_count: 1,
+        strides: [0; 3],
     };
     // SAFETY: the caller's contract.
     cublas_status(unsafe { call.run() })
@@ -1319,9 +1348,152 @@ pub unsafe extern "C" fn cublasGemmEx(
         c_type: Ctype as u32,
         ldc,
         compute: computeType as u32,
+        batch_count: 1,
+        strides: [0; 3],
     };
     // SAFETY: the caller's contract.
     cublas_status(unsafe { call.run() })
+}
+
+/// `batchCount` products `C_i = alpha op(A_i) op(B_i) + beta C_i`, matrix `i` of each operand
+/// `i * stride` elements after the first, with the types of [`cublasGemmEx`] (candle's matmul).
+///
+/// # Safety
+/// As [`cublasGemmEx`], for `batchCount` matrices of each operand at the given strides.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // cuBLAS's signature.
+pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
+    handle: cublas::cublasHandle_t,
+    transa: cublas::cublasOperation_t,
+    transb: cublas::cublasOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    A: *const c_void,
+    Atype: cublas::cudaDataType,
+    lda: c_int,
+    strideA: i64,
+    B: *const c_void,
+    Btype: cublas::cudaDataType,
+    ldb: c_int,
+    strideB: i64,
+    beta: *const c_void,
+    C: *mut c_void,
+    Ctype: cublas::cudaDataType,
+    ldc: c_int,
+    strideC: i64,
+    batchCount: c_int,
+    computeType: cublas::cublasComputeType_t,
+    _algo: cublas::cublasGemmAlgo_t,
+) -> cublas::cublasStatus_t {
+    let call = BlasGemm {
+        handle,
+        trans_a: transa,
+        trans_b: transb,
+        m,
+        n,
+        k,
+        alpha,
+        a: A,
+        a_type: Atype as u32,
+        lda,
+        b: B,
+        b_type: Btype as u32,
+        ldb,
+        beta,
+        c: C,
+        c_type: Ctype as u32,
+        ldc,
+        compute: computeType as u32,
+        batch_count: batchCount,
+        strides: [strideA, strideB, strideC],
+    };
+    // SAFETY: the caller's contract.
+    cublas_status(unsafe { call.run() })
+}
+
+/// The f32 strided-batched GEMM: [`cublasGemmStridedBatchedEx`] on f32 matrices.
+///
+/// # Safety
+/// As [`cublasGemmStridedBatchedEx`], for f32 elements.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // cuBLAS's signature.
+pub unsafe extern "C" fn cublasSgemmStridedBatched(
+    handle: cublas::cublasHandle_t,
+    transa: cublas::cublasOperation_t,
+    transb: cublas::cublasOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f32,
+    A: *const f32,
+    lda: c_int,
+    strideA: i64,
+    B: *const f32,
+    ldb: c_int,
+    strideB: i64,
+    beta: *const f32,
+    C: *mut f32,
+    ldc: c_int,
+    strideC: i64,
+    batchCount: c_int,
+) -> cublas::cublasStatus_t {
+    let call = BlasGemm {
+        handle,
+        trans_a: transa,
+        trans_b: transb,
+        m,
+        n,
+        k,
+        alpha: alpha.cast(),
+        a: A.cast(),
+        a_type: R_32F,
+        lda,
+        b: B.cast(),
+        b_type: R_32F,
+        ldb,
+        beta: beta.cast(),
+        c: C.cast(),
+        c_type: R_32F,
+        ldc,
+        compute: COMPUTE_32F,
+        batch_count: batchCount,
+        strides: [strideA, strideB, strideC],
+    };
+    // SAFETY: the caller's contract.
+    cublas_status(unsafe { call.run() })
+}
+
+/// The f64 strided-batched GEMM, which candle links for its f64 matmul: the emulator models the
+/// real types tileops uses (f32, f16, bf16), so it answers `CUBLAS_STATUS_NOT_SUPPORTED`, as
+/// cuBLAS does for a type combination it lacks.
+///
+/// # Safety
+/// None: no argument is read.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // cuBLAS's signature.
+pub unsafe extern "C" fn cublasDgemmStridedBatched(
+    _handle: cublas::cublasHandle_t,
+    _transa: cublas::cublasOperation_t,
+    _transb: cublas::cublasOperation_t,
+    _m: c_int,
+    _n: c_int,
+    _k: c_int,
+    _alpha: *const f64,
+    _A: *const f64,
+    _lda: c_int,
+    _strideA: i64,
+    _B: *const f64,
+    _ldb: c_int,
+    _strideB: i64,
+    _beta: *const f64,
+    _C: *mut f64,
+    _ldc: c_int,
+    _strideC: i64,
+    _batchCount: c_int,
+) -> cublas::cublasStatus_t {
+    cublas_status(Err(Fail::NotSupported))
 }
 
 /// The description of a status, a static C string.
@@ -4211,6 +4383,124 @@ mod tests {
             assert!(
                 text(cublasLtGetStatusString(LtStatus::CUBLAS_STATUS_SUCCESS)).contains("success")
             );
+        }
+    }
+    #[test]
+    fn strided_batched_gemms_are_the_products_of_each_batch() {
+        let ok = BlasStatus::CUBLAS_STATUS_SUCCESS;
+        let (op_n, op_t) = (
+            cublas::cublasOperation_t::CUBLAS_OP_N,
+            cublas::cublasOperation_t::CUBLAS_OP_T,
+        );
+        let (m, n, k, batches) = (3usize, 2usize, 4usize, 3usize);
+        // Batch i of A is m x k (column-major), of B n x k (B^T used), with a gap of 5 elements
+        // between matrices to check the strides.
+        let (stride_a, stride_b, stride_c) = (m * k + 5, n * k + 5, m * n + 5);
+        let a_values: Vec<f64> = (0..stride_a * batches)
+            .map(|i| (i % 7) as f64 - 3.0)
+            .collect();
+        let b_values: Vec<f64> = (0..stride_b * batches)
+            .map(|i| (i % 5) as f64 * 0.5)
+            .collect();
+        let a = Buffer::from_values(Elem::F32, &a_values);
+        let b = Buffer::from_values(Elem::F32, &b_values);
+        let mut c = Buffer::filled(Elem::F32, stride_c * batches, -1.0);
+        let mut c_ex = Buffer::filled(Elem::F32, stride_c * batches, -1.0);
+        let (alpha, beta) = (2.0f32, 0.0f32);
+        let mut handle = null_mut();
+        // SAFETY: live locals and buffers holding every batch at the given strides.
+        unsafe {
+            assert_eq!(cublasCreate_v2(&mut handle), ok);
+            let status = cublasSgemmStridedBatched(
+                handle,
+                op_n,
+                op_t,
+                m as i32,
+                n as i32,
+                k as i32,
+                &alpha,
+                a.ptr().cast(),
+                m as i32,
+                stride_a as i64,
+                b.ptr().cast(),
+                n as i32,
+                stride_b as i64,
+                &beta,
+                c.ptr_mut().cast(),
+                m as i32,
+                stride_c as i64,
+                batches as i32,
+            );
+            assert_eq!(status, ok);
+            let status = cublasGemmStridedBatchedEx(
+                handle,
+                op_n,
+                op_t,
+                m as i32,
+                n as i32,
+                k as i32,
+                (&alpha as *const f32).cast(),
+                a.ptr().cast(),
+                cublas::cudaDataType::CUDA_R_32F,
+                m as i32,
+                stride_a as i64,
+                b.ptr().cast(),
+                cublas::cudaDataType::CUDA_R_32F,
+                n as i32,
+                stride_b as i64,
+                (&beta as *const f32).cast(),
+                c_ex.ptr_mut().cast(),
+                cublas::cudaDataType::CUDA_R_32F,
+                m as i32,
+                stride_c as i64,
+                batches as i32,
+                cublas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            );
+            assert_eq!(status, ok);
+            // f64 is not modelled: refused, C untouched.
+            let status = cublasDgemmStridedBatched(
+                handle,
+                op_n,
+                op_t,
+                1,
+                1,
+                1,
+                null(),
+                null(),
+                1,
+                0,
+                null(),
+                1,
+                0,
+                null(),
+                null_mut(),
+                1,
+                0,
+                1,
+            );
+            assert_eq!(status, BlasStatus::CUBLAS_STATUS_NOT_SUPPORTED);
+            assert_eq!(cublasDestroy_v2(handle), ok);
+        }
+        let got = c.values();
+        assert_eq!(got, c_ex.values());
+        for batch in 0..batches {
+            for col in 0..n {
+                for row in 0..m {
+                    let want: f64 = (0..k)
+                        .map(|l| {
+                            a_values[batch * stride_a + l * m + row]
+                                * b_values[batch * stride_b + l * n + col]
+                        })
+                        .sum::<f64>()
+                        * 2.0;
+                    assert_eq!(got[batch * stride_c + col * m + row], want, "batch {batch}");
+                }
+            }
+            // The gap after each C is untouched.
+            for gap in m * n..stride_c {
+                assert_eq!(got[batch * stride_c + gap], -1.0);
+            }
         }
     }
 }

@@ -367,6 +367,13 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
     status(check_device(dev))
 }
 
+/// `cuCtxDestroy_v2`: the emulator has only the primary context (it has no `cuCtxCreate`), which
+/// is released, never destroyed: every context is `CUDA_ERROR_INVALID_CONTEXT` here.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxDestroy_v2(_ctx: CUcontext) -> CUresult {
+    CUresult::CUDA_ERROR_INVALID_CONTEXT
+}
+
 /// `cuCtxSetCurrent`: makes `ctx` the calling thread's current context.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
@@ -766,6 +773,21 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     unsafe { cuMemcpyDtoD_v2(dst, src, count) }
 }
 
+/// `cuMemcpyPeerAsync`: a copy between two contexts' memory. The emulated device is one, its
+/// memory one address space, so it is [`cuMemcpyDtoD_v2`] (range checked), at once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyPeerAsync(
+    dst: CUdeviceptr,
+    _dstContext: CUcontext,
+    src: CUdeviceptr,
+    _srcContext: CUcontext,
+    count: usize,
+    _hStream: CUstream,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuMemcpyDtoD_v2(dst, src, count) }
+}
+
 /// `cuMemsetD8_v2`: sets `count` bytes of a device allocation to `value` (range checked).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, count: usize) -> CUresult {
@@ -965,6 +987,27 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c
     };
     // SAFETY: caller's out-pointer.
     status(unsafe { put(module, leak(loaded).cast()) })
+}
+
+/// `cuModuleLoad`: [`cuModuleLoadData`] over the contents of the file `fname` (a CUBIN or a PTX
+/// text); `CUDA_ERROR_FILE_NOT_FOUND` when it cannot be read.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char) -> CUresult {
+    if fname.is_null() {
+        return CUresult::CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: the caller passes a NUL-terminated path.
+    let path = unsafe { std::ffi::CStr::from_ptr(fname) }.to_bytes();
+    let path =
+        std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path));
+    let Ok(mut bytes) = std::fs::read(path) else {
+        return CUresult::CUDA_ERROR_FILE_NOT_FOUND;
+    };
+    // A PTX text is read up to its NUL: give it one.
+    bytes.push(0);
+    // SAFETY: a complete image (the whole file) or a NUL-terminated text, alive for the call:
+    // the module keeps only what it read from it.
+    unsafe { cuModuleLoadData(module, bytes.as_ptr().cast()) }
 }
 
 /// `cuModuleUnload`: frees a handle from [`cuModuleLoadData`] (null is accepted).
@@ -1383,6 +1426,55 @@ fn log_launch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_calls_candle_links_answer_as_the_driver_does() {
+        // cuModuleLoad: a missing file, then a PTX text from a file.
+        let mut module: CUmodule = std::ptr::null_mut();
+        let missing = CString::new("/nonexistent/cuda-emu/module.ptx").unwrap();
+        // SAFETY: valid out-pointer and NUL-terminated path.
+        let status = unsafe { cuModuleLoad(&mut module, missing.as_ptr()) };
+        assert_eq!(status, CUresult::CUDA_ERROR_FILE_NOT_FOUND);
+        let path = std::env::temp_dir().join(format!("cuda-emu-{}.ptx", std::process::id()));
+        std::fs::write(&path, ".version 9.0\n.target sm_90\n").unwrap();
+        let name = CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: as above.
+        let status = unsafe { cuModuleLoad(&mut module, name.as_ptr()) };
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(status, CUresult::CUDA_SUCCESS);
+        // SAFETY: a handle of cuModuleLoad.
+        assert_eq!(unsafe { cuModuleUnload(module) }, CUresult::CUDA_SUCCESS);
+
+        // cuMemcpyPeerAsync: one device, one address space: a range-checked copy.
+        let (mut src, mut dst) = (0, 0);
+        // SAFETY: valid out-pointers; the copies stay within the 16-byte allocations.
+        unsafe {
+            assert_eq!(cuMemAlloc_v2(&mut src, 16), CUresult::CUDA_SUCCESS);
+            assert_eq!(cuMemAlloc_v2(&mut dst, 16), CUresult::CUDA_SUCCESS);
+            let bytes: Vec<u8> = (0..16).collect();
+            assert_eq!(
+                cuMemcpyHtoD_v2(src, bytes.as_ptr().cast(), 16),
+                CUresult::CUDA_SUCCESS
+            );
+            let null = std::ptr::null_mut();
+            let status = cuMemcpyPeerAsync(dst, null, src, null, 16, std::ptr::null_mut());
+            assert_eq!(status, CUresult::CUDA_SUCCESS);
+            let mut back = vec![0u8; 16];
+            assert_eq!(
+                cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dst, 16),
+                CUresult::CUDA_SUCCESS
+            );
+            assert_eq!(back, bytes);
+            let status = cuMemcpyPeerAsync(dst, null, src, null, 17, std::ptr::null_mut());
+            assert_eq!(status, CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+
+        // The primary context is released, never destroyed.
+        assert_eq!(
+            cuCtxDestroy_v2(primary()),
+            CUresult::CUDA_ERROR_INVALID_CONTEXT
+        );
+    }
 
     #[test]
     fn register_counts_are_read_from_the_info_records() {

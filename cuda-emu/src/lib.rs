@@ -13,7 +13,10 @@
 //!
 //! The crate is also a stand-in CUDA driver: built as a cdylib and installed as `libcuda.so.1`
 //! (plus `libcublas.so.13` and `libcublasLt.so.13`), it serves cudarc's and NVRTC's driver calls,
-//! so tileops's own code paths run unchanged. See the crate README for what it models and what
+//! so tileops's own code paths run unchanged. It also defines what a program linked against
+//! candle-core's CUDA backend needs to start (cuRAND's host API, the strided-batched GEMMs,
+//! `cuModuleLoad`, `cuMemcpyPeerAsync`, `cuCtxDestroy_v2`), so that such a program can link
+//! against it and run tileops's kernels beside candle. See the crate README for what it models and what
 //! it does not.
 //!
 //! ```
@@ -42,6 +45,7 @@ mod entries;
 mod fiber;
 pub mod gate;
 mod memory;
+mod rand;
 pub mod schedule;
 mod shim;
 pub mod traffic;

@@ -267,10 +267,9 @@ fn guarded<T>(what: &str, call: impl FnOnce() -> T) -> Result<T, Error> {
 }
 
 fn open_cuda(ordinal: usize) -> Result<CudaDevice, Error> {
-    // `CudaContext::new` panics without libcuda.so: probe the library first (never panics).
-    // SAFETY: `is_culib_present` only tries to load the driver library with the dynamic loader
-    // and reports whether it could; it reads no caller memory and has no precondition.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+    // `CudaContext::new` panics without libcuda.so (cudarc's dynamic loading): probe the library
+    // first (never panics). Linked (the `dynamic-linking` feature), it is already loaded.
+    if !crate::libraries::loader_opens(crate::libraries::DRIVER_SONAMES) {
         return Err(Error::DriverMissing {
             detail: "libcuda.so could not be loaded by the dynamic linker".to_owned(),
         });

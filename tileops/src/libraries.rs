@@ -185,6 +185,63 @@ pub(crate) fn open_global(path: &Path) -> Result<(), String> {
     ))
 }
 
+/// The sonames the driver is asked for by the dynamic loader's own search: the driver's own
+/// soname first (every driver installation has it), then the development link.
+pub(crate) const DRIVER_SONAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
+
+/// NVRTC's sonames, CUDA 13 first.
+pub(crate) const NVRTC_SONAMES: &[&str] = &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
+
+/// cuBLASLt's and cuBLAS's sonames (CUDA 13), in the order they must be loaded.
+pub(crate) const CUBLAS_SONAMES: &[&str] = &["libcublasLt.so.13", "libcublas.so.13"];
+
+/// Whether every library of `sonames` is already loaded in this process: linked into the
+/// executable (cudarc's `dynamic-linking`, which tileops's `dynamic-linking` feature selects and
+/// candle builds with), or loaded by the host application. Such a library is used as it is: it
+/// was loaded before tileops ran, by the program's own choice, and a second copy from the search
+/// order would only shadow it.
+///
+/// Never loads anything (`RTLD_NOLOAD`), so it runs no initialiser.
+#[cfg(unix)]
+pub(crate) fn already_loaded(sonames: &[&str]) -> bool {
+    use libloading::os::unix::{Library, RTLD_LAZY};
+    // libloading does not name RTLD_NOLOAD; libc has every platform's value.
+    use libc::RTLD_NOLOAD;
+    sonames.iter().all(|soname| {
+        // SAFETY: RTLD_NOLOAD only looks the soname up among the libraries already loaded: it
+        // opens no file and runs no initialiser. The handle only raises a reference count.
+        unsafe { Library::open(Some(*soname), RTLD_LAZY | RTLD_NOLOAD) }.is_ok()
+    })
+}
+
+#[cfg(not(unix))]
+pub(crate) fn already_loaded(_sonames: &[&str]) -> bool {
+    false
+}
+
+/// Loads the first library of `sonames` the dynamic loader's own search finds (the
+/// [`Location::Loader`] step), with `RTLD_NOW | RTLD_GLOBAL`, and keeps it loaded; `false` when
+/// none is found. A library already loaded (linked) is found at once.
+///
+/// tileops probes this way rather than through cudarc's `is_culib_present`, which exists only in
+/// cudarc's `dynamic-loading` mode: the same code then serves both modes, and a program whose
+/// cudarc another crate put in `dynamic-linking` (candle's CUDA backend does) still builds.
+pub(crate) fn loader_opens(sonames: &[&str]) -> bool {
+    sonames.iter().any(|soname| {
+        // SAFETY: loading by soname runs the initialisers of whatever the loader's own path
+        // (system configuration, LD_LIBRARY_PATH, RUNPATH) provides: trusted by definition, the
+        // step of the search order that names it.
+        match unsafe { libloading::Library::new(*soname) } {
+            Ok(lib) => {
+                // Kept for the life of the process, as cudarc keeps the libraries it loads.
+                std::mem::forget(lib);
+                true
+            }
+            Err(_) => false,
+        }
+    })
+}
+
 /// Where cuBLAS and cuBLASLt were found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cublas {
@@ -218,19 +275,17 @@ pub fn cublas() -> Result<&'static Cublas, Error> {
 }
 
 fn find_cublas() -> Result<Cublas, (String, String)> {
+    if already_loaded(CUBLAS_SONAMES) {
+        return Ok(Cublas { library_dir: None });
+    }
     let order = search_order();
     let mut load_errors = Vec::new();
     for step in &order {
         match &step.location {
             Err(_) => {}
             Ok(Location::Loader) => {
-                // SAFETY: dlopen by soname runs the initialisers of whatever the loader's own
-                // path (system configuration, LD_LIBRARY_PATH) provides: trusted by definition.
-                let present = unsafe {
-                    cudarc::cublaslt::sys::is_culib_present()
-                        && cudarc::cublas::sys::is_culib_present()
-                };
-                if present {
+                // cuBLAS links against cuBLASLt: load it first.
+                if loader_opens(&CUBLAS_SONAMES[..1]) && loader_opens(&CUBLAS_SONAMES[1..]) {
                     return Ok(Cublas { library_dir: None });
                 }
             }

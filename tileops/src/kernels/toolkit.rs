@@ -6,6 +6,9 @@
 //! `LD_LIBRARY_PATH` from inside the process does nothing, so tileops loads `libnvrtc-builtins`
 //! and then `libnvrtc` by absolute path with `RTLD_NOW | RTLD_GLOBAL` and keeps them loaded:
 //! cudarc's later `dlopen("libnvrtc.so.13")` then finds the loaded library by its soname.
+//!
+//! With the `dynamic-linking` feature, NVRTC is linked into the executable and the dynamic loader
+//! found it when the program started: tileops then searches only for the headers.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -61,15 +64,15 @@ fn find() -> Result<Toolkit, Missing> {
             _ => None,
         })
         .collect();
-    let mut found: Option<(Option<PathBuf>, Option<&PathBuf>)> = None;
+    // A linked NVRTC (the `dynamic-linking` feature) is the one every NVRTC call goes to.
+    let linked = libraries::already_loaded(&libraries::NVRTC_SONAMES[..1]);
+    let mut found: Option<(Option<PathBuf>, Option<&PathBuf>)> = linked.then_some((None, None));
     let mut load_errors = Vec::new();
-    'steps: for step in &order {
+    'steps: for step in order.iter().filter(|_| !linked) {
         match &step.location {
             Err(_) => {}
             Ok(Location::Loader) => {
-                // SAFETY: dlopen by soname runs the initialisers of whatever the loader's own
-                // path (system configuration, LD_LIBRARY_PATH) provides: trusted by definition.
-                if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+                if libraries::loader_opens(libraries::NVRTC_SONAMES) {
                     found = Some((None, None));
                     break 'steps;
                 }
@@ -142,8 +145,8 @@ fn find() -> Result<Toolkit, Missing> {
 
 /// The NVRTC library in `dir`, if any: CUDA 13 first, then 12.
 fn nvrtc_in(dir: &Path) -> Option<PathBuf> {
-    ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
-        .into_iter()
+    libraries::NVRTC_SONAMES
+        .iter()
         .map(|name| dir.join(name))
         .find(|p| p.is_file())
 }
