@@ -47,7 +47,7 @@ use crate::{DType, Device, Error, TensorSpec, alloc};
 ///
 /// A borrow cannot outlive the memory it borrows: this does not compile.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0597
 /// use tileops::{Device, TensorRef};
 ///
 /// let x = {
@@ -361,6 +361,21 @@ impl<'a> TensorRef<'a> {
         })
     }
 
+    /// Borrows the caller's host bytes (raw little-endian, exactly `spec.size_in_bytes()`) as
+    /// `spec` on `device`, which must be the CPU: any dtype, fp8 included.
+    pub fn from_host_bytes(
+        bytes: &'a [u8],
+        spec: &TensorSpec,
+        device: &Device,
+    ) -> Result<Self, Error> {
+        check_host_bytes(spec, bytes.len(), device)?;
+        Ok(TensorRef {
+            spec: Cow::Owned(spec.clone()),
+            device: Cow::Owned(device.clone()),
+            storage: RefStorage::Host(bytes),
+        })
+    }
+
     /// Shape and dtype.
     pub fn spec(&self) -> &TensorSpec {
         &self.spec
@@ -614,6 +629,21 @@ impl<'a> TensorMut<'a> {
         })
     }
 
+    /// Borrows the caller's host bytes for an op to write as `spec` (any dtype, fp8 included;
+    /// exactly `spec.size_in_bytes()` long) on `device`, which must be the CPU.
+    pub fn from_host_bytes_mut(
+        bytes: &'a mut [u8],
+        spec: &TensorSpec,
+        device: &Device,
+    ) -> Result<Self, Error> {
+        check_host_bytes(spec, bytes.len(), device)?;
+        Ok(TensorMut {
+            spec: Cow::Owned(spec.clone()),
+            device: Cow::Owned(device.clone()),
+            storage: MutStorage::Host(bytes),
+        })
+    }
+
     /// Shape and dtype.
     pub fn spec(&self) -> &TensorSpec {
         &self.spec
@@ -795,6 +825,27 @@ fn check_contiguous(shape: &[usize], strides: &[usize]) -> Result<(), Error> {
 
 /// Host data of `len` values for `spec` on `device`: the CPU, and the spec's count.
 fn check_host(spec: &TensorSpec, len: usize, device: &Device) -> Result<(), Error> {
+    check_cpu(spec, device)?;
+    super::check_len(spec, len)
+}
+
+/// Host data of `len` bytes for `spec` on `device`: the CPU, and the spec's size.
+fn check_host_bytes(spec: &TensorSpec, len: usize, device: &Device) -> Result<(), Error> {
+    check_cpu(spec, device)?;
+    let size = spec.size_in_bytes()?;
+    if len != size {
+        return Err(Error::LengthMismatch {
+            spec: spec.to_string(),
+            unit: "bytes",
+            expected: size,
+            got: len,
+        });
+    }
+    Ok(())
+}
+
+/// Host memory is for CPU devices only: GPU kernels read device memory.
+fn check_cpu(spec: &TensorSpec, device: &Device) -> Result<(), Error> {
     if !device.is_cpu() {
         return Err(Error::WrongDevice {
             what: format!("host data for {spec}"),
@@ -804,7 +855,7 @@ fn check_host(spec: &TensorSpec, len: usize, device: &Device) -> Result<(), Erro
             ),
         });
     }
-    super::check_len(spec, len)
+    Ok(())
 }
 
 /// The bytes of host values, without a copy: an `Element` is a plain little-endian number (or
@@ -847,4 +898,200 @@ fn decode(dtype: DType, bytes: &[u8], view: &str) -> Result<Vec<f64>, Error> {
             reason: "the dtype has no exact f64 view".to_owned(),
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use half::bf16;
+
+    use super::*;
+    use crate::ops::{Fp8Quant, FusedAddRmsNorm, RmsNorm, Softmax};
+
+    #[test]
+    fn host_borrows_hold_the_callers_data() {
+        let cpu = Device::cpu();
+        let data = [bf16::from_f32(1.5), bf16::from_f32(-2.0), bf16::ONE];
+        let x = TensorRef::from_host_slice(&data[1..], [2, 1], &cpu).unwrap();
+        assert_eq!(x.spec(), &TensorSpec::new([2, 1], DType::BFloat16));
+        assert_eq!((x.shape(), x.dtype()), (&[2, 1][..], DType::BFloat16));
+        assert!(x.device().is_cpu());
+        assert_eq!(
+            x.to_tensor().unwrap().to_vec::<bf16>().unwrap(),
+            data[1..].to_vec()
+        );
+        assert_eq!(format!("{x:?}"), "TensorRef(bfloat16[2, 1] on cpu)");
+
+        let mut out = [0i32; 3];
+        let mut y = TensorMut::from_host_slice_mut(&mut out, [3], &cpu).unwrap();
+        y.set_host_f64(&[1.0, -2.0, 3.0]).unwrap();
+        assert_eq!(y.as_tensor_ref().host_vec::<i32>().unwrap(), vec![1, -2, 3]);
+        drop(y);
+        assert_eq!(out, [1, -2, 3]);
+    }
+
+    #[test]
+    fn host_borrows_are_checked() {
+        let cpu = Device::cpu();
+        let data = [0.0f32; 6];
+        let err = TensorRef::from_host_slice(&data, [7], &cpu).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LengthMismatch {
+                    expected: 7,
+                    got: 6,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = TensorRef::from_host_slice(&data, [usize::MAX, 2], &cpu).unwrap_err();
+        assert!(matches!(err, Error::ShapeOverflow { .. }), "{err}");
+        // A bool output could be written with bytes that are not bools.
+        let mut flags = [false; 2];
+        let err = TensorMut::from_host_slice_mut(&mut flags, [2], &cpu).unwrap_err();
+        assert!(matches!(err, Error::BufferDType { .. }), "{err}");
+        // Reading bools is fine.
+        let x = TensorRef::from_host_slice(&flags, [2], &cpu).unwrap();
+        assert_eq!(x.dtype(), DType::Bool);
+    }
+
+    #[test]
+    fn strided_layouts_must_be_contiguous() {
+        assert!(check_contiguous(&[2, 3, 4], &[12, 4, 1]).is_ok());
+        // Dims of extent 1 are never stepped along: any stride.
+        assert!(check_contiguous(&[1, 3, 1, 4], &[7, 4, 0, 1]).is_ok());
+        assert!(check_contiguous(&[], &[]).is_ok());
+        assert!(check_contiguous(&[2, 0, 3], &[5, 5, 5]).is_ok());
+        for (shape, strides) in [
+            (&[2, 3][..], &[1, 2][..]),
+            (&[2, 3], &[0, 1]),
+            (&[2, 3], &[4, 1]),
+            (&[6], &[2]),
+            (&[2, 3], &[3]),
+        ] {
+            let err = check_contiguous(shape, strides).unwrap_err();
+            assert!(matches!(err, Error::NotContiguous { .. }), "{err}");
+            let message = err.to_string();
+            assert!(
+                message.contains(&format!("{shape:?}"))
+                    && message.contains(&format!("{strides:?}")),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn ranges_are_checked_without_overflow() {
+        let spec = TensorSpec::new([4], DType::Float32);
+        assert_eq!(check_range(&spec, 2, 4, 6, "elements").unwrap(), 2..6);
+        let err = check_range(&spec, 3, 4, 6, "elements").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "float32[4] borrowed at offset 3 needs elements 3..7 of a buffer of 6 elements"
+        );
+        assert!(check_range(&spec, usize::MAX, 4, 6, "bytes").is_err());
+    }
+
+    #[test]
+    fn ops_on_host_borrows_equal_the_owned_path() {
+        let cpu = Device::cpu();
+        let (rows, n) = (3, 16);
+        let x_spec = TensorSpec::new([rows, n], DType::BFloat16);
+        let w_spec = TensorSpec::new([n], DType::BFloat16);
+        let x = Tensor::random(&x_spec, 1, &cpu).unwrap();
+        let w = Tensor::random(&w_spec, 2, &cpu).unwrap();
+        let r = Tensor::random(&x_spec, 3, &cpu).unwrap();
+
+        // The caller's host data: the values at an offset inside larger buffers.
+        let pad = bf16::from_f32(99.0);
+        let inside = |t: &Tensor| {
+            let mut v = vec![pad; 5];
+            v.extend(t.to_vec::<bf16>().unwrap());
+            v.extend([pad; 3]);
+            v
+        };
+        let (xs, ws, rs) = (inside(&x), inside(&w), inside(&r));
+        fn borrowed<'v>(v: &'v [bf16], spec: &TensorSpec) -> TensorRef<'v> {
+            let len = spec.numel().unwrap();
+            TensorRef::from_host_slice(&v[5..5 + len], spec.shape.clone(), &Device::cpu()).unwrap()
+        }
+
+        let norm = RmsNorm::new(x_spec.clone(), w_spec.clone(), 1e-6, &cpu).unwrap();
+        let want = norm.forward(&x, &w).unwrap().to_vec::<bf16>().unwrap();
+        let mut out = vec![pad; rows * n + 2];
+        let y = TensorMut::from_host_slice_mut(&mut out[1..=rows * n], [rows, n], &cpu).unwrap();
+        norm.forward_into(borrowed(&xs, &x_spec), borrowed(&ws, &w_spec), y)
+            .unwrap();
+        assert_eq!(out[0], pad);
+        assert_eq!(out[rows * n + 1], pad);
+        assert_eq!(out[1..=rows * n], want[..]);
+        // `forward` of borrowed inputs too.
+        let owned = norm
+            .forward(borrowed(&xs, &x_spec), borrowed(&ws, &w_spec))
+            .unwrap();
+        assert_eq!(owned.to_vec::<bf16>().unwrap(), want);
+
+        // Two outputs, one of them read back by the CPU backend after it is written.
+        let fused =
+            FusedAddRmsNorm::new(x_spec.clone(), x_spec.clone(), w_spec.clone(), 1e-6, &cpu)
+                .unwrap();
+        let (want_y, want_sum) = fused.forward(&x, &r, &w).unwrap();
+        let mut y = vec![pad; rows * n];
+        let mut sum = vec![pad; rows * n];
+        fused
+            .forward_into(
+                borrowed(&xs, &x_spec),
+                borrowed(&rs, &x_spec),
+                borrowed(&ws, &w_spec),
+                TensorMut::from_host_slice_mut(&mut y, [rows, n], &cpu).unwrap(),
+                TensorMut::from_host_slice_mut(&mut sum, [rows, n], &cpu).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(y, want_y.to_vec::<bf16>().unwrap());
+        assert_eq!(sum, want_sum.to_vec::<bf16>().unwrap());
+
+        // fp8 codes into the caller's raw bytes, scales into its f32s.
+        let quant = Fp8Quant::new(x_spec.clone(), 16, &cpu).unwrap();
+        let (want_codes, want_scales) = quant.forward(&x).unwrap();
+        let mut codes = vec![0u8; rows * n];
+        let mut scales = vec![0f32; quant.scales_spec().numel().unwrap()];
+        quant
+            .forward_into(
+                borrowed(&xs, &x_spec),
+                TensorMut::from_host_bytes_mut(&mut codes, want_codes.spec(), &cpu).unwrap(),
+                TensorMut::from_host_slice_mut(
+                    &mut scales,
+                    quant.scales_spec().shape.clone(),
+                    &cpu,
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(codes, want_codes.to_bytes().unwrap());
+        assert_eq!(scales, want_scales.to_vec::<f32>().unwrap());
+        // Read back as fp8 through the bytes constructor.
+        let again = TensorRef::from_host_bytes(&codes, want_codes.spec(), &cpu).unwrap();
+        assert_eq!(
+            again.to_tensor().unwrap().to_vec_f64().unwrap(),
+            want_codes.to_vec_f64().unwrap()
+        );
+        let err = TensorRef::from_host_bytes(&codes[1..], want_codes.spec(), &cpu).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { .. }), "{err}");
+
+        // A reborrowed output written twice, and read through `as_tensor_ref` in between.
+        let softmax = Softmax::new(w_spec.clone(), -1, &cpu).unwrap();
+        let mut probs = vec![pad; n];
+        let mut p = TensorMut::from_host_slice_mut(&mut probs, [n], &cpu).unwrap();
+        softmax.forward_into(&w, &mut p).unwrap();
+        let once = p.as_tensor_ref().to_tensor().unwrap();
+        softmax.forward_into(&once, &mut p).unwrap();
+        drop(p);
+        let twice = softmax
+            .forward(&softmax.forward(&w).unwrap())
+            .unwrap()
+            .to_vec::<bf16>()
+            .unwrap();
+        assert_eq!(probs, twice);
+    }
 }
