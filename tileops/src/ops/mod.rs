@@ -122,11 +122,44 @@ fn check_extents(op: &'static str, field: &'static str, spec: &TensorSpec) -> Re
     Ok(())
 }
 
+/// A tensor, owned or borrowed, as the plan checks see it.
+trait Placed {
+    fn spec(&self) -> &TensorSpec;
+    fn device(&self) -> &Device;
+}
+
+impl Placed for Tensor {
+    fn spec(&self) -> &TensorSpec {
+        Tensor::spec(self)
+    }
+    fn device(&self) -> &Device {
+        Tensor::device(self)
+    }
+}
+
+impl Placed for crate::TensorRef<'_> {
+    fn spec(&self) -> &TensorSpec {
+        crate::TensorRef::spec(self)
+    }
+    fn device(&self) -> &Device {
+        crate::TensorRef::device(self)
+    }
+}
+
+impl Placed for crate::TensorMut<'_> {
+    fn spec(&self) -> &TensorSpec {
+        crate::TensorMut::spec(self)
+    }
+    fn device(&self) -> &Device {
+        crate::TensorMut::device(self)
+    }
+}
+
 /// Checks that `tensor` is what the plan was built for: same spec, same device.
 fn check_input(
     op: &'static str,
     field: &'static str,
-    tensor: &Tensor,
+    tensor: &impl Placed,
     spec: &TensorSpec,
     device: &Device,
 ) -> Result<(), Error> {

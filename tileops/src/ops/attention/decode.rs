@@ -13,7 +13,9 @@ use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_DECODE};
-use crate::ops::backend::{buffer, buffer_mut, workload_bool, workload_f64, workload_param};
+use crate::ops::backend::{
+    tensor_buffer, tensor_buffer_mut, workload_bool, workload_f64, workload_param,
+};
 use crate::ops::check_input;
 use crate::ops::launch::{grid_dim, launch};
 use crate::registry::{ManifestOp, StaticValue, Traffic, WorkloadCase};
@@ -726,7 +728,7 @@ impl DecodePlan {
         let mut guards = Vec::new();
         let mut read = |name: &'static str, tensor: Option<&'a Tensor>| -> Result<u64, Error> {
             let Some(tensor) = tensor else { return Ok(0) };
-            let (ptr, guard) = buffer(op, name, tensor)?.device_ptr(stream);
+            let (ptr, guard) = tensor_buffer(op, name, tensor)?.device_ptr(stream);
             guards.push(guard);
             aligned(op, ptr)
         };
@@ -738,11 +740,11 @@ impl DecodePlan {
         let k_scale = read("k_scale", inputs.scales.map(|(k, _)| k))?;
         let v_scale = read("v_scale", inputs.scales.map(|(_, v)| v))?;
         let DecodeOutput { o, lse } = out;
-        let (o, o_guard) = buffer_mut(op, "o", o)?.device_ptr_mut(stream);
+        let (o, o_guard) = tensor_buffer_mut(op, "o", o)?.device_ptr_mut(stream);
         let o = aligned(op, o)?;
         let (lse, _lse_guard) = match lse.as_mut() {
             Some(lse) => {
-                let (ptr, guard) = buffer_mut(op, "lse", lse)?.device_ptr_mut(stream);
+                let (ptr, guard) = tensor_buffer_mut(op, "lse", lse)?.device_ptr_mut(stream);
                 (aligned(op, ptr)?, Some(guard))
             }
             None => (0, None),

@@ -15,7 +15,9 @@ use super::decode::{HEAD_DIMS, aligned, bad_param, bad_shape};
 use super::reference::PrefillProblem;
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_PREFILL};
-use crate::ops::backend::{buffer, buffer_mut, workload_bool, workload_f64, workload_param};
+use crate::ops::backend::{
+    tensor_buffer, tensor_buffer_mut, workload_bool, workload_f64, workload_param,
+};
 use crate::ops::check_input;
 use crate::ops::launch::launch;
 use crate::registry::{
@@ -750,18 +752,18 @@ impl GqaPrefill {
         let stream = &dev.stream;
         let mut guards = Vec::new();
         let mut read = |name: &'static str, tensor: &'a Tensor| -> Result<u64, Error> {
-            let (ptr, guard) = buffer(OP, name, tensor)?.device_ptr(stream);
+            let (ptr, guard) = tensor_buffer(OP, name, tensor)?.device_ptr(stream);
             guards.push(guard);
             aligned(OP, ptr)
         };
         let (q, k, v) = (read("q", q)?, read("k", k)?, read("v", v)?);
         let (cu_q, cu_k) = (read("cu_seqlens_q", cu_q)?, read("cu_seqlens_k", cu_k)?);
         let PrefillOutput { o, lse } = out;
-        let (o, o_guard) = buffer_mut(OP, "o", o)?.device_ptr_mut(stream);
+        let (o, o_guard) = tensor_buffer_mut(OP, "o", o)?.device_ptr_mut(stream);
         let o = aligned(OP, o)?;
         let (lse, _lse_guard) = match lse.as_mut() {
             Some(lse) => {
-                let (ptr, guard) = buffer_mut(OP, "lse", lse)?.device_ptr_mut(stream);
+                let (ptr, guard) = tensor_buffer_mut(OP, "lse", lse)?.device_ptr_mut(stream);
                 (aligned(OP, ptr)?, Some(guard))
             }
             None => (0, None),
