@@ -16,11 +16,12 @@ pub(crate) trait Kernel: Send + Sync + 'static {
     /// The tileops op's name (the manifest's), which candle shows in its errors.
     fn name(&self) -> &'static str;
 
-    /// Plans the op for `inputs`' specs on `device` and runs it.
+    /// Plans the op for `inputs`' specs on `device` and runs it on them (borrowed in place),
+    /// giving its outputs as new tensors on `device`.
     fn run(
         &self,
         device: &tileops::Device,
-        inputs: &[&tileops::Tensor],
+        inputs: &[tileops::TensorRef<'_>],
     ) -> Result<Vec<tileops::Tensor>, tileops::Error>;
 }
 
@@ -29,19 +30,19 @@ pub(crate) fn candle_error(e: tileops::Error) -> candle_core::Error {
     candle_core::Error::wrap(e)
 }
 
-/// Runs `kernel` on the CPU: the inputs are copied out of candle's storages into tileops host
-/// tensors (only the elements the layouts cover), the outputs copied back into candle storages.
+/// Runs `kernel` on the CPU: the inputs are borrowed in place from candle's storages (only the
+/// elements the layouts cover), the outputs copied once into new candle storages (a tileops
+/// tensor holds bytes, a candle storage typed elements).
 pub(crate) fn cpu_run<K: Kernel + ?Sized>(
     kernel: &K,
     inputs: &[(&CpuStorage, &Layout)],
 ) -> candle_core::Result<Vec<(CpuStorage, Shape)>> {
     let device = tileops::Device::cpu();
-    let tensors = inputs
+    let refs = inputs
         .iter()
         .enumerate()
-        .map(|(i, (storage, layout))| convert::host_tensor(kernel.name(), i, storage, layout))
+        .map(|(i, (storage, layout))| convert::host_ref(kernel.name(), i, storage, layout))
         .collect::<candle_core::Result<Vec<_>>>()?;
-    let refs: Vec<&tileops::Tensor> = tensors.iter().collect();
     let outputs = kernel.run(&device, &refs).map_err(candle_error)?;
     outputs
         .iter()

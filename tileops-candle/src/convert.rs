@@ -3,7 +3,7 @@
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, Layout};
 use float8::F8E4M3;
-use tileops::{DType, Tensor, TensorSpec};
+use tileops::{DType, Tensor, TensorRef, TensorSpec};
 
 /// The tileops dtype of a candle dtype; `None` for the ones tileops has no op for.
 pub(crate) fn tileops_dtype(dtype: candle_core::DType) -> Option<DType> {
@@ -44,32 +44,32 @@ pub(crate) fn contiguous_range(
     })
 }
 
-/// The tileops host tensor holding what `layout` covers of `storage` (a copy: a tileops
-/// [`Tensor`] owns its buffer).
-pub(crate) fn host_tensor(
+/// What `layout` covers of `storage`, borrowed in place as a tileops tensor: no copy.
+pub(crate) fn host_ref<'a>(
     op: &str,
     input: usize,
-    storage: &CpuStorage,
+    storage: &'a CpuStorage,
     layout: &Layout,
-) -> candle_core::Result<Tensor> {
+) -> candle_core::Result<TensorRef<'a>> {
     let (start, end) = contiguous_range(op, input, layout)?;
     let shape = layout.dims().to_vec();
     let cpu = tileops::Device::cpu();
     let tensor = match storage {
-        CpuStorage::F32(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::F16(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::BF16(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::F64(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::I64(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::I32(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::I16(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::U8(v) => Tensor::from_slice(&v[start..end], shape, &cpu),
-        CpuStorage::F8E4M3(v) => {
-            // Bit patterns, never values: float8 0.7 (candle) and 0.4 (tileops) are different
-            // types, and the codes are what both mean.
-            let bytes: Vec<u8> = v[start..end].iter().map(|c| c.to_bits()).collect();
-            Tensor::from_bytes(&bytes, &TensorSpec::new(shape, DType::Float8E4M3Fn), &cpu)
-        }
+        CpuStorage::F32(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::F16(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::BF16(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::F64(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::I64(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::I32(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::I16(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::U8(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        // Bit patterns, never values: float8 0.7 (candle) and 0.4 (tileops) are different
+        // types, and the codes are what both mean.
+        CpuStorage::F8E4M3(v) => TensorRef::from_host_bytes(
+            bytemuck::cast_slice(&v[start..end]),
+            &TensorSpec::new(shape, DType::Float8E4M3Fn),
+            &cpu,
+        ),
         other => candle_core::bail!(
             "tileops {op}: input {input} has dtype {:?}, which tileops has no op for",
             other.dtype()

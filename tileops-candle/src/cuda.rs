@@ -2,9 +2,10 @@
 //!
 //! The tileops device is built on candle's stream (`Device::from_cuda_stream`), once per candle
 //! device: every tileops launch, copy and allocation is then issued to that stream, ordered with
-//! candle's own work on it, and no synchronisation is needed in either direction. Outputs are
+//! candle's own work on it, and no synchronisation is needed in either direction. Inputs are
+//! borrowed in place (`TensorRef::from_cuda_strided` at the layout's start offset); outputs are
 //! allocated by tileops on that stream and handed to candle as they are (`into_cuda_slice` →
-//! `CudaStorage::wrap_cuda_slice`): no copy. fp8 crosses as its bytes.
+//! `CudaStorage::wrap_cuda_slice`): no copy either way. fp8 crosses as its bytes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,7 +16,7 @@ use candle_core::cuda_backend::{CudaStorageSlice, DeviceId};
 use candle_core::{CudaDevice, CudaStorage, Layout, Shape};
 use float8::F8E4M3;
 use half::{bf16, f16};
-use tileops::{DType, Tensor, TensorSpec};
+use tileops::{DType, Tensor, TensorRef, TensorSpec};
 
 use crate::bridge::{Kernel, candle_error};
 use crate::convert::contiguous_range;
@@ -54,12 +55,29 @@ pub(crate) fn cuda_run<K: Kernel + ?Sized>(
     };
     let candle_device = first.device.clone();
     let device = tileops_device(&candle_device)?;
-    let tensors = inputs
+    // Each input borrowed in place; the few that cannot be (see `Input::Copy`) copied first, into
+    // tensors that live until the op has been issued.
+    let planned = inputs
         .iter()
         .enumerate()
-        .map(|(i, (storage, layout))| device_tensor(kernel.name(), i, storage, layout, &device))
+        .map(|(i, (storage, layout))| borrow(kernel.name(), i, storage, layout, &device))
         .collect::<candle_core::Result<Vec<_>>>()?;
-    let refs: Vec<&Tensor> = tensors.iter().collect();
+    let copies = planned
+        .iter()
+        .map(|input| match input {
+            Input::Copy(copy) => copy().map(Some),
+            Input::Borrowed(_) => Ok(None),
+        })
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let refs: Vec<TensorRef<'_>> = planned
+        .iter()
+        .zip(&copies)
+        .map(|(input, copy)| match (input, copy) {
+            (Input::Borrowed(r), _) => r.reborrow(),
+            (Input::Copy(_), Some(copy)) => TensorRef::from(copy),
+            (Input::Copy(_), None) => unreachable!("every Input::Copy was copied above"),
+        })
+        .collect();
     let outputs = kernel.run(&device, &refs).map_err(candle_error)?;
     outputs
         .into_iter()
@@ -70,57 +88,80 @@ pub(crate) fn cuda_run<K: Kernel + ?Sized>(
         .collect()
 }
 
-/// The tileops tensor of what `layout` covers of a candle buffer.
-///
-/// The elements are copied device to device, on candle's stream, into a buffer the tileops tensor
-/// owns: tileops's `Tensor` owns its buffer, and a candle storage can be shared by other tensors,
-/// so it cannot be moved out. (Borrowing it in place needs tileops's borrowed tensors.)
-fn device_tensor(
+/// How one input reaches the op.
+enum Input<'a> {
+    /// Read in place: candle's buffer, at the layout's offset.
+    Borrowed(TensorRef<'a>),
+    /// Read from a device-to-device copy on candle's stream, made by the closure: an offset
+    /// that is not 16-byte aligned (tileops's kernels read 16 bytes at a time from a tensor's
+    /// start; a `narrow` can start anywhere), or fp8 codes (candle's slice is of float8 0.7's
+    /// type, which tileops's typed borrows do not take).
+    Copy(Box<dyn Fn() -> candle_core::Result<Tensor> + 'a>),
+}
+
+/// What `layout` covers of a candle buffer, for the op: borrowed when it can be.
+fn borrow<'a>(
     op: &str,
     input: usize,
-    storage: &CudaStorage,
+    storage: &'a CudaStorage,
     layout: &Layout,
     device: &tileops::Device,
-) -> candle_core::Result<Tensor> {
+) -> candle_core::Result<Input<'a>> {
     let (start, end) = contiguous_range(op, input, layout)?;
-    let dims = layout.dims();
-    fn copy<T: tileops::tensor::Element + DeviceRepr>(
-        slice: &CudaSlice<T>,
-        range: (usize, usize),
-        dims: &[usize],
+    let dims = layout.dims().to_vec();
+    fn typed<'a, T: tileops::tensor::Element + DeviceRepr>(
+        slice: &'a CudaSlice<T>,
+        (start, end): (usize, usize),
+        layout: &Layout,
         device: &tileops::Device,
-    ) -> candle_core::Result<Tensor> {
-        let stream = slice.stream();
-        let copied = stream
-            .clone_dtod(&slice.slice(range.0..range.1))
-            .map_err(candle_core::Error::wrap)?;
-        let spec = TensorSpec::new(dims, T::DTYPE);
-        Tensor::from_cuda_slice(copied, &spec, device).map_err(|e| candle_error(e.into_parts().0))
+    ) -> candle_core::Result<Input<'a>> {
+        let (dims, stride) = (layout.dims(), layout.stride());
+        match TensorRef::from_cuda_strided(slice, start, dims, stride, device) {
+            Ok(r) => Ok(Input::Borrowed(r)),
+            Err(tileops::Error::Misaligned { .. }) => {
+                let (dims, device) = (dims.to_vec(), device.clone());
+                Ok(Input::Copy(Box::new(move || {
+                    let copied = slice
+                        .stream()
+                        .clone_dtod(&slice.slice(start..end))
+                        .map_err(candle_core::Error::wrap)?;
+                    let spec = TensorSpec::new(dims.clone(), T::DTYPE);
+                    Tensor::from_cuda_slice(copied, &spec, &device)
+                        .map_err(|e| candle_error(e.into_parts().0))
+                })))
+            }
+            Err(e) => Err(candle_error(e)),
+        }
     }
     let range = (start, end);
     match &storage.slice {
-        CudaStorageSlice::F32(s) => copy::<f32>(s, range, dims, device),
-        CudaStorageSlice::F16(s) => copy::<f16>(s, range, dims, device),
-        CudaStorageSlice::BF16(s) => copy::<bf16>(s, range, dims, device),
-        CudaStorageSlice::F64(s) => copy::<f64>(s, range, dims, device),
-        CudaStorageSlice::I64(s) => copy::<i64>(s, range, dims, device),
-        CudaStorageSlice::I32(s) => copy::<i32>(s, range, dims, device),
-        CudaStorageSlice::I16(s) => copy::<i16>(s, range, dims, device),
-        CudaStorageSlice::U8(s) => copy::<u8>(s, range, dims, device),
+        CudaStorageSlice::F32(s) => typed::<f32>(s, range, layout, device),
+        CudaStorageSlice::F16(s) => typed::<f16>(s, range, layout, device),
+        CudaStorageSlice::BF16(s) => typed::<bf16>(s, range, layout, device),
+        CudaStorageSlice::F64(s) => typed::<f64>(s, range, layout, device),
+        CudaStorageSlice::I64(s) => typed::<i64>(s, range, layout, device),
+        CudaStorageSlice::I32(s) => typed::<i32>(s, range, layout, device),
+        CudaStorageSlice::I16(s) => typed::<i16>(s, range, layout, device),
+        CudaStorageSlice::U8(s) => typed::<u8>(s, range, layout, device),
         CudaStorageSlice::F8E4M3(s) => {
-            let view: CudaView<'_, F8E4M3> = s.slice(start..end);
-            // SAFETY: float8 0.7's F8E4M3 is a one-byte code (`#[repr(transparent)]` over u8);
-            // every byte is a valid u8, and the view holds `end - start` of them.
-            let bytes = unsafe { view.transmute::<u8>(end - start) }.ok_or_else(|| {
-                candle_core::Error::msg(format!("tileops {op}: input {input}: short fp8 buffer"))
-            })?;
-            let copied = s
-                .stream()
-                .clone_dtod(&bytes)
-                .map_err(candle_core::Error::wrap)?;
-            let spec = TensorSpec::new(dims, DType::Float8E4M3Fn);
-            Tensor::from_cuda_bytes(copied, &spec, device)
-                .map_err(|e| candle_error(e.into_parts().0))
+            let (op, device) = (op.to_owned(), device.clone());
+            Ok(Input::Copy(Box::new(move || {
+                let view: CudaView<'_, F8E4M3> = s.slice(start..end);
+                // SAFETY: float8 0.7's F8E4M3 is `#[repr(transparent)]` over u8: every code is a
+                // valid u8, and the view holds `end - start` of them.
+                let bytes = unsafe { view.transmute::<u8>(end - start) }.ok_or_else(|| {
+                    candle_core::Error::msg(format!(
+                        "tileops {op}: input {input}: short fp8 buffer"
+                    ))
+                })?;
+                let copied = s
+                    .stream()
+                    .clone_dtod(&bytes)
+                    .map_err(candle_core::Error::wrap)?;
+                let spec = TensorSpec::new(dims.clone(), DType::Float8E4M3Fn);
+                Tensor::from_cuda_bytes(copied, &spec, &device)
+                    .map_err(|e| candle_error(e.into_parts().0))
+            })))
         }
         _ => candle_core::bail!(
             "tileops {op}: input {input} has a dtype tileops has no op for ({:?})",

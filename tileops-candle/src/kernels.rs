@@ -2,16 +2,16 @@
 //! candle-facing functions are in the crate root.
 
 use tileops::ops::{self as t, DecodeOptions, GemmOptions, PrefillOptions};
-use tileops::{Device, Error, Tensor};
+use tileops::{Device, Error, Tensor, TensorRef};
 
 use crate::bridge::Kernel;
 
 /// `N` inputs, from the bridge's slice (which the public functions fill with exactly `N`).
-fn inputs<'a, const N: usize>(
+fn inputs<'a, 'b, const N: usize>(
     op: &'static str,
-    inputs: &[&'a Tensor],
-) -> Result<[&'a Tensor; N], Error> {
-    <[&Tensor; N]>::try_from(inputs).map_err(|_| {
+    inputs: &'a [TensorRef<'b>],
+) -> Result<&'a [TensorRef<'b>; N], Error> {
+    <&[TensorRef<'b>; N]>::try_from(inputs).map_err(|_| {
         Error::internal(format!(
             "{op}: {} inputs given to the bridge, {N} expected",
             inputs.len()
@@ -19,7 +19,17 @@ fn inputs<'a, const N: usize>(
     })
 }
 
-fn spec(t: &Tensor) -> tileops::TensorSpec {
+/// Copies of borrowed inputs, for the ops that take owned tensors only (tileops's attention ops
+/// do not take borrows yet): a copy on the inputs' device.
+fn owned<const N: usize>(inputs: [&TensorRef<'_>; N]) -> Result<[Tensor; N], Error> {
+    let copies = inputs
+        .iter()
+        .map(|t| t.to_tensor())
+        .collect::<Result<Vec<_>, _>>()?;
+    <[Tensor; N]>::try_from(copies).map_err(|_| Error::internal("one copy per input"))
+}
+
+fn spec(t: &TensorRef<'_>) -> tileops::TensorSpec {
     t.spec().clone()
 }
 
@@ -32,7 +42,7 @@ impl Kernel for RmsNorm {
         "rms_norm"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x, w] = inputs(self.name(), ins)?;
         let op = t::RmsNorm::new(spec(x), spec(w), self.eps, device)?;
         Ok(vec![op.forward(x, w)?])
@@ -48,7 +58,7 @@ impl Kernel for LayerNorm {
         "layer_norm"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x, w, b] = inputs(self.name(), ins)?;
         let op = t::LayerNorm::new(spec(x), spec(w), spec(b), self.eps, device)?;
         Ok(vec![op.forward(x, w, b)?])
@@ -64,7 +74,7 @@ impl Kernel for FusedAddRmsNorm {
         "fused_add_rms_norm"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x, residual, w] = inputs(self.name(), ins)?;
         let op = t::FusedAddRmsNorm::new(spec(x), spec(residual), spec(w), self.eps, device)?;
         let (y, residual_out) = op.forward(x, residual, w)?;
@@ -81,7 +91,7 @@ impl Kernel for Softmax {
         "softmax"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x] = inputs(self.name(), ins)?;
         Ok(vec![
             t::Softmax::new(spec(x), self.dim, device)?.forward(x)?,
@@ -98,7 +108,7 @@ impl Kernel for LogSoftmax {
         "log_softmax"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x] = inputs(self.name(), ins)?;
         Ok(vec![
             t::LogSoftmax::new(spec(x), self.dim, device)?.forward(x)?,
@@ -113,7 +123,7 @@ impl Kernel for Rope {
         "rope"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x, positions, table] = inputs(self.name(), ins)?;
         let op = t::Rope::new(spec(x), spec(positions), spec(table), device)?;
         Ok(vec![op.forward(x, positions, table)?])
@@ -127,7 +137,7 @@ impl Kernel for SiluAndMul {
         "silu_and_mul"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x] = inputs(self.name(), ins)?;
         Ok(vec![t::SiluAndMul::new(spec(x), device)?.forward(x)?])
     }
@@ -142,7 +152,7 @@ impl Kernel for Fp8Quant {
         "fp8_quant"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x] = inputs(self.name(), ins)?;
         let (y, scales) = t::Fp8Quant::new(spec(x), self.group_size, device)?.forward(x)?;
         Ok(vec![y, scales])
@@ -158,7 +168,7 @@ impl Kernel for QkNormRopeFp8 {
         "qk_norm_rope_fp8"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [q, k, qw, kw, positions, table] = inputs(self.name(), ins)?;
         let op = t::QkNormRopeFp8::builder(spec(q), spec(k), spec(table))
             .q_weight(spec(qw))
@@ -180,7 +190,7 @@ impl Kernel for Gemm {
         "gemm"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [a, b] = inputs(self.name(), ins)?;
         Ok(vec![
             t::Gemm::new(spec(a), spec(b), self.options, device)?.forward(a, b)?,
@@ -198,7 +208,7 @@ impl Kernel for GqaDecode {
         "gqa_decode"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [q, k, v] = inputs(self.name(), ins)?;
         let op = t::GqaDecode::new(
             spec(q),
@@ -210,7 +220,8 @@ impl Kernel for GqaDecode {
         )?;
         // The kernel's copy of the lengths: B int32 values, made here from the plan's host copy.
         let seqlens = Tensor::from_slice(&self.seqlens, [self.seqlens.len()], device)?;
-        let out = op.forward(q, k, v, &seqlens, None)?;
+        let [q, k, v] = owned([q, k, v])?;
+        let out = op.forward(&q, &k, &v, &seqlens, None)?;
         Ok(std::iter::once(out.o).chain(out.lse).collect())
     }
 }
@@ -226,14 +237,15 @@ impl Kernel for GqaPrefill {
         "gqa_prefill"
     }
 
-    fn run(&self, device: &Device, ins: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [q, k, v] = inputs(self.name(), ins)?;
         let (cu_q, cu_k) = (&self.cu_seqlens_q, &self.cu_seqlens_k);
         let op = t::GqaPrefill::new(spec(q), spec(k), spec(v), cu_q, cu_k, self.options, device)?;
         // The kernel's copies of the offsets, made here from the plan's host copies.
         let cu_q = Tensor::from_slice(cu_q, [cu_q.len()], device)?;
         let cu_k = Tensor::from_slice(cu_k, [cu_k.len()], device)?;
-        let out = op.forward(q, k, v, &cu_q, &cu_k)?;
+        let [q, k, v] = owned([q, k, v])?;
+        let out = op.forward(&q, &k, &v, &cu_q, &cu_k)?;
         Ok(std::iter::once(out.o).chain(out.lse).collect())
     }
 }

@@ -214,6 +214,21 @@ fn gemm_and_attention_on_the_gpu() -> Result<()> {
 }
 
 #[test]
+fn an_input_at_an_offset_off_16_bytes_is_read_from_a_copy() -> Result<()> {
+    let Some(gpu) = gpu("an_input_at_an_offset_off_16_bytes_is_read_from_a_copy") else {
+        return Ok(());
+    };
+    // Rows of 3 f32 (12 bytes): row 1 starts 12 bytes in, which tileops cannot borrow.
+    let x = randn(&[5, 3], DType::F32, 1)?;
+    same_on_both("softmax at offset 12 bytes", &gpu, &[x], |t| {
+        Ok(vec![tileops_candle::softmax(
+            &t[0].narrow(0, 1, 4)?,
+            D::Minus1,
+        )?])
+    })
+}
+
+#[test]
 fn strided_inputs_are_refused_on_the_gpu_too() -> Result<()> {
     let Some(gpu) = gpu("strided_inputs_are_refused_on_the_gpu_too") else {
         return Ok(());
