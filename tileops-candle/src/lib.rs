@@ -369,3 +369,8 @@ fn attention_outputs(mut outputs: Vec<Tensor>) -> candle_core::Result<(Tensor, O
         n => bail!("tileops attention gave {n} outputs, 1 or 2 expected"),
     }
 }
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
