@@ -1,5 +1,6 @@
-//! One Llama-style decoder layer in candle, every op but the last residual add a tileops op,
-//! checked against the same layer written with candle's own ops, with one bench record per op call.
+//! One Llama-style decoder layer in candle, every op a tileops op (the last residual add is left
+//! to the caller), checked against the same layer written with candle's own ops, with one bench
+//! record per op call.
 //!
 //! ```text
 //! cargo run --example decoder_layer -- [--records PATH] [--device cpu|cuda] [--dtype f32|bf16]
@@ -10,10 +11,14 @@
 //! 32 tokens): input `rms_norm` → q, k, v projections (`gemm`, weights `[out, in]` read with
 //! `trans_b`) → `rope` on q and k → causal GQA attention (`gqa_prefill`) → output projection
 //! (`gemm`) → residual add fused with the post-attention norm (`fused_add_rms_norm`) → gate/up
-//! projection (`gemm`) → `silu_and_mul` → down projection (`gemm`) → residual add (candle's add).
+//! projection (`gemm`) → `silu_and_mul` → down projection (`gemm`) → residual add. The layer
+//! returns the MLP output and the residual stream apart, as vLLM's layers do (the next layer's
+//! `fused_add_rms_norm` adds them); the example adds them on the host. No candle kernel runs on a
+//! GPU, so `--device cuda` runs on the emulated device too.
 //!
 //! gqa_prefill takes float16 and bfloat16 only: with `--dtype f32` the attention runs on f16
-//! copies of q, k and v (candle's `to_dtype`), and its record says float16.
+//! copies of q, k and v (cast by candle, on the host for a GPU tensor), and its record says
+//! float16.
 //!
 //! The check: the same layer in candle-core ops (matmul, softmax by exp/sum, the RoPE rotation
 //! by narrow/cat), in f32 on the CPU from the same weights; the largest absolute difference is
@@ -310,7 +315,12 @@ fn linear(rec: &mut Recorder, step: &'static str, x: &Tensor, w: &Tensor) -> Res
 }
 
 /// The layer on `x` `[seq, hidden]` with tileops's ops, every call recorded in `rec`.
-pub(crate) fn layer(c: &Config, w: &Weights, x: &Tensor, rec: &mut Recorder) -> Result<Tensor> {
+pub(crate) fn layer(
+    c: &Config,
+    w: &Weights,
+    x: &Tensor,
+    rec: &mut Recorder,
+) -> Result<LayerOutput> {
     let cpu = tileops::Device::cpu();
     let eps = c.eps;
     let s = c.seq;
@@ -341,9 +351,9 @@ pub(crate) fn layer(c: &Config, w: &Weights, x: &Tensor, rec: &mut Recorder) -> 
         q.dtype()
     };
     let (qa, ka, va) = (
-        q.to_dtype(attention_dtype)?,
-        k.to_dtype(attention_dtype)?,
-        v.to_dtype(attention_dtype)?,
+        cast(&q, attention_dtype)?,
+        cast(&k, attention_dtype)?,
+        cast(&v, attention_dtype)?,
     );
     let cu = [0, s as i32];
     let options = PrefillOptions::default().causal(true);
@@ -370,7 +380,7 @@ pub(crate) fn layer(c: &Config, w: &Weights, x: &Tensor, rec: &mut Recorder) -> 
     let (o, _) = rec.record("attention", plan, &specs, params, || {
         tileops_candle::gqa_prefill(&qa, &ka, &va, &cu, &cu, options)
     })?;
-    let o = o.to_dtype(x.dtype())?.reshape((s, c.heads * c.head_dim))?;
+    let o = cast(&o, x.dtype())?.reshape((s, c.heads * c.head_dim))?;
     let attn = linear(rec, "o_proj", &o, &w.wo)?;
     let specs = [spec(&attn)?, spec(x)?, spec(&w.post_norm)?];
     let plan = t::FusedAddRmsNorm::new(
@@ -396,9 +406,32 @@ pub(crate) fn layer(c: &Config, w: &Weights, x: &Tensor, rec: &mut Recorder) -> 
         || tileops_candle::silu_and_mul(&gate_up),
     )?;
     let mlp = linear(rec, "down_proj", &act, &w.w_down)?;
-    // tileops has no plain add: the last residual is candle's (in a stack of layers it is the next
-    // layer's fused_add_rms_norm).
-    mlp + residual
+    Ok(LayerOutput {
+        hidden: mlp,
+        residual,
+    })
+}
+
+/// What the layer gives, as vLLM's layers do: the layer's output is `hidden + residual`, which
+/// the next layer's input norm adds itself (`fused_add_rms_norm`) and the last layer's caller
+/// adds (tileops has no plain add, and on the emulated device candle's own add cannot run).
+pub(crate) struct LayerOutput {
+    pub(crate) hidden: Tensor,
+    pub(crate) residual: Tensor,
+}
+
+/// `t` in `dtype`: candle's cast, done on the host for a GPU tensor (candle's cast kernel is PTX,
+/// which the emulated device cannot run; the copies it costs are outside the recorded calls).
+fn cast(t: &Tensor, dtype: DType) -> Result<Tensor> {
+    if t.dtype() == dtype {
+        return Ok(t.clone());
+    }
+    if t.device().is_cpu() {
+        return t.to_dtype(dtype);
+    }
+    t.to_device(&Device::Cpu)?
+        .to_dtype(dtype)?
+        .to_device(t.device())
 }
 
 /// The same layer with candle-core's own ops, in f32 on the CPU.
@@ -469,8 +502,10 @@ pub(crate) fn run_layer(device: &Device, dtype: DType, samples: usize) -> Result
         device: device.clone(),
         calls: Vec::new(),
     };
-    let y = layer(&c, &weights, &x, &mut rec)?;
-    let y = y.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
+    let out = layer(&c, &weights, &x, &mut rec)?;
+    // The last residual add, on the host in f32.
+    let host = |t: &Tensor| t.to_device(&Device::Cpu)?.to_dtype(DType::F32);
+    let y = (host(&out.hidden)? + host(&out.residual)?)?;
     let x32 = x.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
     let expected = reference(&c, &weights.to_cpu_f32()?, &x32)?;
     let max_abs_err = (y - &expected)?
