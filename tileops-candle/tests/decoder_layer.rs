@@ -79,3 +79,32 @@ fn the_layer_matches_candle_and_its_records_are_priced_by_the_roofline_tool() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// The layer on candle's CUDA device (feature `cuda`): no candle kernel runs in it, so it runs on
+/// the emulated device too. Skipped with a `SKIP:` line without a device, unless
+/// `TILEOPS_REQUIRE_GPU=1`.
+#[cfg(feature = "cuda")]
+#[test]
+fn the_layer_on_the_gpu_matches_candle() {
+    let gpu = match Device::new_cuda(0) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            assert!(
+                std::env::var("TILEOPS_REQUIRE_GPU").as_deref() != Ok("1"),
+                "TILEOPS_REQUIRE_GPU=1 but there is no CUDA device: {e}"
+            );
+            println!("SKIP: the_layer_on_the_gpu_matches_candle: no CUDA device ({e})");
+            return;
+        }
+    };
+    for dtype in [DType::F32, DType::BF16] {
+        let outcome = decoder_layer::run_layer(&gpu, dtype, 1).expect("the layer runs on the GPU");
+        assert!(
+            outcome.max_abs_err <= outcome.bound,
+            "{dtype:?} on the GPU: max abs error {} over {}",
+            outcome.max_abs_err,
+            outcome.bound
+        );
+        assert_eq!(outcome.run.records.len(), 12);
+    }
+}
