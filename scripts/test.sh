@@ -8,7 +8,10 @@
 #   compatibility), doc tests; all but the GPU tests, which then run:
 # - every GPU test on the emulated CUDA device (scripts/emu-check.sh: two schedule pairs and
 #   an AddressSanitizer build, TILEOPS_REQUIRE_GPU=1, every entry point launched), so in CI no
-#   GPU test skips.
+#   GPU test skips;
+# - tileops beside candle (scripts/candle-check.sh): the candle bridge built with candle-core's
+#   `cuda` and tileops's `dynamic-linking`, its tests and the decoder-layer example on the CPU and
+#   the emulated device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,9 +40,12 @@ step_report() {
     echo "| total | $((now - script_start)) |"
 }
 on_exit() {
-    if [[ -n "${lane_b_pid:-}" ]] && kill -0 "$lane_b_pid" 2>/dev/null; then
-        kill -- "-$lane_b_pid" 2>/dev/null || true
-    fi
+    local pid
+    for pid in "${lane_b_pid:-}" "${lane_c_pid:-}"; do
+        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+            kill -- "-$pid" 2>/dev/null || true
+        fi
+    done
     step_report
 }
 trap on_exit EXIT
@@ -183,6 +189,16 @@ if ! wait "$lane_b_pid"; then
     tail -n 80 "$lane_b_log" >&2
     exit 1
 fi
+# Lane C: tileops beside candle (scripts/candle-check.sh: candle-core with `cuda` and tileops with
+# `dynamic-linking`, built with the wheels' nvcc and linked against the emulator lane B just
+# built; the bridge's tests and the decoder layer on the CPU and the emulated device), in the
+# background beside the emulated GPU tests. Its own target directory (target/candle).
+candle_log="$PWD/target/ci-logs/candle.log"
+candle_start=$(date +%s)
+set -m
+(bash scripts/candle-check.sh) >"$candle_log" 2>&1 &
+lane_c_pid=$!
+set +m
 step "test: optimised" "huge shapes and the fp8 sweep, optimised"
 # The library's unit tests optimised (profile `emulated`: release with overflow checks, whose
 # test binary lane B built for the GPU check's bundle, so this builds nothing): the huge shapes
@@ -191,3 +207,10 @@ step "test: optimised" "huge shapes and the fp8 sweep, optimised"
 cargo test -p tileops --profile emulated --locked --lib -- --include-ignored huge_shapes:: fp8_oracle
 step "emu-check" "emulated GPU tests"
 bash scripts/emu-check.sh
+step "lane C wait" "the candle check finishing"
+if ! wait "$lane_c_pid"; then
+    echo "lane C failed (scripts/candle-check.sh); its log:" >&2
+    tail -n 80 "$candle_log" >&2
+    exit 1
+fi
+echo "| lane C: candle-check | $(($(date +%s) - candle_start)) |" >>"$lane_b_times"

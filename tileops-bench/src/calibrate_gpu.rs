@@ -179,9 +179,9 @@ pub fn calibrate(
         writer.measured(fp32, bench.fma(roof.theoretical, options, log)?)?;
     }
 
-    // SAFETY: the probe only tries to load libcublas and says whether it could: it takes no
-    // pointers, and loading runs nothing but the library's initialisers, as any cuBLAS call would.
-    if unsafe { cublas::sys::is_culib_present() } {
+    // cuBLAS from tileops's search order (or linked, with `dynamic-linking`), as the GEMM op finds
+    // it; not cudarc's probe, which exists in its `dynamic-loading` mode only.
+    if tileops::libraries::cublas().is_ok() {
         for dtype in GemmDtype::ALL {
             let Some(roof) = base.roof(dtype.roof()) else {
                 log(&format!(
@@ -681,9 +681,8 @@ pub fn check_kernels(
     bench.check_hbm(&mut pass)?;
     bench.check_fma(&mut pass)?;
     bench.check_fills(&mut pass)?;
-    // SAFETY: the probe only tries to load libcublas and says whether it could: it takes no
-    // pointers, and loading runs nothing but the library's initialisers, as any cuBLAS call would.
-    if unsafe { cublas::sys::is_culib_present() } {
+    // As above: cuBLAS where tileops finds it.
+    if tileops::libraries::cublas().is_ok() {
         for dtype in GemmDtype::ALL {
             bench.check_gemm(dtype, &mut pass)?;
         }
