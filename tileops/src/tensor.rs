@@ -412,21 +412,6 @@ impl Tensor {
         })
     }
 
-    /// The host bytes of a CPU tensor.
-    pub(crate) fn host_bytes(&self) -> Option<&[u8]> {
-        match &self.storage {
-            Storage::Host(bytes) => Some(bytes),
-            Storage::Cuda(_) => None,
-        }
-    }
-
-    pub(crate) fn host_bytes_mut(&mut self) -> Option<&mut Vec<u8>> {
-        match &mut self.storage {
-            Storage::Host(bytes) => Some(bytes),
-            Storage::Cuda(_) => None,
-        }
-    }
-
     /// The device buffer of a GPU tensor (`None` on the CPU or when empty).
     pub(crate) fn cuda_slice(&self) -> Option<&CudaSlice<u8>> {
         match &self.storage {
@@ -440,32 +425,6 @@ impl Tensor {
             Storage::Cuda(slice) => slice.as_mut(),
             Storage::Host(_) => None,
         }
-    }
-
-    /// Widened f64 values of a float tensor, or an internal error (ops validate dtypes first).
-    pub(crate) fn host_f64(&self) -> Result<Vec<f64>, Error> {
-        let bytes = self.host_bytes().ok_or_else(|| {
-            Error::internal(format!("host_f64 of {} on {}", self.spec, self.device))
-        })?;
-        convert::decode_f64(self.dtype(), bytes).unwrap_or_else(|| {
-            Err(Error::HostView {
-                view: "host_f64()".to_owned(),
-                dtype: self.dtype(),
-                reason: "the dtype has no exact f64 view".to_owned(),
-            })
-        })
-    }
-
-    /// Overwrites a CPU tensor with `values` rounded to its dtype.
-    pub(crate) fn set_host_f64(&mut self, values: &[f64]) -> Result<(), Error> {
-        let dtype = self.dtype();
-        let mut bytes = alloc::host_vec(values.len().saturating_mul(dtype.size_in_bytes()))?;
-        convert::encode_f64_into(dtype, values, &mut bytes)
-            .map_err(|message| Error::Unrepresentable { dtype, message })?;
-        let what = format!("set_host_f64 of {} on {}", self.spec, self.device);
-        let host = self.host_bytes_mut().ok_or_else(|| Error::internal(what))?;
-        *host = bytes;
-        Ok(())
     }
 }
 

@@ -7,7 +7,7 @@
 //! 16-byte accesses, with errors named after the manifest's fields. [`exact_inputs`] checks the
 //! bench harness's input list against the manifest's signature.
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use cudarc::driver::{CudaView, CudaViewMut};
 
 use super::launch::check_aligned;
 use crate::device::CudaDevice;
@@ -88,29 +88,6 @@ pub(crate) fn buffer_mut<'a>(
 ) -> Result<CudaViewMut<'a, u8>, Error> {
     tensor
         .cuda_view_mut()
-        .ok_or(Error::MissingBuffer { op, field })
-}
-
-/// The device buffer of an owned GPU tensor, for the ops off this skeleton (attention, whose
-/// inputs and outputs are structs of tensors): [`Error::MissingBuffer`] when it has none.
-pub(crate) fn tensor_buffer<'a>(
-    op: &'static str,
-    field: &'static str,
-    tensor: &'a Tensor,
-) -> Result<&'a CudaSlice<u8>, Error> {
-    tensor
-        .cuda_slice()
-        .ok_or(Error::MissingBuffer { op, field })
-}
-
-/// Like [`tensor_buffer`], to write.
-pub(crate) fn tensor_buffer_mut<'a>(
-    op: &'static str,
-    field: &'static str,
-    tensor: &'a mut Tensor,
-) -> Result<&'a mut CudaSlice<u8>, Error> {
-    tensor
-        .cuda_slice_mut()
         .ok_or(Error::MissingBuffer { op, field })
 }
 

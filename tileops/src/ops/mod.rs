@@ -1,6 +1,12 @@
 //! The ops. Each is a plan: built for input specs and params on a device (which validates them),
 //! then run with `forward` on tensors that match the plan.
 //!
+//! Every op takes its inputs as `impl Into<TensorRef>` and, in `forward_into`, its outputs as
+//! `impl Into<TensorMut>` (the attention ops and `QkNormRopeFp8` as an output struct of them):
+//! a `&Tensor` or `&mut Tensor`, or a borrow of the caller's own memory
+//! ([`TensorRef`](crate::TensorRef), [`TensorMut`](crate::TensorMut)), read and written in place
+//! on the device's stream.
+//!
 //! ```
 //! use tileops::ops::Softmax;
 //! use tileops::{DType, Device, Tensor, TensorSpec};

@@ -34,6 +34,32 @@ pub struct QkNormRopeFp8Output {
     pub k_scale: Tensor,
 }
 
+/// The four outputs of [`QkNormRopeFp8`] borrowed for writing: what `forward_into` takes.
+/// `&mut QkNormRopeFp8Output` converts into it; a caller writing its own memory builds it from
+/// [`TensorMut`](crate::TensorMut)s.
+#[derive(Debug)]
+pub struct QkNormRopeFp8OutputMut<'a> {
+    /// `[tokens, q_heads, 128]` float8_e4m3fn.
+    pub q_fp8: crate::TensorMut<'a>,
+    /// `[tokens, k_heads, 128]` float8_e4m3fn.
+    pub k_fp8: crate::TensorMut<'a>,
+    /// `[tokens, q_heads]` float32.
+    pub q_scale: crate::TensorMut<'a>,
+    /// `[tokens, k_heads]` float32.
+    pub k_scale: crate::TensorMut<'a>,
+}
+
+impl<'a> From<&'a mut QkNormRopeFp8Output> for QkNormRopeFp8OutputMut<'a> {
+    fn from(out: &'a mut QkNormRopeFp8Output) -> Self {
+        QkNormRopeFp8OutputMut {
+            q_fp8: (&mut out.q_fp8).into(),
+            k_fp8: (&mut out.k_fp8).into(),
+            q_scale: (&mut out.q_scale).into(),
+            k_scale: (&mut out.k_scale).into(),
+        }
+    }
+}
+
 /// QK-norm + RoPE + fp8 in one kernel, as in the fused case study: for every head row of `q`
 /// `[tokens, q_heads, 128]` and `k` `[tokens, k_heads, 128]` (bfloat16 or float16),
 /// `n = x / sqrt(mean(x^2) + eps) * weight` (`q_weight` or `k_weight`, `[128]`), NeoX RoPE of `n`
@@ -377,8 +403,9 @@ impl QkNormRopeFp8 {
         k_weight: impl Into<crate::TensorRef<'t>>,
         positions: impl Into<crate::TensorRef<'t>>,
         cos_sin_cache: impl Into<crate::TensorRef<'t>>,
-        out: &mut QkNormRopeFp8Output,
+        out: impl Into<QkNormRopeFp8OutputMut<'t>>,
     ) -> Result<(), Error> {
+        let out = out.into();
         let q = q.into();
         let k = k.into();
         let q_weight = q_weight.into();
@@ -397,7 +424,7 @@ impl QkNormRopeFp8 {
         check_input(OP, "k_fp8", &out.k_fp8, &ks, d)?;
         check_input(OP, "q_scale", &out.q_scale, &qss, d)?;
         check_input(OP, "k_scale", &out.k_scale, &kss, d)?;
-        let QkNormRopeFp8Output {
+        let QkNormRopeFp8OutputMut {
             q_fp8,
             k_fp8,
             q_scale,
@@ -406,7 +433,7 @@ impl QkNormRopeFp8 {
         backend::forward(
             self,
             [q, k, q_weight, k_weight, positions, cos_sin_cache],
-            [q_fp8.into(), k_fp8.into(), q_scale.into(), k_scale.into()],
+            [q_fp8, k_fp8, q_scale, k_scale],
         )
     }
 }

@@ -283,8 +283,8 @@ macro_rules! softmax_op {
 
             /// The op of `x`, into a new tensor. `x` must match the plan (spec and device).
             pub fn forward<'t>(&self, x: impl Into<crate::TensorRef<'t>>) -> Result<crate::Tensor, crate::Error> {
-                let x = x.into();
                 use crate::registry::ManifestOp;
+                let x = x.into();
                 crate::ops::check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
                 let mut y = crate::Tensor::empty(&self.x, &self.device)?;
                 self.forward_into(x, &mut y)?;
@@ -299,9 +299,9 @@ macro_rules! softmax_op {
                 x: impl Into<crate::TensorRef<'t>>,
                 y: impl Into<crate::TensorMut<'t>>,
             ) -> Result<(), crate::Error> {
+                use crate::registry::ManifestOp;
                 let x = x.into();
                 let y = y.into();
-                use crate::registry::ManifestOp;
                 crate::ops::check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
                 crate::ops::check_input(Self::NAME, "y", &y, &self.x, &self.device)?;
                 crate::ops::backend::forward(self, [x], [y])

@@ -6,7 +6,7 @@
 
 use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use half::bf16;
-use tileops::ops::{Gemm, RmsNorm, Silu, Softmax};
+use tileops::ops::{AttentionOutputMut, DecodeOptions, Gemm, GqaDecode, RmsNorm, Silu, Softmax};
 use tileops::tensor::Element;
 use tileops::{DType, Device, Error, Tensor, TensorMut, TensorRef, TensorSpec};
 
@@ -263,6 +263,99 @@ fn gemm_on_borrowed_bytes() {
     assert_eq!(&got[..c_at], &vec![0x5au8; c_at][..]);
     assert_eq!(&got[c_at..c_at + c_len], &want[..]);
     assert_eq!(&got[c_at + c_len..], &[0x5au8; 48][..]);
+}
+
+#[test]
+fn decode_reads_a_borrowed_cache_and_writes_borrowed_outputs() {
+    let Some(caller) = caller_or_skip("decode_reads_a_borrowed_cache_and_writes_borrowed_outputs")
+    else {
+        return;
+    };
+    // The cache is one layer's range of a caller's multi-layer buffer; o and lse go into ranges
+    // of the caller's buffers.
+    let d = &caller.device;
+    let q_spec = spec(&[2, 8, 64], DType::BFloat16);
+    let cache_spec = spec(&[2, 16, 2, 64], DType::BFloat16);
+    let lens = [11i32, 3];
+    let options = DecodeOptions::default().return_lse(true);
+    let cpu = Device::cpu();
+    let q_host: Vec<bf16> = Tensor::random(&q_spec, 61, &cpu).unwrap().to_vec().unwrap();
+    let k_host: Vec<bf16> = Tensor::random(&cache_spec, 62, &cpu)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    let v_host: Vec<bf16> = Tensor::random(&cache_spec, 63, &cpu)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    let layer = k_host.len();
+    // Layer 1 of 3: keys and values of layers 0 and 2 are sentinels.
+    let (k_layers, _) = padded(&caller, &k_host, layer, layer);
+    let (v_layers, _) = padded(&caller, &v_host, layer, layer);
+    let q_slice = caller.stream.clone_htod(&q_host).unwrap();
+    let seqlens = caller.stream.clone_htod(&lens).unwrap();
+    let (mut o_slice, o_before) = padded(&caller, &vec![bf16::ZERO; 2 * 8 * 64], 64, 8);
+    let (mut lse_slice, lse_before) = padded(&caller, &[0.0f32; 16], 4, 4);
+
+    let op = GqaDecode::new(
+        q_spec.clone(),
+        cache_spec.clone(),
+        cache_spec.clone(),
+        &lens,
+        options,
+        d,
+    )
+    .unwrap();
+    let out = AttentionOutputMut {
+        o: TensorMut::from_cuda_slice_mut(&mut o_slice, 64, [2, 8, 64], d).unwrap(),
+        lse: Some(TensorMut::from_cuda_slice_mut(&mut lse_slice, 4, [2, 8], d).unwrap()),
+    };
+    op.forward_into(
+        TensorRef::from_cuda_slice(&q_slice, 0, [2, 8, 64], d).unwrap(),
+        TensorRef::from_cuda_slice(&k_layers, layer, [2, 16, 2, 64], d).unwrap(),
+        TensorRef::from_cuda_slice(&v_layers, layer, [2, 16, 2, 64], d).unwrap(),
+        TensorRef::from_cuda_slice(&seqlens, 0, [2], d).unwrap(),
+        None,
+        out,
+    )
+    .unwrap();
+
+    let own = GqaDecode::new(
+        q_spec,
+        cache_spec.clone(),
+        cache_spec,
+        &lens,
+        options,
+        &caller.own,
+    )
+    .unwrap();
+    let want = own
+        .forward(
+            &Tensor::from_slice(&q_host, [2, 8, 64], &caller.own).unwrap(),
+            &Tensor::from_slice(&k_host, [2, 16, 2, 64], &caller.own).unwrap(),
+            &Tensor::from_slice(&v_host, [2, 16, 2, 64], &caller.own).unwrap(),
+            &Tensor::from_slice(&lens, [2], &caller.own).unwrap(),
+            None,
+        )
+        .unwrap();
+    let want_o: Vec<bf16> = want.o.to_vec().unwrap();
+    let want_lse: Vec<f32> = want.lse.unwrap().to_vec().unwrap();
+    let got_o = read_back(&caller, &o_slice);
+    assert_spliced(
+        &got_o,
+        &o_before[..64],
+        &want_o,
+        &o_before[64 + 1024..],
+        "decode o",
+    );
+    let got_lse = read_back(&caller, &lse_slice);
+    assert_spliced(
+        &got_lse,
+        &lse_before[..4],
+        &want_lse,
+        &lse_before[20..],
+        "decode lse",
+    );
 }
 
 #[test]
