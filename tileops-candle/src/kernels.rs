@@ -19,16 +19,6 @@ fn inputs<'a, 'b, const N: usize>(
     })
 }
 
-/// Copies of borrowed inputs, for the ops that take owned tensors only (tileops's attention ops
-/// do not take borrows yet): a copy on the inputs' device.
-fn owned<const N: usize>(inputs: [&TensorRef<'_>; N]) -> Result<[Tensor; N], Error> {
-    let copies = inputs
-        .iter()
-        .map(|t| t.to_tensor())
-        .collect::<Result<Vec<_>, _>>()?;
-    <[Tensor; N]>::try_from(copies).map_err(|_| Error::internal("one copy per input"))
-}
-
 fn spec(t: &TensorRef<'_>) -> tileops::TensorSpec {
     t.spec().clone()
 }
@@ -220,8 +210,7 @@ impl Kernel for GqaDecode {
         )?;
         // The kernel's copy of the lengths: B int32 values, made here from the plan's host copy.
         let seqlens = Tensor::from_slice(&self.seqlens, [self.seqlens.len()], device)?;
-        let [q, k, v] = owned([q, k, v])?;
-        let out = op.forward(&q, &k, &v, &seqlens, None)?;
+        let out = op.forward(q, k, v, &seqlens, None)?;
         Ok(std::iter::once(out.o).chain(out.lse).collect())
     }
 }
@@ -244,8 +233,7 @@ impl Kernel for GqaPrefill {
         // The kernel's copies of the offsets, made here from the plan's host copies.
         let cu_q = Tensor::from_slice(cu_q, [cu_q.len()], device)?;
         let cu_k = Tensor::from_slice(cu_k, [cu_k.len()], device)?;
-        let [q, k, v] = owned([q, k, v])?;
-        let out = op.forward(&q, &k, &v, &cu_q, &cu_k)?;
+        let out = op.forward(q, k, v, &cu_q, &cu_k)?;
         Ok(std::iter::once(out.o).chain(out.lse).collect())
     }
 }
