@@ -1,6 +1,8 @@
 //! Each bridged op as a [`Kernel`]: its params, and which tileops op it plans and runs. The
 //! candle-facing functions are in the crate root.
 
+use std::sync::{Arc, Mutex, OnceLock};
+
 use tileops::ops::{self as t, DecodeOptions, GemmOptions, PrefillOptions};
 use tileops::{Device, Error, Tensor, TensorRef};
 
@@ -182,9 +184,51 @@ impl Kernel for Gemm {
 
     fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [a, b] = inputs(self.name(), ins)?;
-        Ok(vec![
-            t::Gemm::new(spec(a), spec(b), self.options, device)?.forward(a, b)?,
-        ])
+        Ok(vec![self.plan(spec(a), spec(b), device)?.forward(a, b)?])
+    }
+}
+
+/// GPU gemm plans kept for reuse, the most recent last: a plan on a GPU holds the cuBLASLt
+/// algorithm found for its shapes, a query worth skipping on every call of the same projection.
+const KEPT_GEMM_PLANS: usize = 64;
+
+impl Gemm {
+    /// The plan for `a @ b` on `device`: on a GPU, one kept from an earlier call with the same
+    /// specs, options and stream (a plan launches on the stream of the device it was made for),
+    /// else a new one, kept.
+    fn plan(
+        &self,
+        a: tileops::TensorSpec,
+        b: tileops::TensorSpec,
+        device: &Device,
+    ) -> Result<t::Gemm, Error> {
+        let Some(stream) = device.cuda_stream() else {
+            return t::Gemm::new(a, b, self.options, device);
+        };
+        static PLANS: OnceLock<Mutex<Vec<t::Gemm>>> = OnceLock::new();
+        let mut plans = PLANS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let same = |p: &t::Gemm| {
+            *p.a() == a
+                && *p.b() == b
+                && p.options() == self.options
+                && p.device()
+                    .cuda_stream()
+                    .is_some_and(|s| Arc::ptr_eq(s, stream))
+        };
+        if let Some(i) = plans.iter().position(same) {
+            let plan = plans.remove(i);
+            plans.push(plan.clone());
+            return Ok(plan);
+        }
+        let plan = t::Gemm::new(a, b, self.options, device)?;
+        if plans.len() == KEPT_GEMM_PLANS {
+            plans.remove(0);
+        }
+        plans.push(plan.clone());
+        Ok(plan)
     }
 }
 

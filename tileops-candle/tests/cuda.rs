@@ -177,12 +177,13 @@ fn gemm_and_attention_on_the_gpu() -> Result<()> {
     };
     for dtype in FLOATS {
         let (a, w) = (randn(&[19, 64], dtype, 1)?, randn(&[32, 64], dtype, 2)?);
+        // Twice: the second call on the GPU runs the plan the first one kept.
         same_on_both(&format!("gemm {dtype:?}"), &gpu, &[a, w], |t| {
-            Ok(vec![tileops_candle::gemm(
-                &tail(&t[0])?,
-                &t[1],
-                GemmOptions::new().trans_b(true),
-            )?])
+            let linear = GemmOptions::new().trans_b(true);
+            Ok(vec![
+                tileops_candle::gemm(&tail(&t[0])?, &t[1], linear)?,
+                tileops_candle::gemm(&tail(&t[0])?, &t[1], linear)?,
+            ])
         })?;
     }
     let (cu_q, cu_k) = ([0, 5, 8], [0, 7, 10]);
