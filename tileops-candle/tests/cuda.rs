@@ -103,17 +103,22 @@ fn norms_softmax_rope_silu_on_the_gpu() -> Result<()> {
                 Ok(vec![y, sum])
             },
         )?;
-        same_on_both(&format!("softmax {dtype:?}"), &gpu, &[x.clone()], |t| {
-            Ok(vec![
-                tileops_candle::softmax(&tail(&t[0])?, D::Minus1)?,
-                tileops_candle::softmax(&t[0], 0)?,
-                tileops_candle::log_softmax(&tail(&t[0])?, D::Minus1)?,
-            ])
-        })?;
+        same_on_both(
+            &format!("softmax {dtype:?}"),
+            &gpu,
+            std::slice::from_ref(&x),
+            |t| {
+                Ok(vec![
+                    tileops_candle::softmax(&tail(&t[0])?, D::Minus1)?,
+                    tileops_candle::softmax(&t[0], 0)?,
+                    tileops_candle::log_softmax(&tail(&t[0])?, D::Minus1)?,
+                ])
+            },
+        )?;
         same_on_both(
             &format!("silu_and_mul {dtype:?}"),
             &gpu,
-            &[x.clone()],
+            std::slice::from_ref(&x),
             |t| Ok(vec![tileops_candle::silu_and_mul(&tail(&t[0])?)?]),
         )?;
         let heads = randn(&[7, 2, 64], dtype, 5)?;
