@@ -22,9 +22,10 @@ use crate::bridge::{Kernel, candle_error};
 use crate::convert::contiguous_range;
 
 /// The tileops device of a candle CUDA device: built on candle's stream the first time, then
-/// reused. Building one makes its cuBLAS handles and looks up the shared kernel cache; reusing it
-/// keeps the cuBLASLt plans and handles across calls. The stream is checked on every call, so a
-/// candle device that ever changed streams would get a new tileops device rather than a stale one.
+/// reused (building one looks up the shared kernel cache and sets up its cuBLAS handles; reusing
+/// it keeps them). The stream is checked on every call, so a candle device that ever changed
+/// streams would get a new tileops device rather than a stale one. Entries live as long as the
+/// process, keeping their stream alive: one per candle device a program makes.
 fn tileops_device(device: &CudaDevice) -> candle_core::Result<tileops::Device> {
     static DEVICES: OnceLock<Mutex<HashMap<DeviceId, tileops::Device>>> = OnceLock::new();
     let stream = device.cuda_stream();
