@@ -331,6 +331,81 @@ pub enum Error {
         reason: String,
     },
 
+    /// A borrowed tensor ([`TensorRef`](crate::TensorRef), [`TensorMut`](crate::TensorMut))
+    /// that would reach past the end of the caller's buffer.
+    ///
+    /// ```
+    /// use tileops::{Device, Error, TensorRef};
+    /// let data = [0.0f32; 8];
+    /// let err = TensorRef::from_host_slice(&data, [3, 3], &Device::cpu()).unwrap_err();
+    /// assert!(matches!(err, Error::LengthMismatch { .. }), "{err}");
+    /// let err = Error::BorrowOutOfRange {
+    ///     spec: "float32[4]".into(), offset: 6, needed: 4, available: 8, unit: "elements",
+    /// };
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "float32[4] borrowed at offset 6 needs elements 6..10 of a buffer of 8 elements"
+    /// );
+    /// ```
+    #[error(
+        "{spec} borrowed at offset {offset} needs {unit} {offset}..{} of a buffer of {available} {unit}",
+        offset.saturating_add(*needed)
+    )]
+    BorrowOutOfRange {
+        /// The spec borrowed (`float32[4, 8]`).
+        spec: String,
+        /// Where it starts in the buffer, in `unit`s.
+        offset: usize,
+        /// How many `unit`s it spans.
+        needed: usize,
+        /// The buffer's length in `unit`s.
+        available: usize,
+        /// `elements` (a typed buffer) or `bytes`.
+        unit: &'static str,
+    },
+
+    /// A borrowed GPU tensor that does not start 16-byte aligned: tileops's kernels read and
+    /// write 16 bytes at a time from a tensor's base. Refused rather than copied, since a copy
+    /// would not be the caller's memory.
+    #[error(
+        "{spec} borrowed at byte offset {byte_offset} starts at address {address:#x}, which is \
+         not 16-byte aligned as tileops's kernels need; borrow at an offset whose address is a \
+         multiple of 16, or copy the data into a Tensor"
+    )]
+    Misaligned {
+        /// The spec borrowed.
+        spec: String,
+        /// The device address it would start at.
+        address: u64,
+        /// Its offset in bytes into the caller's buffer.
+        byte_offset: usize,
+    },
+
+    /// A strided layout that is not contiguous row-major (a transposed or broadcast view, as
+    /// candle's `Layout` can describe): tileops's kernels read contiguous tensors only.
+    ///
+    /// ```
+    /// # use tileops::Error;
+    /// let err = Error::NotContiguous {
+    ///     shape: vec![2, 3], strides: vec![1, 2], reason: "dim 1 (extent 3) has stride 2".into(),
+    /// };
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "a layout of shape [2, 3] with strides [1, 2] is not contiguous row-major: dim 1 (extent 3) has stride 2"
+    /// );
+    /// ```
+    #[error(
+        "a layout of shape {shape:?} with strides {strides:?} is not contiguous row-major: {reason}"
+    )]
+    NotContiguous {
+        /// The extents, outermost first.
+        shape: Vec<usize>,
+        /// The strides, in elements.
+        strides: Vec<usize>,
+        /// Which dim breaks it, and what to do.
+        reason: String,
+    },
+
     /// A state tileops's own code should make impossible: a bug, reported rather than panicking.
     #[error("internal error in tileops (please report): {0}")]
     Internal(String),

@@ -53,7 +53,7 @@ pub use device::Device;
 pub use dtype::{DType, UnknownDType};
 pub use error::Error;
 pub use roofline::{Roofline, RooflineError};
-pub use tensor::{FromCudaError, Tensor};
+pub use tensor::{FromCudaError, Tensor, TensorMut, TensorRef};
 pub use tensor_spec::TensorSpec;
 /// Reads the op's entry in the YAML manifest at compile time and writes a plain `eval_roofline`
 /// method into the op struct (plus, unless `register = false`, the op's registration for the

@@ -4,9 +4,11 @@
 //! converts dtypes behind your back: typed constructors and copies must match the dtype, and the
 //! few conversions that exist say so in their names (`from_f64_rounded`, `to_vec_f64`).
 
+mod borrowed;
 mod convert;
 mod interop;
 
+pub use borrowed::{TensorMut, TensorRef};
 pub use interop::FromCudaError;
 
 use cudarc::driver::CudaSlice;
@@ -410,21 +412,6 @@ impl Tensor {
         })
     }
 
-    /// The host bytes of a CPU tensor.
-    pub(crate) fn host_bytes(&self) -> Option<&[u8]> {
-        match &self.storage {
-            Storage::Host(bytes) => Some(bytes),
-            Storage::Cuda(_) => None,
-        }
-    }
-
-    pub(crate) fn host_bytes_mut(&mut self) -> Option<&mut Vec<u8>> {
-        match &mut self.storage {
-            Storage::Host(bytes) => Some(bytes),
-            Storage::Cuda(_) => None,
-        }
-    }
-
     /// The device buffer of a GPU tensor (`None` on the CPU or when empty).
     pub(crate) fn cuda_slice(&self) -> Option<&CudaSlice<u8>> {
         match &self.storage {
@@ -438,58 +425,6 @@ impl Tensor {
             Storage::Cuda(slice) => slice.as_mut(),
             Storage::Host(_) => None,
         }
-    }
-
-    /// Widened f64 values of a float tensor, or an internal error (ops validate dtypes first).
-    pub(crate) fn host_f64(&self) -> Result<Vec<f64>, Error> {
-        let bytes = self.host_bytes().ok_or_else(|| {
-            Error::internal(format!("host_f64 of {} on {}", self.spec, self.device))
-        })?;
-        convert::decode_f64(self.dtype(), bytes).unwrap_or_else(|| {
-            Err(Error::HostView {
-                view: "host_f64()".to_owned(),
-                dtype: self.dtype(),
-                reason: "the dtype has no exact f64 view".to_owned(),
-            })
-        })
-    }
-
-    /// Widened f64 values of the rows `rows` (in that order) of a float tensor viewed as rows of
-    /// `row_len` elements: what [`Tensor::host_f64`] gives for those rows, without widening the
-    /// rest. An internal error for a row past the end (callers check their indices first).
-    pub(crate) fn host_rows_f64(&self, rows: &[usize], row_len: usize) -> Result<Vec<f64>, Error> {
-        let bytes = self.host_bytes().ok_or_else(|| {
-            Error::internal(format!("host_rows_f64 of {} on {}", self.spec, self.device))
-        })?;
-        let row_bytes = row_len * self.dtype().size_in_bytes();
-        let mut values = Vec::with_capacity(rows.len() * row_len);
-        for &row in rows {
-            let range = row * row_bytes..(row + 1) * row_bytes;
-            let row_of = bytes.get(range).ok_or_else(|| {
-                Error::internal(format!("row {row} of {} as rows of {row_len}", self.spec))
-            })?;
-            let decoded = convert::decode_f64(self.dtype(), row_of).unwrap_or_else(|| {
-                Err(Error::HostView {
-                    view: "host_rows_f64()".to_owned(),
-                    dtype: self.dtype(),
-                    reason: "the dtype has no exact f64 view".to_owned(),
-                })
-            })?;
-            values.extend(decoded);
-        }
-        Ok(values)
-    }
-
-    /// Overwrites a CPU tensor with `values` rounded to its dtype.
-    pub(crate) fn set_host_f64(&mut self, values: &[f64]) -> Result<(), Error> {
-        let dtype = self.dtype();
-        let mut bytes = alloc::host_vec(values.len().saturating_mul(dtype.size_in_bytes()))?;
-        convert::encode_f64_into(dtype, values, &mut bytes)
-            .map_err(|message| Error::Unrepresentable { dtype, message })?;
-        let what = format!("set_host_f64 of {} on {}", self.spec, self.device);
-        let host = self.host_bytes_mut().ok_or_else(|| Error::internal(what))?;
-        *host = bytes;
-        Ok(())
     }
 }
 

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::cublas::{self, CudaBlas};
 use cudarc::cublaslt::{result as lt, sys as lt_sys};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::device::CudaDevice;
 use crate::libraries::catch_library_panic;
@@ -152,9 +152,9 @@ impl MatmulPlan {
     pub(crate) fn run(
         &self,
         dev: &CudaDevice,
-        a: &CudaSlice<u8>,
-        b: &CudaSlice<u8>,
-        c: &mut CudaSlice<u8>,
+        a: &CudaView<'_, u8>,
+        b: &CudaView<'_, u8>,
+        c: &mut CudaViewMut<'_, u8>,
     ) -> Result<(), Error> {
         dev.ctx
             .bind_to_thread()
@@ -339,9 +339,9 @@ impl LtPlan {
     fn run(
         &self,
         dev: &CudaDevice,
-        a: &CudaSlice<u8>,
-        b: &CudaSlice<u8>,
-        c: &mut CudaSlice<u8>,
+        a: &CudaView<'_, u8>,
+        b: &CudaView<'_, u8>,
+        c: &mut CudaViewMut<'_, u8>,
     ) -> Result<(), Error> {
         let stream = &dev.stream;
         let (alpha, beta) = (1.0f32, 0.0f32);
@@ -386,9 +386,9 @@ impl SgemmPlan {
     fn run(
         &self,
         dev: &CudaDevice,
-        a: &CudaSlice<u8>,
-        b: &CudaSlice<u8>,
-        c: &mut CudaSlice<u8>,
+        a: &CudaView<'_, u8>,
+        b: &CudaView<'_, u8>,
+        c: &mut CudaViewMut<'_, u8>,
     ) -> Result<(), Error> {
         let blas = self.libs.sgemm()?;
         let stream = &dev.stream;

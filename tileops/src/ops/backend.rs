@@ -7,38 +7,41 @@
 //! 16-byte accesses, with errors named after the manifest's fields. [`exact_inputs`] checks the
 //! bench harness's input list against the manifest's signature.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaView, CudaViewMut};
 
 use super::launch::check_aligned;
 use crate::device::CudaDevice;
 use crate::registry::{ManifestOp, StaticValue, WorkloadCase};
-use crate::{Device, Error, Tensor, TensorSpec};
+use crate::{Device, Error, Tensor, TensorMut, TensorRef, TensorSpec};
 
 /// The two backends of an op with `I` inputs and `O` outputs (in and out of `forward_into`).
+///
+/// Both see the tensors as borrows ([`TensorRef`], [`TensorMut`]): the op's own tensors and the
+/// caller's memory alike, which the backends read and write in place.
 pub(crate) trait Backends<const I: usize, const O: usize>: ManifestOp {
     /// The device the op is planned for.
     fn device(&self) -> &Device;
 
     /// The CPU backend: the op on host tensors (usually [`cpu_f64`] over the reference).
-    fn cpu(&self, inputs: [&Tensor; I], outputs: [&mut Tensor; O]) -> Result<(), Error>;
+    fn cpu(&self, inputs: [TensorRef<'_>; I], outputs: [TensorMut<'_>; O]) -> Result<(), Error>;
 
-    /// The CUDA backend: the kernel launch on the tensors' device buffers, asynchronous on the
+    /// The CUDA backend: the kernel launch on the tensors' device bytes, asynchronous on the
     /// device's stream.
     fn cuda(
         &self,
         dev: &CudaDevice,
-        inputs: [&CudaSlice<u8>; I],
-        outputs: [&mut CudaSlice<u8>; O],
+        inputs: [CudaView<'_, u8>; I],
+        outputs: [CudaViewMut<'_, u8>; O],
     ) -> Result<(), Error>;
 }
 
-/// Runs `op` on its device: the CPU backend, or the CUDA backend on the tensors' buffers.
+/// Runs `op` on its device: the CPU backend, or the CUDA backend on the tensors' bytes.
 ///
 /// The caller has checked that each tensor matches the plan (spec and device).
 pub(crate) fn forward<Op, const I: usize, const O: usize>(
     op: &Op,
-    inputs: [&Tensor; I],
-    outputs: [&mut Tensor; O],
+    inputs: [TensorRef<'_>; I],
+    mut outputs: [TensorMut<'_>; O],
 ) -> Result<(), Error>
 where
     Op: Backends<I, O>,
@@ -46,14 +49,15 @@ where
     let Some(dev) = op.device().cuda_device() else {
         return op.cpu(inputs, outputs);
     };
-    let ins = input_buffers::<Op, I>(inputs)?;
-    let outs = output_buffers::<Op, O>(outputs)?;
-    let all: Vec<&CudaSlice<u8>> = ins
+    let ins = input_buffers::<Op, I>(&inputs)?;
+    let outs = output_buffers::<Op, O>(&mut outputs)?;
+    let all: Vec<CudaView<'_, u8>> = ins
         .iter()
-        .copied()
-        .chain(outs.iter().map(|s| &**s))
+        .map(|v| v.slice(..))
+        .chain(outs.iter().map(CudaViewMut::as_view))
         .collect();
     check_aligned(Op::NAME, &dev.stream, &all)?;
+    drop(all);
     op.cuda(dev, ins, outs)
 }
 
@@ -67,34 +71,32 @@ fn output_name<Op: ManifestOp>(index: usize) -> &'static str {
     Op::OUTPUTS.get(index).map_or("an output", |decl| decl.name)
 }
 
-/// The device buffer of a GPU tensor: [`Error::MissingBuffer`] when it has none.
+/// The device bytes of a GPU tensor: [`Error::MissingBuffer`] when it has none.
 pub(crate) fn buffer<'a>(
     op: &'static str,
     field: &'static str,
-    tensor: &'a Tensor,
-) -> Result<&'a CudaSlice<u8>, Error> {
-    tensor
-        .cuda_slice()
-        .ok_or(Error::MissingBuffer { op, field })
+    tensor: &'a TensorRef<'_>,
+) -> Result<CudaView<'a, u8>, Error> {
+    tensor.cuda_view().ok_or(Error::MissingBuffer { op, field })
 }
 
-/// The device buffer of a GPU tensor, to write: [`Error::MissingBuffer`] when it has none.
+/// The device bytes of a GPU tensor, to write: [`Error::MissingBuffer`] when it has none.
 pub(crate) fn buffer_mut<'a>(
     op: &'static str,
     field: &'static str,
-    tensor: &'a mut Tensor,
-) -> Result<&'a mut CudaSlice<u8>, Error> {
+    tensor: &'a mut TensorMut<'_>,
+) -> Result<CudaViewMut<'a, u8>, Error> {
     tensor
-        .cuda_slice_mut()
+        .cuda_view_mut()
         .ok_or(Error::MissingBuffer { op, field })
 }
 
-/// The buffers of `inputs`, in order, named after `Op`'s manifest inputs in errors.
-fn input_buffers<Op: ManifestOp, const I: usize>(
-    inputs: [&Tensor; I],
-) -> Result<[&CudaSlice<u8>; I], Error> {
+/// The bytes of `inputs`, in order, named after `Op`'s manifest inputs in errors.
+fn input_buffers<'a, Op: ManifestOp, const I: usize>(
+    inputs: &'a [TensorRef<'_>; I],
+) -> Result<[CudaView<'a, u8>; I], Error> {
     let mut buffers = Vec::with_capacity(I);
-    for (index, tensor) in inputs.into_iter().enumerate() {
+    for (index, tensor) in inputs.iter().enumerate() {
         buffers.push(buffer(Op::NAME, input_name::<Op>(index), tensor)?);
     }
     buffers
@@ -102,12 +104,12 @@ fn input_buffers<Op: ManifestOp, const I: usize>(
         .map_err(|_| Error::internal("one buffer per input"))
 }
 
-/// The buffers of `outputs`, in order, named after `Op`'s manifest outputs in errors.
-fn output_buffers<Op: ManifestOp, const O: usize>(
-    outputs: [&mut Tensor; O],
-) -> Result<[&mut CudaSlice<u8>; O], Error> {
+/// The bytes of `outputs`, in order, named after `Op`'s manifest outputs in errors.
+fn output_buffers<'a, Op: ManifestOp, const O: usize>(
+    outputs: &'a mut [TensorMut<'_>; O],
+) -> Result<[CudaViewMut<'a, u8>; O], Error> {
     let mut buffers = Vec::with_capacity(O);
-    for (index, tensor) in outputs.into_iter().enumerate() {
+    for (index, tensor) in outputs.iter_mut().enumerate() {
         buffers.push(buffer_mut(Op::NAME, output_name::<Op>(index), tensor)?);
     }
     buffers
@@ -118,8 +120,8 @@ fn output_buffers<Op: ManifestOp, const O: usize>(
 /// The CPU backend of an op whose f64 reference maps its inputs to one output: host copies in,
 /// `reference`, the result rounded to the output's dtype.
 pub(crate) fn cpu_f64<const I: usize>(
-    inputs: [&Tensor; I],
-    output: &mut Tensor,
+    inputs: [TensorRef<'_>; I],
+    output: &mut TensorMut<'_>,
     reference: impl FnOnce([Vec<f64>; I]) -> Vec<f64>,
 ) -> Result<(), Error> {
     let mut values = Vec::with_capacity(I);

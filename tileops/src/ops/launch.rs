@@ -1,7 +1,7 @@
 //! Launching kernels, written once: the launch tail of every op ([`launch!`]), the launch-time
 //! checks, and the shape of the last-dim row kernels.
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaStream, CudaView, DevicePtr};
 
 use crate::{DType, Error};
 
@@ -26,11 +26,12 @@ macro_rules! launch {
 pub(crate) use launch;
 
 /// The kernels use 16-byte vector accesses from each tensor's base: true of every CUDA
-/// allocation (256-byte aligned), checked anyway rather than assumed.
+/// allocation (256-byte aligned), and of the borrowed tensors (checked when borrowed), checked
+/// anyway rather than assumed.
 pub(crate) fn check_aligned(
     kernel: &str,
     stream: &CudaStream,
-    slices: &[&CudaSlice<u8>],
+    slices: &[CudaView<'_, u8>],
 ) -> Result<(), Error> {
     for slice in slices {
         let (ptr, _sync) = slice.device_ptr(stream);

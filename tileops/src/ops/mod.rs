@@ -1,6 +1,12 @@
 //! The ops. Each is a plan: built for input specs and params on a device (which validates them),
 //! then run with `forward` on tensors that match the plan.
 //!
+//! Every op takes its inputs as `impl Into<TensorRef>` and, in `forward_into`, its outputs as
+//! `impl Into<TensorMut>` (the attention ops and `QkNormRopeFp8` as an output struct of them):
+//! a `&Tensor` or `&mut Tensor`, or a borrow of the caller's own memory
+//! ([`TensorRef`](crate::TensorRef), [`TensorMut`](crate::TensorMut)), read and written in place
+//! on the device's stream.
+//!
 //! ```
 //! use tileops::ops::Softmax;
 //! use tileops::{DType, Device, Tensor, TensorSpec};
@@ -122,11 +128,44 @@ fn check_extents(op: &'static str, field: &'static str, spec: &TensorSpec) -> Re
     Ok(())
 }
 
+/// A tensor, owned or borrowed, as the plan checks see it.
+trait Placed {
+    fn spec(&self) -> &TensorSpec;
+    fn device(&self) -> &Device;
+}
+
+impl Placed for Tensor {
+    fn spec(&self) -> &TensorSpec {
+        Tensor::spec(self)
+    }
+    fn device(&self) -> &Device {
+        Tensor::device(self)
+    }
+}
+
+impl Placed for crate::TensorRef<'_> {
+    fn spec(&self) -> &TensorSpec {
+        crate::TensorRef::spec(self)
+    }
+    fn device(&self) -> &Device {
+        crate::TensorRef::device(self)
+    }
+}
+
+impl Placed for crate::TensorMut<'_> {
+    fn spec(&self) -> &TensorSpec {
+        crate::TensorMut::spec(self)
+    }
+    fn device(&self) -> &Device {
+        crate::TensorMut::device(self)
+    }
+}
+
 /// Checks that `tensor` is what the plan was built for: same spec, same device.
 fn check_input(
     op: &'static str,
     field: &'static str,
-    tensor: &Tensor,
+    tensor: &impl Placed,
     spec: &TensorSpec,
     device: &Device,
 ) -> Result<(), Error> {

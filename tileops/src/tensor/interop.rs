@@ -272,6 +272,25 @@ fn check_buffer(
     stream: &Arc<CudaStream>,
     device: &Device,
 ) -> Result<(), Error> {
+    check_cuda_device(spec, stream, device)?;
+    let expected_bytes = spec.size_in_bytes()?;
+    if bytes != expected_bytes {
+        return Err(Error::BufferMismatch {
+            spec: spec.to_string(),
+            expected_bytes,
+            got_bytes: bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Checks that a GPU buffer on `stream` can hold `spec` on `device`: a GPU device, whose context
+/// is the buffer's.
+pub(super) fn check_cuda_device(
+    spec: &TensorSpec,
+    stream: &Arc<CudaStream>,
+    device: &Device,
+) -> Result<(), Error> {
     let Some(ctx) = device.cuda_context() else {
         return Err(Error::WrongDevice {
             what: format!("a GPU buffer for {spec}"),
@@ -287,14 +306,6 @@ fn check_buffer(
             what: "the buffer".to_owned(),
             expected: device.to_string(),
             got: format!("another context (GPU {})", stream.context().ordinal()),
-        });
-    }
-    let expected_bytes = spec.size_in_bytes()?;
-    if bytes != expected_bytes {
-        return Err(Error::BufferMismatch {
-            spec: spec.to_string(),
-            expected_bytes,
-            got_bytes: bytes,
         });
     }
     Ok(())

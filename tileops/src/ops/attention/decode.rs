@@ -9,7 +9,7 @@
 //! length to the cache's capacity and never reads through a page index outside the pool, so a
 //! device copy that disagrees with the plan cannot read out of bounds.
 
-use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtrMut, LaunchConfig};
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_DECODE};
@@ -17,7 +17,7 @@ use crate::ops::backend::{buffer, buffer_mut, workload_bool, workload_f64, workl
 use crate::ops::check_input;
 use crate::ops::launch::{grid_dim, launch};
 use crate::registry::{ManifestOp, StaticValue, Traffic, WorkloadCase};
-use crate::{DType, Device, Error, Tensor, TensorSpec};
+use crate::{DType, Device, Error, Tensor, TensorMut, TensorRef, TensorSpec};
 
 /// The head dims the kernels are written for.
 pub(crate) const HEAD_DIMS: [usize; 3] = [64, 128, 256];
@@ -105,6 +105,45 @@ pub struct DecodeOutput {
     /// The natural log-sum-exp of each row's scores, `(B, H)` float32 (`-inf` for an empty
     /// sequence), when the plan returns it.
     pub lse: Option<Tensor>,
+}
+
+/// The outputs of an attention call borrowed for writing: what `forward_into` of
+/// [`GqaDecode`](crate::ops::GqaDecode), [`GqaDecodePaged`](crate::ops::GqaDecodePaged) and
+/// [`GqaPrefill`](crate::ops::GqaPrefill) take. `&mut DecodeOutput` and `&mut PrefillOutput`
+/// convert into it; a caller writing its own memory builds it from [`TensorMut`]s.
+#[derive(Debug)]
+pub struct AttentionOutputMut<'a> {
+    /// The attention output, in q's dtype.
+    pub o: TensorMut<'a>,
+    /// The log-sum-exp, float32, exactly when the plan returns it.
+    pub lse: Option<TensorMut<'a>>,
+}
+
+impl<'a> From<&'a mut DecodeOutput> for AttentionOutputMut<'a> {
+    fn from(out: &'a mut DecodeOutput) -> Self {
+        AttentionOutputMut {
+            o: TensorMut::from(&mut out.o),
+            lse: out.lse.as_mut().map(TensorMut::from),
+        }
+    }
+}
+
+/// The `(k_scale, v_scale)` of an fp8 cache (`[1]` float32 each), or none for a 16-bit cache,
+/// as the decode ops take them: `None` and `Some((&k_scale, &v_scale))` convert into it, and so
+/// does a pair of borrowed tensors.
+#[derive(Debug)]
+pub struct KvScales<'a>(pub Option<(TensorRef<'a>, TensorRef<'a>)>);
+
+impl<'a> From<Option<(&'a Tensor, &'a Tensor)>> for KvScales<'a> {
+    fn from(scales: Option<(&'a Tensor, &'a Tensor)>) -> Self {
+        KvScales(scales.map(|(k, v)| (TensorRef::from(k), TensorRef::from(v))))
+    }
+}
+
+impl<'a> From<(TensorRef<'a>, TensorRef<'a>)> for KvScales<'a> {
+    fn from(scales: (TensorRef<'a>, TensorRef<'a>)) -> Self {
+        KvScales(Some(scales))
+    }
 }
 
 /// Where the keys and values of a sequence are.
@@ -582,17 +621,17 @@ impl DecodePlan {
         device: &Device,
         inputs: DecodeInputs<'_>,
         expected: &DecodeSpecs<'_>,
-        out: &mut DecodeOutput,
+        mut out: AttentionOutputMut<'_>,
     ) -> Result<(), Error> {
         let op = self.op;
-        check_input(op, "q", inputs.q, expected.q, device)?;
-        check_input(op, expected.k.0, inputs.k, expected.k.1, device)?;
-        check_input(op, expected.v.0, inputs.v, expected.v.1, device)?;
-        check_input(op, "seqlens", inputs.seqlens, &self.seqlens_spec(), device)?;
-        if let (Some(table), Some(spec)) = (inputs.block_table, expected.block_table) {
+        check_input(op, "q", &inputs.q, expected.q, device)?;
+        check_input(op, expected.k.0, &inputs.k, expected.k.1, device)?;
+        check_input(op, expected.v.0, &inputs.v, expected.v.1, device)?;
+        check_input(op, "seqlens", &inputs.seqlens, &self.seqlens_spec(), device)?;
+        if let (Some(table), Some(spec)) = (&inputs.block_table, expected.block_table) {
             check_input(op, "block_table", table, spec, device)?;
         }
-        match (inputs.scales, self.scale_spec()) {
+        match (&inputs.scales, self.scale_spec()) {
             (Some((k_scale, v_scale)), Some(spec)) => {
                 check_input(op, "k_scale", k_scale, &spec, device)?;
                 check_input(op, "v_scale", v_scale, &spec, device)?;
@@ -635,16 +674,16 @@ impl DecodePlan {
             }
         }
         match device.cuda_device() {
-            None => self.cpu(inputs, out),
-            Some(dev) => self.cuda(dev, inputs, out),
+            None => self.cpu(inputs, &mut out),
+            Some(dev) => self.cuda(dev, &inputs, &mut out),
         }
     }
 
     /// The CPU backend: the f64 reference on host copies, after checking that the device copies
     /// of the lengths and the block table hold the plan's values.
-    fn cpu(&self, inputs: DecodeInputs<'_>, out: &mut DecodeOutput) -> Result<(), Error> {
+    fn cpu(&self, inputs: DecodeInputs<'_>, out: &mut AttentionOutputMut<'_>) -> Result<(), Error> {
         let op = self.op;
-        if inputs.seqlens.to_vec::<i32>()? != self.lens {
+        if inputs.seqlens.host_vec::<i32>()? != self.lens {
             return Err(bad_param(
                 op,
                 "seqlens",
@@ -653,8 +692,8 @@ impl DecodePlan {
             ));
         }
         if let (Some(table), KvLayout::Paged { block_table, .. }) =
-            (inputs.block_table, &self.layout)
-            && table.to_vec::<i32>()? != *block_table
+            (&inputs.block_table, &self.layout)
+            && table.host_vec::<i32>()? != *block_table
         {
             return Err(bad_param(
                 op,
@@ -663,7 +702,7 @@ impl DecodePlan {
                 "holds other entries than the host copy the op was planned with",
             ));
         }
-        let (k_scale, v_scale) = match inputs.scales {
+        let (k_scale, v_scale) = match &inputs.scales {
             Some((k, v)) => (k.host_f64()?[0], v.host_f64()?[0]),
             None => (1.0, 1.0),
         };
@@ -714,8 +753,8 @@ impl DecodePlan {
     fn cuda<'a>(
         &'a self,
         dev: &'a CudaDevice,
-        inputs: DecodeInputs<'a>,
-        out: &mut DecodeOutput,
+        inputs: &'a DecodeInputs<'_>,
+        out: &mut AttentionOutputMut<'_>,
     ) -> Result<(), Error> {
         let op = self.op;
         let stream = &dev.stream;
@@ -724,25 +763,31 @@ impl DecodePlan {
         // partial buffers, a plan without lse the lse), with the guards that order the launch
         // after earlier writes (and later accesses after it) on the stream.
         let mut guards = Vec::new();
-        let mut read = |name: &'static str, tensor: Option<&'a Tensor>| -> Result<u64, Error> {
-            let Some(tensor) = tensor else { return Ok(0) };
-            let (ptr, guard) = buffer(op, name, tensor)?.device_ptr(stream);
-            guards.push(guard);
-            aligned(op, ptr)
-        };
-        let q = read("q", Some(inputs.q))?;
-        let k = read("k", Some(inputs.k))?;
-        let v = read("v", Some(inputs.v))?;
-        let seqlens = read("seqlens", Some(inputs.seqlens))?;
-        let table = read("block_table", inputs.block_table)?;
-        let k_scale = read("k_scale", inputs.scales.map(|(k, _)| k))?;
-        let v_scale = read("v_scale", inputs.scales.map(|(_, v)| v))?;
-        let DecodeOutput { o, lse } = out;
-        let (o, o_guard) = buffer_mut(op, "o", o)?.device_ptr_mut(stream);
+        let mut read =
+            |name: &'static str, tensor: Option<&'a TensorRef<'_>>| -> Result<u64, Error> {
+                let Some(tensor) = tensor else { return Ok(0) };
+                let (ptr, guard) = buffer(op, name, tensor)?.view_ptr(stream);
+                guards.push(guard);
+                aligned(op, ptr)
+            };
+        let q = read("q", Some(&inputs.q))?;
+        let k = read("k", Some(&inputs.k))?;
+        let v = read("v", Some(&inputs.v))?;
+        let seqlens = read("seqlens", Some(&inputs.seqlens))?;
+        let table = read("block_table", inputs.block_table.as_ref())?;
+        let k_scale = read("k_scale", inputs.scales.as_ref().map(|(k, _)| k))?;
+        let v_scale = read("v_scale", inputs.scales.as_ref().map(|(_, v)| v))?;
+        let AttentionOutputMut { o, lse } = out;
+        let mut o_view = buffer_mut(op, "o", o)?;
+        let (o, o_guard) = o_view.device_ptr_mut(stream);
         let o = aligned(op, o)?;
-        let (lse, _lse_guard) = match lse.as_mut() {
-            Some(lse) => {
-                let (ptr, guard) = buffer_mut(op, "lse", lse)?.device_ptr_mut(stream);
+        let mut lse_view = lse
+            .as_mut()
+            .map(|lse| buffer_mut(op, "lse", lse))
+            .transpose()?;
+        let (lse, _lse_guard) = match lse_view.as_mut() {
+            Some(view) => {
+                let (ptr, guard) = view.device_ptr_mut(stream);
                 (aligned(op, ptr)?, Some(guard))
             }
             None => (0, None),
@@ -867,14 +912,13 @@ pub(super) fn aligned(op: &'static str, ptr: u64) -> Result<u64, Error> {
 }
 
 /// The tensors of one call, as the op's `forward` received them.
-#[derive(Clone, Copy)]
 pub(crate) struct DecodeInputs<'a> {
-    pub q: &'a Tensor,
-    pub k: &'a Tensor,
-    pub v: &'a Tensor,
-    pub seqlens: &'a Tensor,
-    pub block_table: Option<&'a Tensor>,
-    pub scales: Option<(&'a Tensor, &'a Tensor)>,
+    pub q: TensorRef<'a>,
+    pub k: TensorRef<'a>,
+    pub v: TensorRef<'a>,
+    pub seqlens: TensorRef<'a>,
+    pub block_table: Option<TensorRef<'a>>,
+    pub scales: Option<(TensorRef<'a>, TensorRef<'a>)>,
 }
 
 /// The specs the op was planned for, with the caches' manifest names.

@@ -1,11 +1,11 @@
 //! `gqa_decode`: one query token per sequence attending over a dense KV cache, grouped query heads.
 
 use super::decode::{
-    DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs, decode_accessors, defaults,
-    workload_decode,
+    AttentionOutputMut, DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs,
+    KvScales, decode_accessors, defaults, workload_decode,
 };
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
-use crate::{Device, Error, Tensor, TensorSpec};
+use crate::{Device, Error, Tensor, TensorRef, TensorSpec};
 
 const OP: &str = GqaDecode::NAME;
 
@@ -108,14 +108,21 @@ impl GqaDecode {
     /// Runs the decode into new outputs. `seqlens` is the device copy of the plan's lengths
     /// (`[B]` int32); `scales` are `(k_scale, v_scale)`, `[1]` float32 each, for an fp8 cache
     /// and `None` otherwise.
-    pub fn forward(
+    pub fn forward<'t>(
         &self,
-        q: &Tensor,
-        k_cache: &Tensor,
-        v_cache: &Tensor,
-        seqlens: &Tensor,
-        scales: Option<(&Tensor, &Tensor)>,
+        q: impl Into<TensorRef<'t>>,
+        k_cache: impl Into<TensorRef<'t>>,
+        v_cache: impl Into<TensorRef<'t>>,
+        seqlens: impl Into<TensorRef<'t>>,
+        scales: impl Into<KvScales<'t>>,
     ) -> Result<DecodeOutput, Error> {
+        let (q, k_cache, v_cache, seqlens, scales) = (
+            q.into(),
+            k_cache.into(),
+            v_cache.into(),
+            seqlens.into(),
+            scales.into(),
+        );
         let mut out = self.plan.empty_output(&self.device)?;
         self.forward_into(q, k_cache, v_cache, seqlens, scales, &mut out)?;
         Ok(out)
@@ -123,24 +130,24 @@ impl GqaDecode {
 
     /// Runs the decode into `out` (tensors of [`output_specs`](GqaDecode::output_specs) on the
     /// op's device). Asynchronous on a GPU.
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        q: &Tensor,
-        k_cache: &Tensor,
-        v_cache: &Tensor,
-        seqlens: &Tensor,
-        scales: Option<(&Tensor, &Tensor)>,
-        out: &mut DecodeOutput,
+        q: impl Into<TensorRef<'t>>,
+        k_cache: impl Into<TensorRef<'t>>,
+        v_cache: impl Into<TensorRef<'t>>,
+        seqlens: impl Into<TensorRef<'t>>,
+        scales: impl Into<KvScales<'t>>,
+        out: impl Into<AttentionOutputMut<'t>>,
     ) -> Result<(), Error> {
         self.plan.run(
             &self.device,
             DecodeInputs {
-                q,
-                k: k_cache,
-                v: v_cache,
-                seqlens,
+                q: q.into(),
+                k: k_cache.into(),
+                v: v_cache.into(),
+                seqlens: seqlens.into(),
                 block_table: None,
-                scales,
+                scales: scales.into().0,
             },
             &DecodeSpecs {
                 q: &self.q,
@@ -148,7 +155,7 @@ impl GqaDecode {
                 v: ("v_cache", &self.v_cache),
                 block_table: None,
             },
-            out,
+            out.into(),
         )
     }
 }

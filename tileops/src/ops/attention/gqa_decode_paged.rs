@@ -2,11 +2,11 @@
 //! FlashInfer's NHD layout), grouped query heads.
 
 use super::decode::{
-    DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs, decode_accessors, defaults,
-    workload_decode,
+    AttentionOutputMut, DecodeInputs, DecodeOptions, DecodeOutput, DecodePlan, DecodeSpecs,
+    KvScales, decode_accessors, defaults, workload_decode,
 };
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
-use crate::{DType, Device, Error, Tensor, TensorSpec};
+use crate::{DType, Device, Error, Tensor, TensorRef, TensorSpec};
 
 const OP: &str = GqaDecodePaged::NAME;
 
@@ -116,15 +116,23 @@ impl GqaDecodePaged {
     /// Runs the decode into new outputs. `block_table` and `seqlens` are the device copies of
     /// the plan's; `scales` are `(k_scale, v_scale)`, `[1]` float32 each, for an fp8 pool and
     /// `None` otherwise.
-    pub fn forward(
+    pub fn forward<'t>(
         &self,
-        q: &Tensor,
-        k_pages: &Tensor,
-        v_pages: &Tensor,
-        block_table: &Tensor,
-        seqlens: &Tensor,
-        scales: Option<(&Tensor, &Tensor)>,
+        q: impl Into<TensorRef<'t>>,
+        k_pages: impl Into<TensorRef<'t>>,
+        v_pages: impl Into<TensorRef<'t>>,
+        block_table: impl Into<TensorRef<'t>>,
+        seqlens: impl Into<TensorRef<'t>>,
+        scales: impl Into<KvScales<'t>>,
     ) -> Result<DecodeOutput, Error> {
+        let (q, k_pages, v_pages, block_table, seqlens, scales) = (
+            q.into(),
+            k_pages.into(),
+            v_pages.into(),
+            block_table.into(),
+            seqlens.into(),
+            scales.into(),
+        );
         let mut out = self.plan.empty_output(&self.device)?;
         self.forward_into(q, k_pages, v_pages, block_table, seqlens, scales, &mut out)?;
         Ok(out)
@@ -133,25 +141,25 @@ impl GqaDecodePaged {
     /// Runs the decode into `out` (tensors of
     /// [`output_specs`](GqaDecodePaged::output_specs) on the op's device). Asynchronous on a GPU.
     #[allow(clippy::too_many_arguments)]
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        q: &Tensor,
-        k_pages: &Tensor,
-        v_pages: &Tensor,
-        block_table: &Tensor,
-        seqlens: &Tensor,
-        scales: Option<(&Tensor, &Tensor)>,
-        out: &mut DecodeOutput,
+        q: impl Into<TensorRef<'t>>,
+        k_pages: impl Into<TensorRef<'t>>,
+        v_pages: impl Into<TensorRef<'t>>,
+        block_table: impl Into<TensorRef<'t>>,
+        seqlens: impl Into<TensorRef<'t>>,
+        scales: impl Into<KvScales<'t>>,
+        out: impl Into<AttentionOutputMut<'t>>,
     ) -> Result<(), Error> {
         self.plan.run(
             &self.device,
             DecodeInputs {
-                q,
-                k: k_pages,
-                v: v_pages,
-                seqlens,
-                block_table: Some(block_table),
-                scales,
+                q: q.into(),
+                k: k_pages.into(),
+                v: v_pages.into(),
+                seqlens: seqlens.into(),
+                block_table: Some(block_table.into()),
+                scales: scales.into().0,
             },
             &DecodeSpecs {
                 q: &self.q,
@@ -159,7 +167,7 @@ impl GqaDecodePaged {
                 v: ("v_pages", &self.v_pages),
                 block_table: Some(&self.block_table),
             },
-            out,
+            out.into(),
         )
     }
 }

@@ -9,9 +9,9 @@
 //! checks that they hold the plan's values; the GPU kernel clamps each offset to the tensors'
 //! rows, so a stale copy never reads or writes out of bounds).
 
-use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtrMut, LaunchConfig};
 
-use super::decode::{HEAD_DIMS, aligned, bad_param, bad_shape};
+use super::decode::{AttentionOutputMut, HEAD_DIMS, aligned, bad_param, bad_shape};
 use super::reference::PrefillProblem;
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_PREFILL};
@@ -21,7 +21,7 @@ use crate::ops::launch::launch;
 use crate::registry::{
     BenchOp, FromWorkload, ManifestOp, RoofKey, StaticValue, Traffic, WorkloadCase,
 };
-use crate::{DType, Device, Error, Tensor, TensorSpec};
+use crate::{DType, Device, Error, Tensor, TensorMut, TensorRef, TensorSpec};
 
 const OP: &str = GqaPrefill::NAME;
 /// Query rows one block takes (4 warps of 16 rows: gqa_prefill.cu's kBlockM).
@@ -126,6 +126,15 @@ pub struct PrefillOutput {
     /// The natural log-sum-exp of each (head, query) row's scores, `(H, total_q)` float32
     /// (`-inf` for a query that sees no key), when the plan returns it.
     pub lse: Option<Tensor>,
+}
+
+impl<'a> From<&'a mut PrefillOutput> for AttentionOutputMut<'a> {
+    fn from(out: &'a mut PrefillOutput) -> Self {
+        AttentionOutputMut {
+            o: TensorMut::from(&mut out.o),
+            lse: out.lse.as_mut().map(TensorMut::from),
+        }
+    }
 }
 
 /// Attention prefill over packed variable-length sequences: `q (total_q, H, D)` holds the query
@@ -635,14 +644,16 @@ impl GqaPrefill {
 
     /// Runs the prefill into new outputs. `cu_seqlens_q` and `cu_seqlens_k` are the device
     /// copies of the plan's offsets (`[B + 1]` int32 each).
-    pub fn forward(
+    pub fn forward<'t>(
         &self,
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        cu_seqlens_q: &Tensor,
-        cu_seqlens_k: &Tensor,
+        q: impl Into<TensorRef<'t>>,
+        k: impl Into<TensorRef<'t>>,
+        v: impl Into<TensorRef<'t>>,
+        cu_seqlens_q: impl Into<TensorRef<'t>>,
+        cu_seqlens_k: impl Into<TensorRef<'t>>,
     ) -> Result<PrefillOutput, Error> {
+        let (q, k, v) = (q.into(), k.into(), v.into());
+        let (cu_seqlens_q, cu_seqlens_k) = (cu_seqlens_q.into(), cu_seqlens_k.into());
         let (o, lse) = self.output_specs();
         let mut out = PrefillOutput {
             o: Tensor::empty(&o, &self.device)?,
@@ -654,22 +665,25 @@ impl GqaPrefill {
 
     /// Runs the prefill into `out` (tensors of [`output_specs`](GqaPrefill::output_specs) on the
     /// op's device). Asynchronous on a GPU.
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        cu_seqlens_q: &Tensor,
-        cu_seqlens_k: &Tensor,
-        out: &mut PrefillOutput,
+        q: impl Into<TensorRef<'t>>,
+        k: impl Into<TensorRef<'t>>,
+        v: impl Into<TensorRef<'t>>,
+        cu_seqlens_q: impl Into<TensorRef<'t>>,
+        cu_seqlens_k: impl Into<TensorRef<'t>>,
+        out: impl Into<AttentionOutputMut<'t>>,
     ) -> Result<(), Error> {
+        let (q, k, v) = (q.into(), k.into(), v.into());
+        let (cu_seqlens_q, cu_seqlens_k) = (cu_seqlens_q.into(), cu_seqlens_k.into());
+        let mut out = out.into();
         let device = &self.device;
-        check_input(OP, "q", q, &self.q, device)?;
-        check_input(OP, "k", k, &self.k, device)?;
-        check_input(OP, "v", v, &self.v, device)?;
+        check_input(OP, "q", &q, &self.q, device)?;
+        check_input(OP, "k", &k, &self.k, device)?;
+        check_input(OP, "v", &v, &self.v, device)?;
         let offsets = self.plan.offsets_spec();
-        check_input(OP, "cu_seqlens_q", cu_seqlens_q, &offsets, device)?;
-        check_input(OP, "cu_seqlens_k", cu_seqlens_k, &offsets, device)?;
+        check_input(OP, "cu_seqlens_q", &cu_seqlens_q, &offsets, device)?;
+        check_input(OP, "cu_seqlens_k", &cu_seqlens_k, &offsets, device)?;
         let (o_spec, lse_spec) = self.output_specs();
         check_input(OP, "o", &out.o, &o_spec, device)?;
         match (&out.lse, &lse_spec) {
@@ -691,8 +705,8 @@ impl GqaPrefill {
         }
         let inputs = [q, k, v, cu_seqlens_q, cu_seqlens_k];
         match device.cuda_device() {
-            None => self.cpu(inputs, out),
-            Some(dev) => self.cuda(dev, inputs, out),
+            None => self.cpu(inputs, &mut out),
+            Some(dev) => self.cuda(dev, &inputs, &mut out),
         }
     }
 
@@ -700,15 +714,15 @@ impl GqaPrefill {
     /// of the offsets hold the plan's values.
     fn cpu(
         &self,
-        [q, k, v, cu_q, cu_k]: [&Tensor; 5],
-        out: &mut PrefillOutput,
+        [q, k, v, cu_q, cu_k]: [TensorRef<'_>; 5],
+        out: &mut AttentionOutputMut<'_>,
     ) -> Result<(), Error> {
         let p = &self.plan;
         for (field, tensor, host) in [
             ("cu_seqlens_q", cu_q, &p.cu_seqlens_q),
             ("cu_seqlens_k", cu_k, &p.cu_seqlens_k),
         ] {
-            if tensor.to_vec::<i32>()? != *host {
+            if tensor.host_vec::<i32>()? != *host {
                 return Err(bad_param(
                     OP,
                     field,
@@ -743,25 +757,30 @@ impl GqaPrefill {
     fn cuda<'a>(
         &'a self,
         dev: &'a CudaDevice,
-        [q, k, v, cu_q, cu_k]: [&'a Tensor; 5],
-        out: &mut PrefillOutput,
+        [q, k, v, cu_q, cu_k]: &'a [TensorRef<'_>; 5],
+        out: &mut AttentionOutputMut<'_>,
     ) -> Result<(), Error> {
         let p = &self.plan;
         let stream = &dev.stream;
         let mut guards = Vec::new();
-        let mut read = |name: &'static str, tensor: &'a Tensor| -> Result<u64, Error> {
-            let (ptr, guard) = buffer(OP, name, tensor)?.device_ptr(stream);
+        let mut read = |name: &'static str, tensor: &'a TensorRef<'_>| -> Result<u64, Error> {
+            let (ptr, guard) = buffer(OP, name, tensor)?.view_ptr(stream);
             guards.push(guard);
             aligned(OP, ptr)
         };
         let (q, k, v) = (read("q", q)?, read("k", k)?, read("v", v)?);
         let (cu_q, cu_k) = (read("cu_seqlens_q", cu_q)?, read("cu_seqlens_k", cu_k)?);
-        let PrefillOutput { o, lse } = out;
-        let (o, o_guard) = buffer_mut(OP, "o", o)?.device_ptr_mut(stream);
+        let AttentionOutputMut { o, lse } = out;
+        let mut o_view = buffer_mut(OP, "o", o)?;
+        let (o, o_guard) = o_view.device_ptr_mut(stream);
         let o = aligned(OP, o)?;
-        let (lse, _lse_guard) = match lse.as_mut() {
-            Some(lse) => {
-                let (ptr, guard) = buffer_mut(OP, "lse", lse)?.device_ptr_mut(stream);
+        let mut lse_view = lse
+            .as_mut()
+            .map(|lse| buffer_mut(OP, "lse", lse))
+            .transpose()?;
+        let (lse, _lse_guard) = match lse_view.as_mut() {
+            Some(view) => {
+                let (ptr, guard) = view.device_ptr_mut(stream);
                 (aligned(OP, ptr)?, Some(guard))
             }
             None => (0, None),

@@ -7,7 +7,7 @@ mod gqa_decode_paged;
 mod gqa_prefill;
 pub(crate) mod reference;
 
-pub use decode::{DecodeOptions, DecodeOutput};
+pub use decode::{AttentionOutputMut, DecodeOptions, DecodeOutput, KvScales};
 pub(crate) use decode::{DecodePlan, KvLayout};
 pub use gqa_decode::*;
 pub use gqa_decode_paged::*;

@@ -3,7 +3,7 @@
 //! backends, the bench hooks) is written once in `pointwise_op!`; each op only names its kernel
 //! and its f64 reference.
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 
 use super::reference;
 use crate::device::CudaDevice;
@@ -34,7 +34,11 @@ struct Kernel {
 }
 
 /// The CPU backend of every activation: `f` over a host copy of `x`.
-fn cpu_pointwise(kernel: Kernel, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+fn cpu_pointwise(
+    kernel: Kernel,
+    x: crate::TensorRef<'_>,
+    y: &mut crate::TensorMut<'_>,
+) -> Result<(), Error> {
     cpu_f64([x], y, |[x]| x.into_iter().map(kernel.f).collect())
 }
 
@@ -46,8 +50,8 @@ fn cuda_pointwise(
     dev: &CudaDevice,
     kernel: Kernel,
     spec: &TensorSpec,
-    xs: &CudaSlice<u8>,
-    ys: &mut CudaSlice<u8>,
+    xs: &cudarc::driver::CudaView<'_, u8>,
+    ys: &mut cudarc::driver::CudaViewMut<'_, u8>,
 ) -> Result<(), Error> {
     let entry = kernels::entry(&ACTIVATION, kernel.base, spec.dtype)?;
     let n = spec.numel()?;
@@ -83,8 +87,9 @@ macro_rules! pointwise_op {
             }
 
             /// The activation of `x` (which must match the plan), into a new tensor.
-            pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+            pub fn forward<'t>(&self, x: impl Into<crate::TensorRef<'t>>) -> Result<Tensor, Error> {
+                let x = x.into();
+                check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
                 let mut y = Tensor::empty(&self.x, &self.device)?;
                 self.forward_into(x, &mut y)?;
                 Ok(y)
@@ -92,9 +97,15 @@ macro_rules! pointwise_op {
 
             /// The activation of `x`, written into `y` (same spec and device). Asynchronous
             /// on a GPU.
-            pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
-                check_input(Self::NAME, "y", y, &self.x, &self.device)?;
+            pub fn forward_into<'t>(
+                &self,
+                x: impl Into<crate::TensorRef<'t>>,
+                y: impl Into<crate::TensorMut<'t>>,
+            ) -> Result<(), Error> {
+                let x = x.into();
+                let y = y.into();
+                check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
+                check_input(Self::NAME, "y", &y, &self.x, &self.device)?;
                 backend::forward(self, [x], [y])
             }
         }
@@ -104,15 +115,19 @@ macro_rules! pointwise_op {
                 &self.device
             }
 
-            fn cpu(&self, [x]: [&Tensor; 1], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
-                cpu_pointwise(self.kernel(), x, y)
+            fn cpu(
+                &self,
+                [x]: [crate::TensorRef<'_>; 1],
+                [mut y]: [crate::TensorMut<'_>; 1],
+            ) -> Result<(), Error> {
+                cpu_pointwise(self.kernel(), x, &mut y)
             }
 
             fn cuda(
                 &self,
                 dev: &CudaDevice,
-                [xs]: [&CudaSlice<u8>; 1],
-                [ys]: [&mut CudaSlice<u8>; 1],
+                [ref xs]: [cudarc::driver::CudaView<'_, u8>; 1],
+                [ref mut ys]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
             ) -> Result<(), Error> {
                 cuda_pointwise(dev, self.kernel(), &self.x, xs, ys)
             }

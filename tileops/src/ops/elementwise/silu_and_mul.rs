@@ -1,6 +1,6 @@
 //! `silu_and_mul`: the SwiGLU gate, `silu(x[..., :N]) * x[..., N:]` on `x` of last dim `2N`.
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 
 use super::reference;
 use crate::device::CudaDevice;
@@ -117,8 +117,9 @@ impl SiluAndMul {
     }
 
     /// SwiGLU of `x` (which must match the plan), into a new tensor.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
+    pub fn forward<'t>(&self, x: impl Into<crate::TensorRef<'t>>) -> Result<Tensor, Error> {
+        let x = x.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
         let mut y = Tensor::empty(&self.y, &self.device)?;
         self.forward_into(x, &mut y)?;
         Ok(y)
@@ -126,9 +127,15 @@ impl SiluAndMul {
 
     /// SwiGLU of `x`, written into `y` (of spec [`SiluAndMul::y`], on the plan's device).
     /// Asynchronous on a GPU.
-    pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "y", y, &self.y, &self.device)?;
+    pub fn forward_into<'t>(
+        &self,
+        x: impl Into<crate::TensorRef<'t>>,
+        y: impl Into<crate::TensorMut<'t>>,
+    ) -> Result<(), Error> {
+        let x = x.into();
+        let y = y.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "y", &y, &self.y, &self.device)?;
         backend::forward(self, [x], [y])
     }
 }
@@ -138,15 +145,19 @@ impl Backends<1, 1> for SiluAndMul {
         &self.device
     }
 
-    fn cpu(&self, [x]: [&Tensor; 1], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
-        cpu_f64([x], y, |[x]| reference::silu_and_mul(&x, self.n))
+    fn cpu(
+        &self,
+        [x]: [crate::TensorRef<'_>; 1],
+        [mut y]: [crate::TensorMut<'_>; 1],
+    ) -> Result<(), Error> {
+        cpu_f64([x], &mut y, |[x]| reference::silu_and_mul(&x, self.n))
     }
 
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [xs]: [&CudaSlice<u8>; 1],
-        [ys]: [&mut CudaSlice<u8>; 1],
+        [ref xs]: [cudarc::driver::CudaView<'_, u8>; 1],
+        [ref mut ys]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
         let per_vector = 16 / dtype.size_in_bytes();

@@ -1,7 +1,7 @@
 //! `qk_norm_rope_fp8`: the fused case study — per head row of q and k, RMS norm with
 //! a weight, NeoX RoPE, fp8 quantization with one scale per row, in one kernel and one pass.
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, QK_NORM_ROPE_FP8};
@@ -32,6 +32,32 @@ pub struct QkNormRopeFp8Output {
     pub q_scale: Tensor,
     /// `[tokens, k_heads]` float32.
     pub k_scale: Tensor,
+}
+
+/// The four outputs of [`QkNormRopeFp8`] borrowed for writing: what `forward_into` takes.
+/// `&mut QkNormRopeFp8Output` converts into it; a caller writing its own memory builds it from
+/// [`TensorMut`](crate::TensorMut)s.
+#[derive(Debug)]
+pub struct QkNormRopeFp8OutputMut<'a> {
+    /// `[tokens, q_heads, 128]` float8_e4m3fn.
+    pub q_fp8: crate::TensorMut<'a>,
+    /// `[tokens, k_heads, 128]` float8_e4m3fn.
+    pub k_fp8: crate::TensorMut<'a>,
+    /// `[tokens, q_heads]` float32.
+    pub q_scale: crate::TensorMut<'a>,
+    /// `[tokens, k_heads]` float32.
+    pub k_scale: crate::TensorMut<'a>,
+}
+
+impl<'a> From<&'a mut QkNormRopeFp8Output> for QkNormRopeFp8OutputMut<'a> {
+    fn from(out: &'a mut QkNormRopeFp8Output) -> Self {
+        QkNormRopeFp8OutputMut {
+            q_fp8: (&mut out.q_fp8).into(),
+            k_fp8: (&mut out.k_fp8).into(),
+            q_scale: (&mut out.q_scale).into(),
+            k_scale: (&mut out.k_scale).into(),
+        }
+    }
 }
 
 /// QK-norm + RoPE + fp8 in one kernel, as in the fused case study: for every head row of `q`
@@ -340,15 +366,21 @@ impl QkNormRopeFp8 {
     }
 
     /// Runs the op into new output tensors; every input must match the plan.
-    pub fn forward(
+    pub fn forward<'t>(
         &self,
-        q: &Tensor,
-        k: &Tensor,
-        q_weight: &Tensor,
-        k_weight: &Tensor,
-        positions: &Tensor,
-        cos_sin_cache: &Tensor,
+        q: impl Into<crate::TensorRef<'t>>,
+        k: impl Into<crate::TensorRef<'t>>,
+        q_weight: impl Into<crate::TensorRef<'t>>,
+        k_weight: impl Into<crate::TensorRef<'t>>,
+        positions: impl Into<crate::TensorRef<'t>>,
+        cos_sin_cache: impl Into<crate::TensorRef<'t>>,
     ) -> Result<QkNormRopeFp8Output, Error> {
+        let q = q.into();
+        let k = k.into();
+        let q_weight = q_weight.into();
+        let k_weight = k_weight.into();
+        let positions = positions.into();
+        let cos_sin_cache = cos_sin_cache.into();
         let [qs, ks, qss, kss] = self.output_specs();
         let mut out = QkNormRopeFp8Output {
             q_fp8: Tensor::empty(&qs, &self.device)?,
@@ -363,29 +395,36 @@ impl QkNormRopeFp8 {
     /// Runs the op into `out` (tensors of `output_specs()` on the op's device). Asynchronous on a
     /// GPU.
     #[allow(clippy::too_many_arguments)]
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        q: &Tensor,
-        k: &Tensor,
-        q_weight: &Tensor,
-        k_weight: &Tensor,
-        positions: &Tensor,
-        cos_sin_cache: &Tensor,
-        out: &mut QkNormRopeFp8Output,
+        q: impl Into<crate::TensorRef<'t>>,
+        k: impl Into<crate::TensorRef<'t>>,
+        q_weight: impl Into<crate::TensorRef<'t>>,
+        k_weight: impl Into<crate::TensorRef<'t>>,
+        positions: impl Into<crate::TensorRef<'t>>,
+        cos_sin_cache: impl Into<crate::TensorRef<'t>>,
+        out: impl Into<QkNormRopeFp8OutputMut<'t>>,
     ) -> Result<(), Error> {
+        let out = out.into();
+        let q = q.into();
+        let k = k.into();
+        let q_weight = q_weight.into();
+        let k_weight = k_weight.into();
+        let positions = positions.into();
+        let cos_sin_cache = cos_sin_cache.into();
         let d = &self.device;
-        check_input(OP, "q", q, &self.q, d)?;
-        check_input(OP, "k", k, &self.k, d)?;
-        check_input(OP, "q_weight", q_weight, &self.q_weight, d)?;
-        check_input(OP, "k_weight", k_weight, &self.k_weight, d)?;
-        check_input(OP, "positions", positions, &self.positions, d)?;
-        check_input(OP, "cos_sin_cache", cos_sin_cache, &self.cos_sin_cache, d)?;
+        check_input(OP, "q", &q, &self.q, d)?;
+        check_input(OP, "k", &k, &self.k, d)?;
+        check_input(OP, "q_weight", &q_weight, &self.q_weight, d)?;
+        check_input(OP, "k_weight", &k_weight, &self.k_weight, d)?;
+        check_input(OP, "positions", &positions, &self.positions, d)?;
+        check_input(OP, "cos_sin_cache", &cos_sin_cache, &self.cos_sin_cache, d)?;
         let [qs, ks, qss, kss] = self.output_specs();
         check_input(OP, "q_fp8", &out.q_fp8, &qs, d)?;
         check_input(OP, "k_fp8", &out.k_fp8, &ks, d)?;
         check_input(OP, "q_scale", &out.q_scale, &qss, d)?;
         check_input(OP, "k_scale", &out.k_scale, &kss, d)?;
-        let QkNormRopeFp8Output {
+        let QkNormRopeFp8OutputMut {
             q_fp8,
             k_fp8,
             q_scale,
@@ -407,13 +446,13 @@ impl Backends<6, 4> for QkNormRopeFp8 {
     /// Not `cpu_f64`: int64 positions, fp8 codes and f32 scales, for q and for k.
     fn cpu(
         &self,
-        [q, k, q_weight, k_weight, positions, cos_sin_cache]: [&Tensor; 6],
-        [q_fp8, k_fp8, q_scale, k_scale]: [&mut Tensor; 4],
+        [q, k, q_weight, k_weight, positions, cos_sin_cache]: [crate::TensorRef<'_>; 6],
+        [q_fp8, k_fp8, q_scale, k_scale]: [crate::TensorMut<'_>; 4],
     ) -> Result<(), Error> {
-        let pos = positions.to_vec::<i64>()?;
+        let pos = positions.host_vec::<i64>()?;
         check_positions(OP, &pos, self.max_pos)?;
-        let (cache, pos) = used_table_rows(cos_sin_cache, &pos, HEAD_DIM)?;
-        for (x, w, heads, codes_out, scales_out) in [
+        let (cache, pos) = used_table_rows(&cos_sin_cache, &pos, HEAD_DIM)?;
+        for (x, w, heads, mut codes_out, mut scales_out) in [
             (q, q_weight, self.q_heads, q_fp8, q_scale),
             (k, k_weight, self.k_heads, k_fp8, k_scale),
         ] {
@@ -426,7 +465,7 @@ impl Backends<6, 4> for QkNormRopeFp8 {
                 HEAD_DIM,
                 self.eps,
             );
-            store_fp8(OP, codes, &scales, codes_out, scales_out)?;
+            store_fp8(OP, codes, &scales, &mut codes_out, &mut scales_out)?;
         }
         Ok(())
     }
@@ -434,8 +473,9 @@ impl Backends<6, 4> for QkNormRopeFp8 {
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [q, k, qw, kw, pos, cache]: [&CudaSlice<u8>; 6],
-        [q_out, k_out, q_sc, k_sc]: [&mut CudaSlice<u8>; 4],
+        [ref q, ref k, ref qw, ref kw, ref pos, ref cache]: [cudarc::driver::CudaView<'_, u8>; 6],
+        [ref mut q_out, ref mut k_out, ref mut q_sc, ref mut k_sc]: [cudarc::driver::CudaViewMut<'_, u8>;
+            4],
     ) -> Result<(), Error> {
         let entry = kernels::entry(&QK_NORM_ROPE_FP8, "qk_norm_rope_fp8", self.q.dtype)?;
         let cfg = LaunchConfig {

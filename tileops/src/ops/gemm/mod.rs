@@ -6,8 +6,6 @@ pub(crate) mod reference;
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaSlice;
-
 use crate::device::CudaDevice;
 use crate::kernels::blas::{ColMajor, MatmulPlan, OP_N, OP_T, Problem};
 use crate::ops::backend::{self, Backends, cpu_f64, exact_inputs, workload_bool};
@@ -361,9 +359,15 @@ impl Gemm {
     }
 
     /// `op(a) @ op(b)` into a new `[M, N]` tensor; `a` and `b` must match the plan.
-    pub fn forward(&self, a: &Tensor, b: &Tensor) -> Result<Tensor, Error> {
-        check_input(OP, "a", a, &self.a, &self.device)?;
-        check_input(OP, "b", b, &self.b, &self.device)?;
+    pub fn forward<'t>(
+        &self,
+        a: impl Into<crate::TensorRef<'t>>,
+        b: impl Into<crate::TensorRef<'t>>,
+    ) -> Result<Tensor, Error> {
+        let a = a.into();
+        let b = b.into();
+        check_input(OP, "a", &a, &self.a, &self.device)?;
+        check_input(OP, "b", &b, &self.b, &self.device)?;
         let mut c = Tensor::empty(&self.c, &self.device)?;
         self.forward_into(a, b, &mut c)?;
         Ok(c)
@@ -371,10 +375,18 @@ impl Gemm {
 
     /// `op(a) @ op(b)` written into `c` (the plan's output spec, same device). Asynchronous on a
     /// GPU: copies and [`Device::synchronize`] wait for it.
-    pub fn forward_into(&self, a: &Tensor, b: &Tensor, c: &mut Tensor) -> Result<(), Error> {
-        check_input(OP, "a", a, &self.a, &self.device)?;
-        check_input(OP, "b", b, &self.b, &self.device)?;
-        check_input(OP, "c", c, &self.c, &self.device)?;
+    pub fn forward_into<'t>(
+        &self,
+        a: impl Into<crate::TensorRef<'t>>,
+        b: impl Into<crate::TensorRef<'t>>,
+        c: impl Into<crate::TensorMut<'t>>,
+    ) -> Result<(), Error> {
+        let a = a.into();
+        let b = b.into();
+        let c = c.into();
+        check_input(OP, "a", &a, &self.a, &self.device)?;
+        check_input(OP, "b", &b, &self.b, &self.device)?;
+        check_input(OP, "c", &c, &self.c, &self.device)?;
         backend::forward(self, [a, b], [c])
     }
 }
@@ -384,8 +396,12 @@ impl Backends<2, 1> for Gemm {
         &self.device
     }
 
-    fn cpu(&self, [a, b]: [&Tensor; 2], [c]: [&mut Tensor; 1]) -> Result<(), Error> {
-        cpu_f64([a, b], c, |[a, b]| {
+    fn cpu(
+        &self,
+        [a, b]: [crate::TensorRef<'_>; 2],
+        [mut c]: [crate::TensorMut<'_>; 1],
+    ) -> Result<(), Error> {
+        cpu_f64([a, b], &mut c, |[a, b]| {
             reference::gemm(&a, &b, self.m, self.n, self.k, self.trans_a, self.trans_b)
         })
     }
@@ -393,8 +409,8 @@ impl Backends<2, 1> for Gemm {
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [a, b]: [&CudaSlice<u8>; 2],
-        [c]: [&mut CudaSlice<u8>; 1],
+        [ref a, ref b]: [cudarc::driver::CudaView<'_, u8>; 2],
+        [ref mut c]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
     ) -> Result<(), Error> {
         let gpu = self
             .gpu

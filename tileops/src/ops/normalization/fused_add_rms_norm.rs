@@ -1,8 +1,6 @@
 //! `fused_add_rms_norm`: `residual_out = x + residual`, then `y = rms_norm(residual_out) * weight`
 //! over the last dimension, in one pass (vLLM's `fused_add_rms_norm`).
 
-use cudarc::driver::CudaSlice;
-
 use super::reference;
 use super::rows::{
     check_norm_input, check_row_param, check_same_dtype, row_launch, row_norm_accessors,
@@ -104,15 +102,18 @@ impl FusedAddRmsNorm {
 
     /// `(y, residual_out)` for `x`, `residual` and `weight`, into new tensors; all must match the
     /// plan.
-    pub fn forward(
+    pub fn forward<'t>(
         &self,
-        x: &Tensor,
-        residual: &Tensor,
-        weight: &Tensor,
+        x: impl Into<crate::TensorRef<'t>>,
+        residual: impl Into<crate::TensorRef<'t>>,
+        weight: impl Into<crate::TensorRef<'t>>,
     ) -> Result<(Tensor, Tensor), Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "residual", residual, &self.residual, &self.device)?;
-        check_input(OP, "weight", weight, &self.weight, &self.device)?;
+        let x = x.into();
+        let residual = residual.into();
+        let weight = weight.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "residual", &residual, &self.residual, &self.device)?;
+        check_input(OP, "weight", &weight, &self.weight, &self.device)?;
         let mut y = Tensor::empty(&self.x, &self.device)?;
         let mut residual_out = Tensor::empty(&self.x, &self.device)?;
         self.forward_into(x, residual, weight, &mut y, &mut residual_out)?;
@@ -121,19 +122,24 @@ impl FusedAddRmsNorm {
 
     /// Writes `y` and `residual_out` (each of `x`'s spec, on the plan's device; distinct
     /// tensors, so neither overlaps an input). Asynchronous on a GPU.
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        x: &Tensor,
-        residual: &Tensor,
-        weight: &Tensor,
-        y: &mut Tensor,
-        residual_out: &mut Tensor,
+        x: impl Into<crate::TensorRef<'t>>,
+        residual: impl Into<crate::TensorRef<'t>>,
+        weight: impl Into<crate::TensorRef<'t>>,
+        y: impl Into<crate::TensorMut<'t>>,
+        residual_out: impl Into<crate::TensorMut<'t>>,
     ) -> Result<(), Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "residual", residual, &self.residual, &self.device)?;
-        check_input(OP, "weight", weight, &self.weight, &self.device)?;
-        check_input(OP, "y", y, &self.x, &self.device)?;
-        check_input(OP, "residual_out", residual_out, &self.x, &self.device)?;
+        let x = x.into();
+        let residual = residual.into();
+        let weight = weight.into();
+        let y = y.into();
+        let residual_out = residual_out.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "residual", &residual, &self.residual, &self.device)?;
+        check_input(OP, "weight", &weight, &self.weight, &self.device)?;
+        check_input(OP, "y", &y, &self.x, &self.device)?;
+        check_input(OP, "residual_out", &residual_out, &self.x, &self.device)?;
         backend::forward(self, [x, residual, weight], [y, residual_out])
     }
 }
@@ -147,8 +153,8 @@ impl Backends<3, 2> for FusedAddRmsNorm {
     /// reads what `residual_out` stores.
     fn cpu(
         &self,
-        [x, residual, weight]: [&Tensor; 3],
-        [y, residual_out]: [&mut Tensor; 2],
+        [x, residual, weight]: [crate::TensorRef<'_>; 3],
+        [mut y, mut residual_out]: [crate::TensorMut<'_>; 2],
     ) -> Result<(), Error> {
         let sum: Vec<f64> = x
             .host_f64()?
@@ -165,8 +171,8 @@ impl Backends<3, 2> for FusedAddRmsNorm {
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [xs, rs, ws]: [&CudaSlice<u8>; 3],
-        [ys, os]: [&mut CudaSlice<u8>; 2],
+        [ref xs, ref rs, ref ws]: [cudarc::driver::CudaView<'_, u8>; 3],
+        [ref mut ys, ref mut os]: [cudarc::driver::CudaViewMut<'_, u8>; 2],
     ) -> Result<(), Error> {
         // No v16 kernel: rows longer than one block's registers hold at 4 vectors a thread go to
         // the loop kernel.

@@ -1,7 +1,5 @@
 //! `layer_norm`: `(x - mean) / sqrt(var + eps) * weight + bias` over the last dimension.
 
-use cudarc::driver::CudaSlice;
-
 use super::reference;
 use super::rows::{
     check_norm_input, check_row_param, row_launch, row_norm_accessors, workload_input,
@@ -98,10 +96,18 @@ impl LayerNorm {
     }
 
     /// LayerNorm of `x` with `weight` and `bias`, into a new tensor; all must match the plan.
-    pub fn forward(&self, x: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Tensor, Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "weight", weight, &self.weight, &self.device)?;
-        check_input(OP, "bias", bias, &self.bias, &self.device)?;
+    pub fn forward<'t>(
+        &self,
+        x: impl Into<crate::TensorRef<'t>>,
+        weight: impl Into<crate::TensorRef<'t>>,
+        bias: impl Into<crate::TensorRef<'t>>,
+    ) -> Result<Tensor, Error> {
+        let x = x.into();
+        let weight = weight.into();
+        let bias = bias.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "weight", &weight, &self.weight, &self.device)?;
+        check_input(OP, "bias", &bias, &self.bias, &self.device)?;
         let mut y = Tensor::empty(&self.x, &self.device)?;
         self.forward_into(x, weight, bias, &mut y)?;
         Ok(y)
@@ -109,17 +115,21 @@ impl LayerNorm {
 
     /// LayerNorm of `x` with `weight` and `bias`, written into `y` (same spec and device as
     /// `x`). Asynchronous on a GPU.
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        x: &Tensor,
-        weight: &Tensor,
-        bias: &Tensor,
-        y: &mut Tensor,
+        x: impl Into<crate::TensorRef<'t>>,
+        weight: impl Into<crate::TensorRef<'t>>,
+        bias: impl Into<crate::TensorRef<'t>>,
+        y: impl Into<crate::TensorMut<'t>>,
     ) -> Result<(), Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "weight", weight, &self.weight, &self.device)?;
-        check_input(OP, "bias", bias, &self.bias, &self.device)?;
-        check_input(OP, "y", y, &self.x, &self.device)?;
+        let x = x.into();
+        let weight = weight.into();
+        let bias = bias.into();
+        let y = y.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "weight", &weight, &self.weight, &self.device)?;
+        check_input(OP, "bias", &bias, &self.bias, &self.device)?;
+        check_input(OP, "y", &y, &self.x, &self.device)?;
         backend::forward(self, [x, weight, bias], [y])
     }
 }
@@ -129,8 +139,12 @@ impl Backends<3, 1> for LayerNorm {
         &self.device
     }
 
-    fn cpu(&self, inputs: [&Tensor; 3], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
-        cpu_f64(inputs, y, |[x, w, b]| {
+    fn cpu(
+        &self,
+        inputs: [crate::TensorRef<'_>; 3],
+        [mut y]: [crate::TensorMut<'_>; 1],
+    ) -> Result<(), Error> {
+        cpu_f64(inputs, &mut y, |[x, w, b]| {
             reference::layer_norm(&x, &w, &b, self.n, self.eps)
         })
     }
@@ -138,8 +152,8 @@ impl Backends<3, 1> for LayerNorm {
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [xs, ws, bs]: [&CudaSlice<u8>; 3],
-        [ys]: [&mut CudaSlice<u8>; 1],
+        [ref xs, ref ws, ref bs]: [cudarc::driver::CudaView<'_, u8>; 3],
+        [ref mut ys]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
     ) -> Result<(), Error> {
         // layer_norm_rows_v4 holds x as f32 and weight and bias beside it: 512 threads per block at
         // most (128 registers), longer rows take v16.

@@ -1,7 +1,5 @@
 //! `rms_norm`: `x / sqrt(mean(x^2) + eps) * weight` over the last dimension.
 
-use cudarc::driver::CudaSlice;
-
 use super::rows::{
     check_eps, check_row_len, check_row_shape, check_same_dtype, last_dim, row_launch,
     row_norm_accessors,
@@ -91,9 +89,15 @@ impl RmsNorm {
     row_norm_accessors!("The input spec the op is planned for.");
 
     /// RMSNorm of `x` with `weight`, into a new tensor; both must match the plan.
-    pub fn forward(&self, x: &Tensor, weight: &Tensor) -> Result<Tensor, Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "weight", weight, &self.weight, &self.device)?;
+    pub fn forward<'t>(
+        &self,
+        x: impl Into<crate::TensorRef<'t>>,
+        weight: impl Into<crate::TensorRef<'t>>,
+    ) -> Result<Tensor, Error> {
+        let x = x.into();
+        let weight = weight.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "weight", &weight, &self.weight, &self.device)?;
         let mut y = Tensor::empty(&self.x, &self.device)?;
         self.forward_into(x, weight, &mut y)?;
         Ok(y)
@@ -101,10 +105,18 @@ impl RmsNorm {
 
     /// RMSNorm of `x` with `weight`, written into `y` (same spec and device as `x`).
     /// Asynchronous on a GPU.
-    pub fn forward_into(&self, x: &Tensor, weight: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "weight", weight, &self.weight, &self.device)?;
-        check_input(OP, "y", y, &self.x, &self.device)?;
+    pub fn forward_into<'t>(
+        &self,
+        x: impl Into<crate::TensorRef<'t>>,
+        weight: impl Into<crate::TensorRef<'t>>,
+        y: impl Into<crate::TensorMut<'t>>,
+    ) -> Result<(), Error> {
+        let x = x.into();
+        let weight = weight.into();
+        let y = y.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "weight", &weight, &self.weight, &self.device)?;
+        check_input(OP, "y", &y, &self.x, &self.device)?;
         backend::forward(self, [x, weight], [y])
     }
 }
@@ -114,8 +126,12 @@ impl Backends<2, 1> for RmsNorm {
         &self.device
     }
 
-    fn cpu(&self, [x, weight]: [&Tensor; 2], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
-        cpu_f64([x, weight], y, |[x, w]| {
+    fn cpu(
+        &self,
+        [x, weight]: [crate::TensorRef<'_>; 2],
+        [mut y]: [crate::TensorMut<'_>; 1],
+    ) -> Result<(), Error> {
+        cpu_f64([x, weight], &mut y, |[x, w]| {
             super::reference::rms_norm(&x, &w, self.n, self.eps)
         })
     }
@@ -123,8 +139,8 @@ impl Backends<2, 1> for RmsNorm {
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [xs, ws]: [&CudaSlice<u8>; 2],
-        [ys]: [&mut CudaSlice<u8>; 1],
+        [ref xs, ref ws]: [cudarc::driver::CudaView<'_, u8>; 2],
+        [ref mut ys]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
     ) -> Result<(), Error> {
         let (entry, cfg) = row_launch(&RMS_NORM, OP, self.x.dtype, self.rows, self.n, true, 1024)?;
         let (rows, n, eps) = (self.rows as i64, self.n as i32, self.eps as f32);

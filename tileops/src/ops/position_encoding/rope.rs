@@ -1,6 +1,6 @@
 //! `rope`: NeoX rotary position embedding with a cos/sin table given as an input.
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, ROPE};
@@ -137,36 +137,43 @@ impl Rope {
     }
 
     /// RoPE of `x` into a new tensor; every input must match the plan.
-    pub fn forward(
+    pub fn forward<'t>(
         &self,
-        x: &Tensor,
-        positions: &Tensor,
-        cos_sin_cache: &Tensor,
+        x: impl Into<crate::TensorRef<'t>>,
+        positions: impl Into<crate::TensorRef<'t>>,
+        cos_sin_cache: impl Into<crate::TensorRef<'t>>,
     ) -> Result<Tensor, Error> {
-        self.check_inputs(x, positions, cos_sin_cache)?;
+        let x = x.into();
+        let positions = positions.into();
+        let cos_sin_cache = cos_sin_cache.into();
+        self.check_inputs(&x, &positions, &cos_sin_cache)?;
         let mut y = Tensor::empty(&self.x, &self.device)?;
         self.forward_into(x, positions, cos_sin_cache, &mut y)?;
         Ok(y)
     }
 
     /// RoPE of `x` written into `y` (same spec and device as `x`). Asynchronous on a GPU.
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        x: &Tensor,
-        positions: &Tensor,
-        cos_sin_cache: &Tensor,
-        y: &mut Tensor,
+        x: impl Into<crate::TensorRef<'t>>,
+        positions: impl Into<crate::TensorRef<'t>>,
+        cos_sin_cache: impl Into<crate::TensorRef<'t>>,
+        y: impl Into<crate::TensorMut<'t>>,
     ) -> Result<(), Error> {
-        self.check_inputs(x, positions, cos_sin_cache)?;
-        check_input(OP, "y", y, &self.x, &self.device)?;
+        let x = x.into();
+        let positions = positions.into();
+        let cos_sin_cache = cos_sin_cache.into();
+        let y = y.into();
+        self.check_inputs(&x, &positions, &cos_sin_cache)?;
+        check_input(OP, "y", &y, &self.x, &self.device)?;
         backend::forward(self, [x, positions, cos_sin_cache], [y])
     }
 
     fn check_inputs(
         &self,
-        x: &Tensor,
-        positions: &Tensor,
-        cos_sin_cache: &Tensor,
+        x: &crate::TensorRef<'_>,
+        positions: &crate::TensorRef<'_>,
+        cos_sin_cache: &crate::TensorRef<'_>,
     ) -> Result<(), Error> {
         check_input(OP, "x", x, &self.x, &self.device)?;
         check_input(OP, "positions", positions, &self.positions, &self.device)?;
@@ -188,12 +195,12 @@ impl Backends<3, 1> for Rope {
     /// Not `cpu_f64`: the positions stay int64 (checked against the table, not widened).
     fn cpu(
         &self,
-        [x, positions, cos_sin_cache]: [&Tensor; 3],
-        [y]: [&mut Tensor; 1],
+        [x, positions, cos_sin_cache]: [crate::TensorRef<'_>; 3],
+        [mut y]: [crate::TensorMut<'_>; 1],
     ) -> Result<(), Error> {
-        let pos = positions.to_vec::<i64>()?;
+        let pos = positions.host_vec::<i64>()?;
         check_positions(OP, &pos, self.max_pos)?;
-        let (table, rows) = used_table_rows(cos_sin_cache, &pos, self.head_dim)?;
+        let (table, rows) = used_table_rows(&cos_sin_cache, &pos, self.head_dim)?;
         let (values, _) =
             super::reference::rope(&x.host_f64()?, &rows, &table, self.heads, self.head_dim);
         y.set_host_f64(&values)
@@ -202,8 +209,8 @@ impl Backends<3, 1> for Rope {
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [xs, ps, cs]: [&CudaSlice<u8>; 3],
-        [ys]: [&mut CudaSlice<u8>; 1],
+        [ref xs, ref ps, ref cs]: [cudarc::driver::CudaView<'_, u8>; 3],
+        [ref mut ys]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
         let per_vector = 16 / dtype.size_in_bytes();
@@ -279,7 +286,7 @@ fn rope_threads(pairs: usize) -> u32 {
 /// path widens these rows only: a decode step uses one row of a 131072-row table, and widening
 /// all of it took ~90 ms for a 17 kB call. `positions` are checked first ([`check_positions`]).
 pub(crate) fn used_table_rows(
-    cache: &Tensor,
+    cache: &crate::TensorRef<'_>,
     positions: &[i64],
     head_dim: usize,
 ) -> Result<(Vec<f64>, Vec<i64>), Error> {
@@ -488,14 +495,17 @@ mod tests {
         let cs = TensorSpec::new([9, 4], DType::Float32);
         let table = rope_table(&cs, &cpu).unwrap();
         let whole = table.to_vec_f64().unwrap();
-        let (rows, renumbered) = used_table_rows(&table, &[5, 2, 5, 8], 4).unwrap();
+        let (rows, renumbered) = used_table_rows(&table.as_tensor_ref(), &[5, 2, 5, 8], 4).unwrap();
         assert_eq!(renumbered, [0, 1, 0, 2]);
         let want: Vec<f64> = [5, 2, 8]
             .iter()
             .flat_map(|&r| whole[r * 4..(r + 1) * 4].to_vec())
             .collect();
         assert_eq!(rows, want);
-        assert!(table.host_rows_f64(&[9], 4).is_err(), "a row past the end");
+        assert!(
+            table.as_tensor_ref().host_rows_f64(&[9], 4).is_err(),
+            "a row past the end"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `fp8_quant`: dynamic float8_e4m3fn quantization with per-token or per-group f32 scales.
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, FP8_QUANT};
@@ -182,8 +182,12 @@ impl Fp8Quant {
     }
 
     /// Quantizes `x` (matching the plan) into new `(y, scales)` tensors.
-    pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor), Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
+    pub fn forward<'t>(
+        &self,
+        x: impl Into<crate::TensorRef<'t>>,
+    ) -> Result<(Tensor, Tensor), Error> {
+        let x = x.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
         let mut y = Tensor::empty(&self.y_spec(), &self.device)?;
         let mut scales = Tensor::empty(&self.scales, &self.device)?;
         self.forward_into(x, &mut y, &mut scales)?;
@@ -191,15 +195,18 @@ impl Fp8Quant {
     }
 
     /// Quantizes `x` into `y` (`y_spec()`) and `scales` (`scales_spec()`). Asynchronous on a GPU.
-    pub fn forward_into(
+    pub fn forward_into<'t>(
         &self,
-        x: &Tensor,
-        y: &mut Tensor,
-        scales: &mut Tensor,
+        x: impl Into<crate::TensorRef<'t>>,
+        y: impl Into<crate::TensorMut<'t>>,
+        scales: impl Into<crate::TensorMut<'t>>,
     ) -> Result<(), Error> {
-        check_input(OP, "x", x, &self.x, &self.device)?;
-        check_input(OP, "y", y, &self.y_spec(), &self.device)?;
-        check_input(OP, "scales", scales, &self.scales, &self.device)?;
+        let x = x.into();
+        let y = y.into();
+        let scales = scales.into();
+        check_input(OP, "x", &x, &self.x, &self.device)?;
+        check_input(OP, "y", &y, &self.y_spec(), &self.device)?;
+        check_input(OP, "scales", &scales, &self.scales, &self.device)?;
         backend::forward(self, [x], [y, scales])
     }
 }
@@ -210,18 +217,22 @@ impl Backends<1, 2> for Fp8Quant {
     }
 
     /// Not `cpu_f64`: the output is fp8 codes and f32 scales, computed in f32 as the kernels do.
-    fn cpu(&self, [x]: [&Tensor; 1], [y, scales]: [&mut Tensor; 2]) -> Result<(), Error> {
+    fn cpu(
+        &self,
+        [x]: [crate::TensorRef<'_>; 1],
+        [mut y, mut scales]: [crate::TensorMut<'_>; 2],
+    ) -> Result<(), Error> {
         // Exact: every input dtype widens to f32 without rounding.
         let values: Vec<f32> = x.host_f64()?.into_iter().map(|v| v as f32).collect();
         let (codes, s) = super::reference::fp8_quant(&values, self.group);
-        store_fp8(OP, codes, &s, y, scales)
+        store_fp8(OP, codes, &s, &mut y, &mut scales)
     }
 
     fn cuda(
         &self,
         dev: &CudaDevice,
-        [xs]: [&CudaSlice<u8>; 1],
-        [ys, ss]: [&mut CudaSlice<u8>; 2],
+        [ref xs]: [cudarc::driver::CudaView<'_, u8>; 1],
+        [ref mut ys, ref mut ss]: [cudarc::driver::CudaViewMut<'_, u8>; 2],
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
         let (entry, blocks, block) = match quant_plan(self.group, dtype) {
@@ -268,8 +279,8 @@ pub(crate) fn store_fp8(
     op: &'static str,
     codes: Vec<u8>,
     scales: &[f32],
-    y: &mut Tensor,
-    scales_out: &mut Tensor,
+    y: &mut crate::TensorMut<'_>,
+    scales_out: &mut crate::TensorMut<'_>,
 ) -> Result<(), Error> {
     let host = y
         .host_bytes_mut()
@@ -281,7 +292,7 @@ pub(crate) fn store_fp8(
             host.len()
         )));
     }
-    *host = codes;
+    host.copy_from_slice(&codes);
     let scales: Vec<f64> = scales.iter().copied().map(f64::from).collect();
     scales_out.set_host_f64(&scales)
 }

@@ -295,7 +295,7 @@ fn finish(
     kind: &str,
     dtype: DType,
     part: &CudaSlice<u8>,
-    ys: &mut CudaSlice<u8>,
+    ys: &mut cudarc::driver::CudaViewMut<'_, u8>,
     outputs: usize,
     splits: usize,
     n: usize,
@@ -390,7 +390,7 @@ impl ReducePlan {
     }
 
     /// The CPU backend: the reference on a host copy.
-    fn cpu(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+    fn cpu(&self, x: crate::TensorRef<'_>, y: &mut crate::TensorMut<'_>) -> Result<(), Error> {
         cpu_f64([x], y, |[x]| {
             reference::reduce(&x, &self.x.shape, &self.axes, self.kind)
         })
@@ -400,8 +400,8 @@ impl ReducePlan {
     fn cuda(
         &self,
         dev: &CudaDevice,
-        xs: &CudaSlice<u8>,
-        ys: &mut CudaSlice<u8>,
+        xs: &cudarc::driver::CudaView<'_, u8>,
+        ys: &mut cudarc::driver::CudaViewMut<'_, u8>,
     ) -> Result<(), Error> {
         let op = self.op;
         let dtype = self.x.dtype;
@@ -658,8 +658,9 @@ macro_rules! reduce_op {
 
             /// The reduction of `x`, into a new tensor of spec [`Self::y`]. `x` must match the
             /// plan (spec and device).
-            pub fn forward(&self, x: &Tensor) -> Result<Tensor, Error> {
-                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+            pub fn forward<'t>(&self, x: impl Into<crate::TensorRef<'t>>) -> Result<Tensor, Error> {
+                let x = x.into();
+                check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
                 let mut y = Tensor::empty(&self.plan.y, &self.device)?;
                 self.forward_into(x, &mut y)?;
                 Ok(y)
@@ -667,9 +668,11 @@ macro_rules! reduce_op {
 
             /// The reduction of `x`, written into `y` (spec [`Self::y`], same device). On a GPU
             /// the call is asynchronous: copies and [`Device::synchronize`] wait for it.
-            pub fn forward_into(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
-                check_input(Self::NAME, "x", x, &self.x, &self.device)?;
-                check_input(Self::NAME, "y", y, &self.plan.y, &self.device)?;
+            pub fn forward_into<'t>(&self, x: impl Into<crate::TensorRef<'t>>, y: impl Into<crate::TensorMut<'t>>) -> Result<(), Error> {
+                let x = x.into();
+                let y = y.into();
+                check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
+                check_input(Self::NAME, "y", &y, &self.plan.y, &self.device)?;
                 backend::forward(self, [x], [y])
             }
         }
@@ -679,15 +682,15 @@ macro_rules! reduce_op {
                 &self.device
             }
 
-            fn cpu(&self, [x]: [&Tensor; 1], [y]: [&mut Tensor; 1]) -> Result<(), Error> {
-                self.plan.cpu(x, y)
+            fn cpu(&self, [x]: [crate::TensorRef<'_>; 1], [mut y]: [crate::TensorMut<'_>; 1]) -> Result<(), Error> {
+                self.plan.cpu(x, &mut y)
             }
 
             fn cuda(
                 &self,
                 dev: &CudaDevice,
-                [xs]: [&CudaSlice<u8>; 1],
-                [ys]: [&mut CudaSlice<u8>; 1],
+                [ref xs]: [cudarc::driver::CudaView<'_, u8>; 1],
+                [ref mut ys]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
             ) -> Result<(), Error> {
                 self.plan.cuda(dev, xs, ys)
             }

@@ -4,7 +4,7 @@
 //! once in [`softmax_op!`]. The two ops differ only in their output step (the kernels' `LOG`
 //! template flag, the reference), and `softmax.cu` holds both ops' kernels, named after the op.
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::LaunchConfig;
 
 use super::reference;
 use crate::device::CudaDevice;
@@ -77,7 +77,11 @@ impl SoftmaxPlan {
     }
 
     /// The CPU backend: the reference on a host copy.
-    pub(super) fn cpu(&self, x: &Tensor, y: &mut Tensor) -> Result<(), Error> {
+    pub(super) fn cpu(
+        &self,
+        x: crate::TensorRef<'_>,
+        y: &mut crate::TensorMut<'_>,
+    ) -> Result<(), Error> {
         cpu_f64([x], y, |[x]| {
             (self.reference)(&x, self.outer, self.n, self.inner)
         })
@@ -93,8 +97,8 @@ impl SoftmaxPlan {
         &self,
         dev: &CudaDevice,
         dtype: DType,
-        xs: &CudaSlice<u8>,
-        ys: &mut CudaSlice<u8>,
+        xs: &cudarc::driver::CudaView<'_, u8>,
+        ys: &mut cudarc::driver::CudaViewMut<'_, u8>,
     ) -> Result<(), Error> {
         let n = self.n as i32;
         let per_vector = 16 / dtype.size_in_bytes();
@@ -145,8 +149,8 @@ impl SoftmaxPlan {
         &self,
         dev: &CudaDevice,
         dtype: DType,
-        xs: &CudaSlice<u8>,
-        ys: &mut CudaSlice<u8>,
+        xs: &cudarc::driver::CudaView<'_, u8>,
+        ys: &mut cudarc::driver::CudaViewMut<'_, u8>,
     ) -> Result<(), Error> {
         const THREADS: usize = 256;
         let (rows, n) = (self.outer as i64, self.n as i32);
@@ -278,9 +282,10 @@ macro_rules! softmax_op {
             }
 
             /// The op of `x`, into a new tensor. `x` must match the plan (spec and device).
-            pub fn forward(&self, x: &crate::Tensor) -> Result<crate::Tensor, crate::Error> {
+            pub fn forward<'t>(&self, x: impl Into<crate::TensorRef<'t>>) -> Result<crate::Tensor, crate::Error> {
                 use crate::registry::ManifestOp;
-                crate::ops::check_input(Self::NAME, "x", x, &self.x, &self.device)?;
+                let x = x.into();
+                crate::ops::check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
                 let mut y = crate::Tensor::empty(&self.x, &self.device)?;
                 self.forward_into(x, &mut y)?;
                 Ok(y)
@@ -289,14 +294,16 @@ macro_rules! softmax_op {
             /// The op of `x`, written into `y` (same spec and device as `x`). On a GPU the call
             /// is asynchronous: copies and [`Device::synchronize`](crate::Device::synchronize)
             /// wait for it.
-            pub fn forward_into(
+            pub fn forward_into<'t>(
                 &self,
-                x: &crate::Tensor,
-                y: &mut crate::Tensor,
+                x: impl Into<crate::TensorRef<'t>>,
+                y: impl Into<crate::TensorMut<'t>>,
             ) -> Result<(), crate::Error> {
                 use crate::registry::ManifestOp;
-                crate::ops::check_input(Self::NAME, "x", x, &self.x, &self.device)?;
-                crate::ops::check_input(Self::NAME, "y", y, &self.x, &self.device)?;
+                let x = x.into();
+                let y = y.into();
+                crate::ops::check_input(Self::NAME, "x", &x, &self.x, &self.device)?;
+                crate::ops::check_input(Self::NAME, "y", &y, &self.x, &self.device)?;
                 crate::ops::backend::forward(self, [x], [y])
             }
         }
@@ -308,17 +315,17 @@ macro_rules! softmax_op {
 
             fn cpu(
                 &self,
-                [x]: [&crate::Tensor; 1],
-                [y]: [&mut crate::Tensor; 1],
+                [x]: [crate::TensorRef<'_>; 1],
+                [mut y]: [crate::TensorMut<'_>; 1],
             ) -> Result<(), crate::Error> {
-                self.plan.cpu(x, y)
+                self.plan.cpu(x, &mut y)
             }
 
             fn cuda(
                 &self,
                 dev: &crate::device::CudaDevice,
-                [xs]: [&cudarc::driver::CudaSlice<u8>; 1],
-                [ys]: [&mut cudarc::driver::CudaSlice<u8>; 1],
+                [ref xs]: [cudarc::driver::CudaView<'_, u8>; 1],
+                [ref mut ys]: [cudarc::driver::CudaViewMut<'_, u8>; 1],
             ) -> Result<(), crate::Error> {
                 self.plan.cuda(dev, self.x.dtype, xs, ys)
             }
@@ -435,7 +442,7 @@ mod tests {
                     let plan = plan_of(op, reference, s.clone(), dim);
                     let x = Tensor::random(&s, 11, &cpu).unwrap();
                     let mut y = Tensor::empty(&s, &cpu).unwrap();
-                    plan.cpu(&x, &mut y).unwrap();
+                    plan.cpu(x.as_tensor_ref(), &mut y.as_tensor_mut()).unwrap();
                     assert_eq!(y.spec(), &s);
                     let expect =
                         reference(&x.to_vec_f64().unwrap(), plan.outer, plan.n, plan.inner);

@@ -8,6 +8,8 @@
 //! Without a usable GPU each test prints `SKIP: <reason>` and passes; with `TILEOPS_REQUIRE_GPU=1`
 //! it fails instead.
 
+mod borrowed;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
