@@ -30,7 +30,8 @@ fi
 
 link="$root/target/candle-link"
 mkdir -p "$link/lib64"
-for name in libcuda.so libcuda.so.1 libcublas.so libcublasLt.so libcurand.so; do
+# The .so names for the linker, the sonames for the loader (tileops asks it for cuBLAS by soname).
+for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13 libcublasLt.so libcublasLt.so.13 libcurand.so; do
   ln -sf "$emu" "$link/lib64/$name"
 done
 ln -sf "$cuda/lib/libnvrtc.so.13" "$link/lib64/libnvrtc.so"

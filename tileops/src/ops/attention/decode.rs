@@ -1290,4 +1290,69 @@ mod tests {
             assert_eq!(out[1].to_vec_f32().unwrap()[4], f32::NEG_INFINITY);
         }
     }
+
+    #[test]
+    fn borrowed_host_inputs_and_outputs_equal_the_owned_path() {
+        // An fp8 paged decode with every input borrowed from the caller's host memory (the pool
+        // at a byte offset inside a larger buffer, the scales as a pair of borrows) and the
+        // outputs written into the caller's slices.
+        use crate::{TensorMut, TensorRef};
+        let cpu = Device::cpu();
+        let q = TensorSpec::new([3, 4, 64], DType::BFloat16);
+        let pool = TensorSpec::new([5, 16, 2, 64], DType::Float8E4M3Fn);
+        let table = [4, 1, 3, 0, -1, -1, 2, -1, -1];
+        let lens = [40, 0, 16];
+        let options = DecodeOptions::default().return_lse(true);
+        let op = GqaDecodePaged::new(
+            q.clone(),
+            pool.clone(),
+            pool.clone(),
+            &table,
+            3,
+            &lens,
+            options,
+            &cpu,
+        )
+        .unwrap();
+        let inputs = op.random_inputs(7).unwrap();
+        let want = op.run(&inputs).unwrap();
+
+        let q_host: Vec<half::bf16> = inputs[0].to_vec().unwrap();
+        let mut k_host = vec![0xffu8; 32];
+        k_host.extend(inputs[1].to_bytes().unwrap());
+        let v_host = inputs[2].to_bytes().unwrap();
+        let table_host: Vec<i32> = inputs[3].to_vec().unwrap();
+        let lens_host: Vec<i32> = inputs[4].to_vec().unwrap();
+        let (k_scale, v_scale): (Vec<f32>, Vec<f32>) =
+            (inputs[5].to_vec().unwrap(), inputs[6].to_vec().unwrap());
+        let mut o = vec![half::bf16::ZERO; 3 * 4 * 64];
+        let mut lse = vec![0f32; 12];
+        let r = |t: &Tensor| t.shape().to_vec();
+        op.forward_into(
+            TensorRef::from_host_slice(&q_host, r(&inputs[0]), &cpu).unwrap(),
+            TensorRef::from_host_bytes(&k_host[32..], &pool, &cpu).unwrap(),
+            TensorRef::from_host_bytes(&v_host, &pool, &cpu).unwrap(),
+            TensorRef::from_host_slice(&table_host, r(&inputs[3]), &cpu).unwrap(),
+            TensorRef::from_host_slice(&lens_host, r(&inputs[4]), &cpu).unwrap(),
+            (
+                TensorRef::from_host_slice(&k_scale, [1], &cpu).unwrap(),
+                TensorRef::from_host_slice(&v_scale, [1], &cpu).unwrap(),
+            ),
+            AttentionOutputMut {
+                o: TensorMut::from_host_slice_mut(&mut o, [3, 4, 64], &cpu).unwrap(),
+                lse: Some(TensorMut::from_host_slice_mut(&mut lse, [3, 4], &cpu).unwrap()),
+            },
+        )
+        .unwrap();
+        assert_eq!(o, want[0].to_vec::<half::bf16>().unwrap());
+        assert_eq!(
+            lse.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want[1]
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        );
+    }
 }
