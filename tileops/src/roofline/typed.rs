@@ -29,9 +29,13 @@ use std::any::Any;
 use std::borrow::Cow;
 
 use super::error::{EvalError, EvalResult};
-use super::ops::{floordiv_int, mod_int, normalize_index, slice_bound, slice_indices, ssize_index};
-use super::stream::charge;
-use super::value::{PyType, Value, int_from_usize};
+use super::ops::MAX_ITEMS;
+use super::ops::{
+    check_len, floordiv_int, mod_int, normalize_index, range_contains, slice_bound, slice_indices,
+    ssize_index,
+};
+use super::stream::{charge, too_many};
+use super::value::{PyType, Value, int_from_usize, range_item, range_len};
 
 /// `a + b` on ints.
 #[inline]
@@ -186,6 +190,455 @@ impl IntParam for isize {
 #[inline]
 pub fn int_param<T: IntParam + ?Sized>(field: &T) -> i128 {
     field.to_int()
+}
+
+/// What a param field of type [`Value`] holds, for the typed versions of a formula: generated
+/// code matches on it once per call and runs the version compiled for that kind (an int param
+/// computes on an `i128`, a `None` one folds its `is None` tests away), or the general one.
+///
+/// ```
+/// use tileops::roofline::{Value, __rt};
+/// assert!(matches!(__rt::param_kind(&Value::Int(-1)), __rt::ParamKind::Int(-1)));
+/// assert!(matches!(__rt::param_kind(&Value::None), __rt::ParamKind::None));
+/// // `True` is an int in Python, but not the int version's: it takes the general one.
+/// assert!(matches!(__rt::param_kind(&Value::Bool(true)), __rt::ParamKind::Bool(true)));
+/// assert!(matches!(__rt::param_kind(&Value::Float(1.0)), __rt::ParamKind::Other));
+/// let dims = Value::List(vec![Value::Int(0), Value::Int(-1)]);
+/// let __rt::ParamKind::IntList(ints) = __rt::param_kind(&dims) else { panic!() };
+/// assert_eq!((ints.len(), ints.product()?), (2, 0));
+/// // A list with anything but ints in it is the general version's.
+/// let mixed = Value::List(vec![Value::Int(0), Value::Bool(true)]);
+/// assert!(matches!(__rt::param_kind(&mixed), __rt::ParamKind::Other));
+/// // A field of another type than `Value` is always the general version's.
+/// assert!(matches!(__rt::param_kind(&3i64), __rt::ParamKind::Other));
+/// # Ok::<(), tileops::roofline::EvalError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamKind<'a> {
+    /// A `Value::Int`.
+    Int(i128),
+    /// A `Value::Bool`.
+    Bool(bool),
+    /// `Value::None`.
+    None,
+    /// A `Value::List` of ints only.
+    IntList(Ints<'a>),
+    /// A `Value::Tuple` of ints only.
+    IntTuple(Ints<'a>),
+    /// Anything else, or a field that is not a `Value`.
+    Other,
+}
+
+/// The [`ParamKind`] of a param field.
+#[inline]
+pub fn param_kind<T: 'static>(field: &T) -> ParamKind<'_> {
+    let all_ints = |items: &[Value]| items.iter().all(|v| matches!(v, Value::Int(_)));
+    match (field as &dyn Any).downcast_ref::<Value>() {
+        Some(Value::Int(i)) => ParamKind::Int(*i),
+        Some(Value::Bool(b)) => ParamKind::Bool(*b),
+        Some(Value::None) => ParamKind::None,
+        Some(Value::List(items)) if all_ints(items) => ParamKind::IntList(Ints { items }),
+        Some(Value::Tuple(items)) if all_ints(items) => ParamKind::IntTuple(Ints { items }),
+        _ => ParamKind::Other,
+    }
+}
+
+/// A list or tuple param of ints, borrowed ([`param_kind`] made it, so every item is a
+/// `Value::Int`): `len`, `product` and iteration without a `Value` in between.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ints<'a> {
+    items: &'a [Value],
+}
+
+impl<'a> Ints<'a> {
+    /// `len(items)`.
+    #[allow(clippy::len_without_is_empty)] // `is_empty` below is the list's truthiness
+    #[inline]
+    pub fn len(&self) -> i128 {
+        int_from_usize(self.items.len())
+    }
+
+    /// `not items`.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The items, in order.
+    #[inline]
+    pub fn ints(self) -> impl Iterator<Item = i128> + 'a {
+        self.items.iter().map(|v| match v {
+            Value::Int(i) => *i,
+            // `param_kind` let only ints in.
+            _ => 0,
+        })
+    }
+
+    /// `product(items)`: charged as the helper charges a list, each step a checked multiply.
+    #[inline]
+    pub fn product(&self) -> EvalResult<i128> {
+        charge(self.items.len())?;
+        self.ints().try_fold(1, int_mul)
+    }
+
+    /// The list (`tuple: false`) or tuple itself, for the parts of a formula that need a
+    /// [`Value`].
+    pub fn to_value(&self, tuple: bool) -> Value {
+        let items = self.items.to_vec();
+        if tuple {
+            Value::Tuple(items)
+        } else {
+            Value::List(items)
+        }
+    }
+}
+
+/// The `(start, stop, step)` of `range(*args)` for one to three int args.
+fn range_parts(args: &[i128]) -> EvalResult<(i128, i128, i128)> {
+    let (start, stop, step) = match *args {
+        [stop] => (0, stop, 1),
+        [start, stop] => (start, stop, 1),
+        [start, stop, step] => (start, stop, step),
+        // The types pass types one to three args only.
+        _ => return Err(EvalError::type_error("range expected 1 to 3 arguments")),
+    };
+    if step == 0 {
+        return Err(EvalError::value_error("range() arg 3 must not be zero"));
+    }
+    Ok((start, stop, step))
+}
+
+/// The items of `range(*args)` as ints, in order, one at a time (a range past any length
+/// limit can be iterated a step at a time, as on the runtime).
+///
+/// ```
+/// use tileops::roofline::__rt;
+/// assert_eq!(__rt::range_ints(&[10, 0, -4])?.collect::<Vec<_>>(), [10, 6, 2]);
+/// assert_eq!(__rt::range_ints(&[1 << 100])?.nth(3), Some(3));
+/// # Ok::<(), tileops::roofline::EvalError>(())
+/// ```
+#[inline]
+pub fn range_ints(args: &[i128]) -> EvalResult<impl Iterator<Item = i128> + use<>> {
+    let (start, stop, step) = range_parts(args)?;
+    let len = range_len(start, stop, step)?;
+    Ok((0..len).map(move |k| range_item(start, step, k)))
+}
+
+/// Charges `units` of work to the running evaluation's budget: what the value runtime charges
+/// for a step the typed code takes without it (a scan of a display's `n` items, a set display
+/// of `n` items built).
+#[inline]
+pub fn work(units: usize) -> EvalResult<()> {
+    charge(units)
+}
+
+/// `set(range(...))` of ints, never built: its items ascending, as the set orders them.
+///
+/// Making one refuses and charges exactly what building the set does (`MAX_ITEMS`, one unit an
+/// item), so a loop over it, or a test of membership in it, costs the same budget and fails the
+/// same way as on the value runtime.
+///
+/// ```
+/// use tileops::roofline::__rt;
+/// let s = __rt::range_set(&[10, 0, -4])?;
+/// assert_eq!(s.ints().collect::<Vec<_>>(), [2, 6, 10]);
+/// assert!(s.contains(6) && !s.contains(4));
+/// assert_eq!(
+///     __rt::range_set(&[0, 5, 0]).unwrap_err().to_string(),
+///     "ValueError: range() arg 3 must not be zero"
+/// );
+/// assert!(__rt::range_set(&[1 << 40]).unwrap_err().to_string().starts_with("MemoryError"));
+/// # Ok::<(), tileops::roofline::EvalError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeSet {
+    start: i128,
+    stop: i128,
+    step: i128,
+    len: usize,
+}
+
+/// `set(range(*args))`, for one to three int args (as `range` takes them).
+#[inline]
+pub fn range_set(args: &[i128]) -> EvalResult<RangeSet> {
+    let (start, stop, step) = range_parts(args)?;
+    // What `set(range)` does: `iterate` the range (its length refused past MAX_ITEMS, each
+    // item charged), and keep the items ascending.
+    let len = usize::try_from(range_len(start, stop, step)?).unwrap_or(usize::MAX);
+    check_len(len)?;
+    Ok(RangeSet {
+        start,
+        stop,
+        step,
+        len,
+    })
+}
+
+impl RangeSet {
+    /// The items, ascending (a negative step's range backwards).
+    #[inline]
+    pub fn ints(self) -> impl Iterator<Item = i128> {
+        let RangeSet {
+            start, step, len, ..
+        } = self;
+        (0..len).map(move |k| {
+            let index = if step > 0 { k } else { len - 1 - k };
+            range_item(start, step, index as u128)
+        })
+    }
+
+    /// `i in set(range(...))`.
+    #[inline]
+    pub fn contains(&self, i: i128) -> bool {
+        range_contains(self.start, self.stop, self.step, &Value::Int(i)).unwrap_or(false)
+    }
+}
+
+/// A set display of `N` ints (`{dim % n}`), never on the heap: its distinct items ascending, as
+/// the set orders them. Making one charges the `N` items as `make_set` does.
+///
+/// ```
+/// use tileops::roofline::__rt;
+/// let s = __rt::int_set([3, -1, 3])?;
+/// assert_eq!(s.ints().collect::<Vec<_>>(), [-1, 3]);
+/// assert!(s.contains(3) && !s.contains(0));
+/// # Ok::<(), tileops::roofline::EvalError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntSet<const N: usize> {
+    items: [i128; N],
+    len: usize,
+}
+
+/// The set of the display's items, in the order Python evaluated them.
+#[inline]
+pub fn int_set<const N: usize>(mut items: [i128; N]) -> EvalResult<IntSet<N>> {
+    charge(N)?;
+    items.sort_unstable();
+    let mut len = 0;
+    for k in 0..N {
+        if len == 0 || items[len - 1] != items[k] {
+            items[len] = items[k];
+            len += 1;
+        }
+    }
+    Ok(IntSet { items, len })
+}
+
+impl<const N: usize> IntSet<N> {
+    /// The distinct items, ascending.
+    #[inline]
+    pub fn ints(self) -> impl Iterator<Item = i128> {
+        let len = self.len;
+        self.items.into_iter().take(len)
+    }
+
+    /// `i in {...}`.
+    #[inline]
+    pub fn contains(&self, i: i128) -> bool {
+        self.items[..self.len].contains(&i)
+    }
+}
+
+/// A set of ints the typed code built or will iterate: `set(range(...))`, or the items of a
+/// set display or a set comprehension of ints ([`IntCollect`]). Branches of a conditional that
+/// give sets of different makings meet in this type.
+///
+/// ```
+/// use tileops::roofline::__rt;
+/// let mut acc = __rt::IntCollect::new();
+/// for d in [2, -1, 2] {
+///     acc.push(d)?;
+/// }
+/// let set: __rt::IntSetOf = acc.finish()?;
+/// assert_eq!(set.ints().collect::<Vec<_>>(), [-1, 2]);
+/// let all: __rt::IntSetOf = __rt::range_set(&[3])?.into();
+/// assert!(all.contains(2) && !all.contains(3));
+/// # Ok::<(), tileops::roofline::EvalError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IntSetOf {
+    /// `set(range(...))`, never built.
+    Range(RangeSet),
+    /// Distinct items, ascending.
+    Items(IntItems),
+}
+
+impl From<RangeSet> for IntSetOf {
+    #[inline]
+    fn from(set: RangeSet) -> Self {
+        IntSetOf::Range(set)
+    }
+}
+
+impl<const N: usize> From<IntSet<N>> for IntSetOf {
+    #[inline]
+    fn from(set: IntSet<N>) -> Self {
+        let mut items = IntItems::default();
+        for i in set.ints() {
+            items.push(i);
+        }
+        IntSetOf::Items(items)
+    }
+}
+
+impl IntSetOf {
+    /// The items, ascending (the set's order).
+    #[inline]
+    pub fn ints(self) -> impl Iterator<Item = i128> {
+        let (range, items) = match self {
+            IntSetOf::Range(r) => (Some(r.ints()), None),
+            IntSetOf::Items(items) => (None, Some(items.into_ints())),
+        };
+        range
+            .into_iter()
+            .flatten()
+            .chain(items.into_iter().flatten())
+    }
+
+    /// `i in set`.
+    #[inline]
+    pub fn contains(&self, i: i128) -> bool {
+        match self {
+            IntSetOf::Range(r) => r.contains(i),
+            IntSetOf::Items(items) => items.as_slice().binary_search(&i).is_ok(),
+        }
+    }
+}
+
+/// Ints kept inline while they are few (sets of axes: a handful), on the heap past that.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IntItems {
+    /// At most [`INLINE_INTS`] items.
+    Inline([i128; INLINE_INTS], usize),
+    /// More.
+    Heap(Vec<i128>),
+}
+
+/// How many ints [`IntItems`] keeps without allocating.
+pub const INLINE_INTS: usize = 8;
+
+impl Default for IntItems {
+    fn default() -> Self {
+        IntItems::Inline([0; INLINE_INTS], 0)
+    }
+}
+
+impl IntItems {
+    #[inline]
+    fn push(&mut self, i: i128) {
+        match self {
+            IntItems::Inline(items, len) if *len < INLINE_INTS => {
+                items[*len] = i;
+                *len += 1;
+            }
+            IntItems::Inline(items, len) => {
+                let mut heap = items[..*len].to_vec();
+                heap.push(i);
+                *self = IntItems::Heap(heap);
+            }
+            IntItems::Heap(heap) => heap.push(i),
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            IntItems::Inline(_, len) => *len,
+            IntItems::Heap(heap) => heap.len(),
+        }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[i128] {
+        match self {
+            IntItems::Inline(items, len) => &items[..*len],
+            IntItems::Heap(heap) => heap,
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [i128] {
+        match self {
+            IntItems::Inline(items, len) => &mut items[..*len],
+            IntItems::Heap(heap) => heap,
+        }
+    }
+
+    #[inline]
+    fn truncate(&mut self, n: usize) {
+        match self {
+            IntItems::Inline(_, len) => *len = n.min(*len),
+            IntItems::Heap(heap) => heap.truncate(n),
+        }
+    }
+
+    /// Sorts and drops the duplicates.
+    #[inline]
+    fn make_set(&mut self) {
+        let items = self.as_mut_slice();
+        items.sort_unstable();
+        let mut len = 0;
+        for k in 0..items.len() {
+            if len == 0 || items[len - 1] != items[k] {
+                items[len] = items[k];
+                len += 1;
+            }
+        }
+        self.truncate(len);
+    }
+
+    fn into_ints(self) -> impl Iterator<Item = i128> {
+        let (inline, heap) = match self {
+            IntItems::Inline(items, len) => (Some(items.into_iter().take(len)), None),
+            IntItems::Heap(heap) => (None, Some(heap.into_iter())),
+        };
+        inline
+            .into_iter()
+            .flatten()
+            .chain(heap.into_iter().flatten())
+    }
+}
+
+/// A set comprehension of ints (`{d % n for d in dim}`) as the runtime's set collector builds
+/// it, with the same length limit and the same charges (each item pushed, then the items again
+/// when the set is made), without a `Value` per item or, for a few items, the heap.
+#[derive(Debug, Default)]
+pub struct IntCollect {
+    items: IntItems,
+}
+
+impl IntCollect {
+    /// An empty set.
+    #[inline]
+    pub fn new() -> Self {
+        IntCollect::default()
+    }
+
+    /// Adds one item.
+    #[inline]
+    pub fn push(&mut self, i: i128) -> EvalResult<()> {
+        if self.items.len() == MAX_ITEMS {
+            // As `Collect::set`: only the distinct items count; dropping the duplicates is
+            // `make_set`, charged as it is.
+            charge(self.items.len())?;
+            self.items.make_set();
+            if self.items.len() == MAX_ITEMS {
+                return Err(too_many());
+            }
+        }
+        charge(1)?;
+        self.items.push(i);
+        Ok(())
+    }
+
+    /// The set: `make_set`'s charge, its order.
+    #[inline]
+    pub fn finish(mut self) -> EvalResult<IntSetOf> {
+        charge(self.items.len())?;
+        self.items.make_set();
+        Ok(IntSetOf::Items(self.items))
+    }
 }
 
 /// `x.shape`, or a slice of it, without building a tuple: the dims `base[first + k * step]` for

@@ -101,7 +101,7 @@ fn checked(result: Option<i128>) -> EvalResult {
 }
 
 /// Refuses a result longer than [`MAX_ITEMS`], and charges building it to the work budget.
-fn check_len(len: usize) -> EvalResult<()> {
+pub(crate) fn check_len(len: usize) -> EvalResult<()> {
     if len > MAX_ITEMS {
         return Err(EvalError::memory_error(format!(
             "a sequence of {len} items exceeds the tileops formula limit of {MAX_ITEMS}"
@@ -743,7 +743,12 @@ pub(crate) fn check_hashable(v: &Value) -> EvalResult<()> {
     }
 }
 
-fn range_contains(start: i128, stop: i128, step: i128, item: &Value) -> EvalResult<bool> {
+pub(crate) fn range_contains(
+    start: i128,
+    stop: i128,
+    step: i128,
+    item: &Value,
+) -> EvalResult<bool> {
     let i = match *item {
         Value::Bool(b) => i128::from(b),
         Value::Int(i) => i,

@@ -456,7 +456,7 @@ impl Collect {
     }
 }
 
-fn too_many() -> EvalError {
+pub(crate) fn too_many() -> EvalError {
     EvalError::memory_error(format!(
         "a comprehension of more than {MAX_ITEMS} items exceeds the tileops formula limit of \
          {MAX_ITEMS}"
