@@ -309,16 +309,18 @@ fn evaluate(
 }
 
 /// `flops` or `bytes` (the local `name`, of type `ty`) as a count: the runtime's `to_count` of
-/// its value, so a negative or oversized int is the same error on either path.
+/// its value (`to_count_int` of an int), so a negative or oversized int is the same error on
+/// either path.
 fn count(name: &Ident, ty: formula::Ty) -> TokenStream {
+    let rt = quote!(::tileops::__private_v0_1::rt);
     match ty {
-        formula::Ty::Int => quote!(&::tileops::roofline::Value::Int(#name)),
-        formula::Ty::Bool => quote!(&::tileops::roofline::Value::Bool(#name)),
+        formula::Ty::Int => quote!(#rt::to_count_int(#name)),
+        formula::Ty::Bool => quote!(#rt::to_count(&::tileops::roofline::Value::Bool(#name))),
         formula::Ty::Dims
         | formula::Ty::Value
         | formula::Ty::None
         | formula::Ty::IntList
-        | formula::Ty::IntTuple => quote!(&#name),
+        | formula::Ty::IntTuple => quote!(#rt::to_count(&#name)),
     }
 }
 
@@ -790,9 +792,9 @@ fn inline_version(
         let flops = #flops_value;
         let bytes = #bytes_value;
         ::core::result::Result::Ok(::tileops::Roofline {
-            flops: ::tileops::__private_v0_1::rt::to_count(#flops_count)
+            flops: #flops_count
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "flops", #flops_text, err))?,
-            bytes: ::tileops::__private_v0_1::rt::to_count(#bytes_count)
+            bytes: #bytes_count
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "bytes", #bytes_text, err))?,
         })
     })

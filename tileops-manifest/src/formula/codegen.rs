@@ -1319,7 +1319,11 @@ impl Gen<'_> {
             };
             let mut conds = Vec::new();
             for cond in &clause.ifs {
-                conds.push(match self.invariant_membership(cond, clauses) {
+                let invariant = match self.invariant_membership(cond, clauses) {
+                    Some(found) => Some(found),
+                    None => self.invariant_int_set_membership(cond, clauses),
+                };
+                conds.push(match invariant {
                     Some((holder, code)) => {
                         holders.push(holder);
                         code
@@ -1355,6 +1359,52 @@ impl Gen<'_> {
             #(let mut #holders = #rt::Invariant::new();)*
             #body
         })
+    }
+
+    /// `i in S` / `i not in S` as a typed filter, where `S` is a set of ints the typed code
+    /// builds item by item (a set comprehension, or a conditional with one in a branch) and
+    /// reads no variable of this comprehension: kept as [`Self::invariant_membership`] keeps a
+    /// value's set (`Invariant<IntSetOf>`: built once, its work charged again on each use).
+    fn invariant_int_set_membership(
+        &mut self,
+        cond: &Expr,
+        clauses: &[CompClause],
+    ) -> Option<(Ident, TokenStream)> {
+        self.types?;
+        let ExprKind::Compare { left, rest } = &cond.kind else {
+            return None;
+        };
+        let [c] = rest.as_slice() else {
+            return None;
+        };
+        let infer = self.infer();
+        if !matches!(c.op, CmpOp::In | CmpOp::NotIn)
+            || infer.ty(cond) != Ty::Bool
+            || infer.ty(left) != Ty::Int
+            || infer.int_display(&c.right).is_some()
+            || infer.range_set_args(&c.right).is_some()
+            || !infer.is_int_set(&c.right)
+            || !has_comprehension(infer.unfold(&c.right))
+        {
+            return None;
+        }
+        let targets: Vec<&str> = clauses
+            .iter()
+            .flat_map(|c| c.target.names().iter().map(|t| t.name.as_str()))
+            .collect();
+        if reads_any(&c.right, &targets) {
+            return None;
+        }
+        self.labels += 1;
+        let holder = Ident::new(&format!("__tileops_inv{}", self.labels), Span::call_site());
+        let a = self.typed(left, Ty::Int);
+        let set = self.int_set(&c.right);
+        let not = (c.op == CmpOp::NotIn).then(|| quote!(!));
+        let code = quote! {{
+            let __tileops_needle: ::core::primitive::i128 = #a;
+            #not #holder.get(|| ::core::result::Result::Ok(#set))?.contains(__tileops_needle)
+        }};
+        Some((holder, code))
     }
 
     /// `x in E` / `x not in E` as a filter, where `E` reads no variable of this comprehension
@@ -2015,8 +2065,14 @@ mod tests {
             &c,
             "::tileops::__private_v0_1::rt::IntSetOf::from(::tileops::__private_v0_1::rt::range_set(&[py_x.rank(\"x\")?])?)",
         );
-        has(&c, "!(if (true && (py_dim.len() > 0i128)) {");
-        has(&c, ".contains(__tileops_needle)");
+        // It reads no loop variable: built once per evaluation of the comprehension and kept,
+        // its work charged again on each test.
+        assert_eq!(count(&c, "rt::Invariant::new()"), 1, "{c}");
+        has(
+            &c,
+            "! __tileops_inv1.get(|| ::core::result::Result::Ok(if (true && (py_dim.len() > 0i128)) {",
+        );
+        has(&c, "}))?.contains(__tileops_needle)");
         // For an int, the one-axis set display; for `None`, all the axes; each alone.
         let (c, _) = typed_with(reduction, Ty::Int);
         assert_eq!(count(&c, "Value"), 0, "{c}");

@@ -124,6 +124,16 @@ pub fn int_item(item: &Value) -> EvalResult<i128> {
     }
 }
 
+/// `to_count` of an int: a count in range is returned at once; any other gives `to_count`'s
+/// error for the same int.
+#[inline]
+pub fn to_count_int(i: i128) -> EvalResult<u64> {
+    match u64::try_from(i) {
+        Ok(n) => Ok(n),
+        Err(_) => super::ops::to_count(&Value::Int(i)),
+    }
+}
+
 /// A shape extent (a `usize`) as a formula int.
 #[inline]
 pub fn extent(n: usize) -> i128 {
@@ -833,6 +843,159 @@ impl<'a> Dims<'a> {
 mod tests {
     use super::super::ops;
     use super::*;
+
+    use super::super::helpers;
+    use super::super::stream::{Budget, Collect, work_left};
+
+    /// `f`'s result and the work it charged, run under a fresh budget.
+    fn charged<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        let _budget = Budget::enter();
+        let before = work_left();
+        let out = f();
+        (out, before - work_left())
+    }
+
+    #[test]
+    fn sets_of_ints_are_the_runtime_sets_with_its_charges_and_errors() {
+        let arg_lists: Vec<Vec<i128>> = vec![
+            vec![0],
+            vec![5],
+            vec![-3],
+            vec![2, 9],
+            vec![9, 2],
+            vec![10, 0, -4],
+            vec![-1, -10, -3],
+            vec![0, 7, 3],
+            vec![0, 5, 0],
+            vec![1 << 40],
+            vec![i128::MIN, i128::MAX, i128::MAX],
+            vec![0, (1 << 22) + 1],
+        ];
+        for args in &arg_lists {
+            let values: Vec<Value> = args.iter().map(|a| Value::Int(*a)).collect();
+            // `set(range(*args))` on the runtime, and iterating `range(*args)`.
+            let (runtime, runtime_work) =
+                charged(|| helpers::range(&values).and_then(|r| helpers::set(&[r])));
+            let (typed, typed_work) = charged(|| range_set(args));
+            assert_eq!(typed_work, runtime_work, "{args:?}");
+            match (&typed, &runtime) {
+                (Ok(t), Ok(Value::Set(items))) => {
+                    let ints: Vec<Value> = t.ints().map(Value::Int).collect();
+                    assert_eq!(&ints, items, "{args:?}");
+                    for i in [-11, -10, -1, 0, 1, 2, 3, 4, 6, 7, 9, 10, 1 << 40] {
+                        let found = ops::compare(
+                            ops::CmpOp::In,
+                            &Value::Int(i),
+                            &Value::Set(items.clone()),
+                        );
+                        assert_eq!(Ok(t.contains(i)), found, "{i} in {args:?}");
+                        assert_eq!(IntSetOf::from(*t).contains(i), t.contains(i));
+                    }
+                }
+                (Err(t), Err(r)) => assert_eq!(t, r, "{args:?}"),
+                _ => panic!("{args:?}: typed {typed:?}, runtime {runtime:?}"),
+            }
+            let range = helpers::range(&values);
+            match (range_ints(args), &range) {
+                (Ok(t), Ok(r)) => {
+                    let runtime: Vec<Value> =
+                        super::super::stream::iter(r).unwrap().take(20).collect();
+                    let typed: Vec<Value> = t.take(20).map(Value::Int).collect();
+                    assert_eq!(typed, runtime, "{args:?}");
+                }
+                (Err(t), Err(r)) => assert_eq!(&t, r, "{args:?}"),
+                (t, r) => panic!("{args:?}: typed {:?}, runtime {r:?}", t.is_ok()),
+            }
+        }
+        // A set display of ints, and a set comprehension's collector, against `make_set` and
+        // `Collect::set`: the same distinct items in the same order, the same work charged.
+        let lists: [&[i128]; 6] = [
+            &[],
+            &[3],
+            &[2, -1, 2],
+            &[0, 0, 0, 0],
+            &[9, 8, 7, 6, 5, 4, 3, 2, 1, 0, -1],
+            &[i128::MAX, i128::MIN, 0],
+        ];
+        for list in lists {
+            let (runtime, runtime_work) = charged(|| {
+                let mut acc = Collect::set();
+                for i in list {
+                    acc.push(Value::Int(*i)).unwrap();
+                }
+                acc.finish()
+            });
+            let (typed, typed_work) = charged(|| {
+                let mut acc = IntCollect::new();
+                for i in list {
+                    acc.push(*i).unwrap();
+                }
+                acc.finish()
+            });
+            assert_eq!(typed_work, runtime_work, "{list:?}");
+            let runtime = runtime.unwrap();
+            let typed: Vec<Value> = typed.unwrap().ints().map(Value::Int).collect();
+            assert_eq!(Value::Set(typed), runtime, "{list:?}");
+            let (runtime, runtime_work) =
+                charged(|| ops::make_set(list.iter().map(|i| Value::Int(*i)).collect()));
+            if let Ok(display) = <[i128; 4]>::try_from(list) {
+                let (typed, typed_work) = charged(|| int_set(display));
+                assert_eq!(typed_work, runtime_work, "{list:?}");
+                let typed: Vec<Value> = typed.unwrap().ints().map(Value::Int).collect();
+                assert_eq!(Ok(Value::Set(typed)), runtime, "{list:?}");
+            }
+        }
+        // A display scan: `work` charges what the runtime's scan of a tuple does.
+        let tuple = Value::Tuple(vec![Value::Int(1), Value::Int(2), Value::Int(3)]);
+        let (_, runtime_work) = charged(|| ops::compare(ops::CmpOp::In, &Value::Int(2), &tuple));
+        let (_, typed_work) = charged(|| work(3));
+        assert_eq!(typed_work, runtime_work);
+    }
+
+    #[test]
+    fn param_kinds_and_counts_follow_the_values() {
+        let list = Value::List(vec![Value::Int(4), Value::Int(-2)]);
+        let ParamKind::IntList(ints) = param_kind(&list) else {
+            panic!("a list of ints");
+        };
+        assert_eq!(ints.len(), 2);
+        assert_eq!(
+            ints.product().map(Value::Int),
+            helpers::product(&[list.clone()])
+        );
+        assert_eq!(ints.to_value(false), list);
+        assert!(matches!(
+            param_kind(&Value::Tuple(vec![Value::Int(1)])),
+            ParamKind::IntTuple(_)
+        ));
+        let overflow = Value::Tuple(vec![Value::Int(i128::MAX), Value::Int(2)]);
+        let ParamKind::IntTuple(big) = param_kind(&overflow) else {
+            panic!("a tuple of ints");
+        };
+        assert_eq!(
+            big.product().map(Value::Int),
+            helpers::product(&[overflow.clone()])
+        );
+        for v in [
+            Value::List(vec![Value::Int(1), Value::Float(2.0)]),
+            Value::Set(vec![Value::Int(1)]),
+            Value::Float(1.0),
+            Value::Str("int".into()),
+        ] {
+            assert!(matches!(param_kind(&v), ParamKind::Other), "{v}");
+        }
+        for i in [
+            i128::MIN,
+            -1,
+            0,
+            1,
+            i128::from(u64::MAX),
+            i128::from(u64::MAX) + 1,
+            i128::MAX,
+        ] {
+            assert_eq!(to_count_int(i), ops::to_count(&Value::Int(i)), "{i}");
+        }
+    }
 
     fn shape_value(dims: &[usize]) -> Value {
         Value::from_shape(dims)

@@ -58,6 +58,13 @@ thread_local! {
     static WORK_LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
+/// The work left to the running evaluation (`usize::MAX` outside a [`Budget`]): what tests of
+/// the typed code compare with the value runtime's charges.
+#[cfg(test)]
+pub(crate) fn work_left() -> usize {
+    WORK_LEFT.with(Cell::get)
+}
+
 /// Charges `units` of work to the running evaluation's budget; an error once it is spent.
 /// Outside a [`Budget`] (a direct call of a runtime function) nothing is counted.
 #[inline]
@@ -106,20 +113,29 @@ pub(crate) fn charge(units: usize) -> EvalResult<()> {
 /// assert_eq!(builds, 1);
 /// # Ok::<(), tileops::roofline::EvalError>(())
 /// ```
-#[derive(Debug, Default)]
-pub struct Invariant {
+///
+/// Typed code keeps a set of ints (`rt::IntSetOf`) the same way: `Invariant<IntSetOf>`.
+#[derive(Debug)]
+pub struct Invariant<T = Value> {
     /// The value and the work its evaluation charged.
-    kept: Option<(Value, usize)>,
+    kept: Option<(T, usize)>,
 }
 
-impl Invariant {
+impl<T> Default for Invariant<T> {
+    fn default() -> Self {
+        Invariant { kept: None }
+    }
+}
+
+impl<T> Invariant<T> {
     /// Nothing evaluated yet.
-    pub fn new() -> Invariant {
+    pub fn new() -> Invariant<T> {
         Invariant::default()
     }
 
     /// The part's value: `eval`'s on first use, then the kept one, its work charged again.
-    pub fn get(&mut self, eval: impl FnOnce() -> EvalResult) -> EvalResult<&Value> {
+    #[inline]
+    pub fn get(&mut self, eval: impl FnOnce() -> EvalResult<T>) -> EvalResult<&T> {
         match &mut self.kept {
             Some((value, cost)) => {
                 charge(*cost)?;
