@@ -211,6 +211,15 @@ twins!(
     }
 );
 twins!(
+    "folds",
+    "tests/manifests/typed_versions.yaml",
+    Folds,
+    FoldsRuntime {
+        x: TensorSpec,
+        n: Value
+    }
+);
+twins!(
     "scan_budget",
     "tests/manifests/typed_versions.yaml",
     ScanBudget,
@@ -293,6 +302,21 @@ fn typed_versions_of_value_params_agree_with_the_value_runtime() {
                     .eval_roofline(),
                 ),
             );
+            check(
+                format!("folds {shape:?} n={v}"),
+                both(
+                    Folds {
+                        x: x.clone(),
+                        n: v.clone(),
+                    }
+                    .eval_roofline(),
+                    FoldsRuntime {
+                        x: x.clone(),
+                        n: v.clone(),
+                    }
+                    .eval_roofline(),
+                ),
+            );
             for flag in [
                 Value::Bool(true),
                 Value::Bool(false),
@@ -325,7 +349,7 @@ fn typed_versions_of_value_params_agree_with_the_value_runtime() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(compared >= 1200, "only {compared} evaluations compared");
+    assert!(compared >= 1440, "only {compared} evaluations compared");
 }
 
 #[test]

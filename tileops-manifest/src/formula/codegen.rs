@@ -407,7 +407,7 @@ impl Gen<'_> {
                 };
                 match (helper, args.as_slice()) {
                     (
-                        "product",
+                        "product" | "sum" | "min" | "max",
                         [
                             Expr {
                                 kind:
@@ -419,7 +419,7 @@ impl Gen<'_> {
                                 ..
                             },
                         ],
-                    ) => self.int_product(elt, clauses),
+                    ) => self.int_fold(helper, elt, clauses),
                     ("product", [a]) => {
                         // A shape's dims, or a list or tuple param's ints.
                         let ty = self.ty(a);
@@ -1220,22 +1220,52 @@ impl Gen<'_> {
         }
     }
 
-    /// `product(<generator of ints>)`: the same loops, folding the element into an `i128` as
-    /// `Collect::product` folds it into a `Value` (from 1, each step a checked multiply).
-    fn int_product(&mut self, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
+    /// `product`/`sum`/`min`/`max(<generator of ints>)`: the same loops, folding the element
+    /// into an `i128` as `Collect` folds it into a `Value`: from 1, each step a checked
+    /// multiply; from 0, each a checked add (the runtime's exact int sum); the first smallest
+    /// (largest) item, or `min`'s (`max`'s) `ValueError` for no item.
+    fn int_fold(&mut self, helper: &str, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
         let rt = rt();
-        let Some(body) = self.loops(
-            elt,
-            clauses,
-            Ty::Int,
-            |elt| quote!(__tileops_product = #rt::int_mul(__tileops_product, #elt)?;),
-        ) else {
+        let init = match helper {
+            "product" => quote!(1),
+            "sum" => quote!(0),
+            _ => quote!(::core::option::Option::None),
+        };
+        let kind = helper.to_owned();
+        let fold_rt = rt.clone();
+        let step = move |e: TokenStream| match kind.as_str() {
+            "product" => quote!(__tileops_fold = #fold_rt::int_mul(__tileops_fold, #e)?;),
+            "sum" => quote!(__tileops_fold = #fold_rt::int_add(__tileops_fold, #e)?;),
+            // Replace the best only with a smaller (`min`) or larger (`max`) item: ties keep the
+            // first.
+            _ => {
+                let better = if kind == "min" { quote!(<) } else { quote!(>) };
+                quote! {
+                    let __tileops_elt: ::core::primitive::i128 = #e;
+                    if __tileops_fold.is_none_or(|best| __tileops_elt #better best) {
+                        __tileops_fold = ::core::option::Option::Some(__tileops_elt);
+                    }
+                }
+            }
+        };
+        let Some(body) = self.loops(elt, clauses, Ty::Int, step) else {
             return raise_typed(Ty::Int, "SyntaxError: invalid comprehension target");
         };
+        let finish = match helper {
+            "min" | "max" => {
+                let name = Literal::string(helper);
+                quote!(__tileops_fold.ok_or_else(|| #rt::empty_fold(#name))?)
+            }
+            _ => quote!(__tileops_fold),
+        };
+        let ty = match helper {
+            "min" | "max" => quote!(::core::option::Option<::core::primitive::i128>),
+            _ => quote!(::core::primitive::i128),
+        };
         quote! {{
-            let mut __tileops_product: ::core::primitive::i128 = 1;
+            let mut __tileops_fold: #ty = #init;
             #body
-            __tileops_product
+            #finish
         }}
     }
 
@@ -1983,7 +2013,7 @@ mod tests {
         has(&c, "if !(py_i != py_dim) { continue; }");
         has(
             &c,
-            "__tileops_product = ::tileops::__private_v0_1::rt::int_mul(__tileops_product, py_x.dims(\"x\")?.index(py_i)?)?;",
+            "__tileops_fold = ::tileops::__private_v0_1::rt::int_mul(__tileops_fold, py_x.dims(\"x\")?.index(py_i)?)?;",
         );
         assert_eq!(count(&c, "rt::step()?"), 1);
         // Over a shape, the dims themselves, in place.
@@ -2120,6 +2150,26 @@ mod tests {
         // Scans of displays charge their items as the runtime's scan does.
         let (c, _) = typed_with("M in (1, 2)", Ty::Int);
         has(&c, "::tileops::__private_v0_1::rt::work(2usize)?;");
+        // `sum`, `min`, `max` of a generator of ints fold on an int, as `product` does.
+        let (c, ty) = typed_with("sum(d * 2 for d in dim) + min(d for d in dim)", Ty::IntList);
+        assert_eq!(ty, Ty::Int);
+        has(
+            &c,
+            "__tileops_fold = ::tileops::__private_v0_1::rt::int_add(__tileops_fold, ::tileops::__private_v0_1::rt::int_mul(py_d, 2i128)?)?;",
+        );
+        has(
+            &c,
+            "if __tileops_fold.is_none_or(|best| __tileops_elt < best) {",
+        );
+        has(
+            &c,
+            "__tileops_fold.ok_or_else(|| ::tileops::__private_v0_1::rt::empty_fold(\"min\"))?",
+        );
+        let (c, _) = typed_with("max(i for i in range(M))", Ty::Int);
+        has(
+            &c,
+            "if __tileops_fold.is_none_or(|best| __tileops_elt > best) {",
+        );
         // A `None` as a value is the literal; its tests fold.
         let (c, ty) = typed_with("dim", Ty::None);
         assert_eq!(ty, Ty::Value);

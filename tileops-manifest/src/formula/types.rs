@@ -420,7 +420,7 @@ impl Infer<'_> {
         match args {
             [a] if DIMS_TO_INT.contains(&h) && self.ty(a) == Ty::Dims => Ty::Int,
             [a] if h == "product" && matches!(self.ty(a), Ty::IntList | Ty::IntTuple) => Ty::Int,
-            // The product of a generator of ints folds on an int.
+            // The product, sum, min or max of a generator of ints folds on an int.
             [
                 Expr {
                     kind:
@@ -431,7 +431,11 @@ impl Infer<'_> {
                         },
                     ..
                 },
-            ] if h == "product" && self.element_ty(elt, clauses) == Ty::Int => Ty::Int,
+            ] if matches!(h, "product" | "sum" | "min" | "max")
+                && self.element_ty(elt, clauses) == Ty::Int =>
+            {
+                Ty::Int
+            }
             // `len` of anything is an int or an error.
             [_] if h == "len" => Ty::Int,
             [_, class] if h == "isinstance" && self.type_names(class).is_some() => Ty::Bool,
@@ -583,6 +587,9 @@ mod tests {
             // Over a display of ints, `set(range(...))`, and through conditionals whose test
             // the types decide (the branch not taken is never evaluated, so never typed).
             "product(i for i in (M, K))",
+            "sum(i * 2 for i in range(M))",
+            "min(x.shape[i] for i in range(x.ndim))",
+            "max(d for d in x.shape if d > 1)",
             "product(i for i in [M])",
             "product(x.shape[i] for i in {dim % x.ndim, 0})",
             "product(x.shape[i] for i in set(range(x.ndim)))",
@@ -658,6 +665,8 @@ mod tests {
             "product(e for e in [eps])",
             "product(a for a, b in x.shape)",
             "product(i / 2 for i in x.shape)",
+            "sum(i / 2 for i in x.shape)",
+            "min(e for e in eps)",
             "product(i for i in range(eps))",
             "product([M])",
             "min(x.shape)",

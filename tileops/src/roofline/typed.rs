@@ -124,6 +124,12 @@ pub fn int_item(item: &Value) -> EvalResult<i128> {
     }
 }
 
+/// `min()`'s (`max()`'s) error for a generator with no item, as `Collect::min` words it.
+#[cold]
+pub fn empty_fold(helper: &str) -> EvalError {
+    EvalError::value_error(format!("{helper}() iterable argument is empty"))
+}
+
 /// `to_count` of an int: a count in range is returned at once; any other gives `to_count`'s
 /// error for the same int.
 #[inline]
