@@ -52,6 +52,11 @@ pub fn int_sub(a: i128, b: i128) -> EvalResult<i128> {
 /// `a * b` on ints.
 #[inline]
 pub fn int_mul(a: i128, b: i128) -> EvalResult<i128> {
+    // Two 64-bit operands cannot overflow 128 bits: one hardware multiply instead of the
+    // overflow-checked 128-bit library call.
+    if let (Ok(x), Ok(y)) = (i64::try_from(a), i64::try_from(b)) {
+        return Ok(i128::from(x) * i128::from(y));
+    }
     a.checked_mul(b).ok_or_else(EvalError::int_overflow)
 }
 

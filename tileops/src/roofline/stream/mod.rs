@@ -152,6 +152,7 @@ impl<T> Invariant<T> {
 }
 
 /// One loop step of a comprehension: one unit of work.
+#[inline]
 pub fn step() -> EvalResult<()> {
     charge(1)
 }
@@ -190,6 +191,7 @@ pub struct Budget {
 
 impl Budget {
     /// Starts a budget of [`MAX_WORK`] (or what an enclosing budget has left, if less).
+    #[inline]
     pub fn enter() -> Budget {
         let outer = WORK_LEFT.with(Cell::get);
         let start = outer.min(MAX_WORK);
@@ -203,6 +205,7 @@ impl Budget {
 }
 
 impl Drop for Budget {
+    #[inline]
     fn drop(&mut self) {
         let spent = self.start - WORK_LEFT.with(Cell::get).min(self.start);
         let restored = if self.outer == usize::MAX {
