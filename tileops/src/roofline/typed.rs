@@ -688,6 +688,11 @@ impl<'a> Dims<'a> {
 
     #[inline]
     fn get(&self, k: usize) -> Option<usize> {
+        if self.step == 1 {
+            // A whole shape or `shape[a:b]`: no 128-bit multiply.
+            let at = usize::try_from(self.first).ok()?.checked_add(k)?;
+            return self.base.get(at).copied();
+        }
         let offset = int_from_usize(k).checked_mul(self.step)?;
         let at = usize::try_from(self.first.checked_add(offset)?).ok()?;
         self.base.get(at).copied()

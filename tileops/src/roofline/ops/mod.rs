@@ -796,7 +796,9 @@ pub(crate) fn range_contains(
     } else {
         stop < i && i <= start
     };
-    Ok(inside && i.abs_diff(start) % step.unsigned_abs() == 0)
+    // Every int is a multiple of a step of ±1: no 128-bit division for the usual range.
+    let size = step.unsigned_abs();
+    Ok(inside && (size == 1 || i.abs_diff(start) % size == 0))
 }
 
 /// `item in container`.
