@@ -315,6 +315,7 @@ impl<'a> Ints<'a> {
 }
 
 /// The `(start, stop, step)` of `range(*args)` for one to three int args.
+#[inline]
 fn range_parts(args: &[i128]) -> EvalResult<(i128, i128, i128)> {
     let (start, stop, step) = match *args {
         [stop] => (0, stop, 1),

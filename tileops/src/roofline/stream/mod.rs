@@ -69,25 +69,30 @@ pub(crate) fn work_left() -> usize {
 /// Outside a [`Budget`] (a direct call of a runtime function) nothing is counted.
 #[inline]
 pub(crate) fn charge(units: usize) -> EvalResult<()> {
-    WORK_LEFT.with(|left| {
-        let now = left.get();
-        if now == usize::MAX {
-            return Ok(());
+    // The common path is a read and maybe a write of the counter, small enough to inline where
+    // generated code charges each loop step; running out is the cold path.
+    let now = WORK_LEFT.get();
+    if now == usize::MAX {
+        return Ok(());
+    }
+    match now.checked_sub(units) {
+        Some(rest) => {
+            WORK_LEFT.set(rest);
+            Ok(())
         }
-        match now.checked_sub(units) {
-            Some(rest) => {
-                left.set(rest);
-                Ok(())
-            }
-            None => {
-                left.set(0);
-                Err(EvalError::memory_error(format!(
-                    "the formula does more than {MAX_WORK} units of work (items iterated, \
-                     built or scanned), the tileops formula limit"
-                )))
-            }
-        }
-    })
+        None => Err(out_of_work()),
+    }
+}
+
+/// Spends what is left of the budget and words the error.
+#[cold]
+#[inline(never)]
+fn out_of_work() -> EvalError {
+    WORK_LEFT.set(0);
+    EvalError::memory_error(format!(
+        "the formula does more than {MAX_WORK} units of work (items iterated, built or \
+         scanned), the tileops formula limit"
+    ))
 }
 
 /// A loop-invariant part of a comprehension's filter (`i not in {d % n for d in dim}` in a loop
