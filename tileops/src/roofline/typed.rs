@@ -31,8 +31,7 @@ use std::borrow::Cow;
 use super::error::{EvalError, EvalResult};
 use super::ops::MAX_ITEMS;
 use super::ops::{
-    check_len, floordiv_int, mod_int, normalize_index, range_contains, slice_bound, slice_indices,
-    ssize_index,
+    check_len, floordiv_int, mod_int, normalize_index, slice_bound, slice_indices, ssize_index,
 };
 use super::stream::{charge, too_many};
 use super::value::{PyType, Value, int_from_usize, range_item, range_len};
@@ -412,7 +411,14 @@ impl RangeSet {
     /// `i in set(range(...))`.
     #[inline]
     pub fn contains(&self, i: i128) -> bool {
-        range_contains(self.start, self.stop, self.step, &Value::Int(i)).unwrap_or(false)
+        // `range_contains` for an int item, without a `Value`; the step is never 0 here.
+        let inside = if self.step > 0 {
+            self.start <= i && i < self.stop
+        } else {
+            self.stop < i && i <= self.start
+        };
+        let size = self.step.unsigned_abs();
+        inside && (size == 1 || i.abs_diff(self.start) % size == 0)
     }
 }
 
@@ -538,7 +544,7 @@ pub enum IntItems {
 }
 
 /// How many ints [`IntItems`] keeps without allocating.
-pub const INLINE_INTS: usize = 8;
+pub const INLINE_INTS: usize = 4;
 
 impl Default for IntItems {
     fn default() -> Self {

@@ -328,6 +328,16 @@ pub(crate) fn mod_int(x: i128, y: i128) -> EvalResult<i128> {
     if y == 0 {
         return Err(EvalError::zero_division("integer modulo by zero"));
     }
+    // An axis normalised by a rank (`dim % x.ndim`, `-1 % 3`): a dividend within one divisor
+    // of 0 needs no division, which costs tens of cycles even in hardware.
+    if y > 0 {
+        if (0..y).contains(&x) {
+            return Ok(x);
+        }
+        if x < 0 && x >= -y {
+            return Ok(x + y);
+        }
+    }
     // As in `floordiv_int`: 64-bit operands in hardware (`i64::MIN % -1` is 0 either way, but
     // overflows in Rust).
     if let (Ok(a), Ok(b)) = (i64::try_from(x), i64::try_from(y))
@@ -773,12 +783,7 @@ pub(crate) fn check_hashable(v: &Value) -> EvalResult<()> {
 }
 
 #[inline]
-pub(crate) fn range_contains(
-    start: i128,
-    stop: i128,
-    step: i128,
-    item: &Value,
-) -> EvalResult<bool> {
+fn range_contains(start: i128, stop: i128, step: i128, item: &Value) -> EvalResult<bool> {
     let i = match *item {
         Value::Bool(b) => i128::from(b),
         Value::Int(i) => i,

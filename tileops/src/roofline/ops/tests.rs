@@ -1204,6 +1204,7 @@ fn the_64_bit_fast_paths_agree_with_128_bit_arithmetic() {
     }
     let edges = [
         i128::MIN,
+        i128::MIN + 1,
         i128::from(i64::MIN) - 1,
         i128::from(i64::MIN),
         i128::from(i64::MIN) + 1,
@@ -1218,8 +1219,15 @@ fn the_64_bit_fast_paths_agree_with_128_bit_arithmetic() {
         i128::from(i64::MAX) + 1,
         i128::MAX,
     ];
-    for x in edges.iter().copied().chain([0]) {
-        for y in edges {
+    // Small dividends around each divisor: the no-division path of `%` (`-1 % 3`).
+    let small = (-9..=9).chain([-3, 3]);
+    for x in edges.iter().copied().chain([0]).chain(small.clone()) {
+        for y in edges
+            .iter()
+            .copied()
+            .chain(small.clone())
+            .filter(|y| *y != 0)
+        {
             assert_eq!(floordiv_int(x, y).ok(), floordiv_ref(x, y), "{x} // {y}");
             assert_eq!(mod_int(x, y).ok(), mod_ref(x, y), "{x} % {y}");
             assert_eq!(
