@@ -399,13 +399,14 @@ impl RangeSet {
     /// The items, ascending (a negative step's range backwards).
     #[inline]
     pub fn ints(self) -> impl Iterator<Item = i128> {
-        let RangeSet {
-            start, step, len, ..
-        } = self;
-        (0..len).map(move |k| {
-            let index = if step > 0 { k } else { len - 1 - k };
-            range_item(start, step, index as u128)
-        })
+        (0..self.len).map(move |k| self.item(k))
+    }
+
+    /// Item `k` (`< len`) in ascending order.
+    #[inline]
+    fn item(&self, k: usize) -> i128 {
+        let index = if self.step > 0 { k } else { self.len - 1 - k };
+        range_item(self.start, self.step, index as u128)
     }
 
     /// `i in set(range(...))`.
@@ -514,14 +515,15 @@ impl IntSetOf {
     /// The items, ascending (the set's order).
     #[inline]
     pub fn ints(self) -> impl Iterator<Item = i128> {
-        let (range, items) = match self {
-            IntSetOf::Range(r) => (Some(r.ints()), None),
-            IntSetOf::Items(items) => (None, Some(items.into_ints())),
-        };
-        range
-            .into_iter()
-            .flatten()
-            .chain(items.into_iter().flatten())
+        let mut k = 0usize;
+        std::iter::from_fn(move || {
+            let item = match &self {
+                IntSetOf::Range(r) => (k < r.len).then(|| r.item(k)),
+                IntSetOf::Items(items) => items.as_slice().get(k).copied(),
+            };
+            k += 1;
+            item
+        })
     }
 
     /// `i in set`.
@@ -614,17 +616,6 @@ impl IntItems {
             }
         }
         self.truncate(len);
-    }
-
-    fn into_ints(self) -> impl Iterator<Item = i128> {
-        let (inline, heap) = match self {
-            IntItems::Inline(items, len) => (Some(items.into_iter().take(len)), None),
-            IntItems::Heap(heap) => (None, Some(heap.into_iter())),
-        };
-        inline
-            .into_iter()
-            .flatten()
-            .chain(heap.into_iter().flatten())
     }
 }
 

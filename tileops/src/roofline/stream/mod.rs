@@ -71,13 +71,14 @@ pub(crate) fn work_left() -> usize {
 pub(crate) fn charge(units: usize) -> EvalResult<()> {
     // The common path is a read and maybe a write of the counter, small enough to inline where
     // generated code charges each loop step; running out is the cold path.
-    let now = WORK_LEFT.get();
+    let now = WORK_LEFT.with(Cell::get);
     if now == usize::MAX {
         return Ok(());
     }
     match now.checked_sub(units) {
         Some(rest) => {
-            WORK_LEFT.set(rest);
+            // `with` and a one-line closure inline; `LocalKey::set` is a call.
+            WORK_LEFT.with(|left| left.set(rest));
             Ok(())
         }
         None => Err(out_of_work()),
@@ -88,7 +89,7 @@ pub(crate) fn charge(units: usize) -> EvalResult<()> {
 #[cold]
 #[inline(never)]
 fn out_of_work() -> EvalError {
-    WORK_LEFT.set(0);
+    WORK_LEFT.with(|left| left.set(0));
     EvalError::memory_error(format!(
         "the formula does more than {MAX_WORK} units of work (items iterated, built or \
          scanned), the tileops formula limit"
