@@ -419,7 +419,7 @@ impl RangeSet {
             self.stop < i && i <= self.start
         };
         let size = self.step.unsigned_abs();
-        inside && (size == 1 || i.abs_diff(self.start) % size == 0)
+        inside && (size == 1 || i.abs_diff(self.start).is_multiple_of(size))
     }
 }
 
@@ -975,7 +975,7 @@ mod tests {
         assert_eq!(ints.len(), 2);
         assert_eq!(
             ints.product().map(Value::Int),
-            helpers::product(&[list.clone()])
+            helpers::product(std::slice::from_ref(&list))
         );
         assert_eq!(ints.to_value(false), list);
         assert!(matches!(
@@ -988,7 +988,7 @@ mod tests {
         };
         assert_eq!(
             big.product().map(Value::Int),
-            helpers::product(&[overflow.clone()])
+            helpers::product(std::slice::from_ref(&overflow))
         );
         for v in [
             Value::List(vec![Value::Int(1), Value::Float(2.0)]),

@@ -803,7 +803,7 @@ fn range_contains(start: i128, stop: i128, step: i128, item: &Value) -> EvalResu
     };
     // Every int is a multiple of a step of ±1: no 128-bit division for the usual range.
     let size = step.unsigned_abs();
-    Ok(inside && (size == 1 || i.abs_diff(start) % size == 0))
+    Ok(inside && (size == 1 || i.abs_diff(start).is_multiple_of(size)))
 }
 
 /// `item in container`.
