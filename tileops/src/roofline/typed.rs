@@ -433,7 +433,7 @@ impl RangeSet {
 /// assert!(s.contains(3) && !s.contains(0));
 /// # Ok::<(), tileops::roofline::EvalError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct IntSet<const N: usize> {
     items: [i128; N],
     len: usize,
@@ -485,7 +485,7 @@ impl<const N: usize> IntSet<N> {
 /// assert!(all.contains(2) && !all.contains(3));
 /// # Ok::<(), tileops::roofline::EvalError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum IntSetOf {
     /// `set(range(...))`, never built.
     Range(RangeSet),
@@ -537,7 +537,7 @@ impl IntSetOf {
 }
 
 /// Ints kept inline while they are few (sets of axes: a handful), on the heap past that.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum IntItems {
     /// At most [`INLINE_INTS`] items.
     Inline([i128; INLINE_INTS], usize),
