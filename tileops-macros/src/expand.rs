@@ -285,7 +285,13 @@ fn evaluate(
     let rust = match ty {
         formula::Ty::Int => quote!(::core::primitive::i128),
         formula::Ty::Bool => quote!(::core::primitive::bool),
-        formula::Ty::Dims | formula::Ty::Value => quote!(::tileops::roofline::Value),
+        formula::Ty::Dims
+        | formula::Ty::Value
+        | formula::Ty::None
+        | formula::Ty::IntList
+        | formula::Ty::IntTuple => {
+            quote!(::tileops::roofline::Value)
+        }
     };
     let field = f.source.field.as_str();
     let text = f.source.text.as_str();
@@ -303,12 +309,18 @@ fn evaluate(
 }
 
 /// `flops` or `bytes` (the local `name`, of type `ty`) as a count: the runtime's `to_count` of
-/// its value, so a negative or oversized int is the same error on either path.
+/// its value (`to_count_int` of an int), so a negative or oversized int is the same error on
+/// either path.
 fn count(name: &Ident, ty: formula::Ty) -> TokenStream {
+    let rt = quote!(::tileops::__private_v0_1::rt);
     match ty {
-        formula::Ty::Int => quote!(&::tileops::roofline::Value::Int(#name)),
-        formula::Ty::Bool => quote!(&::tileops::roofline::Value::Bool(#name)),
-        formula::Ty::Dims | formula::Ty::Value => quote!(&#name),
+        formula::Ty::Int => quote!(#rt::to_count_int(#name)),
+        formula::Ty::Bool => quote!(#rt::to_count(&::tileops::roofline::Value::Bool(#name))),
+        formula::Ty::Dims
+        | formula::Ty::Value
+        | formula::Ty::None
+        | formula::Ty::IntList
+        | formula::Ty::IntTuple => quote!(#rt::to_count(&#name)),
     }
 }
 
@@ -395,16 +407,147 @@ fn dtype_field<'f>(fields: &[(String, &'f syn::Field)]) -> Option<&'f syn::Field
     }
 }
 
+/// The most versions of an entry's formulas [`inline_body`] generates, the general one aside:
+/// each is a copy of the whole body, so the count bounds the code a param's union type adds.
+const MAX_VERSIONS: usize = 4;
+
+/// The body of `eval_roofline` for inline formulas.
+///
+/// A param held as a `Value` may hold any kind of value, so its parts of the formulas compute
+/// on the value runtime. Where its declared `type:` admits an `int`, a `bool`, `None`, or a
+/// list or tuple of ints, the body is generated once more per kind (and per combination of such
+/// params, up to [`MAX_VERSIONS`]) with the param typed so; a `match` on the params' kinds
+/// (`rt::param_kind`) runs the version for the values at hand, and the general body for any
+/// other. Formulas are pure, so which version runs is invisible except in its speed:
+/// `dim % x.ndim` is an `i128` operation when `dim` is an int, `dim if dim is not None else 0`
+/// is `0` when it is `None`, and `{d % x.ndim for d in dim}` a set of ints when `dim` is a list
+/// of ints.
 fn inline_body(
     x: &Expansion<'_>,
     vars: &[(String, CheckedFormula)],
     flops: &CheckedFormula,
     bytes: &CheckedFormula,
 ) -> Result<TokenStream, Vec<Problem>> {
-    let entry = x.entry;
-    let op = entry.name.as_str();
-    // The names each formula reads from outside the vars: a var's formula sees only the vars
-    // declared before it, so a dim that a later var reuses is still read from the shape here.
+    let general = inline_version(x, vars, flops, bytes, &[])?;
+    if !x.typed {
+        return Ok(general);
+    }
+    let referenced = referenced_names(vars, flops, bytes);
+    let fields = struct_fields(x.item);
+    let all_dims = dim_names(x.entry);
+    let mut specs: Vec<(&str, &syn::Field, Vec<formula::Ty>)> = Vec::new();
+    let mut versions = 1usize;
+    for param in &x.entry.params {
+        let name = param.name.as_str();
+        let Some(f) = find_field(&fields, name) else {
+            continue;
+        };
+        let kinds = declared_kinds(param.ty.as_deref());
+        if !referenced.contains(name)
+            || all_dims.contains(name)
+            || !is_value_type(f)
+            || kinds.is_empty()
+            || versions.saturating_mul(kinds.len()) > MAX_VERSIONS
+        {
+            continue;
+        }
+        versions *= kinds.len();
+        specs.push((name, f, kinds));
+    }
+    if specs.is_empty() {
+        return Ok(general);
+    }
+    let rt = quote!(::tileops::__private_v0_1::rt);
+    let scrutinee: Vec<TokenStream> = specs
+        .iter()
+        .map(|(_, f, _)| {
+            let access = field_ref(f);
+            quote!(#rt::param_kind(#access))
+        })
+        .collect();
+    // Every combination of the params' kinds, the first param's varying slowest.
+    let mut combos: Vec<Vec<(String, formula::Ty)>> = vec![Vec::new()];
+    for (name, _, kinds) in &specs {
+        combos = combos
+            .into_iter()
+            .flat_map(|combo| {
+                kinds.iter().map(move |k| {
+                    let mut c = combo.clone();
+                    c.push(((*name).to_owned(), *k));
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut arms = Vec::new();
+    for combo in &combos {
+        let pats = combo.iter().map(|(name, ty)| {
+            let bound = format_ident!("__tileops_kind_{}", name);
+            match ty {
+                formula::Ty::Int => quote!(#rt::ParamKind::Int(#bound)),
+                formula::Ty::Bool => quote!(#rt::ParamKind::Bool(#bound)),
+                formula::Ty::IntList => quote!(#rt::ParamKind::IntList(#bound)),
+                formula::Ty::IntTuple => quote!(#rt::ParamKind::IntTuple(#bound)),
+                _ => quote!(#rt::ParamKind::None),
+            }
+        });
+        let body = inline_version(x, vars, flops, bytes, combo)?;
+        arms.push(quote! { (#(#pats,)*) => { #body } });
+    }
+    Ok(quote! {
+        match (#(#scrutinee,)*) {
+            #(#arms)*
+            _ => { #general }
+        }
+    })
+}
+
+/// The kinds of value of a param's declared `type:` that get a version of the formulas
+/// ([`inline_body`]): its top-level alternatives `int`, `bool`, `None`, `list[int]` and
+/// `tuple[int, ...]`, as types.
+fn declared_kinds(ty: Option<&str>) -> Vec<formula::Ty> {
+    let Some(ty) = ty else {
+        return Vec::new();
+    };
+    let mut depth = 0i32;
+    let mut start = 0;
+    let mut parts = Vec::new();
+    for (i, c) in ty.char_indices() {
+        match c {
+            '[' | '(' => depth += 1,
+            ']' | ')' => depth -= 1,
+            '|' if depth == 0 => {
+                parts.push(&ty[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&ty[start..]);
+    let mut kinds = Vec::new();
+    for part in parts {
+        let kind = match part.trim() {
+            "int" => formula::Ty::Int,
+            "bool" => formula::Ty::Bool,
+            "None" => formula::Ty::None,
+            "list[int]" => formula::Ty::IntList,
+            "tuple[int, ...]" => formula::Ty::IntTuple,
+            _ => continue,
+        };
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
+/// The names the formulas read from outside the vars: a var's formula sees only the vars
+/// declared before it, so a dim that a later var reuses is still read from the shape.
+fn referenced_names<'f>(
+    vars: &'f [(String, CheckedFormula)],
+    flops: &'f CheckedFormula,
+    bytes: &'f CheckedFormula,
+) -> BTreeSet<&'f str> {
     let mut declared: BTreeSet<&str> = BTreeSet::new();
     let mut referenced: BTreeSet<&str> = BTreeSet::new();
     for (name, f) in vars {
@@ -424,6 +567,31 @@ fn inline_body(
                 .filter(|n| !declared.contains(n)),
         );
     }
+    referenced
+}
+
+/// The names of the dims the entry's inputs declare.
+fn dim_names(entry: &Entry) -> BTreeSet<&str> {
+    entry
+        .inputs
+        .iter()
+        .flat_map(|i| i.dims().map(|(_, d, _)| d))
+        .collect()
+}
+
+/// One version of the body: `kinds` gives the params this version types (an int or bool
+/// param's local is bound by the caller's `match` to `__tileops_kind_<name>`; a `None` one is
+/// `()`), every other param as the struct holds it.
+fn inline_version(
+    x: &Expansion<'_>,
+    vars: &[(String, CheckedFormula)],
+    flops: &CheckedFormula,
+    bytes: &CheckedFormula,
+    kinds: &[(String, formula::Ty)],
+) -> Result<TokenStream, Vec<Problem>> {
+    let entry = x.entry;
+    let op = entry.name.as_str();
+    let referenced = referenced_names(vars, flops, bytes);
 
     let fields = struct_fields(x.item);
     let field = |name: &str| find_field(&fields, name);
@@ -465,11 +633,7 @@ fn inline_body(
     // What the formulas may compute on machine values: the typed params, then each var's type
     // in declaration order (a later var reads the earlier ones'). A var named like a dim of an
     // input stays a value: a formula before it reads the dim through the same local.
-    let all_dims: BTreeSet<&str> = entry
-        .inputs
-        .iter()
-        .flat_map(|i| i.dims().map(|(_, d, _)| d))
-        .collect();
+    let all_dims = dim_names(entry);
     let mut types = formula::Types::new();
     for param in &entry.params {
         if !referenced.contains(param.name.as_str()) {
@@ -480,6 +644,15 @@ fn inline_body(
             declare(&local);
             let access = field_ref(f);
             let names_a_dim = all_dims.contains(param.name.as_str());
+            if let Some((_, kind)) = kinds.iter().find(|(n, _)| *n == param.name) {
+                types.names.insert(param.name.clone(), *kind);
+                let bound = format_ident!("__tileops_kind_{}", param.name);
+                bindings.push(match kind {
+                    formula::Ty::None => quote! { #local = (); },
+                    _ => quote! { #local = #bound; },
+                });
+                continue;
+            }
             let ty = if x.typed {
                 param_ty(f, names_a_dim)
             } else {
@@ -496,13 +669,21 @@ fn inline_body(
                 }
                 // A param that names a dim stays owned: its check against the shape matches on
                 // the `Value` itself.
-                formula::Ty::Dims | formula::Ty::Value
+                formula::Ty::Dims
+                | formula::Ty::Value
+                | formula::Ty::None
+                | formula::Ty::IntList
+                | formula::Ty::IntTuple
                     if x.typed && is_value_type(f) && !names_a_dim =>
                 {
                     // Lent, not cloned: a list param is not copied per call.
                     quote! { #local = ::tileops::__private_v0_1::rt::param_value(#access); }
                 }
-                formula::Ty::Dims | formula::Ty::Value => {
+                formula::Ty::Dims
+                | formula::Ty::Value
+                | formula::Ty::None
+                | formula::Ty::IntList
+                | formula::Ty::IntTuple => {
                     quote! { #local = ::tileops::__private_v0_1::rt::param(#access); }
                 }
             };
@@ -582,7 +763,11 @@ fn inline_body(
             }
             formula::Ty::Int => quote! { ::tileops::roofline::Value::Int(#value) },
             formula::Ty::Bool => quote! { ::tileops::roofline::Value::Bool(#value) },
-            formula::Ty::Dims | formula::Ty::Value => value,
+            formula::Ty::Dims
+            | formula::Ty::Value
+            | formula::Ty::None
+            | formula::Ty::IntList
+            | formula::Ty::IntTuple => value,
         };
         bindings.push(quote! { #local = #value; });
     }
@@ -607,9 +792,9 @@ fn inline_body(
         let flops = #flops_value;
         let bytes = #bytes_value;
         ::core::result::Result::Ok(::tileops::Roofline {
-            flops: ::tileops::__private_v0_1::rt::to_count(#flops_count)
+            flops: #flops_count
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "flops", #flops_text, err))?,
-            bytes: ::tileops::__private_v0_1::rt::to_count(#bytes_count)
+            bytes: #bytes_count
                 .map_err(|err| ::tileops::RooflineError::evaluation(#op, "bytes", #bytes_text, err))?,
         })
     })

@@ -301,6 +301,72 @@ mod tests {
         assert!(!out.contains("compile_error"), "{out}");
     }
 
+    /// An entry whose `dim` param is `int | list[int] | None`, held as a `Value`.
+    const UNION_ENTRY: &str = "op_u:\n  family: t\n  status: implemented\n  signature:\n    inputs:\n      x: {dtype: float16}\n    params:\n      dim: {type: \"int | list[int] | None\"}\n      eps: {type: \"float\"}\n  roofline:\n    vars:\n      N: \"x.shape[(dim if dim is not None else 0) % x.ndim]\"\n    flops: \"N if eps else 0\"\n    bytes: \"2 * N * elem_bytes\"\n";
+
+    #[test]
+    fn a_value_param_gets_a_typed_version_per_kind_its_type_admits() {
+        let out = expand_with(
+            UNION_ENTRY,
+            quote!("op_u", register = false),
+            quote! { pub struct U { x: tileops::TensorSpec, dim: tileops::roofline::Value, eps: tileops::roofline::Value } },
+        );
+        if std::env::var_os("TILEOPS_PRINT_EXPANSION").is_some() {
+            println!("{out}");
+        }
+        let squash = |s: &str| s.split_whitespace().collect::<String>();
+        let out = squash(&out);
+        // One match on the kind of `dim` (`eps`, a float, has no version); an arm per kind the
+        // type admits (`int`, `list[int]`, `None`), the general body last.
+        let rt = "::tileops::__private_v0_1::rt::";
+        assert_eq!(
+            out.matches(&squash(&format!("match ({rt}param_kind(&self.dim),)")))
+                .count(),
+            1,
+            "{out}"
+        );
+        assert!(
+            out.contains(&squash(&format!(
+                "({rt}ParamKind::Int(__tileops_kind_dim),) => {{"
+            ))),
+            "{out}"
+        );
+        assert!(
+            out.contains(&squash(&format!("({rt}ParamKind::None,) => {{"))),
+            "{out}"
+        );
+        assert!(
+            out.contains(&squash(&format!(
+                "({rt}ParamKind::IntList(__tileops_kind_dim),) => {{"
+            ))),
+            "{out}"
+        );
+        assert_eq!(out.matches("ParamKind::").count(), 3, "{out}");
+        // The int version computes on the int; the `None` one has folded its test to the `0`.
+        assert!(out.contains("py_dim=__tileops_kind_dim;"), "{out}");
+        assert!(
+            out.contains(&squash(&format!("{rt}int_mod(py_dim, py_x.rank(\"x\")?)?"))),
+            "{out}"
+        );
+        assert!(out.contains("py_dim=();"), "{out}");
+        assert!(
+            out.contains(&squash(&format!("{rt}int_mod(0i128, py_x.rank(\"x\")?)?"))),
+            "{out}"
+        );
+        // The general version, as without types for `dim`.
+        assert!(
+            out.contains(&squash(&format!("py_dim={rt}param_value(&self.dim);"))),
+            "{out}"
+        );
+        // `typed = false` generates the general body alone.
+        let plain = expand_with(
+            UNION_ENTRY,
+            quote!("op_u", register = false, typed = false),
+            quote! { pub struct U { x: tileops::TensorSpec, dim: tileops::roofline::Value, eps: tileops::roofline::Value } },
+        );
+        assert!(!plain.contains("ParamKind"), "{plain}");
+    }
+
     #[test]
     fn register_false_leaves_the_registration_out() {
         let out = expand_with(

@@ -167,6 +167,8 @@ pub struct ParamDecl {
     pub offset: usize,
     /// `default:`, when given.
     pub default: Option<Node>,
+    /// `type:`, when given (`int | list[int] | None`): which kinds of value the param may hold.
+    pub ty: Option<String>,
 }
 
 /// One workload row.
@@ -609,6 +611,7 @@ impl EntryChecker<'_> {
                 name: name.to_owned(),
                 offset: key.offset,
                 default: None,
+                ty: None,
             };
             for (field, _, v) in self.mapping(
                 value,
@@ -624,6 +627,7 @@ impl EntryChecker<'_> {
                         let what = format!("signature.params.{name}.type");
                         if let Some(text) = self.string(v, &what) {
                             self.param_type(v, &text, &what);
+                            decl.ty = Some(text);
                         }
                     }
                     _ => self.expect_bool(v, &format!("signature.params.{name}.kw_only")),

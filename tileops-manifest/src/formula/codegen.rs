@@ -25,7 +25,7 @@ use super::ast::{
     UnaryOp,
 };
 use super::check::{Binding, resolve};
-use super::types::{Infer, Ty, Types};
+use super::types::{Infer, IntIter, Ty, Types};
 
 pub(crate) fn codegen(expr: &Expr, scope: &Scope) -> TokenStream {
     let code = Gen {
@@ -52,7 +52,7 @@ pub(crate) fn codegen_typed(expr: &Expr, scope: &Scope, types: &Types) -> (Token
     };
     let (code, ty) = match g.ty(expr) {
         ty @ (Ty::Int | Ty::Bool) => (g.typed(expr, ty), ty),
-        Ty::Dims | Ty::Value => (g.value(expr), Ty::Value),
+        Ty::Dims | Ty::IntList | Ty::IntTuple | Ty::Value | Ty::None => (g.value(expr), Ty::Value),
     };
     (with_budget(expr, code), ty)
 }
@@ -122,7 +122,12 @@ fn rust_ty(ty: Ty) -> TokenStream {
             let rt = rt();
             quote!(#rt::Dims<'_>)
         }
+        Ty::IntList | Ty::IntTuple => {
+            let rt = rt();
+            quote!(#rt::Ints<'_>)
+        }
         Ty::Value => value_path(),
+        Ty::None => quote!(()),
     }
 }
 
@@ -133,6 +138,17 @@ fn raise_typed(ty: Ty, message: &str) -> TokenStream {
     let lit = Literal::string(message);
     quote! {
         ::core::result::Result::<#t, ::tileops::roofline::EvalError>::Err(
+            ::tileops::roofline::EvalError::new(::std::string::String::from(#lit))
+        )?
+    }
+}
+
+/// An expression that fails at run time with `message`, typed as a set of ints.
+fn raise_int_set(message: &str) -> TokenStream {
+    let rt = rt();
+    let lit = Literal::string(message);
+    quote! {
+        ::core::result::Result::<#rt::IntSetOf, ::tileops::roofline::EvalError>::Err(
             ::tileops::roofline::EvalError::new(::std::string::String::from(#lit))
         )?
     }
@@ -277,6 +293,12 @@ impl Gen<'_> {
         }
     }
 
+    /// The truth of a test the types decide (never when generating without types).
+    fn static_truth(&self, e: &Expr) -> Option<bool> {
+        self.types?;
+        self.infer().static_truth(e)
+    }
+
     fn name_ty(&self, name: &str) -> Ty {
         self.ty(&Expr::new(ExprKind::Name(name.to_owned()), 0..0))
     }
@@ -284,14 +306,18 @@ impl Gen<'_> {
     /// `bool(e)` as a Rust `bool`: typed parts test directly, values through `truthy`.
     fn test(&mut self, e: &Expr) -> TokenStream {
         let rt = rt();
+        if let Some(truth) = self.static_truth(e) {
+            return quote!(#truth);
+        }
         match self.ty(e) {
+            Ty::None => quote!(false),
             Ty::Bool => self.typed(e, Ty::Bool),
             Ty::Int => {
                 let code = self.typed(e, Ty::Int);
                 quote!((#code != 0))
             }
-            Ty::Dims => {
-                let code = self.typed(e, Ty::Dims);
+            ty @ (Ty::Dims | Ty::IntList | Ty::IntTuple) => {
+                let code = self.typed(e, ty);
                 quote!(!#code.is_empty())
             }
             Ty::Value => {
@@ -309,10 +335,18 @@ impl Gen<'_> {
         match &e.kind {
             ExprKind::Int(i) => int_literal(*i),
             ExprKind::Bool(b) => quote!(#b),
+            ExprKind::Name(_) if ty == Ty::None => quote!(()),
             ExprKind::Name(name) => match py_ident(name) {
                 Some(ident) => quote!(#ident),
                 None => raise_typed(ty, &format!("NameError: name '{name}' is not defined")),
             },
+            // A test the types decide: nothing to evaluate.
+            ExprKind::Call { .. } | ExprKind::Compare { .. }
+                if ty == Ty::Bool && self.static_truth(e).is_some() =>
+            {
+                let truth = self.static_truth(e).unwrap_or_default();
+                quote!(#truth)
+            }
             ExprKind::Attribute { value, attr, .. } => match self.input_local(value) {
                 Some((ident, name)) => {
                     let name = Literal::string(name);
@@ -373,7 +407,7 @@ impl Gen<'_> {
                 };
                 match (helper, args.as_slice()) {
                     (
-                        "product",
+                        "product" | "sum" | "min" | "max",
                         [
                             Expr {
                                 kind:
@@ -385,17 +419,20 @@ impl Gen<'_> {
                                 ..
                             },
                         ],
-                    ) => self.int_product(elt, clauses),
+                    ) => self.int_fold(helper, elt, clauses),
                     ("product", [a]) => {
-                        let a = self.typed(a, Ty::Dims);
+                        // A shape's dims, or a list or tuple param's ints.
+                        let ty = self.ty(a);
+                        let a = self.typed(a, ty);
                         quote!(#a.product()?)
                     }
                     ("sum", [a]) => {
                         let a = self.typed(a, Ty::Dims);
                         quote!(#a.sum()?)
                     }
-                    ("len", [a]) if self.ty(a) == Ty::Dims => {
-                        let a = self.typed(a, Ty::Dims);
+                    ("len", [a]) if matches!(self.ty(a), Ty::Dims | Ty::IntList | Ty::IntTuple) => {
+                        let ty = self.ty(a);
+                        let a = self.typed(a, ty);
                         quote!(#a.len())
                     }
                     ("len", [a]) => {
@@ -493,18 +530,49 @@ impl Gen<'_> {
                     return quote!((#not #rt::is_none(&#v)));
                 }
                 if matches!(c.op, CmpOp::In | CmpOp::NotIn) {
-                    // An int among a display's ints: Python evaluates the display whole (left to
-                    // right, after the needle), then looks.
+                    let not = (c.op == CmpOp::NotIn).then(|| quote!(!));
                     let a = self.typed(left, Ty::Int);
-                    let items = self.infer().int_display(&c.right).unwrap_or_default();
+                    if self.infer().int_display(&c.right).is_none()
+                        && self.infer().range_set_args(&c.right).is_none()
+                    {
+                        // A set of ints, built (and charged) as the runtime builds it, or a
+                        // `set(range(...))` never built.
+                        let set = self.int_set(&c.right);
+                        return quote!({
+                            let __tileops_needle: ::core::primitive::i128 = #a;
+                            #not (#set).contains(__tileops_needle)
+                        });
+                    }
+                    if let Some(args) = self.infer().range_set_args(&c.right) {
+                        // `set(range(...))`, charged and refused as if built, never built.
+                        let args: Vec<TokenStream> =
+                            args.iter().map(|i| self.typed(i, Ty::Int)).collect();
+                        return quote!({
+                            let __tileops_needle: ::core::primitive::i128 = #a;
+                            #not #rt::range_set(&[#(#args),*])?.contains(__tileops_needle)
+                        });
+                    }
+                    // An int among a display's ints: Python evaluates the display whole (left to
+                    // right, after the needle), then looks. A set display is built (its items
+                    // charged), a tuple or list scanned (charged as the runtime's scan is).
+                    let shown = self.infer().unfold(&c.right);
+                    let set = matches!(shown.kind, ExprKind::Set(_));
+                    let items = self.infer().int_display(shown).unwrap_or_default();
                     let items: Vec<TokenStream> =
                         items.iter().map(|i| self.typed(i, Ty::Int)).collect();
                     let n = items.len();
-                    let not = (c.op == CmpOp::NotIn).then(|| quote!(!));
+                    let look = if set {
+                        quote!(#rt::int_set(__tileops_items)?.contains(__tileops_needle))
+                    } else {
+                        quote!({
+                            #rt::work(#n)?;
+                            __tileops_items.contains(&__tileops_needle)
+                        })
+                    };
                     return quote!({
                         let __tileops_needle: ::core::primitive::i128 = #a;
                         let __tileops_items: [::core::primitive::i128; #n] = [#(#items),*];
-                        #not __tileops_items.contains(&__tileops_needle)
+                        #not #look
                     });
                 }
                 let a = self.typed(left, Ty::Int);
@@ -520,12 +588,16 @@ impl Gen<'_> {
                 };
                 quote!((#a #op #b))
             }
-            ExprKind::IfExp { body, test, orelse } => {
-                let t = self.test(test);
-                let b = self.typed(body, ty);
-                let o = self.typed(orelse, ty);
-                quote!(if #t { #b } else { #o })
-            }
+            ExprKind::IfExp { body, test, orelse } => match self.static_truth(test) {
+                Some(true) => self.typed(body, ty),
+                Some(false) => self.typed(orelse, ty),
+                None => {
+                    let t = self.test(test);
+                    let b = self.typed(body, ty);
+                    let o = self.typed(orelse, ty);
+                    quote!(if #t { #b } else { #o })
+                }
+            },
             _ => raise_typed(ty, "TypeError: an untyped expression in typed code"),
         }
     }
@@ -565,6 +637,10 @@ impl Gen<'_> {
             return match ty {
                 Ty::Int => quote!(#v::Int(#code)),
                 Ty::Bool => quote!(#v::Bool(#code)),
+                // Only a name is a `None` (nothing to evaluate).
+                Ty::None => quote!(#v::None),
+                Ty::IntList => quote!(#code.to_value(false)),
+                Ty::IntTuple => quote!(#code.to_value(true)),
                 Ty::Dims | Ty::Value => quote!(#code.to_value()),
             };
         }
@@ -616,12 +692,16 @@ impl Gen<'_> {
             ExprKind::Power(items) => self.power(items),
             ExprKind::BoolOp { op, values } => self.bool_op(*op, values),
             ExprKind::Compare { left, rest } => self.compare(left, rest),
-            ExprKind::IfExp { body, test, orelse } => {
-                let t = self.test(test);
-                let b = self.value(body);
-                let o = self.value(orelse);
-                quote!(if #t { #b } else { #o })
-            }
+            ExprKind::IfExp { body, test, orelse } => match self.static_truth(test) {
+                Some(true) => self.value(body),
+                Some(false) => self.value(orelse),
+                None => {
+                    let t = self.test(test);
+                    let b = self.value(body);
+                    let o = self.value(orelse);
+                    quote!(if #t { #b } else { #o })
+                }
+            },
             ExprKind::Comprehension { kind, elt, clauses } => {
                 self.comprehension(*kind, elt, clauses)
             }
@@ -1095,22 +1175,97 @@ impl Gen<'_> {
         }}
     }
 
-    /// `product(<generator of ints>)`: the same loops, folding the element into an `i128` as
-    /// `Collect::product` folds it into a `Value` (from 1, each step a checked multiply).
-    fn int_product(&mut self, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
+    /// A set of ints ([`Infer::is_int_set`]) as an `rt::IntSetOf`: a display's items, a set
+    /// comprehension collected on ints (`rt::IntCollect`, the runtime's limits and charges),
+    /// `set(range(...))` unbuilt, each branch of a conditional whose test is not known.
+    fn int_set(&mut self, e: &Expr) -> TokenStream {
         let rt = rt();
-        let Some(body) = self.loops(
-            elt,
-            clauses,
-            Ty::Int,
-            |elt| quote!(__tileops_product = #rt::int_mul(__tileops_product, #elt)?;),
-        ) else {
+        let e = self.infer().unfold(e);
+        if let Some(args) = self.infer().range_set_args(e) {
+            let args: Vec<TokenStream> = args.iter().map(|a| self.typed(a, Ty::Int)).collect();
+            return quote!(#rt::IntSetOf::from(#rt::range_set(&[#(#args),*])?));
+        }
+        match &e.kind {
+            ExprKind::Set(items) => {
+                let items: Vec<TokenStream> =
+                    items.iter().map(|a| self.typed(a, Ty::Int)).collect();
+                let n = items.len();
+                quote!(#rt::IntSetOf::from(#rt::int_set({
+                    let __tileops_items: [::core::primitive::i128; #n] = [#(#items),*];
+                    __tileops_items
+                })?))
+            }
+            ExprKind::Comprehension { elt, clauses, .. } => {
+                let Some(body) = self.loops(
+                    elt,
+                    clauses,
+                    Ty::Int,
+                    |elt| quote!(__tileops_set.push(#elt)?;),
+                ) else {
+                    return raise_int_set("SyntaxError: invalid comprehension target");
+                };
+                quote!({
+                    let mut __tileops_set = #rt::IntCollect::new();
+                    #body
+                    __tileops_set.finish()?
+                })
+            }
+            ExprKind::IfExp { body, test, orelse } => {
+                let t = self.test(test);
+                let b = self.int_set(body);
+                let o = self.int_set(orelse);
+                quote!(if #t { #b } else { #o })
+            }
+            _ => raise_int_set("TypeError: not a set of ints"),
+        }
+    }
+
+    /// `product`/`sum`/`min`/`max(<generator of ints>)`: the same loops, folding the element
+    /// into an `i128` as `Collect` folds it into a `Value`: from 1, each step a checked
+    /// multiply; from 0, each a checked add (the runtime's exact int sum); the first smallest
+    /// (largest) item, or `min`'s (`max`'s) `ValueError` for no item.
+    fn int_fold(&mut self, helper: &str, elt: &Expr, clauses: &[CompClause]) -> TokenStream {
+        let rt = rt();
+        let init = match helper {
+            "product" => quote!(1),
+            "sum" => quote!(0),
+            _ => quote!(::core::option::Option::None),
+        };
+        let kind = helper.to_owned();
+        let fold_rt = rt.clone();
+        let step = move |e: TokenStream| match kind.as_str() {
+            "product" => quote!(__tileops_fold = #fold_rt::int_mul(__tileops_fold, #e)?;),
+            "sum" => quote!(__tileops_fold = #fold_rt::int_add(__tileops_fold, #e)?;),
+            // Replace the best only with a smaller (`min`) or larger (`max`) item: ties keep the
+            // first.
+            _ => {
+                let better = if kind == "min" { quote!(<) } else { quote!(>) };
+                quote! {
+                    let __tileops_elt: ::core::primitive::i128 = #e;
+                    if __tileops_fold.is_none_or(|best| __tileops_elt #better best) {
+                        __tileops_fold = ::core::option::Option::Some(__tileops_elt);
+                    }
+                }
+            }
+        };
+        let Some(body) = self.loops(elt, clauses, Ty::Int, step) else {
             return raise_typed(Ty::Int, "SyntaxError: invalid comprehension target");
         };
+        let finish = match helper {
+            "min" | "max" => {
+                let name = Literal::string(helper);
+                quote!(__tileops_fold.ok_or_else(|| #rt::empty_fold(#name))?)
+            }
+            _ => quote!(__tileops_fold),
+        };
+        let ty = match helper {
+            "min" | "max" => quote!(::core::option::Option<::core::primitive::i128>),
+            _ => quote!(::core::primitive::i128),
+        };
         quote! {{
-            let mut __tileops_product: ::core::primitive::i128 = 1;
+            let mut __tileops_fold: #ty = #init;
             #body
-            __tileops_product
+            #finish
         }}
     }
 
@@ -1133,22 +1288,72 @@ impl Gen<'_> {
                 Some(_) => self.infer().loop_var_ty(&clause.target, &clause.iter),
                 None => Ty::Value,
             };
-            let over_dims = var_ty == Ty::Int && self.ty(&clause.iter) == Ty::Dims;
-            let source = if over_dims {
-                let dims = self.typed(&clause.iter, Ty::Dims);
-                quote!(#dims.ints())
-            } else {
-                let iter = self.operand(&clause.iter);
-                quote!(#rt::iter(&#iter)?)
+            // Over ints the typed code can produce itself, the items are `i128`s; over a `range`
+            // (and anything else) the runtime's iterator gives `Value`s.
+            let int_iter = match var_ty {
+                Ty::Int => self.infer().int_iter(&clause.iter),
+                _ => None,
             };
-            let Some(bind) = self.bind_target(&clause.target, var_ty, over_dims) else {
+            let source = match int_iter {
+                Some(IntIter::Dims(dims)) => {
+                    let dims = self.typed(dims, Ty::Dims);
+                    Some(quote!(#dims.ints()))
+                }
+                Some(IntIter::RangeSet(args)) => {
+                    let args: Vec<TokenStream> =
+                        args.iter().map(|a| self.typed(a, Ty::Int)).collect();
+                    Some(quote!(#rt::range_set(&[#(#args),*])?.ints()))
+                }
+                Some(IntIter::Display { items, set }) => {
+                    let items: Vec<TokenStream> =
+                        items.iter().map(|a| self.typed(a, Ty::Int)).collect();
+                    let n = items.len();
+                    let array = quote!({
+                        let __tileops_items: [::core::primitive::i128; #n] = [#(#items),*];
+                        __tileops_items
+                    });
+                    Some(if set {
+                        quote!(#rt::int_set(#array)?.ints())
+                    } else {
+                        quote!(::core::iter::IntoIterator::into_iter(#array))
+                    })
+                }
+                Some(IntIter::Ints(ints)) => {
+                    let ty = self.ty(ints);
+                    let ints = self.typed(ints, ty);
+                    Some(quote!(#ints.ints()))
+                }
+                Some(IntIter::Set(set)) => {
+                    let set = self.int_set(set);
+                    Some(quote!((#set).ints()))
+                }
+                Some(IntIter::Range(args)) => {
+                    let args: Vec<TokenStream> =
+                        args.iter().map(|a| self.typed(a, Ty::Int)).collect();
+                    Some(quote!(#rt::range_ints(&[#(#args),*])?))
+                }
+                None => None,
+            };
+            let item_is_int = source.is_some();
+            let source = match source {
+                Some(source) => source,
+                None => {
+                    let iter = self.operand(&clause.iter);
+                    quote!(#rt::iter(&#iter)?)
+                }
+            };
+            let Some(bind) = self.bind_target(&clause.target, var_ty, item_is_int) else {
                 self.locals.truncate(depth);
                 self.local_tys.truncate(depth);
                 return None;
             };
             let mut conds = Vec::new();
             for cond in &clause.ifs {
-                conds.push(match self.invariant_membership(cond, clauses) {
+                let invariant = match self.invariant_membership(cond, clauses) {
+                    Some(found) => Some(found),
+                    None => self.invariant_int_set_membership(cond, clauses),
+                };
+                conds.push(match invariant {
                     Some((holder, code)) => {
                         holders.push(holder);
                         code
@@ -1184,6 +1389,52 @@ impl Gen<'_> {
             #(let mut #holders = #rt::Invariant::new();)*
             #body
         })
+    }
+
+    /// `i in S` / `i not in S` as a typed filter, where `S` is a set of ints the typed code
+    /// builds item by item (a set comprehension, or a conditional with one in a branch) and
+    /// reads no variable of this comprehension: kept as [`Self::invariant_membership`] keeps a
+    /// value's set (`Invariant<IntSetOf>`: built once, its work charged again on each use).
+    fn invariant_int_set_membership(
+        &mut self,
+        cond: &Expr,
+        clauses: &[CompClause],
+    ) -> Option<(Ident, TokenStream)> {
+        self.types?;
+        let ExprKind::Compare { left, rest } = &cond.kind else {
+            return None;
+        };
+        let [c] = rest.as_slice() else {
+            return None;
+        };
+        let infer = self.infer();
+        if !matches!(c.op, CmpOp::In | CmpOp::NotIn)
+            || infer.ty(cond) != Ty::Bool
+            || infer.ty(left) != Ty::Int
+            || infer.int_display(&c.right).is_some()
+            || infer.range_set_args(&c.right).is_some()
+            || !infer.is_int_set(&c.right)
+            || !has_comprehension(infer.unfold(&c.right))
+        {
+            return None;
+        }
+        let targets: Vec<&str> = clauses
+            .iter()
+            .flat_map(|c| c.target.names().iter().map(|t| t.name.as_str()))
+            .collect();
+        if reads_any(&c.right, &targets) {
+            return None;
+        }
+        self.labels += 1;
+        let holder = Ident::new(&format!("__tileops_inv{}", self.labels), Span::call_site());
+        let a = self.typed(left, Ty::Int);
+        let set = self.int_set(&c.right);
+        let not = (c.op == CmpOp::NotIn).then(|| quote!(!));
+        let code = quote! {{
+            let __tileops_needle: ::core::primitive::i128 = #a;
+            #not #holder.get(|| ::core::result::Result::Ok(#set))?.contains(__tileops_needle)
+        }};
+        Some((holder, code))
     }
 
     /// `x in E` / `x not in E` as a filter, where `E` reads no variable of this comprehension
@@ -1241,9 +1492,9 @@ impl Gen<'_> {
 
     /// Binds `__tileops_item` to the target's `py_` locals and brings them into scope for the
     /// rest of the comprehension. `None` for a name that is not an identifier.
-    /// An `Int` target is an `i128` local: the item itself over a shape (`over_dims`), else the
+    /// An `Int` target is an `i128` local: the item itself where it is one (`item_is_int`), else the
     /// int of a range's item.
-    fn bind_target(&mut self, target: &Target, ty: Ty, over_dims: bool) -> Option<TokenStream> {
+    fn bind_target(&mut self, target: &Target, ty: Ty, item_is_int: bool) -> Option<TokenStream> {
         let v = value_path();
         let rt = rt();
         let idents = target
@@ -1257,7 +1508,7 @@ impl Gen<'_> {
         if ty == Ty::Int
             && let Target::Name(_) = target
         {
-            let item = if over_dims {
+            let item = if item_is_int {
                 quote!(__tileops_item)
             } else {
                 quote!(#rt::int_item(&__tileops_item)?)
@@ -1756,12 +2007,13 @@ mod tests {
         has(&c, "Budget::enter");
         has(
             &c,
-            "let py_i: ::core::primitive::i128 = ::tileops::__private_v0_1::rt::int_item(&__tileops_item)?;",
+            "for __tileops_item in ::tileops::__private_v0_1::rt::range_ints(&[py_x.rank(\"x\")?])? {",
         );
+        has(&c, "let py_i: ::core::primitive::i128 = __tileops_item;");
         has(&c, "if !(py_i != py_dim) { continue; }");
         has(
             &c,
-            "__tileops_product = ::tileops::__private_v0_1::rt::int_mul(__tileops_product, py_x.dims(\"x\")?.index(py_i)?)?;",
+            "__tileops_fold = ::tileops::__private_v0_1::rt::int_mul(__tileops_fold, py_x.dims(\"x\")?.index(py_i)?)?;",
         );
         assert_eq!(count(&c, "rt::step()?"), 1);
         // Over a shape, the dims themselves, in place.
@@ -1804,6 +2056,126 @@ mod tests {
         let (c, ty) = typed_src("x.shape[1:]");
         assert_eq!(ty, Ty::Value);
         has(&c, ".to_value()");
+    }
+
+    /// Typed code with `dim` of type `ty` and `M` an int.
+    fn typed_with(src: &str, ty: Ty) -> (String, Ty) {
+        let e = parse(src).unwrap_or_else(|e| panic!("{src:?}: {}", e.message));
+        let c = check(&e, Layer::Vars, &scope());
+        assert!(c.errors.is_empty(), "{src:?}: {:#?}", c.errors);
+        let types = Types::new().with("dim", ty).with("M", Ty::Int);
+        let (ts, ty) = codegen_typed(&e, &scope(), &types);
+        syn::parse2::<syn::Expr>(ts.clone())
+            .unwrap_or_else(|err| panic!("{src:?} generated invalid Rust: {err}\n{ts}"));
+        (ts.to_string(), ty)
+    }
+
+    #[test]
+    fn sets_of_axes_and_param_versions_compute_on_ints() {
+        // TileOPs's reduction formula, in the version for a list of ints: the set comprehension
+        // is collected on ints, rebuilt (and charged) per filter test as Python rebuilds it; no
+        // `Value` anywhere, and the `isinstance` tests are gone.
+        let reduction = "product(x.shape[i] for i in range(x.ndim) if i not in ({dim % x.ndim} if isinstance(dim, int) else {d % x.ndim for d in dim} if isinstance(dim, (list, tuple)) and len(dim) > 0 else set(range(x.ndim))))";
+        let (c, ty) = typed_with(reduction, Ty::IntList);
+        assert_eq!(ty, Ty::Int);
+        assert_eq!(count(&c, "Value"), 0, "{c}");
+        assert_eq!(count(&c, "is_instance"), 0, "{c}");
+        has(
+            &c,
+            "let mut __tileops_set = ::tileops::__private_v0_1::rt::IntCollect::new();",
+        );
+        has(&c, "for __tileops_item in py_dim.ints() {");
+        has(
+            &c,
+            "__tileops_set.push(::tileops::__private_v0_1::rt::int_mod(py_d, py_x.rank(\"x\")?)?)?;",
+        );
+        // `len(dim) > 0` is still tested: its branch is a `set(range(...))`, never built.
+        has(&c, "if (true && (py_dim.len() > 0i128)) {");
+        has(
+            &c,
+            "::tileops::__private_v0_1::rt::IntSetOf::from(::tileops::__private_v0_1::rt::range_set(&[py_x.rank(\"x\")?])?)",
+        );
+        // It reads no loop variable: built once per evaluation of the comprehension and kept,
+        // its work charged again on each test.
+        assert_eq!(count(&c, "rt::Invariant::new()"), 1, "{c}");
+        has(
+            &c,
+            "! __tileops_inv1.get(|| ::core::result::Result::Ok(if (true && (py_dim.len() > 0i128)) {",
+        );
+        has(&c, "}))?.contains(__tileops_needle)");
+        // For an int, the one-axis set display; for `None`, all the axes; each alone.
+        let (c, _) = typed_with(reduction, Ty::Int);
+        assert_eq!(count(&c, "Value"), 0, "{c}");
+        has(
+            &c,
+            "! ::tileops::__private_v0_1::rt::int_set(__tileops_items)?.contains(__tileops_needle)",
+        );
+        assert_eq!(count(&c, "IntCollect"), 0, "{c}");
+        let (c, _) = typed_with(reduction, Ty::None);
+        assert_eq!(count(&c, "Value"), 0, "{c}");
+        has(
+            &c,
+            "! ::tileops::__private_v0_1::rt::range_set(&[py_x.rank(\"x\")?])?.contains(__tileops_needle)",
+        );
+        assert_eq!(count(&c, "int_set"), 0, "{c}");
+        // Iterating the sets: in the set's order, ascending.
+        let (c, _) = typed_with(
+            "product(x.shape[i] for i in ({dim % x.ndim} if isinstance(dim, int) else set(range(x.ndim))))",
+            Ty::None,
+        );
+        has(
+            &c,
+            "for __tileops_item in ::tileops::__private_v0_1::rt::range_set(&[py_x.rank(\"x\")?])?.ints() {",
+        );
+        let (c, _) = typed_with("product(x.shape[i] for i in {dim, 0, dim})", Ty::Int);
+        has(&c, "::tileops::__private_v0_1::rt::int_set({");
+        has(&c, "[py_dim, 0i128, py_dim]");
+        // A list or tuple of ints: `len`, `product`, truthiness and the type tests.
+        let (c, ty) = typed_with("len(dim) * product(dim) if dim else M", Ty::IntTuple);
+        assert_eq!(ty, Ty::Int);
+        has(
+            &c,
+            "if !py_dim.is_empty() { ::tileops::__private_v0_1::rt::int_mul(py_dim.len(), py_dim.product()?)? } else { py_M }",
+        );
+        let (c, ty) = typed_with(
+            "isinstance(dim, tuple) and not isinstance(dim, list)",
+            Ty::IntTuple,
+        );
+        assert_eq!(ty, Ty::Bool);
+        has(&c, "(true && (!false))");
+        // Where a `Value` is needed, the list itself.
+        let (c, ty) = typed_with("dim[0]", Ty::IntList);
+        assert_eq!(ty, Ty::Value);
+        has(&c, "py_dim.to_value(false)");
+        // Scans of displays charge their items as the runtime's scan does.
+        let (c, _) = typed_with("M in (1, 2)", Ty::Int);
+        has(&c, "::tileops::__private_v0_1::rt::work(2usize)?;");
+        // `sum`, `min`, `max` of a generator of ints fold on an int, as `product` does.
+        let (c, ty) = typed_with("sum(d * 2 for d in dim) + min(d for d in dim)", Ty::IntList);
+        assert_eq!(ty, Ty::Int);
+        has(
+            &c,
+            "__tileops_fold = ::tileops::__private_v0_1::rt::int_add(__tileops_fold, ::tileops::__private_v0_1::rt::int_mul(py_d, 2i128)?)?;",
+        );
+        has(
+            &c,
+            "if __tileops_fold.is_none_or(|best| __tileops_elt < best) {",
+        );
+        has(
+            &c,
+            "__tileops_fold.ok_or_else(|| ::tileops::__private_v0_1::rt::empty_fold(\"min\"))?",
+        );
+        let (c, _) = typed_with("max(i for i in range(M))", Ty::Int);
+        has(
+            &c,
+            "if __tileops_fold.is_none_or(|best| __tileops_elt > best) {",
+        );
+        // A `None` as a value is the literal; its tests fold.
+        let (c, ty) = typed_with("dim", Ty::None);
+        assert_eq!(ty, Ty::Value);
+        has(&c, "::tileops::roofline::Value::None");
+        let (c, ty) = typed_with("M if dim is not None else 7", Ty::None);
+        assert_eq!((c.as_str(), ty), ("7i128", Ty::Int));
     }
 
     #[test]

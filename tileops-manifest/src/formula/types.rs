@@ -27,6 +27,14 @@ pub enum Ty {
     Bool,
     /// A tuple of shape dims (`x.shape`, `x.shape[1:]`), a borrowed view.
     Dims,
+    /// A list of ints: only a name has this type, a param that the version of the formulas
+    /// being generated runs for a list of ints (its local a borrowed view, `rt::Ints`).
+    IntList,
+    /// A tuple of ints, as [`Ty::IntList`].
+    IntTuple,
+    /// Python's `None`: only a name has this type, a param that the version of the formulas
+    /// being generated runs for a `None` value (its local is `()`). Tests of it fold away.
+    None,
     /// Anything else: a runtime `Value`.
     Value,
 }
@@ -154,18 +162,21 @@ impl Infer<'_> {
                 {
                     Ty::Bool
                 }
-                // `n in (0, 1, 3)`: an int among the ints of a display.
+                // `n in (0, 1, 3)`: an int among the ints of a display, or of a set of ints.
                 [c] if matches!(c.op, CmpOp::In | CmpOp::NotIn)
                     && self.ty(left) == Ty::Int
-                    && self.int_display(&c.right).is_some() =>
+                    && (self.int_display(&c.right).is_some() || self.is_int_set(&c.right)) =>
                 {
                     Ty::Bool
                 }
                 _ => Ty::Value,
             },
-            ExprKind::IfExp { body, orelse, .. } => {
+            ExprKind::IfExp { body, test, orelse } => {
+                if let Some(truth) = self.static_truth(test) {
+                    return self.ty(if truth { body } else { orelse });
+                }
                 let body = self.ty(body);
-                if body != Ty::Value && body == self.ty(orelse) {
+                if matches!(body, Ty::Int | Ty::Bool | Ty::Dims) && body == self.ty(orelse) {
                     body
                 } else {
                     Ty::Value
@@ -206,22 +217,162 @@ impl Infer<'_> {
     }
 
     /// The type of a comprehension target's name over `iter`: an int for a lone name over
-    /// `range(...)` of ints or over a shape, a value otherwise.
+    /// an [`IntIter`], a value otherwise.
     pub(crate) fn loop_var_ty(&self, target: &Target, iter: &Expr) -> Ty {
-        if !matches!(target, Target::Name(_)) {
-            return Ty::Value;
+        if matches!(target, Target::Name(_)) && self.int_iter(iter).is_some() {
+            Ty::Int
+        } else {
+            Ty::Value
         }
+    }
+
+    /// What `iter` iterates, when its items are ints the typed code can loop over: a `range`
+    /// of ints, `set(range(...))`, a display of ints, a shape (seen through conditionals whose
+    /// test is known, [`Self::unfold`]).
+    pub(crate) fn int_iter<'e>(&self, iter: &'e Expr) -> Option<IntIter<'e>> {
+        let iter = self.unfold(iter);
         if let ExprKind::Call { func, args } = &iter.kind
             && self.helper(func) == Some("range")
             && (1..=3).contains(&args.len())
             && args.iter().all(|a| self.ty(a) == Ty::Int)
         {
-            return Ty::Int;
+            return Some(IntIter::Range(args));
         }
-        if self.ty(iter) == Ty::Dims {
-            Ty::Int
-        } else {
-            Ty::Value
+        if let Some(args) = self.range_set_args(iter) {
+            return Some(IntIter::RangeSet(args));
+        }
+        if let Some(items) = self.int_display(iter) {
+            let set = matches!(iter.kind, ExprKind::Set(_));
+            return Some(IntIter::Display { items, set });
+        }
+        if self.is_int_set(iter) {
+            return Some(IntIter::Set(iter));
+        }
+        match self.ty(iter) {
+            Ty::Dims => Some(IntIter::Dims(iter)),
+            Ty::IntList | Ty::IntTuple => Some(IntIter::Ints(iter)),
+            _ => None,
+        }
+    }
+
+    /// Whether `e` is a set of ints the typed code builds (or, for `set(range(...))`, need not
+    /// build): a set display of ints, `set(range(...))` of ints, a set comprehension whose
+    /// element is an int, or a conditional between such sets (`rt::IntSetOf`).
+    pub(crate) fn is_int_set(&self, e: &Expr) -> bool {
+        let e = self.unfold(e);
+        match &e.kind {
+            ExprKind::Set(_) => self.int_display(e).is_some(),
+            ExprKind::Comprehension {
+                kind: CompKind::Set,
+                elt,
+                clauses,
+            } => self.element_ty(elt, clauses) == Ty::Int,
+            ExprKind::IfExp { body, orelse, .. } => {
+                self.is_int_set(body) && self.is_int_set(orelse)
+            }
+            _ => self.range_set_args(e).is_some(),
+        }
+    }
+
+    /// The args of `set(range(args))` with one to three int args: a set of ints the typed
+    /// code never builds.
+    pub(crate) fn range_set_args<'e>(&self, e: &'e Expr) -> Option<&'e [Expr]> {
+        let ExprKind::Call { func, args } = &self.unfold(e).kind else {
+            return None;
+        };
+        let [range] = args.as_slice() else {
+            return None;
+        };
+        let ExprKind::Call {
+            func: range_func,
+            args,
+        } = &range.kind
+        else {
+            return None;
+        };
+        (self.helper(func) == Some("set")
+            && self.helper(range_func) == Some("range")
+            && (1..=3).contains(&args.len())
+            && args.iter().all(|a| self.ty(a) == Ty::Int))
+        .then_some(args.as_slice())
+    }
+
+    /// `e` with each conditional whose test is known ([`Self::static_truth`]) replaced by the
+    /// branch it takes: `{dim % n} if isinstance(dim, int) else {d % n for d in dim}` is
+    /// `{dim % n}` where `dim` is an int.
+    pub(crate) fn unfold<'e>(&self, mut e: &'e Expr) -> &'e Expr {
+        while let ExprKind::IfExp { body, test, orelse } = &e.kind {
+            match self.static_truth(test) {
+                Some(true) => e = body,
+                Some(false) => e = orelse,
+                None => break,
+            }
+        }
+        e
+    }
+
+    /// `Some(truth)` of a test whose truth the types decide and whose evaluation can neither
+    /// fail nor do anything else, so that it need not run: `isinstance(n, T)` and `n is None`
+    /// of a typed name `n` (an int is never `None`, a `None` never an int), `True`/`False`, and
+    /// `not`/`and`/`or` of such tests (an `and` whose first known-false operand comes after
+    /// known-true ones only: the operands after it are never evaluated).
+    pub(crate) fn static_truth(&self, e: &Expr) -> Option<bool> {
+        match &e.kind {
+            ExprKind::Bool(b) => Some(*b),
+            ExprKind::Unary {
+                op: UnaryOp::Not,
+                operand,
+            } => self.static_truth(operand).map(|t| !t),
+            ExprKind::BoolOp { op, values } => {
+                let decisive = matches!(op, super::ast::BoolOpKind::Or);
+                for v in values {
+                    match self.static_truth(v)? {
+                        t if t == decisive => return Some(t),
+                        _ => {}
+                    }
+                }
+                Some(!decisive)
+            }
+            ExprKind::Call { func, args } if self.helper(func) == Some("isinstance") => {
+                let [arg, class] = args.as_slice() else {
+                    return None;
+                };
+                let ExprKind::Name(name) = &arg.kind else {
+                    return None;
+                };
+                let names = self.type_names(class)?;
+                let has = |t: &str| names.contains(&t);
+                match self.name(name) {
+                    Ty::Int => Some(has("int")),
+                    // `bool` is a subclass of `int`.
+                    Ty::Bool => Some(has("int") || has("bool")),
+                    Ty::Dims | Ty::IntTuple => Some(has("tuple")),
+                    Ty::IntList => Some(has("list")),
+                    Ty::None => Some(false),
+                    Ty::Value => None,
+                }
+            }
+            ExprKind::Compare { left, rest } => {
+                let [c] = rest.as_slice() else {
+                    return None;
+                };
+                let is = match c.op {
+                    CmpOp::Is => true,
+                    CmpOp::IsNot => false,
+                    _ => return None,
+                };
+                let name = match (&left.kind, &c.right.kind) {
+                    (ExprKind::Name(n), ExprKind::NoneLit)
+                    | (ExprKind::NoneLit, ExprKind::Name(n)) => n,
+                    _ => return None,
+                };
+                match self.name(name) {
+                    Ty::None => Some(is),
+                    Ty::Int | Ty::Bool | Ty::Dims | Ty::IntList | Ty::IntTuple => Some(!is),
+                    Ty::Value => None,
+                }
+            }
+            _ => None,
         }
     }
 
@@ -268,7 +419,8 @@ impl Infer<'_> {
         };
         match args {
             [a] if DIMS_TO_INT.contains(&h) && self.ty(a) == Ty::Dims => Ty::Int,
-            // The product of a generator of ints folds on an int.
+            [a] if h == "product" && matches!(self.ty(a), Ty::IntList | Ty::IntTuple) => Ty::Int,
+            // The product, sum, min or max of a generator of ints folds on an int.
             [
                 Expr {
                     kind:
@@ -279,7 +431,11 @@ impl Infer<'_> {
                         },
                     ..
                 },
-            ] if h == "product" && self.element_ty(elt, clauses) == Ty::Int => Ty::Int,
+            ] if matches!(h, "product" | "sum" | "min" | "max")
+                && self.element_ty(elt, clauses) == Ty::Int =>
+            {
+                Ty::Int
+            }
             // `len` of anything is an int or an error.
             [_] if h == "len" => Ty::Int,
             [_, class] if h == "isinstance" && self.type_names(class).is_some() => Ty::Bool,
@@ -294,9 +450,10 @@ impl Infer<'_> {
         }
     }
 
-    /// The items of a tuple, list or set display whose items are all ints.
+    /// The items of a tuple, list or set display whose items are all ints (seen through
+    /// conditionals whose test is known).
     pub(crate) fn int_display<'e>(&self, e: &'e Expr) -> Option<&'e [Expr]> {
-        match &e.kind {
+        match &self.unfold(e).kind {
             ExprKind::Tuple(items) | ExprKind::List(items) | ExprKind::Set(items)
                 if items.len() <= MAX_TYPED_LINKS
                     && items.iter().all(|i| self.ty(i) == Ty::Int) =>
@@ -339,6 +496,23 @@ impl Infer<'_> {
     }
 }
 
+/// What a comprehension clause over ints iterates ([`Infer::int_iter`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum IntIter<'e> {
+    /// `range(args)`.
+    Range(&'e [Expr]),
+    /// `set(range(args))`.
+    RangeSet(&'e [Expr]),
+    /// A tuple, list (`set: false`) or set display of ints.
+    Display { items: &'e [Expr], set: bool },
+    /// A shape, or a slice of one.
+    Dims(&'e Expr),
+    /// A list or tuple of ints (a param's version).
+    Ints(&'e Expr),
+    /// A set of ints ([`Infer::is_int_set`]) other than a display or `set(range(...))`.
+    Set(&'e Expr),
+}
+
 /// `<`, `<=`, `>`, `>=`, `==`, `!=`: on two ints, a plain integer comparison.
 pub(crate) fn is_ordering(op: CmpOp) -> bool {
     matches!(
@@ -359,6 +533,7 @@ mod tests {
             .param("dim")
             .param("eps")
             .param("flag")
+            .param("nothing")
             .var("M")
             .dim("K")
     }
@@ -367,6 +542,7 @@ mod tests {
         Types::new()
             .with("dim", Ty::Int)
             .with("flag", Ty::Bool)
+            .with("nothing", Ty::None)
             .with("M", Ty::Int)
     }
 
@@ -408,6 +584,24 @@ mod tests {
             "product(x.shape[i] for i in range(x.ndim) if i not in {dim})",
             "product(d for d in x.shape)",
             "product(i * j for i in range(M) for j in range(i, K, 2))",
+            // Over a display of ints, `set(range(...))`, and through conditionals whose test
+            // the types decide (the branch not taken is never evaluated, so never typed).
+            "product(i for i in (M, K))",
+            "sum(i * 2 for i in range(M))",
+            "min(x.shape[i] for i in range(x.ndim))",
+            "max(d for d in x.shape if d > 1)",
+            "product(i for i in [M])",
+            "product(x.shape[i] for i in {dim % x.ndim, 0})",
+            "product(x.shape[i] for i in set(range(x.ndim)))",
+            "product(x.shape[i] for i in set(range(1, x.ndim, 2)))",
+            "product(x.shape[i] for i in ({dim} if isinstance(dim, int) else {d for d in dim}))",
+            "product(x.shape[i] for i in range(x.ndim) if i not in ({dim} if isinstance(dim, int) else eps))",
+            "M if nothing is None else eps",
+            "eps if nothing is not None else M",
+            "eps if isinstance(nothing, (list, tuple)) and len(nothing) > 0 else M",
+            "M if isinstance(flag, int) else eps",
+            "eps if isinstance(M, bool) else M",
+            "M if not isinstance(dim, int) or eps else K",
         ] {
             assert_eq!(ty(src), Ty::Int, "{src}");
         }
@@ -433,6 +627,11 @@ mod tests {
             "M not in [K, 2]",
             "M in {1}",
             "M in ()",
+            "M in set(range(K))",
+            "M not in set(range(1, K))",
+            "M in ({1} if dim is not None else eps)",
+            "isinstance(nothing, int)",
+            "nothing is None",
         ] {
             assert_eq!(ty(src), Ty::Bool, "{src}");
         }
@@ -463,10 +662,11 @@ mod tests {
             "M if flag else eps",
             "M if flag else flag",
             "x.shape[1, 2]",
-            "product(i for i in (M, K))",
             "product(e for e in [eps])",
             "product(a for a, b in x.shape)",
             "product(i / 2 for i in x.shape)",
+            "sum(i / 2 for i in x.shape)",
+            "min(e for e in eps)",
             "product(i for i in range(eps))",
             "product([M])",
             "min(x.shape)",
@@ -478,9 +678,20 @@ mod tests {
             "eps in (1, 2)",
             "M in (1, eps)",
             "[i for i in range(M)]",
+            // A test the types do not decide keeps both branches, and they differ.
+            "M if eps is None else eps",
+            "M if isinstance(eps, int) else eps",
+            "M if isinstance(dim, int) and eps else eps",
+            "product(i for i in set(range(eps)))",
+            "product(i for i in set(range(M, K, 1, 2)))",
+            "M in set(range(eps))",
+            "M in set((1, 2))",
+            // Only a name is a `None`: anything built from one is a value.
+            "nothing if flag else nothing",
         ] {
             assert_eq!(ty(src), Ty::Value, "{src}");
         }
+        assert_eq!(ty("nothing"), Ty::None);
         // A comprehension variable shadows a typed name: inside, it is a value.
         let e = parse("M").unwrap();
         assert_eq!(infer(&e, &scope(), &types(), &["M".to_owned()]), Ty::Value);

@@ -64,8 +64,10 @@ pub mod __rt {
     };
     pub use super::stream::{Budget, Collect, Invariant, Iter, iter, step};
     pub use super::typed::{
-        Dims, IntParam, extent, int_abs, int_add, int_floordiv, int_item, int_max, int_min,
-        int_mod, int_mul, int_neg, int_param, int_sub, is_instance, is_none, len_int, param_value,
+        Dims, INLINE_INTS, IntCollect, IntItems, IntParam, IntSet, IntSetOf, Ints, ParamKind,
+        RangeSet, empty_fold, extent, int_abs, int_add, int_floordiv, int_item, int_max, int_min,
+        int_mod, int_mul, int_neg, int_param, int_set, int_sub, is_instance, is_none, len_int,
+        param_kind, param_value, range_ints, range_set, to_count_int, work,
     };
     pub use super::value::{PyType, Value};
 }

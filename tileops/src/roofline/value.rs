@@ -188,6 +188,7 @@ pub(crate) fn int_from_usize(n: usize) -> i128 {
 }
 
 /// Number of items of `range(start, stop, step)`, exact even where it exceeds `i128::MAX`.
+#[inline]
 pub(crate) fn range_len(start: i128, stop: i128, step: i128) -> EvalResult<u128> {
     if step == 0 {
         return Err(EvalError::value_error("range() arg 3 must not be zero"));
@@ -198,11 +199,16 @@ pub(crate) fn range_len(start: i128, stop: i128, step: i128) -> EvalResult<u128>
         return Ok(0);
     }
     let span = stop.abs_diff(start);
-    Ok((span - 1) / step.unsigned_abs() + 1)
+    // A step of ±1 (`range(n)`, nearly every range) without a 128-bit division.
+    match step.unsigned_abs() {
+        1 => Ok(span),
+        size => Ok((span - 1) / size + 1),
+    }
 }
 
 /// Item `index` (already known to be `< len`) of a range. The true item lies between `start` and
 /// `stop`, so it fits in `i128`, and modular arithmetic computes it exactly.
+#[inline]
 pub(crate) fn range_item(start: i128, step: i128, index: u128) -> i128 {
     start.wrapping_add((index as i128).wrapping_mul(step))
 }
@@ -655,6 +661,9 @@ mod tests {
             ((0, 0, 1), 0),
             ((-5, 5, 2), 5),
             ((i128::MIN, i128::MAX, 1), u128::MAX),
+            ((5, -5, -1), 10),
+            ((i128::MAX, i128::MIN, -1), u128::MAX),
+            ((i128::MAX, i128::MIN, i128::MIN), 2),
         ];
         for ((start, stop, step), len) in cases {
             assert_eq!(

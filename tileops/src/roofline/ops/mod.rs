@@ -101,7 +101,8 @@ fn checked(result: Option<i128>) -> EvalResult {
 }
 
 /// Refuses a result longer than [`MAX_ITEMS`], and charges building it to the work budget.
-fn check_len(len: usize) -> EvalResult<()> {
+#[inline]
+pub(crate) fn check_len(len: usize) -> EvalResult<()> {
     if len > MAX_ITEMS {
         return Err(EvalError::memory_error(format!(
             "a sequence of {len} items exceeds the tileops formula limit of {MAX_ITEMS}"
@@ -294,6 +295,20 @@ pub(crate) fn floordiv_int(x: i128, y: i128) -> EvalResult<i128> {
             "integer division or modulo by zero",
         ));
     }
+    // Operands that fit in 64 bits (all of a formula's usual ones) divide in hardware; an
+    // `i128` division is a library call. Exact: `i64::MIN / -1`, the one quotient that does not
+    // fit, takes the 128-bit path.
+    if let (Ok(a), Ok(b)) = (i64::try_from(x), i64::try_from(y))
+        && (a != i64::MIN || b != -1)
+    {
+        let (q, r) = (a / b, a % b);
+        let q = if r != 0 && ((r < 0) != (b < 0)) {
+            q - 1
+        } else {
+            q
+        };
+        return Ok(i128::from(q));
+    }
     let q = x.checked_div(y).ok_or_else(EvalError::int_overflow)?;
     let r = x.checked_rem(y).unwrap_or(0);
     if r != 0 && ((r < 0) != (y < 0)) {
@@ -312,6 +327,30 @@ fn int_mod(x: i128, y: i128) -> EvalResult {
 pub(crate) fn mod_int(x: i128, y: i128) -> EvalResult<i128> {
     if y == 0 {
         return Err(EvalError::zero_division("integer modulo by zero"));
+    }
+    // An axis normalised by a rank (`dim % x.ndim`, `-1 % 3`): a dividend within one divisor
+    // of 0 needs no division, which costs tens of cycles even in hardware.
+    if y > 0 {
+        if (0..y).contains(&x) {
+            return Ok(x);
+        }
+        if x < 0 && x >= -y {
+            return Ok(x + y);
+        }
+    }
+    // As in `floordiv_int`: 64-bit operands in hardware (`i64::MIN % -1` is 0 either way, but
+    // overflows in Rust).
+    if let (Ok(a), Ok(b)) = (i64::try_from(x), i64::try_from(y))
+        && (a != i64::MIN || b != -1)
+    {
+        let r = a % b;
+        // `r + b` cannot overflow: `r` and `b` have opposite signs.
+        let r = if r != 0 && ((r < 0) != (b < 0)) {
+            r + b
+        } else {
+            r
+        };
+        return Ok(i128::from(r));
     }
     // `i128::MIN % -1` overflows in Rust; mathematically it is 0.
     let r = x.checked_rem(y).unwrap_or(0);
@@ -743,6 +782,7 @@ pub(crate) fn check_hashable(v: &Value) -> EvalResult<()> {
     }
 }
 
+#[inline]
 fn range_contains(start: i128, stop: i128, step: i128, item: &Value) -> EvalResult<bool> {
     let i = match *item {
         Value::Bool(b) => i128::from(b),
@@ -761,7 +801,9 @@ fn range_contains(start: i128, stop: i128, step: i128, item: &Value) -> EvalResu
     } else {
         stop < i && i <= start
     };
-    Ok(inside && i.abs_diff(start) % step.unsigned_abs() == 0)
+    // Every int is a multiple of a step of ±1: no 128-bit division for the usual range.
+    let size = step.unsigned_abs();
+    Ok(inside && (size == 1 || i.abs_diff(start).is_multiple_of(size)))
 }
 
 /// `item in container`.
@@ -925,6 +967,7 @@ pub(crate) struct SliceIndices {
     pub(crate) count: i128,
 }
 
+#[inline]
 pub(crate) fn slice_indices(
     lower: Option<i128>,
     upper: Option<i128>,
@@ -949,7 +992,10 @@ pub(crate) fn slice_indices(
     };
     let start = lower.map_or(if step < 0 { len - 1 } else { 0 }, clamp);
     let stop = upper.map_or(if step < 0 { -1 } else { len }, clamp);
-    let count = if step < 0 {
+    let count = if step == 1 {
+        // The usual `a[i:j]`, without a 128-bit division.
+        (stop - start).max(0)
+    } else if step < 0 {
         if stop < start {
             (start - stop - 1) / -step + 1
         } else {

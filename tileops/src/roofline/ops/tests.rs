@@ -1180,3 +1180,78 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_64_bit_fast_paths_agree_with_128_bit_arithmetic() {
+    // The 128-bit reference: what floordiv_int, mod_int and slice counts computed before
+    // operands that fit in 64 bits took the hardware path.
+    fn floordiv_ref(x: i128, y: i128) -> Option<i128> {
+        let q = x.checked_div(y)?;
+        let r = x.checked_rem(y).unwrap_or(0);
+        if r != 0 && ((r < 0) != (y < 0)) {
+            q.checked_sub(1)
+        } else {
+            Some(q)
+        }
+    }
+    fn mod_ref(x: i128, y: i128) -> Option<i128> {
+        let r = x.checked_rem(y).unwrap_or(0);
+        if r != 0 && ((r < 0) != (y < 0)) {
+            r.checked_add(y)
+        } else {
+            Some(r)
+        }
+    }
+    let edges = [
+        i128::MIN,
+        i128::MIN + 1,
+        i128::from(i64::MIN) - 1,
+        i128::from(i64::MIN),
+        i128::from(i64::MIN) + 1,
+        -7,
+        -2,
+        -1,
+        1,
+        2,
+        7,
+        i128::from(i64::MAX) - 1,
+        i128::from(i64::MAX),
+        i128::from(i64::MAX) + 1,
+        i128::MAX,
+    ];
+    // Small dividends around each divisor: the no-division path of `%` (`-1 % 3`).
+    let small = (-9..=9).chain([-3, 3]);
+    for x in edges.iter().copied().chain([0]).chain(small.clone()) {
+        for y in edges
+            .iter()
+            .copied()
+            .chain(small.clone())
+            .filter(|y| *y != 0)
+        {
+            assert_eq!(floordiv_int(x, y).ok(), floordiv_ref(x, y), "{x} // {y}");
+            assert_eq!(mod_int(x, y).ok(), mod_ref(x, y), "{x} % {y}");
+            assert_eq!(
+                super::super::typed::int_mul(x, y).ok(),
+                x.checked_mul(y),
+                "{x} * {y}"
+            );
+        }
+    }
+    for len in [0, 1, 5] {
+        for lower in [None, Some(-7), Some(-1), Some(0), Some(2), Some(9)] {
+            for upper in [None, Some(-7), Some(-1), Some(0), Some(3), Some(9)] {
+                let got = slice_indices(lower, upper, 1, len).count;
+                // A positive step's bounds do not depend on its size.
+                let wide = slice_indices(lower, upper, 2, len);
+                let (start, stop) = (wide.start, wide.stop);
+                let step: i128 = std::hint::black_box(1);
+                let want = if start < stop {
+                    (stop - start - 1) / step + 1
+                } else {
+                    0
+                };
+                assert_eq!(got, want, "[{lower:?}:{upper:?}] of {len}");
+            }
+        }
+    }
+}

@@ -58,29 +58,42 @@ thread_local! {
     static WORK_LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
+/// The work left to the running evaluation (`usize::MAX` outside a [`Budget`]): what tests of
+/// the typed code compare with the value runtime's charges.
+#[cfg(test)]
+pub(crate) fn work_left() -> usize {
+    WORK_LEFT.with(Cell::get)
+}
+
 /// Charges `units` of work to the running evaluation's budget; an error once it is spent.
 /// Outside a [`Budget`] (a direct call of a runtime function) nothing is counted.
 #[inline]
 pub(crate) fn charge(units: usize) -> EvalResult<()> {
-    WORK_LEFT.with(|left| {
-        let now = left.get();
-        if now == usize::MAX {
-            return Ok(());
+    // The common path is a read and maybe a write of the counter, small enough to inline where
+    // generated code charges each loop step; running out is the cold path.
+    let now = WORK_LEFT.with(Cell::get);
+    if now == usize::MAX {
+        return Ok(());
+    }
+    match now.checked_sub(units) {
+        Some(rest) => {
+            // `with` and a one-line closure inline; `LocalKey::set` is a call.
+            WORK_LEFT.with(|left| left.set(rest));
+            Ok(())
         }
-        match now.checked_sub(units) {
-            Some(rest) => {
-                left.set(rest);
-                Ok(())
-            }
-            None => {
-                left.set(0);
-                Err(EvalError::memory_error(format!(
-                    "the formula does more than {MAX_WORK} units of work (items iterated, \
-                     built or scanned), the tileops formula limit"
-                )))
-            }
-        }
-    })
+        None => Err(out_of_work()),
+    }
+}
+
+/// Spends what is left of the budget and words the error.
+#[cold]
+#[inline(never)]
+fn out_of_work() -> EvalError {
+    WORK_LEFT.with(|left| left.set(0));
+    EvalError::memory_error(format!(
+        "the formula does more than {MAX_WORK} units of work (items iterated, built or \
+         scanned), the tileops formula limit"
+    ))
 }
 
 /// A loop-invariant part of a comprehension's filter (`i not in {d % n for d in dim}` in a loop
@@ -106,20 +119,29 @@ pub(crate) fn charge(units: usize) -> EvalResult<()> {
 /// assert_eq!(builds, 1);
 /// # Ok::<(), tileops::roofline::EvalError>(())
 /// ```
-#[derive(Debug, Default)]
-pub struct Invariant {
+///
+/// Typed code keeps a set of ints (`rt::IntSetOf`) the same way: `Invariant<IntSetOf>`.
+#[derive(Debug)]
+pub struct Invariant<T = Value> {
     /// The value and the work its evaluation charged.
-    kept: Option<(Value, usize)>,
+    kept: Option<(T, usize)>,
 }
 
-impl Invariant {
+impl<T> Default for Invariant<T> {
+    fn default() -> Self {
+        Invariant { kept: None }
+    }
+}
+
+impl<T> Invariant<T> {
     /// Nothing evaluated yet.
-    pub fn new() -> Invariant {
+    pub fn new() -> Invariant<T> {
         Invariant::default()
     }
 
     /// The part's value: `eval`'s on first use, then the kept one, its work charged again.
-    pub fn get(&mut self, eval: impl FnOnce() -> EvalResult) -> EvalResult<&Value> {
+    #[inline]
+    pub fn get(&mut self, eval: impl FnOnce() -> EvalResult<T>) -> EvalResult<&T> {
         match &mut self.kept {
             Some((value, cost)) => {
                 charge(*cost)?;
@@ -136,6 +158,7 @@ impl Invariant {
 }
 
 /// One loop step of a comprehension: one unit of work.
+#[inline]
 pub fn step() -> EvalResult<()> {
     charge(1)
 }
@@ -174,6 +197,7 @@ pub struct Budget {
 
 impl Budget {
     /// Starts a budget of [`MAX_WORK`] (or what an enclosing budget has left, if less).
+    #[inline]
     pub fn enter() -> Budget {
         let outer = WORK_LEFT.with(Cell::get);
         let start = outer.min(MAX_WORK);
@@ -187,6 +211,7 @@ impl Budget {
 }
 
 impl Drop for Budget {
+    #[inline]
     fn drop(&mut self) {
         let spent = self.start - WORK_LEFT.with(Cell::get).min(self.start);
         let restored = if self.outer == usize::MAX {
@@ -456,7 +481,7 @@ impl Collect {
     }
 }
 
-fn too_many() -> EvalError {
+pub(crate) fn too_many() -> EvalError {
     EvalError::memory_error(format!(
         "a comprehension of more than {MAX_ITEMS} items exceeds the tileops formula limit of \
          {MAX_ITEMS}"
