@@ -1274,30 +1274,13 @@ pub unsafe extern "C" fn cublasSgemm_v2(
     C: *mut f32,
     ldc: c_int,
 ) -> cublas::cublasStatus_t {
-    let call = BlasGemm {
-        handle,
-        trans_a: transa,
-        trans_b: transb,
-        m,
-        n,
-        k,
-        alpha: alpha.cast(),
-        a: A.cast(),
-        a_type: R_32F,
-        lda,
-        b: B.cast(),
-        b_type: R_32F,
-        ldb,
-        beta: beta.cast(),
-        c: C.cast(),
-        c_type: R_32F,
-        ldc,
-        compute: COMPUTE_32F,
-        batch_count: 1,
-        strides: [0; 3],
-    };
-    // SAFETY: the caller's contract.
-    cublas_status(unsafe { call.run() })
+    // One product: a batch of one, strides unused.
+    // SAFETY: the caller's contract, which is the batched call's for one matrix each.
+    unsafe {
+        cublasSgemmStridedBatched(
+            handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1,
+        )
+    }
 }
 
 /// `C = alpha op(A) op(B) + beta C` with the given types and compute type (alpha and beta in the
@@ -1329,30 +1312,35 @@ pub unsafe extern "C" fn cublasGemmEx(
     computeType: cublas::cublasComputeType_t,
     _algo: cublas::cublasGemmAlgo_t,
 ) -> cublas::cublasStatus_t {
-    let call = BlasGemm {
-        handle,
-        trans_a: transa,
-        trans_b: transb,
-        m,
-        n,
-        k,
-        alpha,
-        a: A,
-        a_type: Atype as u32,
-        lda,
-        b: B,
-        b_type: Btype as u32,
-        ldb,
-        beta,
-        c: C,
-        c_type: Ctype as u32,
-        ldc,
-        compute: computeType as u32,
-        batch_count: 1,
-        strides: [0; 3],
-    };
-    // SAFETY: the caller's contract.
-    cublas_status(unsafe { call.run() })
+    // One product: a batch of one, strides unused.
+    // SAFETY: the caller's contract, which is the batched call's for one matrix each.
+    unsafe {
+        cublasGemmStridedBatchedEx(
+            handle,
+            transa,
+            transb,
+            m,
+            n,
+            k,
+            alpha,
+            A,
+            Atype,
+            lda,
+            0,
+            B,
+            Btype,
+            ldb,
+            0,
+            beta,
+            C,
+            Ctype,
+            ldc,
+            0,
+            1,
+            computeType,
+            _algo,
+        )
+    }
 }
 
 /// `batchCount` products `C_i = alpha op(A_i) op(B_i) + beta C_i`, matrix `i` of each operand
