@@ -95,8 +95,10 @@ enum Input<'a> {
     Borrowed(TensorRef<'a>),
     /// Read from a device-to-device copy on candle's stream, made by the closure: an offset
     /// that is not 16-byte aligned (tileops's kernels read 16 bytes at a time from a tensor's
-    /// start; a `narrow` can start anywhere), or fp8 codes (candle's slice is of float8 0.7's
-    /// type, which tileops's typed borrows do not take).
+    /// start; a `narrow` can start anywhere), or fp8 codes: candle's slice is of float8 0.7's
+    /// type, which tileops's typed borrows do not take, and tileops's byte borrow
+    /// (`from_cuda_bytes`) takes a `&CudaSlice<u8>`, which cudarc cannot make of candle's
+    /// slice without a copy (`transmute` re-types a view, not a slice).
     Copy(Box<dyn Fn() -> candle_core::Result<Tensor> + 'a>),
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tileops::ops::{self as t, DecodeOptions, GemmOptions, PrefillOptions};
+use tileops::ops::{self as t, DecodeOptions, GemmOptions, KvScales, PrefillOptions};
 use tileops::{Device, Error, Tensor, TensorRef};
 
 use crate::bridge::Kernel;
@@ -243,7 +243,7 @@ impl Kernel for GqaDecode {
     }
 
     fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
-        let [q, k, v] = inputs(self.name(), ins)?;
+        let ([q, k, v], scales) = split_scales(self.name(), ins)?;
         let op = t::GqaDecode::new(
             spec(q),
             spec(k),
@@ -254,7 +254,59 @@ impl Kernel for GqaDecode {
         )?;
         // The kernel's copy of the lengths: B int32 values, made here from the plan's host copy.
         let seqlens = Tensor::from_slice(&self.seqlens, [self.seqlens.len()], device)?;
-        let out = op.forward(q, k, v, &seqlens, None)?;
+        let out = op.forward(q, k, v, &seqlens, scales)?;
+        Ok(std::iter::once(out.o).chain(out.lse).collect())
+    }
+}
+
+/// The `(k_scale, v_scale)` of an fp8 cache, the two inputs after q, k and v when given: the
+/// decode ops' inputs are `[q, k, v]` or `[q, k, v, k_scale, v_scale]`. tileops checks that
+/// scales come exactly with an fp8 cache.
+fn split_scales<'a, 'b>(
+    op: &'static str,
+    ins: &'a [TensorRef<'b>],
+) -> Result<(&'a [TensorRef<'b>; 3], KvScales<'a>), Error> {
+    match ins {
+        [qkv @ .., k_scale, v_scale] if qkv.len() == 3 => Ok((
+            inputs(op, qkv)?,
+            KvScales(Some((k_scale.reborrow(), v_scale.reborrow()))),
+        )),
+        _ => Ok((inputs(op, ins)?, KvScales(None))),
+    }
+}
+
+pub(crate) struct GqaDecodePaged {
+    /// The host copy of the block table, `[B, max_pages]` row-major.
+    pub(crate) block_table: Vec<i32>,
+    pub(crate) seqlens: Vec<i32>,
+    pub(crate) options: DecodeOptions,
+}
+
+impl Kernel for GqaDecodePaged {
+    fn name(&self) -> &'static str {
+        "gqa_decode_paged"
+    }
+
+    fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
+        let ([q, k_pages, v_pages], scales) = split_scales(self.name(), ins)?;
+        // `max_pages` from the table's length: a length that is not a multiple of B is refused
+        // by the plan (the table must hold B x max_pages entries).
+        let batch = q.shape().first().copied().unwrap_or(0);
+        let max_pages = self.block_table.len().checked_div(batch).unwrap_or(0);
+        let op = t::GqaDecodePaged::new(
+            spec(q),
+            spec(k_pages),
+            spec(v_pages),
+            &self.block_table,
+            max_pages,
+            &self.seqlens,
+            self.options,
+            device,
+        )?;
+        // The kernel's copies of the table and the lengths, made here from the plan's host ones.
+        let table = Tensor::from_slice(&self.block_table, [batch, max_pages], device)?;
+        let seqlens = Tensor::from_slice(&self.seqlens, [self.seqlens.len()], device)?;
+        let out = op.forward(q, k_pages, v_pages, &table, &seqlens, scales)?;
         Ok(std::iter::once(out.o).chain(out.lse).collect())
     }
 }

@@ -287,8 +287,10 @@ pub fn gemm(a: &Tensor, b: &Tensor, options: GemmOptions) -> candle_core::Result
 
 /// Attention decode over a dense KV cache: `q` `[B, H, D]`, `k_cache`, `v_cache`
 /// `[B, S_max, H_kv, D]`, sequence `b` attending over its first `seqlens[b]` keys (host values;
-/// the kernel's device copy is made from them); float16 or bfloat16 (the cache may be F8E4M3 in
-/// tileops, not through this function), head dims 64, 128, 256. Returns `o` `[B, H, D]` and, with
+/// the kernel's device copy is made from them). `q` float16 or bfloat16, head dims 64, 128, 256;
+/// the cache of q's dtype with `scales` `None`, or F8E4M3 codes with `scales`
+/// `Some((k_scale, v_scale))`, one F32 scale per tensor (`[1]` each, on the cache's device):
+/// key `j` reads as `k_cache[j] * k_scale`. Returns `o` `[B, H, D]` and, with
 /// `options.return_lse(true)`, the log-sum-exp `[B, H]` F32.
 ///
 /// ```
@@ -297,9 +299,17 @@ pub fn gemm(a: &Tensor, b: &Tensor, options: GemmOptions) -> candle_core::Result
 ///
 /// let dev = Device::Cpu;
 /// let q = Tensor::randn(0f32, 1.0, (1, 4, 64), &dev)?.to_dtype(DType::F16)?;
-/// let kv = Tensor::randn(0f32, 1.0, (1, 16, 2, 64), &dev)?.to_dtype(DType::F16)?;
-/// let (o, lse) = tileops_candle::gqa_decode(&q, &kv, &kv, &[16], DecodeOptions::default())?;
+/// let kv = Tensor::randn(0f32, 1.0, (1, 16, 2, 64), &dev)?;
+/// let kv16 = kv.to_dtype(DType::F16)?;
+/// let (o, lse) = tileops_candle::gqa_decode(&q, &kv16, &kv16, &[16], None,
+///     DecodeOptions::default())?;
 /// assert_eq!((o.dims(), lse.is_none()), (&[1, 4, 64][..], true));
+/// // An fp8 cache: codes of kv / 0.5, read back times the scale.
+/// let codes = (kv / 0.5)?.to_dtype(DType::F8E4M3)?;
+/// let scale = Tensor::new(&[0.5f32], &dev)?;
+/// let (o8, _) = tileops_candle::gqa_decode(&q, &codes, &codes, &[16], Some((&scale, &scale)),
+///     DecodeOptions::default())?;
+/// assert_eq!(o8.dims(), &[1, 4, 64]);
 /// # Ok::<(), candle_core::Error>(())
 /// ```
 pub fn gqa_decode(
@@ -307,13 +317,76 @@ pub fn gqa_decode(
     k_cache: &Tensor,
     v_cache: &Tensor,
     seqlens: &[i32],
+    scales: Option<(&Tensor, &Tensor)>,
     options: DecodeOptions,
 ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
     let kernel = kernels::GqaDecode {
         seqlens: seqlens.to_vec(),
         options,
     };
-    attention_outputs(bridge::apply(&kernel, &[q, k_cache, v_cache])?)
+    attention_outputs(bridge::apply(
+        &kernel,
+        &decode_inputs(q, k_cache, v_cache, scales),
+    )?)
+}
+
+/// Attention decode over a paged KV cache (vLLM v1's and FlashInfer's NHD layout): as
+/// [`gqa_decode`], with the keys and values in page pools `k_pages`, `v_pages`
+/// `[num_pages, page_size, H_kv, D]` and the host block table `block_table` (`B x max_pages`
+/// entries, row-major): key `p` of sequence `b` is row `p % page_size` of page
+/// `block_table[b * max_pages + p / page_size]`. Every entry a sequence uses must be a page of
+/// the pool (an error before anything runs otherwise); entries past a sequence's last page are
+/// not read (vLLM pads them with -1). Any page size; the pools may be F8E4M3 with `scales` as in
+/// [`gqa_decode`]. The kernel's device copies of the table and of `seqlens` are made from the
+/// host ones.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+/// use tileops_candle::DecodeOptions;
+///
+/// let dev = Device::Cpu;
+/// // Two sequences of 20 and 5 keys in pages of 16: pages 2, 0 for the first, 1 for the second.
+/// let q = Tensor::randn(0f32, 1.0, (2, 4, 64), &dev)?.to_dtype(DType::BF16)?;
+/// let pool = Tensor::randn(0f32, 1.0, (3, 16, 1, 64), &dev)?.to_dtype(DType::BF16)?;
+/// let table = [2, 0, 1, -1];
+/// let (o, _) = tileops_candle::gqa_decode_paged(&q, &pool, &pool, &table, &[20, 5], None,
+///     DecodeOptions::default())?;
+/// assert_eq!(o.dims(), &[2, 4, 64]);
+/// // A page outside the pool, in a slot a sequence uses, is refused.
+/// assert!(tileops_candle::gqa_decode_paged(&q, &pool, &pool, &[2, 3, 1, -1], &[20, 5], None,
+///     DecodeOptions::default()).is_err());
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn gqa_decode_paged(
+    q: &Tensor,
+    k_pages: &Tensor,
+    v_pages: &Tensor,
+    block_table: &[i32],
+    seqlens: &[i32],
+    scales: Option<(&Tensor, &Tensor)>,
+    options: DecodeOptions,
+) -> candle_core::Result<(Tensor, Option<Tensor>)> {
+    let kernel = kernels::GqaDecodePaged {
+        block_table: block_table.to_vec(),
+        seqlens: seqlens.to_vec(),
+        options,
+    };
+    attention_outputs(bridge::apply(
+        &kernel,
+        &decode_inputs(q, k_pages, v_pages, scales),
+    )?)
+}
+
+/// The bridge's inputs of a decode: q, k, v, then the fp8 scales when given.
+fn decode_inputs<'a>(
+    q: &'a Tensor,
+    k: &'a Tensor,
+    v: &'a Tensor,
+    scales: Option<(&'a Tensor, &'a Tensor)>,
+) -> Vec<&'a Tensor> {
+    let mut inputs = vec![q, k, v];
+    inputs.extend(scales.into_iter().flat_map(|(k, v)| [k, v]));
+    inputs
 }
 
 /// Attention prefill over packed variable-length sequences: `q` `[total_q, H, D]`, `k`, `v`

@@ -212,9 +212,76 @@ fn gemm_and_attention_on_the_gpu() -> Result<()> {
         same_on_both(&format!("gqa_decode {dtype:?}"), &gpu, &inputs, |t| {
             let options = DecodeOptions::default().return_lse(true);
             let (o, lse) =
-                tileops_candle::gqa_decode(&tail(&t[0])?, &t[1], &t[2], &[9, 16], options)?;
+                tileops_candle::gqa_decode(&tail(&t[0])?, &t[1], &t[2], &[9, 16], None, options)?;
             Ok(std::iter::once(o).chain(lse).collect())
         })?;
+    }
+    Ok(())
+}
+
+#[test]
+fn fp8_and_paged_decode_on_the_gpu() -> Result<()> {
+    let Some(gpu) = gpu("fp8_and_paged_decode_on_the_gpu") else {
+        return Ok(());
+    };
+    // Three sequences of 20, 5 and 33 keys in pages of 16 over a pool of 6 pages.
+    let (table, seqlens) = ([4, 1, -1, 0, -1, -1, 5, 2, 3], [20, 5, 33]);
+    let pool = [9, 16, 2, 64]; // read from page 3 on: a pool at a non-zero start offset
+    let (k_pool8, k_scale) = fp8_cache(&randn(&pool, DType::F32, 2)?, 0.5)?;
+    let (v_pool8, v_scale) = fp8_cache(&randn(&pool, DType::F32, 3)?, 0.25)?;
+    let (k_cache8, _) = fp8_cache(&randn(&[5, 16, 2, 64], DType::F32, 4)?, 0.5)?;
+    let (v_cache8, _) = fp8_cache(&randn(&[5, 16, 2, 64], DType::F32, 5)?, 0.25)?;
+    for dtype in HALVES {
+        let q = randn(&[6, 8, 64], dtype, 1)?;
+        // A dense fp8 cache, q and the cache at non-zero offsets (the fp8 codes on the GPU are
+        // read from a copy, see the crate README).
+        let inputs = [
+            q.clone(),
+            k_cache8.clone(),
+            v_cache8.clone(),
+            k_scale.clone(),
+            v_scale.clone(),
+        ];
+        same_on_both(&format!("gqa_decode fp8 {dtype:?}"), &gpu, &inputs, |t| {
+            let options = DecodeOptions::default().return_lse(true);
+            let (o, lse) = tileops_candle::gqa_decode(
+                &tail(&t[0])?.narrow(0, 0, 2)?,
+                &tail(&t[1])?,
+                &tail(&t[2])?,
+                &[9, 16],
+                Some((&t[3], &t[4])),
+                options,
+            )?;
+            Ok(std::iter::once(o).chain(lse).collect())
+        })?;
+        for fp8 in [false, true] {
+            let inputs = if fp8 {
+                vec![
+                    q.clone(),
+                    k_pool8.clone(),
+                    v_pool8.clone(),
+                    k_scale.clone(),
+                    v_scale.clone(),
+                ]
+            } else {
+                vec![q.clone(), randn(&pool, dtype, 2)?, randn(&pool, dtype, 3)?]
+            };
+            let what = format!("gqa_decode_paged {dtype:?} fp8 pool {fp8}");
+            same_on_both(&what, &gpu, &inputs, |t| {
+                let options = DecodeOptions::default().return_lse(true);
+                let scales = t.get(3).zip(t.get(4));
+                let (o, lse) = tileops_candle::gqa_decode_paged(
+                    &tail(&t[0])?,
+                    &tail(&t[1])?,
+                    &tail(&t[2])?,
+                    &table,
+                    &seqlens,
+                    scales,
+                    options,
+                )?;
+                Ok(std::iter::once(o).chain(lse).collect())
+            })?;
+        }
     }
     Ok(())
 }

@@ -295,7 +295,7 @@ fn gqa_decode() -> Result<()> {
             ("narrowed", narrowed(&[3, 8, 64], dtype, 1)?),
         ] {
             let options = DecodeOptions::default().return_lse(true);
-            let (o, lse) = tileops_candle::gqa_decode(&q, &kc, &vc, &seqlens, options)?;
+            let (o, lse) = tileops_candle::gqa_decode(&q, &kc, &vc, &seqlens, None, options)?;
             let expected = common::decode(&q, &kc, &vc, &seqlens, scale)?;
             assert_close(&format!("gqa_decode {dtype:?} {how}"), &o, &expected, dtype)?;
             assert_eq!(lse.map(|l| l.dims().to_vec()), Some(vec![3, 8]));
@@ -303,7 +303,189 @@ fn gqa_decode() -> Result<()> {
         let q = strided(&[3, 8, 64], dtype, 1)?;
         assert_refuses_strided(
             "gqa_decode",
-            tileops_candle::gqa_decode(&q, &kc, &vc, &seqlens, DecodeOptions::default()),
+            tileops_candle::gqa_decode(&q, &kc, &vc, &seqlens, None, DecodeOptions::default()),
+        );
+    }
+    Ok(())
+}
+
+/// `shape` of fp8 codes of N(0, 1) values over `scale`, taken at row 3 of a larger cache: at a
+/// non-zero start offset, as a `narrow`ed slot of a serving engine's cache is.
+fn narrowed_fp8(shape: &[usize], seed: u64, scale: f32) -> Result<Tensor> {
+    let mut bigger = shape.to_vec();
+    bigger[0] += 5;
+    let (codes, _) = fp8_cache(&randn(&bigger, DType::F32, seed)?, scale)?;
+    let codes = codes.narrow(0, 3, shape[0])?;
+    assert!(codes.layout().start_offset() > 0 && codes.is_contiguous());
+    Ok(codes)
+}
+
+/// `[value]` F32 read at a non-zero start offset.
+fn narrowed_scale(value: f32) -> Result<Tensor> {
+    Tensor::new(&[7f32, value, 3.0], &Device::Cpu)?.narrow(0, 1, 1)
+}
+
+#[test]
+fn gqa_decode_fp8_cache() -> Result<()> {
+    let seqlens = [5, 16, 1];
+    let scale = 1.0 / 8.0;
+    let shape = [3, 16, 2, 64];
+    let (k_codes, k_scale) = fp8_cache(&randn(&shape, DType::F32, 2)?, 0.5)?;
+    let (v_codes, v_scale) = fp8_cache(&randn(&shape, DType::F32, 3)?, 0.25)?;
+    let narrowed_cache = (
+        narrowed_fp8(&shape, 4, 0.5)?,
+        narrowed_fp8(&shape, 5, 0.25)?,
+        narrowed_scale(0.5)?,
+        narrowed_scale(0.25)?,
+    );
+    for dtype in HALVES {
+        for (how, q, (kc, vc, ks, vs)) in [
+            (
+                "plain",
+                randn(&[3, 8, 64], dtype, 1)?,
+                (&k_codes, &v_codes, &k_scale, &v_scale),
+            ),
+            (
+                "narrowed",
+                narrowed(&[3, 8, 64], dtype, 1)?,
+                (
+                    &narrowed_cache.0,
+                    &narrowed_cache.1,
+                    &narrowed_cache.2,
+                    &narrowed_cache.3,
+                ),
+            ),
+        ] {
+            let options = DecodeOptions::default().return_lse(true);
+            let (o, lse) =
+                tileops_candle::gqa_decode(&q, kc, vc, &seqlens, Some((ks, vs)), options)?;
+            // The reference reads the same codes times the same scales, in f32.
+            let (k, v) = (dequantized(kc, ks)?, dequantized(vc, vs)?);
+            let expected = common::decode(&q, &k, &v, &seqlens, scale)?;
+            let what = format!("gqa_decode fp8 cache, q {dtype:?} {how}");
+            assert_close(&what, &o, &expected, dtype)?;
+            assert_eq!(lse.map(|l| l.dims().to_vec()), Some(vec![3, 8]));
+        }
+        // Scales go with an fp8 cache and only with one: tileops's refusals, as candle errors.
+        let q = randn(&[3, 8, 64], dtype, 1)?;
+        let options = DecodeOptions::default();
+        let missing = tileops_candle::gqa_decode(&q, &k_codes, &v_codes, &seqlens, None, options)
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("k_scale"), "{missing}");
+        let kc16 = randn(&shape, dtype, 2)?;
+        let extra = tileops_candle::gqa_decode(
+            &q,
+            &kc16,
+            &kc16,
+            &seqlens,
+            Some((&k_scale, &v_scale)),
+            options,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(extra.contains("k_scale"), "{extra}");
+    }
+    Ok(())
+}
+
+#[test]
+fn gqa_decode_paged() -> Result<()> {
+    // Three sequences of 20, 5 and 33 keys in pages of 16 (up to 3 pages each), scattered over a
+    // pool of 6 pages; unused slots are -1, as vLLM pads them.
+    let seqlens = [20, 5, 33];
+    let table = [4, 1, -1, 0, -1, -1, 5, 2, 3];
+    let scale = 1.0 / 8.0;
+    let pool = [6, 16, 2, 64];
+    for dtype in HALVES {
+        for (how, q, k_pages, v_pages) in [
+            (
+                "plain",
+                randn(&[3, 8, 64], dtype, 1)?,
+                randn(&pool, dtype, 2)?,
+                randn(&pool, dtype, 3)?,
+            ),
+            (
+                "narrowed",
+                narrowed(&[3, 8, 64], dtype, 1)?,
+                narrowed(&pool, dtype, 2)?,
+                narrowed(&pool, dtype, 3)?,
+            ),
+        ] {
+            let options = DecodeOptions::default().return_lse(true);
+            let (o, lse) = tileops_candle::gqa_decode_paged(
+                &q, &k_pages, &v_pages, &table, &seqlens, None, options,
+            )?;
+            let expected = decode_paged(&q, &k_pages, &v_pages, &table, &seqlens, scale)?;
+            assert_close(
+                &format!("gqa_decode_paged {dtype:?} {how}"),
+                &o,
+                &expected,
+                dtype,
+            )?;
+            assert_eq!(lse.map(|l| l.dims().to_vec()), Some(vec![3, 8]));
+        }
+        // An fp8 pool with its scales, plain and narrowed.
+        let (k_codes, k_scale) = fp8_cache(&randn(&pool, DType::F32, 2)?, 0.5)?;
+        let (v_codes, v_scale) = fp8_cache(&randn(&pool, DType::F32, 3)?, 0.25)?;
+        let (kn, vn) = (narrowed_fp8(&pool, 4, 0.5)?, narrowed_fp8(&pool, 5, 0.25)?);
+        let (ksn, vsn) = (narrowed_scale(0.5)?, narrowed_scale(0.25)?);
+        for (how, q, (kc, vc, ks, vs)) in [
+            (
+                "plain",
+                randn(&[3, 8, 64], dtype, 1)?,
+                (&k_codes, &v_codes, &k_scale, &v_scale),
+            ),
+            (
+                "narrowed",
+                narrowed(&[3, 8, 64], dtype, 1)?,
+                (&kn, &vn, &ksn, &vsn),
+            ),
+        ] {
+            let (o, _) = tileops_candle::gqa_decode_paged(
+                &q,
+                kc,
+                vc,
+                &table,
+                &seqlens,
+                Some((ks, vs)),
+                DecodeOptions::default(),
+            )?;
+            let (k, v) = (dequantized(kc, ks)?, dequantized(vc, vs)?);
+            let expected = decode_paged(&q, &k, &v, &table, &seqlens, scale)?;
+            let what = format!("gqa_decode_paged fp8 pool, q {dtype:?} {how}");
+            assert_close(&what, &o, &expected, dtype)?;
+        }
+        let q = randn(&[3, 8, 64], dtype, 1)?;
+        let k_pages = randn(&pool, dtype, 2)?;
+        // A page outside the pool in a slot a sequence uses is refused before anything runs; so
+        // is a table that is not B x max_pages entries.
+        for bad in [&[4, 1, -1, 0, -1, -1, 5, 2, 6][..], &table[..8]] {
+            let message = tileops_candle::gqa_decode_paged(
+                &q,
+                &k_pages,
+                &k_pages,
+                bad,
+                &seqlens,
+                None,
+                DecodeOptions::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(message.contains("block_table"), "{bad:?}: {message}");
+        }
+        let q = strided(&[3, 8, 64], dtype, 1)?;
+        assert_refuses_strided(
+            "gqa_decode_paged",
+            tileops_candle::gqa_decode_paged(
+                &q,
+                &k_pages,
+                &k_pages,
+                &table,
+                &seqlens,
+                None,
+                DecodeOptions::default(),
+            ),
         );
     }
     Ok(())

@@ -289,3 +289,51 @@ pub fn decode(q: &Tensor, k: &Tensor, v: &Tensor, seqlens: &[i32], scale: f64) -
     }
     Tensor::cat(&outs, 0)
 }
+
+/// Decode over a paged pool: each sequence's keys gathered from its pages of `k_pages`,
+/// `v_pages` `[num_pages, page_size, H_kv, D]` by the block table (`B x max_pages`, row-major),
+/// cut to its length, then [`attention`] as for a dense cache.
+pub fn decode_paged(
+    q: &Tensor,
+    k_pages: &Tensor,
+    v_pages: &Tensor,
+    block_table: &[i32],
+    seqlens: &[i32],
+    scale: f64,
+) -> Result<Tensor> {
+    let page_size = k_pages.dim(1)?;
+    let max_pages = block_table.len() / seqlens.len();
+    let mut outs = Vec::new();
+    for (b, &len) in seqlens.iter().enumerate() {
+        let len = len as usize;
+        let pages = &block_table[b * max_pages..][..len.div_ceil(page_size)];
+        let gather = |pool: &Tensor| -> Result<Tensor> {
+            let rows = pages
+                .iter()
+                .map(|&p| pool.i(p as usize))
+                .collect::<Result<Vec<_>>>()?;
+            Tensor::cat(&rows, 0)?.narrow(0, 0, len)
+        };
+        let qb = q.i(b)?.unsqueeze(0)?; // [1, H, D]
+        outs.push(attention(
+            &qb,
+            &gather(k_pages)?,
+            &gather(v_pages)?,
+            false,
+            scale,
+        )?);
+    }
+    Tensor::cat(&outs, 0)
+}
+
+/// fp8 codes of `x / scale` (so `codes * scale` is about `x`) and the scale as a `[1]` F32
+/// tensor, the pair an fp8 KV cache is given as.
+pub fn fp8_cache(x: &Tensor, scale: f32) -> Result<(Tensor, Tensor)> {
+    let codes = (f32(x)? / scale as f64)?.to_dtype(DType::F8E4M3)?;
+    Ok((codes, Tensor::new(&[scale], &Device::Cpu)?))
+}
+
+/// What an fp8 cache reads as: `codes * scale`, in f32.
+pub fn dequantized(codes: &Tensor, scale: &Tensor) -> Result<Tensor> {
+    f32(codes)?.broadcast_mul(scale)
+}
