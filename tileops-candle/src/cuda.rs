@@ -95,10 +95,8 @@ enum Input<'a> {
     Borrowed(TensorRef<'a>),
     /// Read from a device-to-device copy on candle's stream, made by the closure: an offset
     /// that is not 16-byte aligned (tileops's kernels read 16 bytes at a time from a tensor's
-    /// start; a `narrow` can start anywhere), or fp8 codes: candle's slice is of float8 0.7's
-    /// type, which tileops's typed borrows do not take, and tileops's byte borrow
-    /// (`from_cuda_bytes`) takes a `&CudaSlice<u8>`, which cudarc cannot make of candle's
-    /// slice without a copy (`transmute` re-types a view, not a slice).
+    /// start; a `narrow` can start anywhere). fp8 codes are borrowed in place as bytes
+    /// (`TensorRef::from_cuda_bytes_view` over cudarc's `transmute` of candle's slice).
     Copy(Box<dyn Fn() -> candle_core::Result<Tensor> + 'a>),
 }
 
@@ -147,24 +145,32 @@ fn borrow<'a>(
         CudaStorageSlice::I16(s) => typed::<i16>(s, range, layout, device),
         CudaStorageSlice::U8(s) => typed::<u8>(s, range, layout, device),
         CudaStorageSlice::F8E4M3(s) => {
-            let (op, device) = (op.to_owned(), device.clone());
-            Ok(Input::Copy(Box::new(move || {
-                let view: CudaView<'_, F8E4M3> = s.slice(start..end);
-                // SAFETY: float8 0.7's F8E4M3 is `#[repr(transparent)]` over u8: every code is a
-                // valid u8, and the view holds `end - start` of them.
-                let bytes = unsafe { view.transmute::<u8>(end - start) }.ok_or_else(|| {
-                    candle_core::Error::msg(format!(
-                        "tileops {op}: input {input}: short fp8 buffer"
-                    ))
-                })?;
-                let copied = s
-                    .stream()
-                    .clone_dtod(&bytes)
-                    .map_err(candle_core::Error::wrap)?;
-                let spec = TensorSpec::new(dims.clone(), DType::Float8E4M3Fn);
-                Tensor::from_cuda_bytes(copied, &spec, &device)
-                    .map_err(|e| candle_error(e.into_parts().0))
-            })))
+            let view: CudaView<'a, F8E4M3> = s.slice(start..end);
+            // SAFETY: float8 0.7's F8E4M3 is `#[repr(transparent)]` over u8: every code is a
+            // valid u8, and the view holds `end - start` of them.
+            let bytes = unsafe { view.transmute::<u8>(end - start) }.ok_or_else(|| {
+                candle_core::Error::msg(format!("tileops {op}: input {input}: short fp8 buffer"))
+            })?;
+            let spec = TensorSpec::new(dims, DType::Float8E4M3Fn);
+            match TensorRef::from_cuda_bytes_view(bytes, &spec, device) {
+                Ok(r) => Ok(Input::Borrowed(r)),
+                Err(tileops::Error::Misaligned { .. }) => {
+                    let device = device.clone();
+                    Ok(Input::Copy(Box::new(move || {
+                        let view: CudaView<'_, F8E4M3> = s.slice(start..end);
+                        // SAFETY: as above.
+                        let bytes = unsafe { view.transmute::<u8>(end - start) }
+                            .ok_or_else(|| candle_core::Error::msg("short fp8 buffer"))?;
+                        let copied = s
+                            .stream()
+                            .clone_dtod(&bytes)
+                            .map_err(candle_core::Error::wrap)?;
+                        Tensor::from_cuda_bytes(copied, &spec, &device)
+                            .map_err(|e| candle_error(e.into_parts().0))
+                    })))
+                }
+                Err(e) => Err(candle_error(e)),
+            }
         }
         _ => candle_core::bail!(
             "tileops {op}: input {input} has a dtype tileops has no op for ({:?})",

@@ -311,10 +311,31 @@ impl<'a> TensorRef<'a> {
         spec: &TensorSpec,
         device: &Device,
     ) -> Result<Self, Error> {
+        TensorRef::from_cuda_bytes_view_at(slice.as_view(), byte_offset, spec, device)
+    }
+
+    /// Borrows `spec` from the start of the caller's GPU view of raw little-endian bytes: any
+    /// dtype, fp8 included; no copy. A view is what cudarc's `transmute` makes of another
+    /// element type's buffer (candle's fp8 slices, of float8 0.7's type, re-typed as bytes).
+    /// Errors as [`TensorRef::from_cuda_slice`].
+    pub fn from_cuda_bytes_view(
+        view: CudaView<'a, u8>,
+        spec: &TensorSpec,
+        device: &Device,
+    ) -> Result<Self, Error> {
+        TensorRef::from_cuda_bytes_view_at(view, 0, spec, device)
+    }
+
+    fn from_cuda_bytes_view_at(
+        view: CudaView<'a, u8>,
+        byte_offset: usize,
+        spec: &TensorSpec,
+        device: &Device,
+    ) -> Result<Self, Error> {
         let size = spec.size_in_bytes()?;
-        let range = check_range(spec, byte_offset, size, slice.len(), "bytes")?;
-        check_cuda_device(spec, slice.stream(), device)?;
-        let storage = match slice.try_slice(range) {
+        let range = check_range(spec, byte_offset, size, view.len(), "bytes")?;
+        check_cuda_device(spec, view.stream(), device)?;
+        let storage = match view.try_slice(range) {
             Some(bytes) if size > 0 => {
                 check_borrow_aligned(spec, &bytes, byte_offset, device)?;
                 Some(bytes)
