@@ -1427,30 +1427,35 @@ pub unsafe extern "C" fn cublasSgemmStridedBatched(
     strideC: i64,
     batchCount: c_int,
 ) -> cublas::cublasStatus_t {
-    let call = BlasGemm {
-        handle,
-        trans_a: transa,
-        trans_b: transb,
-        m,
-        n,
-        k,
-        alpha: alpha.cast(),
-        a: A.cast(),
-        a_type: R_32F,
-        lda,
-        b: B.cast(),
-        b_type: R_32F,
-        ldb,
-        beta: beta.cast(),
-        c: C.cast(),
-        c_type: R_32F,
-        ldc,
-        compute: COMPUTE_32F,
-        batch_count: batchCount,
-        strides: [strideA, strideB, strideC],
-    };
-    // SAFETY: the caller's contract.
-    cublas_status(unsafe { call.run() })
+    let f32_type = cublas::cudaDataType::CUDA_R_32F;
+    // SAFETY: the caller's contract, which is the typed call's for f32 matrices.
+    unsafe {
+        cublasGemmStridedBatchedEx(
+            handle,
+            transa,
+            transb,
+            m,
+            n,
+            k,
+            alpha.cast(),
+            A.cast(),
+            f32_type,
+            lda,
+            strideA,
+            B.cast(),
+            f32_type,
+            ldb,
+            strideB,
+            beta.cast(),
+            C.cast(),
+            f32_type,
+            ldc,
+            strideC,
+            batchCount,
+            cublas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+    }
 }
 
 /// The f64 strided-batched GEMM, which candle links for its f64 matmul: the emulator models the
