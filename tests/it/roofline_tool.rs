@@ -1574,7 +1574,9 @@ fn cli_prices_kernel_ledgers_and_writes_the_kernel_document() {
             registers: 38,
             ctas_per_sm: 6,
             traffic: None,
+            ..Default::default()
         }],
+        written_bytes: None,
     };
     let emu_record = Record::new("relu", "elementwise", "w", "bfloat16", emulated.clone())
         .with_roofline(Some(1 << 23), Some(4 << 23))

@@ -784,7 +784,16 @@ fn emulated_row(
     let streamed_bytes = op
         .streamed_bytes()
         .unwrap_or_else(|| roofline.bytes.saturating_sub(written).max(written));
-    let ledger = emulator::ledger_of_launches(&launches, streamed_bytes, tools.sass);
+    let shapes: Vec<(Vec<usize>, usize)> = inputs
+        .iter()
+        .map(|t| (t.shape().to_vec(), t.dtype().size_in_bytes()))
+        .collect();
+    let call = emulator::CallBytes {
+        streamed: streamed_bytes,
+        reloaded: emulator::reloaded_bytes(&shapes),
+        written,
+    };
+    let ledger = emulator::ledger_of_launches(&launches, &call, tools.sass);
     let record = match over {
         Some(reason) => record.with_skip(format!(
             "{reason}; launched dry (shapes only, nothing run) for its kernel ledger"

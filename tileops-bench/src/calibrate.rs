@@ -41,7 +41,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::profile::{DeviceKind, DeviceSpec, Profile, ROOF_KEYS, Roof, SmPipes};
+use super::profile::{
+    DeviceKind, DeviceSpec, MMA_SYNC_ROOF, Profile, ROOF_KEYS, Roof, SmPipes, TimeModel,
+};
 use super::records::percentile;
 use tileops::registry::RoofKey;
 
@@ -392,6 +394,20 @@ pub struct ProfileWriter {
     /// The base profile's SM pipes and where they came from: no microbenchmark measures them yet,
     /// so a written profile keeps them (the kernel ledger's issue and SFU times need them).
     carried_sm: Option<(SmPipes, String)>,
+    /// The base profile's time model: fitted on measured runs, not by a microbenchmark.
+    carried_model: Option<(TimeModel, String)>,
+}
+
+/// The roofs a written profile can hold, in the file's order: [`ROOF_KEYS`], with the
+/// `mma.sync` roof ([`MMA_SYNC_ROOF`]) after the other tensor-core ones.
+fn written_roofs() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = ROOF_KEYS.to_vec();
+    let after = keys
+        .iter()
+        .rposition(|k| k.starts_with("tensor_core."))
+        .map_or(keys.len(), |i| i + 1);
+    keys.insert(after, MMA_SYNC_ROOF);
+    keys
 }
 
 impl ProfileWriter {
@@ -403,6 +419,7 @@ impl ProfileWriter {
             measured: BTreeMap::new(),
             carried: BTreeMap::new(),
             carried_sm: None,
+            carried_model: None,
         }
     }
 
@@ -416,6 +433,7 @@ impl ProfileWriter {
                 .insert(key.clone(), (roof.clone(), base.origin.clone()));
         }
         writer.carried_sm = base.sm.clone().map(|sm| (sm, base.origin.clone()));
+        writer.carried_model = base.model.clone().map(|m| (m, base.origin.clone()));
         writer
     }
 
@@ -424,7 +442,7 @@ impl ProfileWriter {
     /// # Errors
     /// [`CalibrateError::UnknownRoof`] for a key not in [`ROOF_KEYS`].
     pub fn measured(&mut self, key: &str, measured: Measured) -> Result<&mut Self, CalibrateError> {
-        if !ROOF_KEYS.contains(&key) {
+        if !written_roofs().contains(&key) {
             return Err(CalibrateError::UnknownRoof(key.to_owned()));
         }
         self.carried.remove(key);
@@ -475,7 +493,7 @@ impl ProfileWriter {
             let _ = writeln!(out, "  {k}: {}", yaml_str(v));
         }
         let mut group = "";
-        for key in ROOF_KEYS {
+        for key in written_roofs() {
             let (head, leaf) = key
                 .split_once('.')
                 .map_or((key, None), |(h, l)| (h, Some(l)));
@@ -538,6 +556,27 @@ impl ProfileWriter {
                 sm.sfu_per_clock,
                 sm.sfu.calibration
             );
+            if let Some(shared) = &sm.shared {
+                let per_clock = shared.theoretical / (f64::from(sm.count) * sm.clock_hz);
+                let _ = writeln!(
+                    out,
+                    "  shared_memory: {{per_clock: {per_clock}, calibration: {}}}",
+                    shared.calibration
+                );
+            }
+        }
+        if let Some((model, origin)) = &self.carried_model {
+            let _ = write!(
+                out,
+                "\n# fitted on measured runs, not by this calibration: carried over from {origin}\n\
+                 model:\n  fixed_us: {}\n  launch_us: {}\n  latency_us: {}\n  chain_cycles: {}\n  \
+                 fitted_on: {}\n",
+                model.fixed_us,
+                model.launch_us,
+                model.latency_us,
+                model.chain_cycles,
+                yaml_str(&model.fitted_on)
+            );
         }
         Ok(out)
     }
@@ -582,6 +621,32 @@ pub fn fma_chain_value(thread: u32, iters: u32, ilp: u32, a: f32, b: f32) -> f32
         sum += x;
     }
     sum
+}
+
+/// Independent accumulators per warp of `mma_sync_bf16` (its `kMmaChains`).
+pub const MMA_CHAINS: u32 = 8;
+
+/// FLOP of one `mma.sync` m16n8k16: `2 × 16 × 8 × 16`.
+pub const MMA_FLOP: u64 = 4096;
+
+/// What `mma_sync_bf16` stores for every thread: [`MMA_CHAINS`] accumulators of 4 elements, each
+/// `iters` steps of `D = A × B + D` with every element of A equal to `a` and of B to `b` (both
+/// rounded to bf16), so every element gains `16 a b` a step; summed.
+///
+/// ```
+/// use tileops_bench::calibrate::mma_sync_value;
+/// // 8 chains x 4 elements x 10 steps x 16 x 0.5 x 0.25.
+/// assert_eq!(mma_sync_value(10, 0.5, 0.25), 8.0 * 4.0 * 10.0 * 2.0);
+/// ```
+pub fn mma_sync_value(iters: u32, a: f32, b: f32) -> f32 {
+    let bf16 = |v: f32| tileops::half::bf16::from_f32(v).to_f32();
+    let per_element = iters as f32 * 16.0 * bf16(a) * bf16(b);
+    (MMA_CHAINS * 4) as f32 * per_element
+}
+
+/// FLOP of one `mma_sync_bf16` launch of `warps` warps running `iters` steps.
+pub fn mma_flops(warps: u64, iters: u64) -> u64 {
+    warps * iters * u64::from(MMA_CHAINS) * MMA_FLOP
 }
 
 /// The accumulator of `hbm_read` for global thread `thread` of a grid of `stride` threads over
@@ -809,8 +874,12 @@ mod tests {
         assert!(yaml.contains("driver 580.65.06"), "{yaml}");
         assert_eq!(back.provenance["driver"], "580.65.06");
         assert_eq!(back.device, base.device);
-        // The SM pipes, which nothing measures yet, are carried over too.
+        // The SM pipes, which nothing measures yet, are carried over too, and the time model,
+        // which a fit on measured runs makes, not a calibration.
         assert!(base.sm.is_some());
         assert_eq!(back.sm, base.sm);
+        assert!(base.model.is_some());
+        assert_eq!(back.model, base.model);
+        assert_eq!(back.roof(MMA_SYNC_ROOF), base.roof(MMA_SYNC_ROOF));
     }
 }

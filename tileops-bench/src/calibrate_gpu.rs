@@ -36,12 +36,12 @@ use tileops::cudarc::driver::{
 };
 
 use super::calibrate::{
-    CalibrateError, GemmRates, HbmMix, Measured, ProfileWriter, Provenance, best_rate,
-    check_working_set, close_to, fma_chain_value, fma_flops, gemm_flops, hbm_read_sum,
-    uniform_value,
+    CalibrateError, GemmRates, HbmMix, MMA_CHAINS, Measured, ProfileWriter, Provenance, best_rate,
+    check_working_set, close_to, fma_chain_value, fma_flops, gemm_flops, hbm_read_sum, mma_flops,
+    mma_sync_value, uniform_value,
 };
 use super::cli::meta;
-use super::profile::{DeviceMismatch, Profile};
+use super::profile::{DeviceMismatch, MMA_SYNC_ROOF, Profile};
 use tileops::kernels::{self, CALIBRATE};
 use tileops::registry::RoofKey;
 use tileops::{Device, Error};
@@ -179,6 +179,14 @@ pub fn calibrate(
         writer.measured(fp32, bench.fma(roof.theoretical, options, log)?)?;
     }
 
+    // The tensor cores as mma.sync drives them (tileops's own kernels: no cuBLAS needed).
+    if let Some(roof) = base.roof(MMA_SYNC_ROOF) {
+        writer.measured(
+            MMA_SYNC_ROOF,
+            bench.mma_sync(roof.theoretical, options, log)?,
+        )?;
+    }
+
     // cuBLAS from tileops's search order (or linked, with `dynamic-linking`), as the GEMM op finds
     // it; not cudarc's probe, which exists in its `dynamic-loading` mode only.
     if tileops::libraries::cublas().is_ok() {
@@ -265,6 +273,10 @@ const FMA_ENTRIES: [(u64, &str); 5] = [
 ];
 /// FMAs per thread in one FMA-chain launch (ILP × iterations).
 const FMAS_PER_THREAD: u64 = 1 << 18;
+/// Threads per block of the mma chains (4 warps, one per scheduler).
+const MMA_THREADS: u32 = 128;
+/// Steps of each mma chain in one timed launch.
+const MMA_ITERS: u64 = 1 << 14;
 /// Threads per block of the FMA chains and the fills.
 const THREADS: u32 = 256;
 /// Resident threads per SM on Hopper and Ampere (full occupancy).
@@ -481,6 +493,61 @@ impl<'a> Bench<'a> {
         )?)
     }
 
+    /// `mma.sync` m16n8k16 (bf16 in, f32 accumulate): register-only chains, full occupancy of
+    /// 4-warp blocks, the best of `fma_repeats` launches.
+    fn mma_sync(
+        &self,
+        theoretical: f64,
+        options: &CalibrateOptions,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<Measured, CalibrateGpuError> {
+        let entry = "mma_sync_bf16";
+        let blocks = self.sm_count * (THREADS_PER_SM / MMA_THREADS);
+        let threads = u64::from(blocks) * u64::from(MMA_THREADS);
+        let mut out = self.alloc(threads * 4, "the mma chains' output")?;
+        let (a, b) = (0.5f32, 0.25f32);
+        let iters = MMA_ITERS as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (MMA_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let function = self.function(entry)?;
+        let mut launch = || -> Result<(), Error> {
+            let mut call = self.stream.launch_builder(&function);
+            call.arg(&mut out).arg(&iters).arg(&a).arg(&b);
+            // SAFETY: mma_sync_bf16(float* out, int iters, float a, float b); `out` holds one
+            // float per thread of the grid.
+            unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+            Ok(())
+        };
+        launch()?;
+        self.sync("warming up the mma chains")?;
+        let mut seconds = Vec::new();
+        for _ in 0..options.fma_repeats.max(1) {
+            seconds.push(self.timed(&mut launch)?);
+        }
+        let flops = mma_flops(threads / 32, MMA_ITERS) as f64;
+        let rate = best_rate(entry, flops, &seconds)?;
+        log(&format!(
+            "mma.sync m16n8k16 bf16: {:8.2} TFLOP/s ({:.1}% of {:.1})",
+            rate / 1e12,
+            rate / theoretical * 100.0,
+            theoretical / 1e12
+        ));
+        let method = format!(
+            "register-only mma.sync m16n8k16 bf16->f32 chains, {MMA_CHAINS} per warp, \
+             {THREADS_PER_SM} threads per SM, best of {}",
+            options.fma_repeats
+        );
+        Ok(Measured::best_of(
+            MMA_SYNC_ROOF,
+            theoretical,
+            &[rate],
+            &method,
+        )?)
+    }
+
     /// Fills `buffer` (of `elems` elements) with uniform values in [-1, 1).
     fn fill(
         &self,
@@ -647,6 +714,8 @@ const CHECK_BLOCKS: u32 = 2;
 const CHECK_THREADS: u32 = 128;
 /// Steps of each FMA chain in the kernel check.
 const CHECK_FMA_ITERS: u32 = 48;
+/// Steps of each mma chain in the kernel check.
+const CHECK_MMA_ITERS: u32 = 12;
 /// The kernel check's square GEMM size.
 const CHECK_GEMM: u64 = 16;
 
@@ -680,6 +749,7 @@ pub fn check_kernels(
     };
     bench.check_hbm(&mut pass)?;
     bench.check_fma(&mut pass)?;
+    bench.check_mma(&mut pass)?;
     bench.check_fills(&mut pass)?;
     // As above: cuBLAS where tileops finds it.
     if tileops::libraries::cublas().is_ok() {
@@ -873,6 +943,29 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// `mma_sync_bf16` once: every thread's sum equals the host twin's, exactly (powers of two).
+    fn check_mma(&self, pass: &mut dyn FnMut(String)) -> Result<(), CalibrateGpuError> {
+        let entry = "mma_sync_bf16";
+        let threads = u64::from(CHECK_BLOCKS * CHECK_THREADS);
+        let mut out = self.alloc(threads * 4, "the mma chains' output")?;
+        let (a, b) = (0.5f32, 0.25f32);
+        let iters = CHECK_MMA_ITERS as i32;
+        let function = self.function(entry)?;
+        let mut call = self.stream.launch_builder(&function);
+        call.arg(&mut out).arg(&iters).arg(&a).arg(&b);
+        self.launch_check(entry, call)?;
+        let got = f32s(&self.download(&out, "the mma chains' output")?);
+        let want = mma_sync_value(CHECK_MMA_ITERS, a, b);
+        if let Some(problem) = first_bad(&got, |_| want, |g, w, _| g == w) {
+            return Err(wrong(entry, problem));
+        }
+        pass(format!(
+            "{entry}: {threads} threads x {MMA_CHAINS} chains of {CHECK_MMA_ITERS} mma.sync equal \
+             the host's"
+        ));
+        Ok(())
+    }
+
     /// Every `fill_uniform_*`, once each.
     fn check_fills(&self, pass: &mut dyn FnMut(String)) -> Result<(), CalibrateGpuError> {
         let n = CHECK_ELEMS;
@@ -989,6 +1082,7 @@ mod tests {
         let checked: Vec<&str> = ["hbm_copy", "hbm_triad", "hbm_read", "hbm_write"]
             .into_iter()
             .chain(FMA_ENTRIES.iter().map(|(_, entry)| *entry))
+            .chain(["mma_sync_bf16"])
             .chain(GemmDtype::ALL.iter().map(|d| d.fill_entry()))
             .collect();
         for entry in CALIBRATE.entries {

@@ -14,7 +14,7 @@ use crate::ledger::{Ledger as SassLedger, SM90};
 use crate::profile::Profile;
 use crate::records::Run;
 use crate::report::pipes::ISSUE_SHARE_GOAL;
-use crate::report::{LATENCY_SOL_MS, ProfileChoice, Report};
+use crate::report::{LATENCY_SOL_MS, PipeTimes, ProfileChoice, Report};
 use crate::table::{Column, Table};
 
 /// How the SASS ledger counts (the generator's own notes, embedded).
@@ -33,10 +33,14 @@ pub const CHANGES: &str = include_str!("../ledger/CHANGES.md");
 pub struct CeilingRow {
     /// `op/workload/dtype`.
     pub key: String,
-    /// The ledger's ceiling.
+    /// The gate's figure: the time model's predicted efficiency (`sol / predicted time`), or,
+    /// for a profile without a time model, the pipes' ceiling.
     pub ceiling: f64,
-    /// The limiting pipe.
+    /// The term that dominates the predicted time (the limiting pipe without a time model).
     pub limiter: String,
+    /// The predicted time, µs (a prediction, not a measurement), when the profile has a time
+    /// model.
+    pub predicted_us: Option<f64>,
     /// Whether the spec's roofline calls the row memory bound.
     pub memory_bound: bool,
     /// Issue time ÷ memory time.
@@ -53,8 +57,14 @@ pub fn ceilings(run: &Run, profile: &Profile) -> Vec<CeilingRow> {
             let pipes = row.pipes.as_ref()?.as_ref().ok()?;
             Some(CeilingRow {
                 key: format!("{}/{}/{}", row.key.op, row.key.workload, row.key.dtype),
-                ceiling: pipes.ceiling(),
-                limiter: pipes.limiter().as_str().to_owned(),
+                ceiling: pipes
+                    .predicted_efficiency()
+                    .unwrap_or_else(|| pipes.ceiling()),
+                limiter: pipes.prediction.map_or_else(
+                    || pipes.limiter().as_str().to_owned(),
+                    |p| p.limiter.as_str().to_owned(),
+                ),
+                predicted_us: pipes.predicted_ms().map(|ms| ms * 1e3),
                 memory_bound: pipes.memory_ms >= pipes.compute_ms,
                 issue_share: pipes.issue_ms / pipes.memory_ms,
             })
@@ -67,12 +77,36 @@ pub fn ceilings_text(rows: &[CeilingRow]) -> String {
     let mut sorted: Vec<&CeilingRow> = rows.iter().collect();
     sorted.sort_by(|a, b| a.key.cmp(&b.key));
     let mut out = String::from(
-        "# The kernel ledger's ceiling of every row (op/workload/dtype ceiling limiter), \
-         generated with tileops/docs/kernels.md;\n# CI fails when a row's ceiling drops below \
-         this.\n",
+        "# The kernel ledger's predicted efficiency of every row (op/workload/dtype efficiency \
+         limiter: the spec's SOL time over the time model's predicted time, a prediction), \
+         generated with tileops/docs/kernels.md;\n# CI fails when a memory-bound row's figure \
+         drops below this.\n",
     );
     for row in sorted {
         let _ = writeln!(out, "{} {:.4} {}", row.key, row.ceiling, row.limiter);
+    }
+    out
+}
+
+/// The predicted time of every row as the committed `tileops-bench/ledger/predicted-h200.tsv`:
+/// `op/workload/dtype<TAB>predicted_us`, sorted, after a header comment; rows without a
+/// prediction are left out.
+pub fn predicted_text(rows: &[CeilingRow]) -> String {
+    let mut sorted: Vec<&CeilingRow> = rows.iter().filter(|r| r.predicted_us.is_some()).collect();
+    sorted.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut out = String::from(
+        "# The kernel ledger's predicted time of every row of today's manifest on the H200 (the \
+         time model of tileops-bench/profiles/h200.yaml over today's SASS and the emulator's \
+         launch shapes): predictions, not measurements; generated with tileops/docs/kernels.md.\n\
+         # op/workload/dtype\tpredicted_us\n",
+    );
+    for row in sorted {
+        let _ = writeln!(
+            out,
+            "{}\t{:.2}",
+            row.key,
+            row.predicted_us.unwrap_or(f64::NAN)
+        );
     }
     out
 }
@@ -143,6 +177,7 @@ pub fn render(
     sass: &SassLedger,
     changes: &str,
     traffic_log: Option<&str>,
+    backtest: Option<&crate::ledger::backtest::Summary>,
 ) -> Result<String, String> {
     let traffic = traffic_log.map(traffic_by_entry).transpose()?;
     let mut out = String::new();
@@ -162,28 +197,51 @@ pub fn render(
     let _ = writeln!(out, "## How the instructions are counted\n");
     out.push_str(SASS_METHOD.trim_start_matches(|c| c != '\n').trim());
     let _ = writeln!(out, "\n\n## How a row is priced\n");
+    let sm = profile.sm.as_ref();
     let _ = writeln!(
         out,
         "Per row, against profile {} (`sm:` {} SMs at {:.2} GHz; issue {:.3e} thread-instructions/s, \
-         MUFU {:.3e}/s; HBM {:.3e} B/s effective): memory time = DRAM bytes ÷ HBM (the \
-         emulator's unique sectors where it counted them, else the manifest's bytes), compute \
-         time = the manifest's FLOPs ÷ the roof, issue time = per launch the busiest SM's share \
-         (⌈CTAs ÷ SMs⌉ CTAs) of the thread-instructions ÷ one SM's issue rate, SFU time likewise \
-         with MUFU operations, tensor time likewise with the FLOPs of the tensor-core \
-         instructions the kernel issues (4,096 per HMMA.16816) at the tensor roof. The \
-         **limiter** is the largest; the **ceiling** = the spec's SOL \
-         time ÷ the limiter's time, the highest efficiency the kernel can reach given its pipes. \
-         Not modelled (a ceiling is an upper bound): latency (one load in flight per thread, a \
-         grid of a few CTAs, launch overhead), dependent-issue stalls, L2 misses beyond an ideal \
-         L2. Goal: every memory-bound row with issue time ≤ {ISSUE_SHARE_GOAL} of its memory \
-         time.\n",
+         MUFU {:.3e}/s, shared memory {:.3e} B/s; HBM {:.3e} B/s effective; `mma.sync` at {:.3e} \
+         FLOP/s), each launch's **pipes**, on its busiest SM (⌈CTAs ÷ SMs⌉ CTAs): memory = DRAM \
+         bytes (the emulator's unique sectors where it counted them, else the manifest's) at \
+         HBM's bandwidth for the call's mix of reads and writes (the profile's measured `read`, \
+         `triad`, `copy` and `write` mixes, interpolated on the share of bytes written); issue = \
+         thread-instructions ÷ the SM's issue rate; SFU likewise with MUFU operations; shared \
+         memory likewise with the bytes through it (`LDS`/`STS`, `LDSM`, `cp.async` writes; times \
+         the emulator's wavefronts ÷ ideal where it counted bank conflicts); tensor likewise with \
+         the FLOPs of the tensor-core instructions the kernel issues at the roof of that \
+         instruction (`HMMA` is `mma.sync`, priced at `tensor_core.mma_sync`, not at cuBLAS's \
+         `wgmma` figure); compute = the manifest's FLOPs ÷ the row's roof (the spec's term). The \
+         **ceiling** is the spec's SOL time ÷ the largest pipe.\n\n\
+         The **predicted time** (a prediction, not a measurement; \
+         `tileops-bench/src/report/predict.rs`) adds what the pipes leave out, with the \
+         profile's fitted constants: a fixed cost per call and per further launch, HBM's latency \
+         for each dependent round of global loads a thread waits for (the SASS walk's rounds, \
+         times the waves of CTAs; equivalently bytes in flight per SM against the \
+         bandwidth–latency product), the dependent chain of a lone warp, and the overlap of the \
+         pipes: memory and the largest SM pipe overlap as a pipeline of waves × rounds stages \
+         (the smaller exposed for one stage), not at all where an SM holds one CTA that waits \
+         at barriers. The **predicted efficiency** = SOL time ÷ predicted time; its limiter the \
+         largest term (launch, memory, issue, SFU, shared, tensor, latency). Not modelled: L2 \
+         hits beyond an ideal L2, dependent-issue stalls beyond the chain, DRAM page effects. \
+         Goal: every memory-bound row with issue time ≤ {ISSUE_SHARE_GOAL} of its memory time.\n",
         profile.name,
-        profile.sm.as_ref().map_or(0, |s| s.count),
-        profile.sm.as_ref().map_or(0.0, |s| s.clock_hz / 1e9),
-        profile.sm.as_ref().map_or(0.0, |s| s.issue.effective()),
-        profile.sm.as_ref().map_or(0.0, |s| s.sfu.effective()),
-        profile.hbm().effective()
+        sm.map_or(0, |s| s.count),
+        sm.map_or(0.0, |s| s.clock_hz / 1e9),
+        sm.map_or(0.0, |s| s.issue.effective()),
+        sm.map_or(0.0, |s| s.sfu.effective()),
+        sm.and_then(|s| s.shared.as_ref())
+            .map_or(0.0, |r| r.effective()),
+        profile.hbm().effective(),
+        profile
+            .roof(crate::profile::MMA_SYNC_ROOF)
+            .map_or(0.0, |r| r.effective())
     );
+    if let Some(summary) = backtest {
+        let _ = writeln!(out, "### The model held to the H200 run (the backtest)\n");
+        out.push_str(&summary.to_markdown());
+        out.push('\n');
+    }
 
     out.push_str(DESIGNS.trim_start_matches(|c| c != '\n').trim());
     out.push_str("\n\n");
@@ -281,9 +339,13 @@ pub fn render(
         Column::right("traffic / bytes"),
         Column::right("sectors / ideal"),
         Column::right("wavefronts / ideal"),
+        Column::right("rounds"),
         Column::left("limiter"),
         Column::right("ceiling"),
         Column::right("issue / memory"),
+        Column::right("predicted µs"),
+        Column::right("predicted"),
+        Column::left("predicted limiter"),
     ]);
     let mut short = Vec::new();
     for (record, row) in run.records.iter().zip(&report.rows) {
@@ -291,6 +353,22 @@ pub fn render(
             continue;
         };
         let priced = row.pipes.as_ref().and_then(|p| p.as_ref().ok());
+        if ledger.launches.is_empty() {
+            // A library call (cuBLASLt's GEMM): no kernel of ours, its prediction only.
+            let mut cells = vec![String::new(); 18];
+            cells[0] = format!("{}/{}/{}", record.op, record.workload, record.dtype);
+            cells[1] = "cuBLASLt (a library call)".to_owned();
+            cells[15] = priced
+                .and_then(PipeTimes::predicted_ms)
+                .map_or_else(String::new, |ms| format!("{:.2}", ms * 1e3));
+            cells[16] = priced
+                .and_then(PipeTimes::predicted_efficiency)
+                .map_or_else(String::new, |e| format!("{:.1}%", e * 100.0));
+            cells[17] = priced
+                .and_then(|p| p.prediction)
+                .map_or_else(String::new, |p| p.limiter.as_str().to_owned());
+            rows.push(cells);
+        }
         for (i, launch) in ledger.launches.iter().enumerate() {
             let first = i == 0;
             let ratio = |n: u64, d: u64| {
@@ -336,6 +414,7 @@ pub fn render(
                 traffic.map_or_else(String::new, |t| {
                     ratio(t.shared_wavefronts, t.shared_ideal_wavefronts)
                 }),
+                format!("{:.1}", launch.rounds),
                 if first {
                     priced.map_or_else(String::new, |p| p.limiter().as_str().to_owned())
                 } else {
@@ -348,6 +427,27 @@ pub fn render(
                 },
                 if first {
                     priced.map_or_else(String::new, |p| format!("{:.2}", p.issue_ms / p.memory_ms))
+                } else {
+                    String::new()
+                },
+                if first {
+                    priced
+                        .and_then(PipeTimes::predicted_ms)
+                        .map_or_else(String::new, |ms| format!("{:.2}", ms * 1e3))
+                } else {
+                    String::new()
+                },
+                if first {
+                    priced
+                        .and_then(PipeTimes::predicted_efficiency)
+                        .map_or_else(String::new, |e| format!("{:.1}%", e * 100.0))
+                } else {
+                    String::new()
+                },
+                if first {
+                    priced
+                        .and_then(|p| p.prediction)
+                        .map_or_else(String::new, |p| p.limiter.as_str().to_owned())
                 } else {
                     String::new()
                 },

@@ -99,6 +99,11 @@ const BUILTIN: [(&str, &str, &str); 3] = [
     ),
 ];
 
+/// The roof the ledger prices `mma.sync` (`HMMA`) tensor-core instructions at: a warp's
+/// m16n8k16, which on Hopper reaches less than `wgmma` (the cuBLAS figure behind
+/// `tensor_core.bf16`).
+pub const MMA_SYNC_ROOF: &str = "tensor_core.mma_sync";
+
 /// The names of the profiles shipped with the crate.
 pub fn builtin_names() -> Vec<&'static str> {
     BUILTIN.iter().map(|(name, _, _)| *name).collect()
@@ -172,6 +177,44 @@ pub struct SmPipes {
     pub issue: Roof,
     /// MUFU thread-operations per second: `count × sfu_per_clock × clock_hz`, calibrated.
     pub sfu: Roof,
+    /// Shared-memory bytes per second (`sm.shared_memory`, bytes per SM per clock: 32 banks of
+    /// 4 bytes), calibrated; `None` when the file does not state it.
+    pub shared: Option<Roof>,
+}
+
+/// The constants of the kernel ledger's time model (`model:` in the file), fitted on measured
+/// runs of the device the profile describes: what turns a row's pipe times into a predicted
+/// time ([`crate::report::predict`]). Global constants, none per op or row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeModel {
+    /// Fixed cost of one timed call, µs: the launch, the first wave's start and the end of the
+    /// last, as the bench's CUDA events see them.
+    pub fixed_us: f64,
+    /// Cost of each further kernel launch of the same call, µs.
+    pub launch_us: f64,
+    /// The latency of one dependent round of global loads, µs (HBM under load).
+    pub latency_us: f64,
+    /// Clock cycles one instruction costs on a lone warp's dependent chain.
+    pub chain_cycles: f64,
+    /// What the constants were fitted on (the run, the rows), and the fit's figures.
+    pub fitted_on: String,
+}
+
+impl TimeModel {
+    /// The fixed cost, seconds.
+    pub fn fixed_s(&self) -> f64 {
+        self.fixed_us * 1e-6
+    }
+
+    /// A further launch's cost, seconds.
+    pub fn launch_s(&self) -> f64 {
+        self.launch_us * 1e-6
+    }
+
+    /// A round of loads' latency, seconds.
+    pub fn latency_s(&self) -> f64 {
+        self.latency_us * 1e-6
+    }
 }
 
 /// A hardware profile, loaded and checked.
@@ -190,6 +233,9 @@ pub struct Profile {
     /// The SM pipes (`sm:`), for the kernel ledger's issue and SFU times; `None` when the file
     /// does not state them (a host profile never does).
     pub sm: Option<SmPipes>,
+    /// The time model's fitted constants (`model:`); `None` when the file states none: the
+    /// ledger's pipes are then priced without a predicted time.
+    pub model: Option<TimeModel>,
 }
 
 /// Why a record's device is not the one a profile describes.
@@ -539,6 +585,17 @@ struct RawProfile {
     #[serde(default)]
     cpu: RawCpu,
     sm: Option<RawSm>,
+    model: Option<RawModel>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModel {
+    fixed_us: Spanned<f64>,
+    launch_us: Spanned<f64>,
+    latency_us: Spanned<f64>,
+    chain_cycles: Spanned<f64>,
+    fitted_on: String,
 }
 
 #[derive(Deserialize)]
@@ -548,6 +605,7 @@ struct RawSm {
     clock_hz: Spanned<f64>,
     issue: RawPipe,
     sfu: RawPipe,
+    shared_memory: Option<RawPipe>,
 }
 
 #[derive(Deserialize)]
@@ -588,6 +646,7 @@ struct RawTensorCore {
     bf16: Option<RawRoof>,
     tf32: Option<RawRoof>,
     fp8: Option<RawRoof>,
+    mma_sync: Option<RawRoof>,
 }
 
 #[derive(Deserialize)]
@@ -820,6 +879,45 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// The time model's constants: each finite, in a range a GPU's call can have.
+    fn model(&self, raw: &RawModel) -> Result<TimeModel, ProfileError> {
+        let check =
+            |v: &Spanned<f64>, field: &str, range: std::ops::RangeInclusive<f64>, what: &str| {
+                if v.value.is_finite() && range.contains(&v.value) {
+                    Ok(v.value)
+                } else {
+                    Err(self.invalid(v, field, what))
+                }
+            };
+        Ok(TimeModel {
+            fixed_us: check(
+                &raw.fixed_us,
+                "model.fixed_us",
+                0.0..=1000.0,
+                "is a call's fixed cost in µs, 0 to 1000",
+            )?,
+            launch_us: check(
+                &raw.launch_us,
+                "model.launch_us",
+                0.0..=1000.0,
+                "is a further launch's cost in µs, 0 to 1000",
+            )?,
+            latency_us: check(
+                &raw.latency_us,
+                "model.latency_us",
+                0.0..=100.0,
+                "is a round of loads' latency in µs, 0 to 100",
+            )?,
+            chain_cycles: check(
+                &raw.chain_cycles,
+                "model.chain_cycles",
+                0.0..=1000.0,
+                "is the cycles an instruction costs on a lone warp's chain, 0 to 1000",
+            )?,
+            fitted_on: raw.fitted_on.trim().to_owned(),
+        })
+    }
+
     /// The SM pipes: a positive SM count and clock, per-clock rates within what a GPU can do, and
     /// calibrated rates in the physical range.
     fn sm(&self, raw: &RawSm) -> Result<SmPipes, ProfileError> {
@@ -866,6 +964,11 @@ impl Checker<'_> {
         // in thread results already.
         let (issue_per_clock, issue) = pipe(&raw.issue, "issue", 32.0)?;
         let (sfu_per_clock, sfu) = pipe(&raw.sfu, "sfu", 1.0)?;
+        let shared = raw
+            .shared_memory
+            .as_ref()
+            .map(|p| pipe(p, "shared_memory", 1.0).map(|(_, roof)| roof))
+            .transpose()?;
         Ok(SmPipes {
             count,
             clock_hz,
@@ -873,6 +976,7 @@ impl Checker<'_> {
             sfu_per_clock,
             issue,
             sfu,
+            shared,
         })
     }
 }
@@ -939,6 +1043,12 @@ impl RawProfile {
                 roofs.insert(key.as_str().to_owned(), checker.roof(raw, key.as_str())?);
             }
         }
+        // The tensor cores as `mma.sync` (HMMA) drives them: no manifest roof names it, the
+        // ledger's tensor pipe prices HMMA instructions at it.
+        if let Some(raw) = &self.tensor_core.mma_sync {
+            roofs.insert(MMA_SYNC_ROOF.to_owned(), checker.roof(raw, MMA_SYNC_ROOF)?);
+        }
+        let model = self.model.as_ref().map(|m| checker.model(m)).transpose()?;
         let sm = match (&self.sm, kind) {
             (None, _) => None,
             (Some(raw), DeviceKind::Gpu) => Some(checker.sm(raw)?),
@@ -970,6 +1080,7 @@ impl RawProfile {
             provenance: self.provenance,
             roofs,
             sm,
+            model,
         })
     }
 }

@@ -93,10 +93,15 @@ pub struct Ledger {
     pub method: String,
     /// The launches of one call, in order.
     pub launches: Vec<LaunchLedger>,
+    /// Bytes the call writes (its outputs): with the row's bytes, the mix of reads and writes
+    /// that selects the HBM bandwidth its memory pipe runs at. Absent in records written before
+    /// it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_bytes: Option<u64>,
 }
 
 /// One kernel launch of a call, with its ledger.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LaunchLedger {
     /// The kernel entry point (`"relu_bf16"`).
@@ -130,6 +135,24 @@ pub struct LaunchLedger {
     /// instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Traffic>,
+    /// Bytes moved through shared memory, summed over threads (before bank conflicts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_bytes: f64,
+    /// Dependent rounds of global loads one thread waits for (the SASS ledger's
+    /// [`crate::ledger::LaunchCost::rounds`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rounds: f64,
+    /// Instructions on one thread's path.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub path_instructions: f64,
+    /// Whether the kernel's warps meet at block-wide barriers.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub barriers: bool,
+}
+
+/// Whether a flag is unset (not written to the JSON).
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 /// Whether a count is 0 (not written to the JSON, so records of kernels without tensor cores
@@ -213,11 +236,12 @@ impl Ledger {
                 "is empty; say how the ledger was obtained".into(),
             ));
         }
-        if self.launches.is_empty() || self.launches.len() > MAX_LEDGER_LAUNCHES {
+        // No launch is a library call's ledger (cuBLASLt's GEMM): priced at the roofs.
+        if self.launches.len() > MAX_LEDGER_LAUNCHES {
             return Err((
                 "ledger.launches",
                 format!(
-                    "lists {} launches; a call's ledger lists 1 to {MAX_LEDGER_LAUNCHES}",
+                    "lists {} launches; a call's ledger lists at most {MAX_LEDGER_LAUNCHES}",
                     self.launches.len()
                 ),
             ));
@@ -245,6 +269,9 @@ impl Ledger {
                 ("mufu_ops", launch.mufu_ops),
                 ("instr_per_elem", launch.instr_per_elem),
                 ("mufu_per_elem", launch.mufu_per_elem),
+                ("shared_bytes", launch.shared_bytes),
+                ("rounds", launch.rounds),
+                ("path_instructions", launch.path_instructions),
             ] {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(at(format!("{what} is {v}; a count is finite and >= 0")));

@@ -175,31 +175,35 @@ pub(crate) fn parse_lines(text: &str, max: usize) -> Result<Vec<LaunchLine>, Str
     Ok(launches)
 }
 
-/// Why a call without a kernel launch (a GEMM, which runs cuBLASLt's kernels) has no ledger.
-pub(crate) const NO_TILEOPS_KERNEL: &str = "the call launched no tileops kernel (a GEMM runs \
-     cuBLASLt's kernels, NVIDIA's, which the SASS ledger does not hold)";
-
-/// Entry points that combine a first kernel's partial results (per-split partial reductions, the
-/// split-KV partial outputs): their streaming loops run over the partials, not over the call's
-/// elements, so each is priced over as many elements as it has threads (about one pass of its
-/// loop per thread). Every other launch streams the call's tensors.
-const SECOND_STAGE_PREFIXES: [&str; 2] = ["reduce_finish_", "gqa_decode_merge_"];
+/// The method of the ledger of a call that launched no tileops kernel (a GEMM runs cuBLASLt's
+/// kernels, NVIDIA's, which the SASS ledger does not hold): no launches, priced as a library
+/// call at the calibrated roofs ([`crate::report::predict::predict_library_call`]).
+pub const LIBRARY_CALL: &str = "no tileops kernel: a library call (cuBLASLt's kernels, not in \
+     the SASS ledger), priced at the calibrated roofs";
 
 /// The kernel ledger of one call from its launches, each priced by the SASS ledger at its launch
-/// shape. `streamed_bytes` is what the call streams (the larger of the bytes it reads, as its
-/// manifest counts them, and the bytes it writes); a launch's elements, which the SASS ledger amortises per-thread work over, are those
+/// shape. `call` says what the call moves: the bytes it streams (the larger of the bytes it
+/// reads, as its manifest counts them, and the bytes it writes), the bytes its threads reload (a
+/// broadcast weight once per row: [`SassLedger::launch_cost_with`]) and the bytes it writes. A
+/// launch's elements, which the SASS ledger amortises per-thread work over, are the streamed
 /// bytes over its entry's element size, the same basis as a streaming loop's elements per
 /// iteration (the larger of the bytes one iteration loads and stores, over the element size),
 /// so a loop that streams two tensors (K and V) is counted once per pair of elements. A
-/// second-stage launch (see [`SECOND_STAGE_PREFIXES`]) is priced over its own threads. `Err`
-/// names the launch the SASS ledger cannot price.
+/// second-stage launch ([`crate::report::pipes::is_second_stage`]) is priced over its own
+/// threads. A call without launches (a library's GEMM) gets a ledger without launches
+/// ([`LIBRARY_CALL`]). `Err` names the launch the SASS ledger cannot price.
 pub(crate) fn ledger_of_launches(
     launches: &[LaunchLine],
-    streamed_bytes: u64,
+    call: &CallBytes,
     sass: &SassLedger,
 ) -> Result<Ledger, String> {
+    let streamed_bytes = call.streamed;
     if launches.is_empty() {
-        return Err(NO_TILEOPS_KERNEL.into());
+        return Ok(Ledger {
+            method: LIBRARY_CALL.to_owned(),
+            launches: Vec::new(),
+            written_bytes: Some(call.written),
+        });
     }
     let mut out = Vec::with_capacity(launches.len());
     for line in launches {
@@ -214,10 +218,10 @@ pub(crate) fn ledger_of_launches(
             .chain(&line.block)
             .map(|&d| u64::from(d))
             .product();
-        let launch_elements = if SECOND_STAGE_PREFIXES
-            .iter()
-            .any(|p| line.entry.starts_with(p))
-        {
+        // A second stage's loops run over the first stage's partials, not over the call's
+        // elements: it is priced over as many elements as it has threads (about one pass of its
+        // loop per thread). Every other launch streams the call's tensors.
+        let launch_elements = if crate::report::pipes::is_second_stage(&line.entry) {
             threads
         } else {
             let element_bytes = sass
@@ -226,8 +230,14 @@ pub(crate) fn ledger_of_launches(
                 .element_bytes;
             streamed_bytes / u64::from(element_bytes.max(1))
         };
+        // A second stage reads the first stage's partials, not the call's tensors.
+        let reloaded = if launch_elements == threads {
+            0
+        } else {
+            call.reloaded
+        };
         let cost = sass
-            .launch_cost(&line.entry, &shape, launch_elements)
+            .launch_cost_with(&line.entry, &shape, launch_elements, reloaded)
             .map_err(|e| format!("the SASS ledger cannot price `{}`: {e}", line.entry))?;
         out.push(LaunchLedger {
             entry: line.entry.clone(),
@@ -252,6 +262,10 @@ pub(crate) fn ledger_of_launches(
                 shared_wavefronts: t.shared_wavefronts,
                 shared_ideal_wavefronts: t.shared_ideal_wavefronts,
             }),
+            shared_bytes: cost.shared_bytes,
+            rounds: cost.rounds,
+            path_instructions: cost.path_instructions,
+            barriers: cost.barriers,
         });
     }
     Ok(Ledger {
@@ -267,7 +281,39 @@ pub(crate) fn ledger_of_launches(
             }
         ),
         launches: out,
+        written_bytes: Some(call.written),
     })
+}
+
+/// What one call moves, for its launches' ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallBytes {
+    /// What it streams: the larger of what it reads (its manifest's bytes beyond its outputs)
+    /// and what it writes, unless the op says otherwise.
+    pub(crate) streamed: u64,
+    /// What its threads load again beyond that: each input that broadcasts over the largest
+    /// one's trailing dims (a norm's weight), once per row of it ([`reloaded_bytes`]).
+    pub(crate) reloaded: u64,
+    /// What it writes: its outputs.
+    pub(crate) written: u64,
+}
+
+/// Bytes a row-wise kernel reloads: every input whose shape is the trailing dims of the largest
+/// input's (a weight `[H]` beside `x` `[N, H]`) is read by each of the largest input's rows,
+/// `N` times in all. Inputs `(shape, element bytes)`.
+///
+pub(crate) fn reloaded_bytes(inputs: &[(Vec<usize>, usize)]) -> u64 {
+    let numel = |shape: &[usize]| shape.iter().map(|&d| d as u64).product::<u64>();
+    let Some((largest, _)) = inputs.iter().max_by_key(|(shape, _)| numel(shape)) else {
+        return 0;
+    };
+    inputs
+        .iter()
+        .filter(|(shape, _)| {
+            shape.len() < largest.len() && largest.ends_with(shape) && !shape.is_empty()
+        })
+        .map(|(_, bytes)| numel(largest).saturating_mul(*bytes as u64))
+        .fold(0u64, u64::saturating_add)
 }
 
 #[cfg(test)]
@@ -297,7 +343,13 @@ mod tests {
 "#;
         let launches = parse_log(text).unwrap();
         // K and V of 2^20 bf16 elements each: 4 MiB streamed, 2^21 elements of 2 bytes.
-        let ledger = ledger_of_launches(&launches, 4 << 20, sass).unwrap();
+        let call = CallBytes {
+            streamed: 4 << 20,
+            reloaded: 0,
+            written: 4096,
+        };
+        let ledger = ledger_of_launches(&launches, &call, sass).unwrap();
+        assert_eq!(ledger.written_bytes, Some(4096));
         let shape = |l: &LaunchLine| LaunchShape {
             grid: l.grid,
             block: l.block,
@@ -318,7 +370,27 @@ mod tests {
             ledger.launches[1].thread_instructions,
             merge.thread_instructions
         );
-        // No launch, no ledger.
-        assert!(ledger_of_launches(&[], 1, sass).is_err());
+        // No launch: a library call, a ledger without launches.
+        let library = ledger_of_launches(&[], &call, sass).unwrap();
+        assert!(library.launches.is_empty() && library.method == LIBRARY_CALL);
+        assert_eq!(library.written_bytes, Some(4096));
+    }
+
+    #[test]
+    fn broadcast_inputs_are_reloaded_once_per_row() {
+        // rms_norm: x [2048, 4096] bf16 and its weight [4096]: the weight once per row.
+        let norm = [(vec![2048, 4096], 2), (vec![4096], 2)];
+        assert_eq!(reloaded_bytes(&norm), 2048 * 4096 * 2);
+        // rope: q [4096, 32, 128], positions [4096] (not a trailing broadcast), a table larger
+        // than none of them broadcasting: nothing reloaded.
+        let rope = [
+            (vec![4096, 32, 128], 2),
+            (vec![4096], 8),
+            (vec![131072, 128], 4),
+        ];
+        assert_eq!(reloaded_bytes(&rope), 0);
+        // Equal shapes (fused_add_rms_norm's x and residual) are not broadcasts.
+        assert_eq!(reloaded_bytes(&[(vec![8, 4], 2), (vec![8, 4], 2)]), 0);
+        assert_eq!(reloaded_bytes(&[]), 0);
     }
 }

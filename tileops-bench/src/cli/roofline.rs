@@ -566,6 +566,9 @@ fn write_kernels_md(
         sass,
         crate::kernel_doc::CHANGES,
         traffic.as_deref(),
+        // The backtest's inputs live in the repository, not in a run: the committed document
+        // (tests/it/bench_all.rs) renders it with them.
+        None,
     )
     .map_err(|e| CliError::Usage(format!("--traffic-log: {e}")))?;
     files::write_atomic(path, doc.as_bytes())

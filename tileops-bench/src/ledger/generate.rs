@@ -154,20 +154,33 @@ pub fn disassemble(
     arch: u32,
     nvdisasm: &Path,
 ) -> Result<(Vec<sass::Function>, kernels::Compiled), LedgerError> {
-    let failed = |message: String| LedgerError::Generate(format!("{}: {message}", source.file));
-    let compiled = kernels::compile(source, Target::Sm(arch)).map_err(|e| failed(e.to_string()))?;
+    disassemble_text(source.file, source.source, kernels::HEADERS, arch, nvdisasm)
+}
+
+/// [`disassemble`] for a kernel file given by its text and the headers it includes (another
+/// revision's sources).
+pub fn disassemble_text(
+    file: &'static str,
+    text: &str,
+    headers: &[(&str, &str)],
+    arch: u32,
+    nvdisasm: &Path,
+) -> Result<(Vec<sass::Function>, kernels::Compiled), LedgerError> {
+    let failed = |message: String| LedgerError::Generate(format!("{file}: {message}"));
+    let compiled = kernels::compile_text(file, text, headers, Target::Sm(arch))
+        .map_err(|e| failed(e.to_string()))?;
     let cubin = compiled
         .cubin
         .as_deref()
         .ok_or_else(|| failed("NVRTC returned no CUBIN".into()))?;
-    let mut file = tempfile::Builder::new()
+    let mut cubin_file = tempfile::Builder::new()
         .suffix(".cubin")
         .tempfile()
         .map_err(|e| failed(format!("temporary CUBIN: {e}")))?;
-    std::io::Write::write_all(&mut file, cubin).map_err(|e| failed(e.to_string()))?;
+    std::io::Write::write_all(&mut cubin_file, cubin).map_err(|e| failed(e.to_string()))?;
     let out = Command::new(nvdisasm)
         .arg("-c")
-        .arg(file.path())
+        .arg(cubin_file.path())
         .output()
         .map_err(|e| failed(format!("{}: {e}", nvdisasm.display())))?;
     if !out.status.success() {
@@ -177,40 +190,41 @@ pub fn disassemble(
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let functions = sass::parse(&text)?;
+    let disassembly = String::from_utf8_lossy(&out.stdout);
+    let functions = sass::parse(&disassembly)?;
     Ok((functions, compiled))
 }
 
-/// The ledger of one kernel file's entries.
-pub fn file_entries(
-    source: &KernelSource,
-    nvdisasm: &Path,
+/// The ledger of the entries `names` of one compiled kernel file.
+fn entries_of(
+    file: &str,
+    functions: &[sass::Function],
+    compiled: &kernels::Compiled,
+    names: &[&str],
 ) -> Result<Vec<EntryLedger>, LedgerError> {
-    let failed = |message: String| LedgerError::Generate(format!("{}: {message}", source.file));
-    let (functions, compiled) = disassemble(source, ARCH, nvdisasm)?;
+    let failed = |message: String| LedgerError::Generate(format!("{file}: {message}"));
     let usage = compiled.resource_usage();
-    let mut entries = Vec::with_capacity(source.entries.len());
-    for entry in source.entries {
+    let mut entries = Vec::with_capacity(names.len());
+    for &name in names {
         let function = functions
             .iter()
-            .find(|f| f.name == entry.name)
-            .ok_or_else(|| failed(format!("{} is not in the disassembly", entry.name)))?;
+            .find(|f| f.name == name)
+            .ok_or_else(|| failed(format!("{name} is not in the disassembly")))?;
         let usage = usage
             .iter()
-            .find(|u| u.function == entry.name)
-            .ok_or_else(|| failed(format!("no ptxas report for {}", entry.name)))?;
+            .find(|u| u.function == name)
+            .ok_or_else(|| failed(format!("no ptxas report for {name}")))?;
         let cfg = Cfg::build(function).map_err(failed)?;
         let path = walk::common_path(function, &cfg);
-        let element_bytes = element_bytes(entry.name);
+        let element_bytes = element_bytes(name);
         let vector = function
             .instructions
             .iter()
             .any(|i| matches!(i.global_access(), Some((_, 16))));
         let loops = classify(&path.loops, vector, element_bytes);
         entries.push(EntryLedger {
-            entry: entry.name.to_owned(),
-            file: source.file.to_owned(),
+            entry: name.to_owned(),
+            file: file.to_owned(),
             element_bytes,
             registers: usage.registers,
             stack_bytes: usage.stack_bytes,
@@ -221,6 +235,78 @@ pub fn file_entries(
         });
     }
     Ok(entries)
+}
+
+/// The ledger of one kernel file's entries.
+pub fn file_entries(
+    source: &KernelSource,
+    nvdisasm: &Path,
+) -> Result<Vec<EntryLedger>, LedgerError> {
+    let (functions, compiled) = disassemble(source, ARCH, nvdisasm)?;
+    let names: Vec<&str> = source.entries.iter().map(|e| e.name).collect();
+    entries_of(source.file, &functions, &compiled, &names)
+}
+
+/// The ledger of a kernel tree of another revision (its `tileops/kernels/`: `*.cuh` headers at
+/// the top, `.cu` files in any directory below): every entry point ptxas reports, file by file
+/// in path order. What the backtest prices: the kernels that ran on a GPU, built with today's
+/// NVRTC options and walked by today's ledger.
+pub fn generate_tree(root: &Path) -> Result<Ledger, LedgerError> {
+    let toolchain = toolchain()?;
+    let (nvdisasm, _) = nvdisasm()?;
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| LedgerError::Generate(format!("{}: {e}", path.display())))
+    };
+    let mut headers = Vec::new();
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let listing = std::fs::read_dir(&dir)
+            .map_err(|e| LedgerError::Generate(format!("{}: {e}", dir.display())))?;
+        for item in listing {
+            let path = item
+                .map_err(|e| LedgerError::Generate(format!("{}: {e}", dir.display())))?
+                .path();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if path.is_dir() {
+                stack.push(path);
+            } else if name.ends_with(".cuh") && dir == root {
+                headers.push((name, read(&path)?));
+            } else if name.ends_with(".cu") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    headers.sort();
+    let header_refs: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let mut entries = Vec::new();
+    for path in &files {
+        let text = read(path)?;
+        // NVRTC names the program; the records name files by their base name.
+        let file: &'static str = Box::leak(
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+                .into_boxed_str(),
+        );
+        let (functions, compiled) = disassemble_text(file, &text, &header_refs, ARCH, &nvdisasm)?;
+        let names: Vec<String> = compiled
+            .resource_usage()
+            .into_iter()
+            .map(|u| u.function)
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        entries.extend(entries_of(file, &functions, &compiled, &names)?);
+    }
+    Ok(Ledger { toolchain, entries })
 }
 
 /// Compiles, disassembles and walks every entry of every kernel file, on up to

@@ -24,6 +24,7 @@
 //! Regenerate the JSON after changing a kernel (needs the pinned wheels, NVRTC and nvdisasm):
 //! `TILEOPS_LEDGER_UPDATE=1 cargo test -p tileops-bench --test it ledger`.
 
+pub mod backtest;
 pub mod cfg;
 pub mod generate;
 pub mod occupancy;
@@ -216,6 +217,29 @@ pub struct LaunchCost {
     pub warps_per_sm: u32,
     /// CTAs of the grid ÷ (resident CTAs per SM × 132 SMs).
     pub waves: f64,
+    /// Bytes moved through shared memory, summed over threads (`LDS`/`STS`, `LDSM`, `LDGSTS`'s
+    /// writes), before bank conflicts.
+    #[serde(default)]
+    pub shared_bytes: f64,
+    /// Dependent rounds of global loads one thread waits for: the fixed part's, plus each
+    /// streaming loop's per iteration times the iterations a thread runs.
+    #[serde(default)]
+    pub rounds: f64,
+    /// Instructions one thread issues on its path (`thread_instructions` ÷ threads): the chain
+    /// a lone warp runs.
+    #[serde(default)]
+    pub path_instructions: f64,
+    /// Whether its warps meet at block-wide barriers (a CTA then waits as one).
+    #[serde(default)]
+    pub barriers: bool,
+    /// The share of the fixed part's data-guarded slots this launch's threads run (1 unless
+    /// they load less than the walk does: [`Ledger::launch_cost_with`]).
+    #[serde(default = "one")]
+    pub slot_activity: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// The instruction ledger of every entry point.
@@ -288,6 +312,36 @@ impl Ledger {
         launch: &LaunchShape,
         elements: u64,
     ) -> Result<LaunchCost, LedgerError> {
+        self.launch_cost_with(entry, launch, elements, 0)
+    }
+
+    /// [`Ledger::launch_cost`] for a launch whose threads also reload `reloaded_bytes` beyond
+    /// the call's elements (a norm's weight, loaded once per row: the bytes of the rows they
+    /// serve). The fixed part's data-guarded slots (vector slots a thread runs only when its
+    /// data exists) are priced at the share the threads run: when the walk loads more bytes
+    /// per thread than the launch's threads load (`elements × element size + reloaded_bytes`
+    /// over the threads), the guarded loads fill only what is left, and the guarded
+    /// instructions run in that proportion (`slot_activity`).
+    ///
+    /// ```
+    /// use tileops_bench::ledger::{LaunchShape, Ledger};
+    ///
+    /// let ledger = Ledger::builtin()?;
+    /// // rms_norm over 2048 rows of 4096 bf16, one block of 256 threads a row; every row
+    /// // reloads the 8 KiB weight.
+    /// let launch = LaunchShape { grid: [2048, 1, 1], block: [256, 1, 1], dynamic_smem: 0 };
+    /// let cost = ledger.launch_cost_with("rms_norm_rows_v4_bf16", &launch, 2048 * 4096, 2048 * 4096 * 2)?;
+    /// assert!(cost.rounds >= 1.0 && cost.path_instructions > 0.0);
+    /// assert!(cost.slot_activity > 0.0 && cost.slot_activity <= 1.0);
+    /// # Ok::<(), tileops_bench::ledger::LedgerError>(())
+    /// ```
+    pub fn launch_cost_with(
+        &self,
+        entry: &str,
+        launch: &LaunchShape,
+        elements: u64,
+        reloaded_bytes: u64,
+    ) -> Result<LaunchCost, LedgerError> {
         let e = self.entry(entry)?;
         let bad = |reason: String| LedgerError::BadLaunch {
             entry: entry.to_owned(),
@@ -318,15 +372,35 @@ impl Ledger {
         let ctas: f64 = launch.grid.iter().map(|d| f64::from(*d)).product();
         let threads = ctas * f64::from(block_threads);
         let fixed = e.fixed_per_thread();
+        // What one thread loads: its share of the elements and of the reloaded bytes.
+        let loaded =
+            (elements as f64 * f64::from(e.element_bytes) + reloaded_bytes as f64) / threads;
+        let walked = f64::from(fixed.load_bytes);
+        let guarded = f64::from(fixed.guarded_load_bytes);
+        let slot_activity = if walked > loaded && guarded > 0.0 {
+            ((loaded - (walked - guarded)) / guarded).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        let idle = 1.0 - slot_activity;
+        let fixed_instructions =
+            f64::from(fixed.instructions) - idle * f64::from(fixed.guarded_instructions);
+        let fixed_mufu = f64::from(fixed.mufu) - idle * f64::from(fixed.guarded_mufu);
         let elements = elements as f64;
-        let mut instructions = threads * f64::from(fixed.instructions);
-        let mut mufu = threads * f64::from(fixed.mufu);
+        let mut instructions = threads * fixed_instructions;
+        let mut mufu = threads * fixed_mufu;
         let mut tensor = threads * f64::from(fixed.tensor);
+        let mut shared_bytes = threads * f64::from(fixed.shared_bytes);
+        let mut rounds = f64::from(fixed.load_rounds);
+        let mut barriers = fixed.barriers > 0;
         for l in e.loops.iter().filter(|l| l.role == LoopRole::Stream) {
             let iterations = elements / l.elements_per_iteration;
             instructions += iterations * f64::from(l.body.instructions);
             mufu += iterations * f64::from(l.body.mufu);
             tensor += iterations * f64::from(l.body.tensor);
+            shared_bytes += iterations * f64::from(l.body.shared_bytes);
+            rounds += iterations / threads * f64::from(l.body.load_rounds);
+            barriers |= l.body.barriers > 0;
         }
         let warps_per_cta = block_threads.div_ceil(32);
         Ok(LaunchCost {
@@ -340,6 +414,11 @@ impl Ledger {
             ctas_per_sm,
             warps_per_sm: ctas_per_sm * warps_per_cta,
             waves: ctas / f64::from(ctas_per_sm * SM90.sm_count),
+            shared_bytes,
+            rounds,
+            path_instructions: instructions / threads,
+            barriers,
+            slot_activity,
         })
     }
 }

@@ -16,7 +16,16 @@ pub struct Instruction {
     pub opcode: String,
     /// The branch target label of `BRA`/`BSSY`/`CALL` (`.L_x_1`), if any.
     pub target: Option<String>,
+    /// The operands as written (`R4, desc[UR4][R2.64+0x10]`), for the register data flow of
+    /// [`Instruction::registers_read`] and [`Instruction::registers_written`].
+    pub operands: String,
 }
+
+/// Opcodes whose first operand is read, not written: stores, reductions into memory, control.
+const FIRST_OPERAND_READ: [&str; 18] = [
+    "STG", "STS", "STL", "ST", "RED", "REDUX", "BAR", "BRA", "BRX", "CALL", "RET", "EXIT", "BSSY",
+    "BSYNC", "WARPSYNC", "DEPBAR", "MEMBAR", "JMP",
+];
 
 impl Instruction {
     /// The opcode without modifiers (`LDG`).
@@ -50,16 +59,71 @@ impl Instruction {
         self.base() == "LDGSTS"
     }
 
-    /// Bytes one thread moves if this is a global load (`LDG`, or `LDGSTS`: `cp.async` reads
-    /// global memory into shared memory, so for the ledger it is a global load of its width) or
-    /// store (`STG`, `RED`, `ATOMG`): `(is_store, bytes)`. The width comes from the modifiers:
-    /// `.128` 16, `.64` 8, `.U16`/`.S16` 2, `.U8`/`.S8` 1, otherwise 4.
-    pub fn global_access(&self) -> Option<(bool, u32)> {
-        let store = match self.base() {
-            "LDG" | "LDGSTS" => false,
-            "STG" | "RED" | "ATOMG" => true,
-            _ => return None,
+    /// Bytes one thread moves through shared memory if this accesses it: `LDS`/`STS` and the
+    /// shared atomics of their width, `LDSM` (`ldmatrix`: 4 bytes a matrix per thread, `.4` reads
+    /// four), and `LDGSTS` (`cp.async` writes what it reads).
+    pub fn shared_bytes(&self) -> u32 {
+        match self.base() {
+            "LDS" | "STS" | "ATOMS" | "LDGSTS" => self.global_width(),
+            "LDSM" => match self.opcode.rsplit('.').next() {
+                Some("4") => 16,
+                Some("2") => 8,
+                _ => 4,
+            },
+            _ => 0,
+        }
+    }
+
+    /// Registers this instruction reads: every `R<n>` of its operands but the destination (a
+    /// 64-bit operand `R2.64` is `R2` and `R3`); `RZ` is not a register.
+    pub fn registers_read(&self) -> Vec<u16> {
+        let operands = split_operands(&self.operands);
+        let skip = usize::from(self.writes_first_operand(&operands));
+        let mut out = Vec::new();
+        for operand in operands.iter().skip(skip) {
+            registers_in(operand, &mut out);
+        }
+        out
+    }
+
+    /// Registers this instruction writes: its first operand's, over the width of a load
+    /// (`LDG.E.128 R4` writes R4–R7; `LDSM.16.M88.4` four; `.64` two). Empty for stores and
+    /// control.
+    pub fn registers_written(&self) -> Vec<u16> {
+        let operands = split_operands(&self.operands);
+        if !self.writes_first_operand(&operands) {
+            return Vec::new();
+        }
+        let Some(first) = register_number(operands[0]) else {
+            return Vec::new();
         };
+        let count: u16 = match self.base() {
+            "LDG" | "LDS" | "LD" | "LDL" | "LDC" => match self.global_width() {
+                16 => 4,
+                8 => 2,
+                _ => 1,
+            },
+            "LDSM" => match self.opcode.rsplit('.').next() {
+                Some("4") => 4,
+                Some("2") => 2,
+                _ => 1,
+            },
+            _ if operands[0].ends_with(".64") => 2,
+            _ => 1,
+        };
+        (first..first.saturating_add(count)).collect()
+    }
+
+    fn writes_first_operand(&self, operands: &[&str]) -> bool {
+        !FIRST_OPERAND_READ.contains(&self.base())
+            && operands
+                .first()
+                .is_some_and(|o| register_number(o).is_some())
+    }
+
+    /// The width of a memory access from its modifiers: `.128` 16, `.64` 8, `.U16`/`.S16` 2,
+    /// `.U8`/`.S8` 1, otherwise 4.
+    fn global_width(&self) -> u32 {
         let mut bytes = 4;
         for modifier in self.opcode.split('.').skip(1) {
             bytes = match modifier {
@@ -70,6 +134,20 @@ impl Instruction {
                 _ => continue,
             };
         }
+        bytes
+    }
+
+    /// Bytes one thread moves if this is a global load (`LDG`, or `LDGSTS`: `cp.async` reads
+    /// global memory into shared memory, so for the ledger it is a global load of its width) or
+    /// store (`STG`, `RED`, `ATOMG`): `(is_store, bytes)`. The width comes from the modifiers:
+    /// `.128` 16, `.64` 8, `.U16`/`.S16` 2, `.U8`/`.S8` 1, otherwise 4.
+    pub fn global_access(&self) -> Option<(bool, u32)> {
+        let store = match self.base() {
+            "LDG" | "LDGSTS" => false,
+            "STG" | "RED" | "ATOMG" => true,
+            _ => return None,
+        };
+        let bytes = self.global_width();
         Some((store, bytes))
     }
 }
@@ -160,12 +238,73 @@ fn parse_instruction(offset: u32, text: &str) -> Option<Instruction> {
         let rest = &text[start + 2..];
         rest.find(')').map(|end| rest[..end].to_owned())
     });
+    let operands = tokens.collect::<Vec<_>>().join(" ");
     Some(Instruction {
         offset,
         predicate,
         opcode: first.to_owned(),
         target,
+        operands,
     })
+}
+
+/// Operands split at the commas outside brackets: `R4, desc[UR4][R2.64+0x10]` → two.
+fn split_operands(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' | '(' | '{' => depth += 1,
+            ']' | ')' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = text[start..].trim();
+    if !last.is_empty() {
+        out.push(last);
+    }
+    out
+}
+
+/// The register an operand names, when it is exactly one (`R12`, `-R3`, `|R5|`, `R8.reuse`).
+fn register_number(operand: &str) -> Option<u16> {
+    let bare = operand.trim_start_matches(['-', '|', '~', '!']);
+    let digits = bare.strip_prefix('R')?;
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+/// Every register an operand mentions (`desc[UR4][R2.64+0x10]` → R2, R3), appended to `out`.
+fn registers_in(operand: &str, out: &mut Vec<u16>) {
+    let bytes = operand.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        // `R<digits>` not preceded by a letter (`UR4`, `SR_TID` are not registers).
+        if bytes[i] == b'R' && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()) {
+            let start = i + 1;
+            let mut end = start;
+            while end < bytes.len() && bytes[end].is_ascii_digit() {
+                end += 1;
+            }
+            if end > start
+                && let Ok(n) = operand[start..end].parse::<u16>()
+            {
+                out.push(n);
+                if operand[end..].starts_with(".64") {
+                    out.push(n + 1);
+                }
+            }
+            i = end.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //! unconditional one resumes at the first exit edge of the loop that the walk passed.
 
 use super::cfg::{Cfg, Next};
-use super::sass::Function;
+use super::sass::{Function, Instruction};
 
 /// Instructions counted on part of the path.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -45,6 +45,30 @@ pub struct Tally {
     pub load_bytes: u32,
     /// Bytes one thread stores to global memory (all widths, predicated accesses included).
     pub store_bytes: u32,
+    /// Bytes one thread moves through shared memory: `LDS`/`STS`/`ATOMS` of their width,
+    /// `LDSM` (16 bytes a thread for `.4`), and the shared-memory writes of `LDGSTS`.
+    #[serde(default)]
+    pub shared_bytes: u32,
+    /// Block-wide barriers (`BAR.SYNC`): a CTA whose warps wait for each other.
+    #[serde(default)]
+    pub barriers: u32,
+    /// Dependent rounds of global loads: a round is the loads issued before any of their
+    /// results is used (a wait on HBM's latency), opened by its first load. Computed from the
+    /// registers the path's instructions read and write ([`load_rounds`]).
+    #[serde(default)]
+    pub load_rounds: u32,
+    /// Of `instructions`, those in a region the walk entered by a branch whose predicate also
+    /// guards global loads (a vector slot a thread runs only when its data exists: `@P2 LDG`,
+    /// then `@!P2 BRA` over the slot's work). A launch whose threads load less than the walk
+    /// does runs a share of them ([`super::Ledger::launch_cost`]).
+    #[serde(default)]
+    pub guarded_instructions: u32,
+    /// Of `mufu`, those in such regions.
+    #[serde(default)]
+    pub guarded_mufu: u32,
+    /// Of `load_bytes`, those of loads predicated on such a guard.
+    #[serde(default)]
+    pub guarded_load_bytes: u32,
 }
 
 impl Tally {
@@ -59,11 +83,30 @@ impl Tally {
         self.wide_stores += other.wide_stores;
         self.load_bytes += other.load_bytes;
         self.store_bytes += other.store_bytes;
+        self.shared_bytes += other.shared_bytes;
+        self.barriers += other.barriers;
+        self.load_rounds += other.load_rounds;
+        self.guarded_instructions += other.guarded_instructions;
+        self.guarded_mufu += other.guarded_mufu;
+        self.guarded_load_bytes += other.guarded_load_bytes;
     }
 
-    fn add(&mut self, function: &Function, start: usize, end: usize) {
+    /// Counts instructions `start..end`; `guarded`: they sit in a data-guarded region.
+    /// `data_guards`: the function's [`data_guards`].
+    fn add(
+        &mut self,
+        function: &Function,
+        start: usize,
+        end: usize,
+        guarded: bool,
+        data_guards: &[&str],
+    ) {
         for instruction in &function.instructions[start..end] {
             self.instructions += 1;
+            self.guarded_instructions += u32::from(guarded);
+            self.guarded_mufu += u32::from(guarded && instruction.is_mufu());
+            self.shared_bytes += instruction.shared_bytes();
+            self.barriers += u32::from(instruction.opcode.starts_with("BAR.SYNC"));
             self.mufu += u32::from(instruction.is_mufu());
             self.tensor += u32::from(instruction.is_tensor());
             self.ldsm += u32::from(instruction.is_ldsm());
@@ -75,10 +118,48 @@ impl Tally {
                 } else {
                     self.load_bytes += bytes;
                     self.wide_loads += u32::from(bytes == 16);
+                    if instruction
+                        .predicate
+                        .as_deref()
+                        .is_some_and(|p| data_guards.contains(&p))
+                    {
+                        self.guarded_load_bytes += bytes;
+                    }
                 }
             }
         }
     }
+}
+
+/// The guards of global loads in `function` (`@P2`, `@!P3`): predicates that say whether a
+/// thread's data exists.
+fn data_guards(function: &Function) -> Vec<&str> {
+    let mut out: Vec<&str> = function
+        .instructions
+        .iter()
+        .filter(|i| matches!(i.global_access(), Some((false, _))))
+        .filter_map(|i| i.predicate.as_deref())
+        .filter(|p| *p != "@PT")
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The guard under which the side the walk took runs: the taken branch's own predicate, or
+/// its negation for the fall-through (`@!P2 BRA skip` falls through when `P2`).
+fn side_guard(branch: &Instruction, took_branch: bool) -> Option<String> {
+    let p = branch.predicate.as_deref()?;
+    if p == "@PT" {
+        return None;
+    }
+    Some(if took_branch {
+        p.to_owned()
+    } else if let Some(positive) = p.strip_prefix("@!") {
+        format!("@{positive}")
+    } else {
+        format!("@!{}", &p[1..])
+    })
 }
 
 /// The common path's counts: outside loops, and per loop (one iteration, nested loops' own
@@ -91,6 +172,21 @@ pub struct Path {
     pub loops: Vec<WalkedLoop>,
     /// The blocks walked, in order (indices into [`Cfg::blocks`]).
     pub blocks: Vec<usize>,
+    /// For each walked block, the loop it counts in (an index into `loops`), or `None` for
+    /// the fixed part.
+    pub parts: Vec<Option<usize>>,
+}
+
+impl Path {
+    /// Everything walked, the fixed part and one iteration of each loop: what a subroutine call
+    /// costs where it is made.
+    pub fn total(&self) -> Tally {
+        let mut t = self.fixed;
+        for l in &self.loops {
+            t.accumulate(&l.body);
+        }
+        t
+    }
 }
 
 /// One loop on the path.
@@ -195,27 +291,39 @@ fn call_unavoidable(function: &Function, cfg: &Cfg, start: Next, join: &[bool]) 
 
 /// Walks `function`'s common path.
 pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
+    let mut path = walk_from(function, cfg, 0, 0);
+    count_load_rounds(function, cfg, &mut path);
+    path
+}
+
+/// How deep the walk follows `CALL`s into subroutines (ptxas's helpers call no further).
+const MAX_CALL_DEPTH: u32 = 4;
+
+/// The walk from block `start` (the entry, or a subroutine's first block for a `CALL`).
+fn walk_from(function: &Function, cfg: &Cfg, start: usize, depth: u32) -> Path {
     let mut path = Path::default();
     let mut visited = vec![false; cfg.blocks.len()];
+    let mut guard: Vec<Option<String>> = vec![None; cfg.blocks.len()];
+    let data = data_guards(function);
     let vector = function
         .instructions
         .iter()
         .any(|i| matches!(i.global_access(), Some((_, 16))));
-    let mut b = 0;
+    let mut b = start;
     loop {
         if std::mem::replace(&mut visited[b], true) {
             break;
         }
         path.blocks.push(b);
         let block = &cfg.blocks[b];
-        let tally = match cfg.innermost(b) {
-            None => &mut path.fixed,
+        let part = match cfg.innermost(b) {
+            None => None,
             Some(l) => {
                 let header_of =
                     |l: usize| function.instructions[cfg.blocks[cfg.loops[l].header].start].offset;
                 let offset = header_of(l);
-                match path.loops.iter().position(|w| w.header == offset) {
-                    Some(i) => &mut path.loops[i].body,
+                Some(match path.loops.iter().position(|w| w.header == offset) {
+                    Some(i) => i,
                     None => {
                         let parent = cfg.enclosing(l).map(header_of);
                         path.loops.push(WalkedLoop {
@@ -223,12 +331,35 @@ pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
                             parent,
                             body: Tally::default(),
                         });
-                        &mut path.loops.last_mut().expect("just pushed").body
+                        path.loops.len() - 1
                     }
-                }
+                })
             }
         };
-        tally.add(function, block.start, block.end);
+        path.parts.push(part);
+        let guarded = guard[b].as_deref().is_some_and(|g| data.contains(&g));
+        let mut called = Tally::default();
+        if depth < MAX_CALL_DEPTH {
+            for instruction in &function.instructions[block.start..block.end] {
+                // A subroutine on the path (a 64-bit division's helper that every way passes):
+                // its own common path, loops once, counted where it is called.
+                if instruction.base() == "CALL"
+                    && let Some(&at) = instruction
+                        .target
+                        .as_ref()
+                        .and_then(|t| function.labels.get(t))
+                    && let Some(callee) = cfg.blocks.iter().position(|k| k.start == at)
+                {
+                    called.accumulate(&walk_from(function, cfg, callee, depth + 1).total());
+                }
+            }
+        }
+        let tally = match part {
+            None => &mut path.fixed,
+            Some(i) => &mut path.loops[i].body,
+        };
+        tally.add(function, block.start, block.end, guarded, &data);
+        tally.accumulate(&called);
         let forward: Vec<Next> = block
             .next
             .iter()
@@ -243,11 +374,28 @@ pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
             },
             [only] => *only,
             [fall, taken, ..] => {
-                if choose(function, cfg, *fall, *taken, vector) {
-                    *taken
+                let took_branch = choose(function, cfg, *fall, *taken, vector);
+                let (chosen, other) = if took_branch {
+                    (*taken, *fall)
                 } else {
-                    *fall
+                    (*fall, *taken)
+                };
+                // What runs only on the chosen side runs under the branch's guard.
+                if let (Next::Block(c), Some(g)) = (
+                    chosen,
+                    side_guard(&function.instructions[block.end - 1], took_branch),
+                ) {
+                    let other_reach = match other {
+                        Next::Block(o) => cfg.forward_reach(o),
+                        Next::Exit => vec![false; cfg.blocks.len()],
+                    };
+                    for (k, reach) in cfg.forward_reach(c).into_iter().enumerate() {
+                        if reach && !other_reach[k] && guard[k].is_none() {
+                            guard[k] = Some(g.clone());
+                        }
+                    }
                 }
+                chosen
             }
         };
         match next {
@@ -256,6 +404,47 @@ pub fn common_path(function: &Function, cfg: &Cfg) -> Path {
         }
     }
     path
+}
+
+/// Counts the dependent rounds of global loads along the path into each part's tally: a
+/// round opens with a load issued when no earlier load is outstanding, and closes when an
+/// instruction reads a register one of its loads writes (or, for `cp.async`, at a
+/// `DEPBAR.LE SB0, 0x0` that waits for every copy). Loads issued while a round is open join
+/// it: they are in flight together.
+fn count_load_rounds(function: &Function, cfg: &Cfg, path: &mut Path) {
+    let mut pending: Vec<u16> = Vec::new();
+    let mut pending_async = false;
+    for (&b, &part) in path.blocks.iter().zip(&path.parts) {
+        let block = &cfg.blocks[b];
+        for instruction in &function.instructions[block.start..block.end] {
+            if !pending.is_empty()
+                && instruction
+                    .registers_read()
+                    .iter()
+                    .any(|r| pending.contains(r))
+            {
+                pending.clear();
+            }
+            if instruction.base() == "DEPBAR" && instruction.operands.ends_with("0x0") {
+                pending_async = false;
+            }
+            let load = matches!(instruction.global_access(), Some((false, _)));
+            if !load {
+                continue;
+            }
+            if pending.is_empty() && !pending_async {
+                match part {
+                    None => path.fixed.load_rounds += 1,
+                    Some(i) => path.loops[i].body.load_rounds += 1,
+                }
+            }
+            if instruction.is_async_copy() {
+                pending_async = true;
+            } else {
+                pending.extend(instruction.registers_written());
+            }
+        }
+    }
 }
 
 /// The first edge, in address order, from a visited block of the loop headed by `header` to a

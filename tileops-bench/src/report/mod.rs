@@ -45,6 +45,7 @@
 
 pub mod compare;
 pub mod pipes;
+pub mod predict;
 pub mod price;
 pub(super) mod render;
 #[cfg(test)]

@@ -32,12 +32,12 @@
 //! let launch = LaunchLedger {
 //!     entry: "relu_f16".into(), grid: [1056, 1, 1], block: [256, 1, 1], dynamic_smem: 0,
 //!     ran: false, thread_instructions: 6.0 * n as f64, mufu_ops: 0.0, tensor_ops: 0.0, instr_per_elem: 6.0,
-//!     mufu_per_elem: 0.0, registers: 38, ctas_per_sm: 6, traffic: None,
+//!     mufu_per_elem: 0.0, registers: 38, ctas_per_sm: 6, traffic: None, ..LaunchLedger::default()
 //! };
 //! let record = Record::new("relu", "elementwise", "1g", "float16", DeviceInfo::new("NVIDIA H200"))
 //!     .with_roofline(Some(n), Some(4 * n))
 //!     .with_roof("cuda_core.fp32")
-//!     .with_ledger(Ledger { method: "example".into(), launches: vec![launch] });
+//!     .with_ledger(Ledger { method: "example".into(), launches: vec![launch], written_bytes: None });
 //! let pipes = price_pipes(&record, &Profile::builtin("h200")?).expect("priced");
 //! assert_eq!(pipes.limiter(), Pipe::Memory);
 //! assert!(pipes.issue_ms < 0.6 * pipes.memory_ms);
@@ -47,7 +47,8 @@
 
 use std::fmt;
 
-use crate::profile::Profile;
+use super::predict::{LaunchTimes, Prediction, SamplePipes};
+use crate::profile::{MMA_SYNC_ROOF, Profile, Roof};
 use crate::records::{LaunchLedger, Ledger, Record};
 
 /// Goal of the kernel work: a memory-bound kernel's issue time at most this share of its memory
@@ -67,10 +68,12 @@ pub enum Pipe {
     Sfu,
     /// The tensor cores, at the MMAs the kernel issues (padding and masked tiles included).
     Tensor,
+    /// Shared-memory bandwidth (`LDS`/`STS`, `LDSM`, `cp.async` writes).
+    Shared,
 }
 
 impl Pipe {
-    /// `"memory"`, `"compute"`, `"issue"`, `"sfu"` or `"tensor"`.
+    /// `"memory"`, `"compute"`, `"issue"`, `"sfu"`, `"tensor"` or `"shared"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Pipe::Memory => "memory",
@@ -78,6 +81,7 @@ impl Pipe {
             Pipe::Issue => "issue",
             Pipe::Sfu => "sfu",
             Pipe::Tensor => "tensor",
+            Pipe::Shared => "shared",
         }
     }
 }
@@ -101,9 +105,19 @@ pub struct PipeTimes {
     pub issue_ms: f64,
     /// MUFU, busiest SM, summed over launches.
     pub sfu_ms: f64,
-    /// The tensor-core instructions' FLOPs at the tensor roof, busiest SM, summed over launches
-    /// (0 for a kernel without them).
+    /// The tensor-core instructions' FLOPs at the roof of the instruction (`mma.sync` at
+    /// `tensor_core.mma_sync` where the profile states it), busiest SM, summed over launches (0
+    /// for a kernel without them).
     pub tensor_ms: f64,
+    /// Shared-memory bytes at the profile's shared-memory bandwidth, busiest SM, summed over
+    /// launches (0 when the profile states no shared-memory pipe).
+    pub shared_ms: f64,
+    /// What the time model predicts from: each launch's pipes and stages, or, for a call that
+    /// launched no tileops kernel (cuBLAS), its memory and compute times.
+    pub model_pipes: SamplePipes,
+    /// The time model's prediction (a prediction, not a measurement), when the profile has
+    /// fitted constants.
+    pub prediction: Option<Prediction>,
     /// The emulator's unique DRAM bytes ÷ the manifest's bytes; `None` when the emulator did not
     /// count the traffic (a dry run, or a build without the traffic instrumentation).
     pub traffic_ratio: Option<f64>,
@@ -121,6 +135,17 @@ impl PipeTimes {
             .max(self.issue_ms)
             .max(self.sfu_ms)
             .max(self.tensor_ms)
+            .max(self.shared_ms)
+    }
+
+    /// The predicted time, ms (a prediction of the time model, not a measurement).
+    pub fn predicted_ms(&self) -> Option<f64> {
+        self.prediction.map(|p| p.time_s * 1e3)
+    }
+
+    /// The predicted efficiency by the spec's metric, `sol_ms / predicted_ms` (a prediction).
+    pub fn predicted_efficiency(&self) -> Option<f64> {
+        self.predicted_ms().map(|t| self.sol_ms / t)
     }
 
     /// The pipe with the largest time (memory, then compute, issue, SFU, tensor on a tie).
@@ -131,6 +156,7 @@ impl PipeTimes {
             (Pipe::Issue, self.issue_ms),
             (Pipe::Sfu, self.sfu_ms),
             (Pipe::Tensor, self.tensor_ms),
+            (Pipe::Shared, self.shared_ms),
         ];
         let max = self.limiting_ms();
         times
@@ -239,39 +265,83 @@ pub fn price_ledger(
     let sol_ms = (bytes / hbm).max(flops / roof.effective()) * 1e3;
     let traffic = ledger.traffic();
     let dram_bytes = traffic.map_or(bytes, |t| (t.read_bytes + t.write_bytes) as f64);
+    // The call's mix of reads and writes sets the bandwidth its bytes move at.
+    let written = ledger
+        .written_bytes
+        .map_or(0.0, |w| w as f64)
+        .min(dram_bytes);
+    let bandwidth = mix_bandwidth(profile.hbm(), dram_bytes - written, written);
+    let sms = f64::from(sm.count);
+    // The busiest SM runs ⌈CTAs / SMs⌉ of them, at its share of the device's rate.
     let per_sm = |launch: &LaunchLedger, work: f64, rate: f64| {
         let ctas = launch.ctas().max(1) as f64;
-        let sms = f64::from(sm.count);
-        // The busiest SM runs ⌈CTAs / SMs⌉ of them, at its share of the device's rate.
         (ctas / sms).ceil() * (work / ctas) / (rate / sms)
     };
-    let issue_ms = ledger
-        .launches
-        .iter()
-        .map(|l| per_sm(l, l.thread_instructions, sm.issue.effective()))
-        .sum::<f64>()
-        * 1e3;
-    let sfu_ms = ledger
-        .launches
-        .iter()
-        .map(|l| per_sm(l, l.mufu_ops, sm.sfu.effective()))
-        .sum::<f64>()
-        * 1e3;
     // One HMMA.16816 (mma.sync m16n8k16) is 2 * 16 * 8 * 16 FLOP; f16 and bf16 have one peak.
     const HMMA_FLOP: f64 = 4096.0;
-    let tensor_rate = if roof_key.starts_with("tensor_core") {
-        roof.effective()
-    } else {
-        profile
-            .pricing_roof("tensor_core.fp16")
-            .map_or(roof.effective(), |(_, r)| r.effective())
-    };
-    let tensor_ms = ledger
+    let tensor_rate = profile
+        .roof(MMA_SYNC_ROOF)
+        .or_else(|| roof_key.starts_with("tensor_core").then_some(roof))
+        .or_else(|| profile.pricing_roof("tensor_core.fp16").map(|(_, r)| r))
+        .unwrap_or(roof)
+        .effective();
+    let launches: Vec<LaunchTimes> = ledger
         .launches
         .iter()
-        .map(|l| per_sm(l, l.tensor_ops * HMMA_FLOP, tensor_rate))
-        .sum::<f64>()
-        * 1e3;
+        .map(|l| {
+            let ctas = l.ctas().max(1) as f64;
+            let resident = f64::from(l.ctas_per_sm.max(1)).min((ctas / sms).ceil());
+            let waves = (ctas / (sms * f64::from(l.ctas_per_sm.max(1))))
+                .ceil()
+                .max(1.0);
+            let warps_per_cta = (l.threads_per_cta() as f64 / 32.0).ceil();
+            let conflicts = l
+                .traffic
+                .filter(|t| t.shared_ideal_wavefronts > 0)
+                .map_or(1.0, |t| {
+                    t.shared_wavefronts as f64 / t.shared_ideal_wavefronts as f64
+                });
+            LaunchTimes {
+                // Each launch that streams the call's tensors moves its bytes (as its
+                // instructions are priced over its elements); a second stage reads the first's
+                // partials, a few bytes per thread.
+                memory_s: if is_second_stage(&l.entry) {
+                    0.0
+                } else {
+                    dram_bytes / bandwidth
+                },
+                issue_s: per_sm(l, l.thread_instructions, sm.issue.effective()),
+                sfu_s: per_sm(l, l.mufu_ops, sm.sfu.effective()),
+                shared_s: sm.shared.as_ref().map_or(0.0, |r| {
+                    per_sm(l, l.shared_bytes * conflicts, r.effective())
+                }),
+                tensor_s: per_sm(l, l.tensor_ops * HMMA_FLOP, tensor_rate),
+                stages: waves * l.rounds.max(1.0),
+                waves,
+                single_slot: resident <= 1.0 && (l.barriers || warps_per_cta <= 1.0),
+                path_instructions: l.path_instructions,
+            }
+        })
+        .collect();
+    let sum_ms = |f: fn(&LaunchTimes) -> f64| launches.iter().map(f).sum::<f64>() * 1e3;
+    let (issue_ms, sfu_ms, tensor_ms, shared_ms) = (
+        sum_ms(|l| l.issue_s),
+        sum_ms(|l| l.sfu_s),
+        sum_ms(|l| l.tensor_s),
+        sum_ms(|l| l.shared_s),
+    );
+    let model_pipes = if launches.is_empty() {
+        SamplePipes::Library {
+            memory_s: dram_bytes / bandwidth,
+            compute_s: flops / roof.effective(),
+        }
+    } else {
+        SamplePipes::Kernels(launches)
+    };
+    let prediction = profile
+        .model
+        .as_ref()
+        .map(|model| model_pipes.predict(model, sm.clock_hz));
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     Ok(PipeTimes {
         sol_ms,
@@ -280,12 +350,56 @@ pub fn price_ledger(
         issue_ms,
         sfu_ms,
         tensor_ms,
+        shared_ms,
+        model_pipes,
+        prediction,
         traffic_ratio: traffic.map(|t| (t.read_bytes + t.write_bytes) as f64 / bytes),
         sectors_per_request_ratio: traffic
             .and_then(|t| ratio(t.global_sectors, t.global_ideal_sectors)),
         wavefronts_ratio: traffic
             .and_then(|t| ratio(t.shared_wavefronts, t.shared_ideal_wavefronts)),
     })
+}
+
+/// Entry points that combine a first kernel's partial results (per-split partial reductions, the
+/// split-KV partial outputs): their loops run over the partials, not over the call's tensors.
+pub const SECOND_STAGE_PREFIXES: [&str; 2] = ["reduce_finish_", "gqa_decode_merge_"];
+
+/// Whether `entry` is a second stage ([`SECOND_STAGE_PREFIXES`]).
+pub fn is_second_stage(entry: &str) -> bool {
+    SECOND_STAGE_PREFIXES.iter().any(|p| entry.starts_with(p))
+}
+
+/// HBM's bandwidth for a mix of `read` and `written` bytes: the profile's measured mixes
+/// (`read` 0 % writes, `triad` a third, `copy` a half, `write` all), interpolated on the share of
+/// writes; the calibrated envelope when the profile lists no mixes.
+///
+/// ```
+/// use tileops_bench::profile::Profile;
+/// use tileops_bench::report::pipes::mix_bandwidth;
+///
+/// let h200 = Profile::builtin("h200")?;
+/// let hbm = h200.hbm();
+/// // A copy (half writes) runs at the copy mix, a reduction at the read mix.
+/// assert!((mix_bandwidth(hbm, 1.0, 1.0) - 4.8e12 * hbm.calibration_mixes["copy"]).abs() < 1e3);
+/// assert!((mix_bandwidth(hbm, 1.0, 0.0) - 4.8e12 * hbm.calibration_mixes["read"]).abs() < 1e3);
+/// # Ok::<(), tileops_bench::profile::ProfileError>(())
+/// ```
+pub fn mix_bandwidth(hbm: &Roof, read: f64, written: f64) -> f64 {
+    let mix = |name: &str| hbm.calibration_mixes.get(name).copied();
+    let (Some(r), Some(t), Some(c), Some(w)) =
+        (mix("read"), mix("triad"), mix("copy"), mix("write"))
+    else {
+        return hbm.effective();
+    };
+    let total = read + written;
+    let share = if total > 0.0 { written / total } else { 0.0 };
+    let points = [(0.0, r), (1.0 / 3.0, t), (0.5, c), (1.0, w)];
+    let fraction = points.windows(2).find(|p| share <= p[1].0).map_or(w, |p| {
+        let ((x0, y0), (x1, y1)) = (p[0], p[1]);
+        y0 + (y1 - y0) * (share - x0) / (x1 - x0)
+    });
+    hbm.theoretical * fraction
 }
 
 /// The ledger a report prices: the record's own, else that of the same op/workload/dtype in a
@@ -325,6 +439,7 @@ mod tests {
             registers: 32,
             ctas_per_sm: 8,
             traffic: None,
+            ..LaunchLedger::default()
         }
     }
 
@@ -335,6 +450,7 @@ mod tests {
             .with_ledger(Ledger {
                 method: "test".into(),
                 launches,
+                written_bytes: None,
             })
     }
 
@@ -373,7 +489,8 @@ mod tests {
     }
 
     /// A tensor-core kernel that issues twice the MMAs its manifest's flops need (padding,
-    /// masked tiles) is limited by the tensor pipe, at the row's tensor roof.
+    /// masked tiles) spends twice their time in the tensor pipe, priced at the `mma.sync` roof
+    /// the profile states (`HMMA` is `mma.sync`), not at cuBLAS's roof of the row.
     #[test]
     fn the_tensor_pipe_prices_the_mmas_issued() {
         let h200 = Profile::builtin("h200").unwrap();
@@ -384,8 +501,18 @@ mod tests {
         r.roof = Some("tensor_core.bf16".into());
         let p = price_pipes(&r, &h200).unwrap();
         assert_eq!(p.limiter(), Pipe::Tensor);
+        let mma_sync = h200.roof(MMA_SYNC_ROOF).unwrap().effective();
+        assert!(
+            (p.tensor_ms - 2.0 * flops as f64 / mma_sync * 1e3).abs() < 1e-9,
+            "{p:?}"
+        );
+        let bf16 = h200.roof("tensor_core.bf16").unwrap().effective();
+        assert!((p.ceiling() - mma_sync / bf16 / 2.0).abs() < 1e-9);
+        // A profile without the mma.sync roof prices them at the row's.
+        let mut no_mma = h200.clone();
+        no_mma.roofs.remove(MMA_SYNC_ROOF);
+        let p = price_pipes(&r, &no_mma).unwrap();
         assert!((p.tensor_ms / p.compute_ms - 2.0).abs() < 1e-9, "{p:?}");
-        assert!((p.ceiling() - 0.5).abs() < 1e-9);
         // Without tensor-core instructions the pipe is 0 and never the limiter.
         let plain = price_pipes(&record(1 << 30, 0, vec![launch(1320, 1.0, 0.0)]), &h200).unwrap();
         assert_eq!(plain.tensor_ms, 0.0);

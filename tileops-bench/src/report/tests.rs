@@ -437,7 +437,9 @@ fn ledger(instructions: f64) -> crate::records::Ledger {
             registers: 38,
             ctas_per_sm: 6,
             traffic: None,
+            ..Default::default()
         }],
+        written_bytes: None,
     }
 }
 

@@ -155,8 +155,28 @@ fn tensor_core_files() -> Vec<&'static tileops::kernels::KernelSource> {
     SOURCES
         .iter()
         .copied()
-        .filter(|s| s.source.contains("#include \"tileops_mma.cuh\""))
+        // The ops' kernels; calibrate's `mma_sync_bf16` (perf/) is checked on its own below.
+        .filter(|s| {
+            s.source.contains("#include \"tileops_mma.cuh\"") && !s.path.starts_with("perf/")
+        })
         .collect()
+}
+
+/// calibrate's `mma.sync` microbenchmark issues its chains as HMMA instructions in a loop the
+/// walk counts, and nothing else of the tensor-core machinery.
+#[test]
+fn the_mma_sync_microbenchmark_is_hmma_in_a_loop() {
+    let ledger = Ledger::builtin().expect("the committed ledger parses");
+    let e = ledger
+        .entry("mma_sync_bf16")
+        .unwrap_or_else(|err| panic!("{err}"));
+    let hmma: u32 = e.fixed.tensor + e.loops.iter().map(|l| l.body.tensor).sum::<u32>();
+    assert!(hmma >= 8, "{e:?}");
+    assert!(
+        e.loops.iter().any(|l| l.body.tensor >= 8),
+        "the chains' loop holds at least one HMMA per chain: {e:?}"
+    );
+    assert_eq!(e.fixed.ldsm + e.fixed.async_copies, 0, "{e:?}");
 }
 
 /// Every entry of a tensor-core kernel file runs on the tensor cores as written, on sm_90 and
@@ -241,4 +261,257 @@ fn the_ledger_walks_the_tensor_core_main_loops() {
             );
         }
     }
+}
+
+/// The revision whose kernels ran on the H200 (`results/h200-2026-12-04/`): the backtest prices
+/// them, not today's.
+const BACKTEST_REVISION: &str = "7e0417ff47ef6247ecf4ebf6f15ffd6033448581";
+
+/// `tileops/kernels/` of [`BACKTEST_REVISION`], extracted from the repository's history into a
+/// temporary directory; `Err` says why not (no git, a shallow clone).
+fn backtest_kernels() -> Result<tempfile::TempDir, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let archive = std::process::Command::new("git")
+        .current_dir(&root)
+        .args([
+            "archive",
+            "--format=tar",
+            BACKTEST_REVISION,
+            "tileops/kernels",
+        ])
+        .output()
+        .map_err(|e| format!("git: {e}"))?;
+    if !archive.status.success() {
+        return Err(format!(
+            "git archive {BACKTEST_REVISION} (a clone without that revision's history?): {}",
+            String::from_utf8_lossy(&archive.stderr).trim()
+        ));
+    }
+    let mut tar = std::process::Command::new("tar")
+        .current_dir(dir.path())
+        .args(["-x", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("tar: {e}"))?;
+    tar.stdin
+        .take()
+        .ok_or("tar: no stdin")?
+        .write_all(&archive.stdout)
+        .map_err(|e| format!("tar: {e}"))?;
+    let status = tar.wait().map_err(|e| format!("tar: {e}"))?;
+    if !status.success() {
+        return Err(format!("tar failed: {status}"));
+    }
+    Ok(dir)
+}
+
+/// The backtest's SASS ledger (`tileops-bench/ledger/backtest/sass_sm90-7e0417f.json`): the
+/// kernels of revision 7e0417f, built with the pinned NVRTC and walked by today's ledger,
+/// regenerated and compared like `sass_ledger_is_current`.
+#[test]
+fn backtest_ledger_is_current() {
+    let toolchain = match generate::toolchain() {
+        Ok(t) => t,
+        Err(err) if std::env::var("TILEOPS_REQUIRE_NVRTC").is_ok_and(|v| v == "1") => {
+            panic!("TILEOPS_REQUIRE_NVRTC=1, but the backtest ledger cannot be regenerated: {err}")
+        }
+        Err(err) => {
+            announce(&format!("SKIP: backtest_ledger_is_current: {err}"));
+            return;
+        }
+    };
+    let kernels = match backtest_kernels() {
+        Ok(dir) => dir,
+        Err(err) => {
+            announce(&format!("SKIP: backtest_ledger_is_current: {err}"));
+            return;
+        }
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ledger/backtest/sass_sm90-7e0417f.json");
+    let started = std::time::Instant::now();
+    let fresh = generate::generate_tree(&kernels.path().join("tileops/kernels"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    if std::env::var("TILEOPS_LEDGER_UPDATE").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, fresh.to_json()).expect("write the backtest ledger");
+        announce(&format!(
+            "backtest ledger: wrote {} entries to {} in {:.1?}",
+            fresh.entries.len(),
+            path.display(),
+            started.elapsed()
+        ));
+        return;
+    }
+    let committed = Ledger::from_json(&std::fs::read_to_string(&path).expect("read"))
+        .expect("the committed backtest ledger parses");
+    if committed.toolchain != toolchain {
+        announce(&format!(
+            "SKIP: backtest_ledger_is_current: the ledger was generated by {:?}, this machine has \
+             {toolchain:?}",
+            committed.toolchain
+        ));
+        return;
+    }
+    let stale: Vec<String> = fresh
+        .entries
+        .iter()
+        .filter_map(|new| match committed.entry(&new.entry) {
+            Ok(old) if old == new => None,
+            Ok(old) => Some(format!("{}: {}", new.entry, differences(old, new))),
+            Err(_) => Some(format!("{}: not in the committed ledger", new.entry)),
+        })
+        .collect();
+    assert!(
+        stale.is_empty() && committed.entries.len() == fresh.entries.len(),
+        "the backtest ledger is stale (regenerate: TILEOPS_LEDGER_UPDATE=1 cargo test -p \
+         tileops-bench --test it ledger::backtest):\n{}",
+        stale.join("\n")
+    );
+}
+
+/// The backtest's inputs and outputs, in the repository.
+mod backtest_files {
+    use std::path::{Path, PathBuf};
+
+    pub fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+    pub fn records() -> PathBuf {
+        root().join("results/h200-2026-12-04/records.json")
+    }
+    pub fn launches() -> PathBuf {
+        root().join("tileops-bench/ledger/backtest/launches-7e0417f.tsv")
+    }
+    pub fn sass() -> PathBuf {
+        root().join("tileops-bench/ledger/backtest/sass_sm90-7e0417f.json")
+    }
+    pub fn table() -> PathBuf {
+        root().join("tileops-bench/ledger/backtest-h200-2026-12-04.tsv")
+    }
+    pub fn outliers() -> PathBuf {
+        root().join("tileops-bench/ledger/backtest/outliers.tsv")
+    }
+}
+
+/// Every measured row of the H200 run, priced from revision 7e0417f's kernels.
+fn backtest_rows(
+    profile: &tileops_bench::profile::Profile,
+) -> Vec<tileops_bench::ledger::backtest::BacktestRow> {
+    use tileops_bench::ledger::backtest;
+    let read = |p: std::path::PathBuf| {
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let run = tileops_bench::records::Run::load(backtest_files::records())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let launches = backtest::parse_launches(&read(backtest_files::launches()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sass = Ledger::from_json(&read(backtest_files::sass())).unwrap_or_else(|e| panic!("{e}"));
+    backtest::rows(&run, &launches, &sass, profile).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The committed backtest table (`tileops-bench/ledger/backtest-h200-2026-12-04.tsv`) is what
+/// the ledger and the H200 profile's time model predict today, and it meets the bar: the
+/// median |predicted / measured − 1| at most 10%, at least 90% of rows within 25%.
+/// `TILEOPS_LEDGER_UPDATE=1` rewrites it.
+#[test]
+fn backtest_table_is_current() {
+    use tileops_bench::ledger::backtest;
+    use tileops_bench::profile::Profile;
+    let h200 = Profile::builtin("h200").unwrap();
+    let rows = backtest_rows(&h200);
+    assert_eq!(rows.len(), 140, "every timed row of the run");
+    let table = backtest::table(&rows);
+    let path = backtest_files::table();
+    if std::env::var("TILEOPS_LEDGER_UPDATE").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &table).expect("write the backtest table");
+        announce(&format!("backtest: wrote {}", path.display()));
+    } else {
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        let stale: Vec<String> = committed
+            .lines()
+            .zip(table.lines())
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| format!("committed {a}\n    now   {b}"))
+            .collect();
+        assert!(
+            stale.is_empty() && committed.lines().count() == table.lines().count(),
+            "{} drifted from the ledger's predictions (regenerate: TILEOPS_LEDGER_UPDATE=1 \
+             cargo test -p tileops-bench --test it ledger::backtest):\n{}",
+            path.display(),
+            stale.join("\n")
+        );
+    }
+    let samples: Vec<&tileops_bench::report::predict::Sample> =
+        rows.iter().map(|r| &r.sample).collect();
+    let model = h200
+        .model
+        .as_ref()
+        .expect("the H200 profile has a time model");
+    let clock = h200.sm.as_ref().unwrap().clock_hz;
+    let all = tileops_bench::report::predict::FitFigures::of(&samples, model, clock);
+    assert!(all.median <= 0.10, "{all:?}");
+    assert!(all.within_25 * 10 >= all.rows * 9, "{all:?}");
+    // Every row outside 25% is named with its reason.
+    let reasons = backtest::parse_reasons(
+        &std::fs::read_to_string(backtest_files::outliers()).expect("read the outliers' reasons"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let summary = backtest::summary(&rows, &h200, &reasons).unwrap_or_else(|e| panic!("{e}"));
+    let unexplained: Vec<&str> = summary
+        .outliers
+        .iter()
+        .filter(|o| o.reason.is_none())
+        .map(|o| o.key.as_str())
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "rows outside 25% without a reason in {}: {unexplained:?}",
+        backtest_files::outliers().display()
+    );
+    // And no reason is stale: each names a row that is outside.
+    for (prefix, _) in &reasons {
+        assert!(
+            summary
+                .outliers
+                .iter()
+                .any(|o| o.key.starts_with(prefix.as_str())),
+            "{}: `{prefix}` names no row outside 25%",
+            backtest_files::outliers().display()
+        );
+    }
+}
+
+/// The H200 profile's time-model constants are what the fit gives on the fit half of the run
+/// (rows at even positions in key order): refitting reproduces them.
+#[test]
+fn backtest_fit_reproduces_the_profile_model() {
+    use tileops_bench::profile::Profile;
+    use tileops_bench::report::predict::{FitFigures, fit, fit_half};
+    let h200 = Profile::builtin("h200").unwrap();
+    let rows = backtest_rows(&h200);
+    let samples: Vec<tileops_bench::report::predict::Sample> =
+        rows.iter().map(|r| r.sample.clone()).collect();
+    let (fit_on, held_out) = fit_half(&samples);
+    let clock = h200.sm.as_ref().unwrap().clock_hz;
+    let fitted = fit(&fit_on, clock, "refit");
+    let model = h200.model.as_ref().unwrap();
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(
+        close(fitted.fixed_us, model.fixed_us)
+            && close(fitted.launch_us, model.launch_us)
+            && close(fitted.latency_us, model.latency_us)
+            && close(fitted.chain_cycles, model.chain_cycles),
+        "the refit gives fixed_us {} launch_us {} latency_us {} chain_cycles {}; \
+         tileops-bench/profiles/h200.yaml states {model:?}",
+        fitted.fixed_us,
+        fitted.launch_us,
+        fitted.latency_us,
+        fitted.chain_cycles
+    );
+    let on_fit = FitFigures::of(&fit_on, &fitted, clock);
+    let on_held = FitFigures::of(&held_out, &fitted, clock);
+    announce(&format!(
+        "backtest fit: fit half {on_fit:?}; held-out half {on_held:?}"
+    ));
 }

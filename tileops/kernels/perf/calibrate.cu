@@ -5,6 +5,8 @@
 // 128/256/512 over a working set of at least 2 GB (far beyond the L2). Each mix moves a known
 // number of bytes per element (HbmMix::bytes_moved); the profile keeps the envelope, the best mix.
 // CUDA cores: register-only FMA chains, ILP independent chains per thread.
+// Tensor cores as mma.sync drives them: register-only chains of mma.sync m16n8k16 (bf16 in, f32
+// accumulate; SASS HMMA.16816), the roof the kernel ledger prices HMMA instructions at.
 // fill_uniform_*: pseudo-random GEMM operands in [-1, 1). Tensor cores draw less power on zeros,
 // so a sustained rate measured on zeroed matrices would overstate the power-capped ceiling.
 
@@ -20,12 +22,15 @@
 // @entry fma_chain_ilp4: scalar
 // @entry fma_chain_ilp8: scalar
 // @entry fma_chain_ilp16: scalar
+// @entry mma_sync_bf16: scalar
 // @entry fill_uniform_f32: scalar
 // @entry fill_uniform_f16: scalar
 // @entry fill_uniform_bf16: scalar
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+
+#include "tileops_mma.cuh"
 
 #define TILEOPS_GRID_STRIDE(i, n)                                                                 \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                \
@@ -121,6 +126,39 @@ TILEOPS_FMA_CHAIN(2, ilp2)
 TILEOPS_FMA_CHAIN(4, ilp4)
 TILEOPS_FMA_CHAIN(8, ilp8)
 TILEOPS_FMA_CHAIN(16, ilp16)
+
+// kMmaChains independent accumulators per warp, each `iters` steps of D = A * B + D with every
+// element of A equal to a and of B to b (bf16): 2 * 16 * 8 * 16 FLOP per mma, kMmaChains * iters
+// mmas per warp, all in registers, enough independent mmas in flight to keep the tensor pipe
+// full. Each thread stores the sum of its accumulators, which keeps them live:
+// kMmaChains * 4 * (iters * 16 * a * b) when every product is exact (the host twin's figure).
+constexpr int kMmaChains = 8;
+
+extern "C" __global__ void mma_sync_bf16(float* __restrict__ out, int iters, float a, float b) {
+    const __nv_bfloat162 a2 = __floats2bfloat162_rn(a, a);
+    const __nv_bfloat162 b2 = __floats2bfloat162_rn(b, b);
+    const uint32_t ra = *reinterpret_cast<const uint32_t*>(&a2);
+    const uint32_t rb = *reinterpret_cast<const uint32_t*>(&b2);
+    const uint32_t fa[4] = {ra, ra, ra, ra};
+    const uint32_t fb[2] = {rb, rb};
+    float acc[kMmaChains][4];
+#pragma unroll
+    for (int c = 0; c < kMmaChains; ++c) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[c][j] = 0.0f;
+    }
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int c = 0; c < kMmaChains; ++c) mma_m16n8k16_bf16(acc[c], fa, fb, acc[c]);
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kMmaChains; ++c) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) s += acc[c][j];
+    }
+    out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
 
 // A hash of (i, seed) to [-1, 1): splitmix64's finaliser, 24 bits of mantissa.
 __device__ __forceinline__ float tileops_uniform(unsigned long long i, unsigned int seed) {

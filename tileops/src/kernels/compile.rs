@@ -89,25 +89,38 @@ fn options(target: Target, include_dir: &std::path::Path) -> Vec<String> {
 /// # Ok::<(), tileops::Error>(())
 /// ```
 pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error> {
+    compile_text(source.file, source.source, HEADERS, target)
+}
+
+/// Compiles the kernel file `file` of text `text` for `target`, with `headers` (name, text) as
+/// the files it may include: [`compile`] for a file of this build, or another revision's
+/// sources (the kernel ledger's backtest prices the kernels that ran on a GPU, not today's).
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_text(
+    file: &'static str,
+    text: &str,
+    headers: &[(&str, &str)],
+    target: Target,
+) -> Result<Compiled, Error> {
     let toolkit = toolkit()?;
     let failed = |message: String, log: String, source_error: Option<NvrtcError>| Error::Compile {
-        kernel: source.file.to_owned(),
+        kernel: file.to_owned(),
         arch: target.to_string(),
         message,
         log,
         source: source_error,
     };
     let compile_error = |message: String, log: String| failed(message, log, None);
-    let src =
-        CString::new(source.source).map_err(|e| compile_error(e.to_string(), String::new()))?;
-    let name =
-        CString::new(source.file).map_err(|e| compile_error(e.to_string(), String::new()))?;
-    let header_srcs: Vec<CString> = HEADERS
+    let src = CString::new(text).map_err(|e| compile_error(e.to_string(), String::new()))?;
+    let name = CString::new(file).map_err(|e| compile_error(e.to_string(), String::new()))?;
+    let header_srcs: Vec<CString> = headers
         .iter()
         .map(|(_, text)| CString::new(*text))
         .collect::<Result<_, _>>()
         .map_err(|e| compile_error(e.to_string(), String::new()))?;
-    let header_names: Vec<CString> = HEADERS
+    let header_names: Vec<CString> = headers
         .iter()
         .map(|(name, _)| CString::new(*name))
         .collect::<Result<_, _>>()
@@ -122,7 +135,8 @@ pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error>
             &mut prog,
             src.as_ptr(),
             name.as_ptr(),
-            HEADERS.len() as i32,
+            i32::try_from(headers.len())
+                .map_err(|e| compile_error(e.to_string(), String::new()))?,
             header_src_ptrs.as_ptr(),
             header_name_ptrs.as_ptr(),
         )
@@ -152,7 +166,7 @@ pub fn compile(source: &KernelSource, target: Target) -> Result<Compiled, Error>
         ));
     }
     Ok(Compiled {
-        file: source.file,
+        file,
         target,
         cubin,
         ptx,

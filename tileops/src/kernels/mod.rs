@@ -23,7 +23,7 @@ use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 #[doc(hidden)]
-pub use compile::{Compiled, ResourceUsage, Target, compile, supported_archs};
+pub use compile::{Compiled, ResourceUsage, Target, compile, compile_text, supported_archs};
 #[doc(hidden)]
 pub use toolkit::{Toolkit, toolkit};
 

@@ -196,8 +196,13 @@ struct Pipes<'a> {
     issue_ms: Option<f64>,
     limiter: Option<&'static str>,
     memory_ms: Option<f64>,
+    /// The time model's prediction (not a measurement), when the profile has its constants.
+    predicted_efficiency: Option<f64>,
+    predicted_limiter: Option<&'static str>,
+    predicted_ms: Option<f64>,
     sectors_per_request_ratio: Option<f64>,
     sfu_ms: Option<f64>,
+    shared_ms: Option<f64>,
     /// Only for a kernel that issues tensor-core instructions.
     #[serde(skip_serializing_if = "Option::is_none")]
     tensor_ms: Option<f64>,
@@ -242,8 +247,12 @@ impl<'a> Row<'a> {
                     issue_ms: ok.map(|p| p.issue_ms),
                     limiter: ok.map(|p| p.limiter().as_str()),
                     memory_ms: ok.map(|p| p.memory_ms),
+                    predicted_efficiency: ok.and_then(report::PipeTimes::predicted_efficiency),
+                    predicted_limiter: ok.and_then(|p| p.prediction).map(|p| p.limiter.as_str()),
+                    predicted_ms: ok.and_then(report::PipeTimes::predicted_ms),
                     sectors_per_request_ratio: ok.and_then(|p| p.sectors_per_request_ratio),
                     sfu_ms: ok.map(|p| p.sfu_ms),
+                    shared_ms: ok.map(|p| p.shared_ms),
                     tensor_ms: ok.map(|p| p.tensor_ms).filter(|t| *t > 0.0),
                     traffic_ratio: ok.and_then(|p| p.traffic_ratio),
                     wavefronts_ratio: ok.and_then(|p| p.wavefronts_ratio),

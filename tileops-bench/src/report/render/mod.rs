@@ -183,8 +183,12 @@ impl Report {
             Column::right("compute ms"),
             Column::right("issue ms"),
             Column::right("SFU ms"),
+            Column::right("shared ms"),
             Column::left("limiter"),
             Column::right("ceiling"),
+            Column::right("predicted µs"),
+            Column::right("predicted"),
+            Column::left("predicted limiter"),
             Column::right("measured"),
             Column::right("traffic / bytes"),
             Column::right("sectors / ideal"),
@@ -203,11 +207,21 @@ impl Report {
                 opt(ok.map(|p| p.compute_ms), sig4),
                 opt(ok.map(|p| p.issue_ms), sig4),
                 opt(ok.map(|p| p.sfu_ms), sig4),
+                opt(ok.map(|p| p.shared_ms), sig4),
                 ok.map(|p| p.limiter().as_str().to_owned())
                     .unwrap_or_default(),
                 opt(ok.map(super::PipeTimes::ceiling), |c| {
                     format!("{:.1}%", c * 100.0)
                 }),
+                opt(ok.and_then(super::PipeTimes::predicted_ms), |t| {
+                    sig4(t * 1e3)
+                }),
+                opt(ok.and_then(super::PipeTimes::predicted_efficiency), |e| {
+                    format!("{:.1}%", e * 100.0)
+                }),
+                ok.and_then(|p| p.prediction)
+                    .map(|p| p.limiter.as_str().to_owned())
+                    .unwrap_or_default(),
                 opt(row.efficiency(), |e| format!("{:.1}%", e * 100.0)),
                 ratio(ok.and_then(|p| p.traffic_ratio)),
                 ratio(ok.and_then(|p| p.sectors_per_request_ratio)),
@@ -262,8 +276,12 @@ impl Report {
                 "ledger_memory_ms",
                 "issue_ms",
                 "sfu_ms",
+                "shared_ms",
                 "limiter",
                 "ceiling",
+                "predicted_ms",
+                "predicted_efficiency",
+                "predicted_limiter",
                 "traffic_ratio",
                 "ledger_note",
             ]);
@@ -277,8 +295,15 @@ impl Report {
                     csv_number(ok.map(|p| p.memory_ms)),
                     csv_number(ok.map(|p| p.issue_ms)),
                     csv_number(ok.map(|p| p.sfu_ms)),
+                    csv_number(ok.map(|p| p.shared_ms)),
                     Cell::new(ok.map_or("", |p| p.limiter().as_str())),
                     csv_number(ok.map(super::PipeTimes::ceiling)),
+                    csv_number(ok.and_then(super::PipeTimes::predicted_ms)),
+                    csv_number(ok.and_then(super::PipeTimes::predicted_efficiency)),
+                    Cell::new(
+                        ok.and_then(|p| p.prediction)
+                            .map_or("", |p| p.limiter.as_str()),
+                    ),
                     csv_number(ok.and_then(|p| p.traffic_ratio)),
                     Cell::new(
                         row.pipes
@@ -415,9 +440,12 @@ impl Summary {
 pub(crate) const PIPES_NOTE: &str = "Each row's kernel ledger (instructions and MUFU operations \
      from the sm_90 SASS, launch shapes and traffic from the emulator) priced against the \
      profile's pipes: the limiter is the slowest pipe, the ceiling the highest efficiency the \
-     kernel can reach given its pipes (the spec's SOL time over the limiter's). From the ledger, \
-     not measured; traffic columns are blank where the emulator did not count (a dry run over \
-     its budget, or a build without the traffic instrumentation).";
+     kernel can reach given its pipes (the spec's SOL time over the limiter's). The predicted \
+     time, efficiency and limiter are the time model's (the profile's fitted constants over \
+     these pipes, HBM latency and the launches: tileops-bench/src/report/predict.rs): \
+     predictions, not measurements. From the ledger, not measured; traffic columns are blank \
+     where the emulator did not count (a dry run over its budget, or a build without the \
+     traffic instrumentation).";
 
 /// The run's device for the report's first line, as markdown: its name, and its compute
 /// capability, driver and L2 size where known.
