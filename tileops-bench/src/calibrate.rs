@@ -570,11 +570,12 @@ impl ProfileWriter {
                 out,
                 "\n# fitted on measured runs, not by this calibration: carried over from {origin}\n\
                  model:\n  fixed_us: {}\n  launch_us: {}\n  latency_us: {}\n  chain_cycles: {}\n  \
-                 fitted_on: {}\n",
+                 pipe_norm: {}\n  fitted_on: {}\n",
                 model.fixed_us,
                 model.launch_us,
                 model.latency_us,
                 model.chain_cycles,
+                model.pipe_norm,
                 yaml_str(&model.fitted_on)
             );
         }

@@ -438,39 +438,59 @@ impl<'a> Bench<'a> {
         Ok(Measured::hbm(theoretical, &best, &method)?)
     }
 
+    /// Times `entry(float* out, int iters, float a, float b)`, a register-only chain kernel, over
+    /// a full-occupancy grid of `block`-thread blocks: warmed up once, then the seconds of
+    /// `repeats` launches. Returns `(threads, seconds)`.
+    fn time_chains(
+        &self,
+        entry: &'static str,
+        block: u32,
+        iters: i32,
+        (a, b): (f32, f32),
+        repeats: u32,
+    ) -> Result<(u64, Vec<f64>), CalibrateGpuError> {
+        let blocks = self.sm_count * (THREADS_PER_SM / block);
+        let threads = u64::from(blocks) * u64::from(block);
+        let mut out = self.alloc(threads * 4, "a chain kernel's output")?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let function = self.function(entry)?;
+        let mut launch = || -> Result<(), Error> {
+            let mut call = self.stream.launch_builder(&function);
+            call.arg(&mut out).arg(&iters).arg(&a).arg(&b);
+            // SAFETY: fma_chain_* and mma_sync_bf16 take (float* out, int iters, float a,
+            // float b); `out` holds one float per thread of the grid.
+            unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
+            Ok(())
+        };
+        launch()?;
+        self.sync(&format!("warming up {entry}"))?;
+        let mut seconds = Vec::new();
+        for _ in 0..repeats.max(1) {
+            seconds.push(self.timed(&mut launch)?);
+        }
+        Ok((threads, seconds))
+    }
+
     fn fma(
         &self,
         theoretical: f64,
         options: &CalibrateOptions,
         log: &mut dyn FnMut(&str),
     ) -> Result<Measured, CalibrateGpuError> {
-        let blocks = self.sm_count * (THREADS_PER_SM / THREADS);
-        let threads = u64::from(blocks) * u64::from(THREADS);
-        let mut out = self.alloc(threads * 4, "the FMA chains' output")?;
-        let (a, b) = (0.999_999_9f32, 1.0e-7f32);
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let mut rates = Vec::new();
         for (ilp, entry) in FMA_ENTRIES {
-            let function = self.function(entry)?;
             let iters = (FMAS_PER_THREAD / ilp) as i32;
-            let mut launch = || -> Result<(), Error> {
-                let mut call = self.stream.launch_builder(&function);
-                call.arg(&mut out).arg(&iters).arg(&a).arg(&b);
-                // SAFETY: fma_chain_*(float* out, int iters, float a, float b); `out` holds one
-                // float per thread of the grid.
-                unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-                Ok(())
-            };
-            launch()?;
-            self.sync("warming up the FMA chains")?;
-            let mut seconds = Vec::new();
-            for _ in 0..options.fma_repeats.max(1) {
-                seconds.push(self.timed(&mut launch)?);
-            }
+            let (threads, seconds) = self.time_chains(
+                entry,
+                THREADS,
+                iters,
+                (0.999_999_9, 1.0e-7),
+                options.fma_repeats,
+            )?;
             let flops = fma_flops(threads, iters as u64, ilp) as f64;
             let rate = best_rate(entry, flops, &seconds)?;
             log(&format!(
@@ -502,31 +522,13 @@ impl<'a> Bench<'a> {
         log: &mut dyn FnMut(&str),
     ) -> Result<Measured, CalibrateGpuError> {
         let entry = "mma_sync_bf16";
-        let blocks = self.sm_count * (THREADS_PER_SM / MMA_THREADS);
-        let threads = u64::from(blocks) * u64::from(MMA_THREADS);
-        let mut out = self.alloc(threads * 4, "the mma chains' output")?;
-        let (a, b) = (0.5f32, 0.25f32);
-        let iters = MMA_ITERS as i32;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (MMA_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let function = self.function(entry)?;
-        let mut launch = || -> Result<(), Error> {
-            let mut call = self.stream.launch_builder(&function);
-            call.arg(&mut out).arg(&iters).arg(&a).arg(&b);
-            // SAFETY: mma_sync_bf16(float* out, int iters, float a, float b); `out` holds one
-            // float per thread of the grid.
-            unsafe { call.launch(cfg) }.map_err(|e| Error::launch(entry, e))?;
-            Ok(())
-        };
-        launch()?;
-        self.sync("warming up the mma chains")?;
-        let mut seconds = Vec::new();
-        for _ in 0..options.fma_repeats.max(1) {
-            seconds.push(self.timed(&mut launch)?);
-        }
+        let (threads, seconds) = self.time_chains(
+            entry,
+            MMA_THREADS,
+            MMA_ITERS as i32,
+            (0.5, 0.25),
+            options.fma_repeats,
+        )?;
         let flops = mma_flops(threads / 32, MMA_ITERS) as f64;
         let rate = best_rate(entry, flops, &seconds)?;
         log(&format!(

@@ -136,6 +136,65 @@ pub fn parse_ceilings(text: &str) -> Result<BTreeMap<String, (f64, String)>, Str
     Ok(out)
 }
 
+/// The attention rows' predicted rates: decode in TB/s of what it reads (its KV cache), prefill
+/// in TFLOP/s, each with the term that limits it.
+fn attention_rows(run: &Run, report: &Report) -> String {
+    let mut table = Table::new(vec![
+        Column::left("op / workload / dtype"),
+        Column::left("kernels"),
+        Column::right("predicted µs"),
+        Column::right("predicted rate"),
+        Column::right("predicted"),
+        Column::left("limiter"),
+    ]);
+    let mut any = false;
+    for (record, row) in run.records.iter().zip(&report.rows) {
+        if !record.op.starts_with("gqa_") {
+            continue;
+        }
+        let Some(pipes) = row.pipes.as_ref().and_then(|p| p.as_ref().ok()) else {
+            continue;
+        };
+        let (Some(ms), Some(prediction)) = (pipes.predicted_ms(), pipes.prediction) else {
+            continue;
+        };
+        let rate = if record.op.starts_with("gqa_prefill") {
+            format!("{:.0} TFLOP/s", record.flops.unwrap_or(0) as f64 / ms / 1e9)
+        } else {
+            format!("{:.2} TB/s", record.bytes.unwrap_or(0) as f64 / ms / 1e9)
+        };
+        let kernels = record.ledger.as_ref().map_or_else(String::new, |l| {
+            l.launches
+                .iter()
+                .map(|l| l.entry.as_str())
+                .collect::<Vec<_>>()
+                .join(" + ")
+        });
+        any = true;
+        table.push([
+            format!("{}/{}/{}", record.op, record.workload, record.dtype),
+            kernels,
+            format!("{:.2}", ms * 1e3),
+            rate,
+            pipes
+                .predicted_efficiency()
+                .map_or_else(String::new, |e| format!("{:.1}%", e * 100.0)),
+            prediction.limiter.as_str().to_owned(),
+        ]);
+    }
+    if !any {
+        return String::new();
+    }
+    format!(
+        "\n## Attention rows, predicted\n\nThe time model's prediction of every attention row (a \
+         prediction, not a measurement: instructions computed from the sm_90 SASS, launch shapes \
+         from the emulator, constants fitted on the H200 run). Decode in TB/s of the bytes it \
+         reads, prefill in TFLOP/s of the pairs its mask keeps; the limiter is the largest term \
+         of the predicted time.\n\n{}",
+        table.to_markdown()
+    )
+}
+
 /// The most launches a traffic log may hold (pass C's coverage tests make about a thousand).
 const MAX_TRAFFIC_LAUNCHES: usize = 1 << 20;
 
@@ -472,6 +531,7 @@ pub fn render(
         }
     }
     out.push_str(&rows.to_markdown());
+    out.push_str(&attention_rows(run, &report));
     let unpriced: Vec<String> = report
         .rows
         .iter()

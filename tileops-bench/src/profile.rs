@@ -196,6 +196,9 @@ pub struct TimeModel {
     pub latency_us: f64,
     /// Clock cycles one instruction costs on a lone warp's dependent chain.
     pub chain_cycles: f64,
+    /// The norm the SM's own pipes (issue, SFU, shared memory, tensor) combine by:
+    /// `(Σ tᵢᵖ)^(1/p)`; a large `p` is their maximum (perfect overlap), 1 their sum.
+    pub pipe_norm: f64,
     /// What the constants were fitted on (the run, the rows), and the fit's figures.
     pub fitted_on: String,
 }
@@ -595,6 +598,7 @@ struct RawModel {
     launch_us: Spanned<f64>,
     latency_us: Spanned<f64>,
     chain_cycles: Spanned<f64>,
+    pipe_norm: Spanned<f64>,
     fitted_on: String,
 }
 
@@ -913,6 +917,12 @@ impl Checker<'_> {
                 "model.chain_cycles",
                 0.0..=1000.0,
                 "is the cycles an instruction costs on a lone warp's chain, 0 to 1000",
+            )?,
+            pipe_norm: check(
+                &raw.pipe_norm,
+                "model.pipe_norm",
+                1.0..=64.0,
+                "is the norm the SM's pipes combine by, 1 (their sum) to 64 (their maximum)",
             )?,
             fitted_on: raw.fitted_on.trim().to_owned(),
         })

@@ -142,9 +142,6 @@ pub struct LaunchLedger {
     /// [`crate::ledger::LaunchCost::rounds`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rounds: f64,
-    /// Instructions on one thread's path.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub path_instructions: f64,
     /// Whether the kernel's warps meet at block-wide barriers.
     #[serde(default, skip_serializing_if = "is_false")]
     pub barriers: bool,
@@ -271,7 +268,6 @@ impl Ledger {
                 ("mufu_per_elem", launch.mufu_per_elem),
                 ("shared_bytes", launch.shared_bytes),
                 ("rounds", launch.rounds),
-                ("path_instructions", launch.path_instructions),
             ] {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(at(format!("{what} is {v}; a count is finite and >= 0")));

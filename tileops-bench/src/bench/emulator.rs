@@ -264,7 +264,6 @@ pub(crate) fn ledger_of_launches(
             }),
             shared_bytes: cost.shared_bytes,
             rounds: cost.rounds,
-            path_instructions: cost.path_instructions,
             barriers: cost.barriers,
         });
     }
@@ -338,7 +337,7 @@ mod tests {
     #[test]
     fn launches_are_priced_over_the_streamed_bytes_in_their_own_elements() {
         let sass = SassLedger::builtin().unwrap();
-        let text = r#"{"entry":"gqa_decode_bf16","grid":[64,8,1],"block":[128,1,1],"dynamic_smem":0,"ran":false,"traffic":null}
+        let text = r#"{"entry":"gqa_decode_g4_d128_bf16","grid":[64,8,1],"block":[128,1,1],"dynamic_smem":0,"ran":false,"traffic":null}
 {"entry":"gqa_decode_merge_bf16","grid":[32,1,1],"block":[128,1,1],"dynamic_smem":0,"ran":false,"traffic":null}
 "#;
         let launches = parse_log(text).unwrap();
@@ -356,7 +355,7 @@ mod tests {
             dynamic_smem: l.dynamic_smem,
         };
         let first = sass
-            .launch_cost("gqa_decode_bf16", &shape(&launches[0]), 2 << 20)
+            .launch_cost("gqa_decode_g4_d128_bf16", &shape(&launches[0]), 2 << 20)
             .unwrap();
         assert_eq!(
             ledger.launches[0].thread_instructions,

@@ -248,18 +248,13 @@ pub fn summary(
         .model
         .clone()
         .ok_or_else(|| format!("profile {} has no time model", profile.name))?;
-    let clock = profile
-        .sm
-        .as_ref()
-        .ok_or_else(|| format!("profile {} has no SM pipes", profile.name))?
-        .clock_hz;
     let samples: Vec<Sample> = rows.iter().map(|r| r.sample.clone()).collect();
     let (fit, held_out) = fit_half(&samples);
     let all: Vec<&Sample> = samples.iter().collect();
     let mut outliers: Vec<Outlier> = samples
         .iter()
         .filter_map(|s| {
-            let predicted = s.predict(&model, clock).time_s;
+            let predicted = s.predict(&model).time_s;
             ((predicted / s.measured_s - 1.0).abs() > 0.25).then(|| Outlier {
                 key: s.key.clone(),
                 predicted_us: predicted * 1e6,
@@ -273,9 +268,9 @@ pub fn summary(
         .collect();
     outliers.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(Summary {
-        fit: FitFigures::of(&fit, &model, clock),
-        held_out: FitFigures::of(&held_out, &model, clock),
-        all: FitFigures::of(&all, &model, clock),
+        fit: FitFigures::of(&fit, &model),
+        held_out: FitFigures::of(&held_out, &model),
+        all: FitFigures::of(&all, &model),
         model,
         outliers,
     })
@@ -301,10 +296,11 @@ impl Summary {
              (revision 7e0417f's kernels, priced from their SASS and launch shapes: \
              `tileops-bench/ledger/backtest/`): fixed cost {} µs per call, {} µs per further \
              launch, HBM latency {} µs per dependent round of loads, {} cycles per instruction on \
-             a lone warp's chain. Predicted (not measured) against measured, \
+             a lone warp's chain, the SM's pipes combined by their {}-norm. Predicted (not \
+             measured) against measured, \
              |predicted ÷ measured − 1|:\n\n\
              | rows | n | median | mean | within 25% |\n| --- | ---: | ---: | ---: | ---: |\n",
-            m.fixed_us, m.launch_us, m.latency_us, m.chain_cycles
+            m.fixed_us, m.launch_us, m.latency_us, m.chain_cycles, m.pipe_norm
         );
         out.push_str(&line("fitted on (even positions)", &self.fit));
         out.push_str(&line("held out (odd positions)", &self.held_out));

@@ -225,10 +225,6 @@ pub struct LaunchCost {
     /// streaming loop's per iteration times the iterations a thread runs.
     #[serde(default)]
     pub rounds: f64,
-    /// Instructions one thread issues on its path (`thread_instructions` ÷ threads): the chain
-    /// a lone warp runs.
-    #[serde(default)]
-    pub path_instructions: f64,
     /// Whether its warps meet at block-wide barriers (a CTA then waits as one).
     #[serde(default)]
     pub barriers: bool,
@@ -331,7 +327,7 @@ impl Ledger {
     /// // reloads the 8 KiB weight.
     /// let launch = LaunchShape { grid: [2048, 1, 1], block: [256, 1, 1], dynamic_smem: 0 };
     /// let cost = ledger.launch_cost_with("rms_norm_rows_v4_bf16", &launch, 2048 * 4096, 2048 * 4096 * 2)?;
-    /// assert!(cost.rounds >= 1.0 && cost.path_instructions > 0.0);
+    /// assert!(cost.rounds >= 1.0);
     /// assert!(cost.slot_activity > 0.0 && cost.slot_activity <= 1.0);
     /// # Ok::<(), tileops_bench::ledger::LedgerError>(())
     /// ```
@@ -416,7 +412,6 @@ impl Ledger {
             waves: ctas / f64::from(ctas_per_sm * SM90.sm_count),
             shared_bytes,
             rounds,
-            path_instructions: instructions / threads,
             barriers,
             slot_activity,
         })

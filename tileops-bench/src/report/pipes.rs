@@ -319,7 +319,7 @@ pub fn price_ledger(
                 stages: waves * l.rounds.max(1.0),
                 waves,
                 single_slot: resident <= 1.0 && (l.barriers || warps_per_cta <= 1.0),
-                path_instructions: l.path_instructions,
+                warps_per_scheduler: resident * warps_per_cta / sm.issue_per_clock,
             }
         })
         .collect();
@@ -341,7 +341,7 @@ pub fn price_ledger(
     let prediction = profile
         .model
         .as_ref()
-        .map(|model| model_pipes.predict(model, sm.clock_hz));
+        .map(|model| model_pipes.predict(model));
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     Ok(PipeTimes {
         sol_ms,

@@ -11,15 +11,21 @@
 //!   `stages` stages: `max(memory, compute) + min(memory, compute) / stages`, the smaller pipe
 //!   exposed for one stage (the pipeline's fill and drain). A launch whose SMs hold one CTA of
 //!   warps that wait for each other at barriers has nothing to overlap with: its stages add.
-//! - **latency**: every round of loads waits `latency` (HBM under load), and a lone warp issues
-//!   its path at `chain_cycles` a cycle each: `stages × latency + waves × path × chain_cycles /
-//!   clock`. Equivalently, HBM's bytes at Little's law: bytes in flight per SM (resident threads
-//!   × the bytes a round keeps outstanding) against the bandwidth–latency product.
+//!   The SM's pipes compete for its warps' issue slots: they combine as `(Σ tᵢᵖ)^(1/p)`, `p`
+//!   the model's `pipe_norm` (their maximum as `p` grows).
+//! - **issue with few warps**: one warp issues an instruction every `chain_cycles` on its own
+//!   (it waits for the one before), so a scheduler holding `W` resident warps issues at
+//!   `min(1, W / chain_cycles)` of its peak: the issue pipe is divided by that.
+//! - **latency**: every round of loads waits `latency` (HBM under load), one after another:
+//!   `stages × latency`. The rounds are HBM's bytes at Little's law: bytes in flight per SM
+//!   (resident threads × the bytes a round keeps outstanding) against the bandwidth–latency
+//!   product.
 //! - **launch**: `max(latency, latency + throughput)` for one stage of latency exposed
 //!   (`latency × stages / overlap` where stages do not overlap);
 //! - **call**: `fixed + (launches − 1) × launch + Σ launches`.
 //!
-//! Four constants ([`TimeModel`]): `fixed`, `launch`, `latency` and `chain_cycles`, global,
+//! Five constants ([`TimeModel`]): `fixed`, `launch`, `latency`, `chain_cycles` and `pipe_norm`,
+//! global,
 //! fitted ([`fit`]) on half of a measured run's rows and reported on the other half. Every figure
 //! here is a **prediction**, not a measurement.
 //!
@@ -28,11 +34,14 @@
 //! use tileops_bench::report::predict::{LaunchTimes, Term, predict};
 //!
 //! let model = TimeModel {
-//!     fixed_us: 4.0, launch_us: 4.0, latency_us: 0.4, chain_cycles: 4.0, fitted_on: "example".into(),
+//!     fixed_us: 4.0, launch_us: 4.0, latency_us: 0.4, chain_cycles: 4.0, pipe_norm: 64.0,
+//!     fitted_on: "example".into(),
 //! };
 //! // 100 µs of HBM traffic, 30 µs of issue, over 20 stages per thread slot.
-//! let launch = LaunchTimes { memory_s: 100e-6, issue_s: 30e-6, stages: 20.0, ..LaunchTimes::default() };
-//! let p = predict(&[launch], &model, 1.98e9);
+//! let launch = LaunchTimes {
+//!     memory_s: 100e-6, issue_s: 30e-6, stages: 20.0, warps_per_scheduler: 8.0, ..LaunchTimes::default()
+//! };
+//! let p = predict(&[launch], &model);
 //! // 4 µs fixed + 0.4 µs of latency + 100 µs + 30 / 20 µs.
 //! assert!((p.time_s - 105.9e-6).abs() < 1e-9);
 //! assert_eq!(p.limiter, Term::Memory);
@@ -62,8 +71,9 @@ pub struct LaunchTimes {
     pub waves: f64,
     /// One CTA per SM whose warps meet at barriers: its stages cannot overlap.
     pub single_slot: bool,
-    /// Instructions on one thread's path.
-    pub path_instructions: f64,
+    /// Warps resident per scheduler on the busiest SM (resident warps ÷ the SM's issue rate in
+    /// warp instructions per clock): what hides one warp's dependent instructions.
+    pub warps_per_scheduler: f64,
 }
 
 /// What a predicted time is made of, and the term that dominates it.
@@ -120,47 +130,71 @@ pub struct Prediction {
 }
 
 /// One launch's time (see the module docs).
-fn launch_time(l: &LaunchTimes, model: &TimeModel, clock_hz: f64) -> f64 {
+fn launch_time(l: &LaunchTimes, model: &TimeModel) -> f64 {
     let stages = l.stages.max(1.0);
     let overlap = if l.single_slot { 1.0 } else { stages };
-    let compute = l.issue_s.max(l.sfu_s).max(l.shared_s).max(l.tensor_s);
+    let compute = sm_pipes(l, model);
     let throughput = l.memory_s.max(compute) + l.memory_s.min(compute) / overlap;
-    let latency = latency_time(l, model, clock_hz);
-    latency.max(model.latency_s() * stages / overlap + throughput)
+    latency_time(l, model).max(model.latency_s() * stages / overlap + throughput)
 }
 
-/// One launch's latency term: its stages' rounds of loads and a lone warp's chain.
-fn latency_time(l: &LaunchTimes, model: &TimeModel, clock_hz: f64) -> f64 {
+/// The SM's own pipes of one launch combined: issue (with its exposed latency), SFU, shared
+/// memory and the tensor cores compete for the same warps' issue slots and overlap imperfectly,
+/// `(Σ tᵢᵖ)^(1/p)` with `p` the model's `pipe_norm`.
+fn sm_pipes(l: &LaunchTimes, model: &TimeModel) -> f64 {
+    let p = model.pipe_norm;
+    let times = [issue_time(l, model), l.sfu_s, l.shared_s, l.tensor_s];
+    let max = times.iter().copied().fold(0.0, f64::max);
+    if max <= 0.0 {
+        return 0.0;
+    }
+    // Scaled by the largest, so that the powers cannot overflow or vanish.
+    max * times
+        .iter()
+        .map(|t| (t / max).powf(p))
+        .sum::<f64>()
+        .powf(1.0 / p)
+}
+
+/// The issue pipe with the latency its warps leave exposed: one warp issues an instruction every
+/// `chain_cycles` on its own (it waits for the one before), so a scheduler holding `W` warps
+/// issues at `min(1, W / chain_cycles)` of its peak.
+fn issue_time(l: &LaunchTimes, model: &TimeModel) -> f64 {
+    let hidden = (l.warps_per_scheduler / model.chain_cycles).min(1.0);
+    if hidden > 0.0 {
+        l.issue_s / hidden
+    } else {
+        l.issue_s
+    }
+}
+
+/// One launch's latency term: its stages' rounds of loads, one after another.
+fn latency_time(l: &LaunchTimes, model: &TimeModel) -> f64 {
     l.stages.max(1.0) * model.latency_s()
-        + l.waves.max(1.0) * l.path_instructions * model.chain_cycles / clock_hz
 }
 
 /// The predicted time of a call of `launches` (in order) on a device at `clock_hz`.
 ///
 /// # Panics
 /// Never; a call without launches costs the fixed cost alone.
-pub fn predict(launches: &[LaunchTimes], model: &TimeModel, clock_hz: f64) -> Prediction {
+pub fn predict(launches: &[LaunchTimes], model: &TimeModel) -> Prediction {
     let further = launches.len().saturating_sub(1) as f64;
     let fixed = model.fixed_s() + further * model.launch_s();
-    let time_s = fixed
-        + launches
-            .iter()
-            .map(|l| launch_time(l, model, clock_hz))
-            .sum::<f64>();
+    let time_s = fixed + launches.iter().map(|l| launch_time(l, model)).sum::<f64>();
     let sum = |f: fn(&LaunchTimes) -> f64| launches.iter().map(f).sum::<f64>();
     let terms = [
         (Term::Launch, fixed),
         (Term::Memory, sum(|l| l.memory_s)),
-        (Term::Issue, sum(|l| l.issue_s)),
+        (
+            Term::Issue,
+            launches.iter().map(|l| issue_time(l, model)).sum(),
+        ),
         (Term::Sfu, sum(|l| l.sfu_s)),
         (Term::Shared, sum(|l| l.shared_s)),
         (Term::Tensor, sum(|l| l.tensor_s)),
         (
             Term::Latency,
-            launches
-                .iter()
-                .map(|l| latency_time(l, model, clock_hz))
-                .sum(),
+            launches.iter().map(|l| latency_time(l, model)).sum(),
         ),
     ];
     Prediction {
@@ -219,9 +253,9 @@ pub enum SamplePipes {
 
 impl SamplePipes {
     /// The model's prediction of a call with these pipes.
-    pub fn predict(&self, model: &TimeModel, clock_hz: f64) -> Prediction {
+    pub fn predict(&self, model: &TimeModel) -> Prediction {
         match self {
-            SamplePipes::Kernels(launches) => predict(launches, model, clock_hz),
+            SamplePipes::Kernels(launches) => predict(launches, model),
             SamplePipes::Library {
                 memory_s,
                 compute_s,
@@ -232,8 +266,8 @@ impl SamplePipes {
 
 impl Sample {
     /// The model's prediction of this sample.
-    pub fn predict(&self, model: &TimeModel, clock_hz: f64) -> Prediction {
-        self.pipes.predict(model, clock_hz)
+    pub fn predict(&self, model: &TimeModel) -> Prediction {
+        self.pipes.predict(model)
     }
 }
 
@@ -256,10 +290,10 @@ pub struct FitFigures {
 
 impl FitFigures {
     /// The figures of `model` on `samples`.
-    pub fn of(samples: &[&Sample], model: &TimeModel, clock_hz: f64) -> FitFigures {
+    pub fn of(samples: &[&Sample], model: &TimeModel) -> FitFigures {
         let mut errors: Vec<f64> = samples
             .iter()
-            .map(|s| (s.predict(model, clock_hz).time_s / s.measured_s - 1.0).abs())
+            .map(|s| (s.predict(model).time_s / s.measured_s - 1.0).abs())
             .collect();
         errors.sort_by(f64::total_cmp);
         let n = errors.len();
@@ -304,53 +338,57 @@ pub fn fit_half(samples: &[Sample]) -> (Vec<&Sample>, Vec<&Sample>) {
 }
 
 /// The constants' search ranges and the grid's first steps: (low, high, step) for the fixed
-/// cost (µs), a further launch (µs), the latency (µs) and the chain's cycles.
-const SEARCH: [(f64, f64, f64); 4] = [
+/// cost (µs), a further launch (µs), the latency (µs), the chain's cycles and the pipes' norm.
+const SEARCH: [(f64, f64, f64); 5] = [
     (0.0, 10.0, 1.0),
     (0.0, 10.0, 1.0),
     (0.05, 2.05, 0.2),
     (0.5, 16.5, 1.0),
+    (1.0, 16.0, 1.0),
 ];
 
-fn model_of(x: [f64; 4], fitted_on: &str) -> TimeModel {
+fn model_of(x: [f64; 5], fitted_on: &str) -> TimeModel {
     TimeModel {
         fixed_us: x[0],
         launch_us: x[1],
         latency_us: x[2],
         chain_cycles: x[3],
+        pipe_norm: x[4],
         fitted_on: fitted_on.to_owned(),
     }
 }
 
-/// Fits the four constants on `samples` (deterministic: a grid at [`SEARCH`]'s steps, then a
+/// Fits the five constants on `samples` (deterministic: a grid at [`SEARCH`]'s steps, then a
 /// coordinate search halving the steps to 1/128 of them), minimising
 /// [`FitFigures::objective`]. Returns the model, its constants rounded to the final step.
-pub fn fit(samples: &[&Sample], clock_hz: f64, fitted_on: &str) -> TimeModel {
-    let score = |x: [f64; 4]| FitFigures::of(samples, &model_of(x, ""), clock_hz).objective();
+pub fn fit(samples: &[&Sample], fitted_on: &str) -> TimeModel {
+    let score = |x: [f64; 5]| FitFigures::of(samples, &model_of(x, "")).objective();
     let axis = |(lo, hi, step): (f64, f64, f64)| -> Vec<f64> {
         let n = ((hi - lo) / step).round() as usize;
         (0..=n).map(|i| lo + step * i as f64).collect()
     };
-    let mut best = ([0.0; 4], f64::INFINITY);
+    let mut best = ([0.0; 5], f64::INFINITY);
     for &a in &axis(SEARCH[0]) {
         for &b in &axis(SEARCH[1]) {
             for &c in &axis(SEARCH[2]) {
                 for &d in &axis(SEARCH[3]) {
-                    let x = [a, b, c, d];
-                    let s = score(x);
-                    if s < best.1 {
-                        best = (x, s);
+                    for &e in &axis(SEARCH[4]) {
+                        let x = [a, b, c, d, e];
+                        let s = score(x);
+                        if s < best.1 {
+                            best = (x, s);
+                        }
                     }
                 }
             }
         }
     }
-    let mut steps: [f64; 4] = SEARCH.map(|(_, _, step)| step);
+    let mut steps: [f64; 5] = SEARCH.map(|(_, _, step)| step);
     for _ in 0..7 {
         steps = steps.map(|s| s / 2.0);
         loop {
             let mut improved = false;
-            for k in 0..4 {
+            for k in 0..5 {
                 for sign in [-1.0, 1.0] {
                     let mut x = best.0;
                     x[k] = (x[k] + sign * steps[k]).clamp(SEARCH[k].0, SEARCH[k].1);
@@ -374,12 +412,13 @@ mod tests {
     use super::*;
 
     fn model() -> TimeModel {
-        model_of([4.0, 3.0, 0.5, 4.0], "test")
+        model_of([4.0, 3.0, 0.5, 4.0, 64.0], "test")
     }
 
     #[test]
     fn stages_overlap_memory_and_compute() {
         let m = model();
+        // Four warps per scheduler hide the chain of 4 cycles: issue runs at its peak.
         let base = LaunchTimes {
             memory_s: 10e-6,
             issue_s: 6e-6,
@@ -387,10 +426,11 @@ mod tests {
             shared_s: 1e-6,
             stages: 4.0,
             waves: 1.0,
+            warps_per_scheduler: 4.0,
             ..LaunchTimes::default()
         };
         // 4 + 0.5 + 10 + 6 / 4 µs.
-        let p = predict(&[base], &m, 2e9);
+        let p = predict(&[base], &m);
         assert!((p.time_s - 16.0e-6).abs() < 1e-12, "{p:?}");
         assert_eq!(p.limiter, Term::Memory);
         // One stage: memory and compute add.
@@ -398,35 +438,46 @@ mod tests {
             stages: 1.0,
             ..base
         };
-        assert!((predict(&[one], &m, 2e9).time_s - 20.5e-6).abs() < 1e-12);
+        assert!((predict(&[one], &m).time_s - 20.5e-6).abs() < 1e-12);
         // One CTA a SM waiting at barriers: the stages' latency and pipes add.
         let single = LaunchTimes {
             single_slot: true,
             ..base
         };
-        assert!((predict(&[single], &m, 2e9).time_s - (4.0 + 2.0 + 16.0) * 1e-6).abs() < 1e-12);
+        assert!((predict(&[single], &m).time_s - (4.0 + 2.0 + 16.0) * 1e-6).abs() < 1e-12);
     }
 
     #[test]
-    fn a_latency_bound_launch_waits_its_rounds_and_chain() {
+    fn few_warps_leave_the_chain_exposed_and_rounds_wait_their_latency() {
         let m = model();
-        // 8 rounds of loads, 1000 instructions on a lone warp at 4 cycles, 2 GHz.
+        // One warp per scheduler, a chain of 4 cycles: a quarter of the issue peak.
         let l = LaunchTimes {
-            stages: 8.0,
+            issue_s: 1.5e-6,
+            stages: 1.0,
             waves: 1.0,
-            path_instructions: 1000.0,
+            warps_per_scheduler: 1.0,
+            ..LaunchTimes::default()
+        };
+        let p = predict(&[l], &m);
+        assert!((p.time_s - (4.0 + 0.5 + 6.0) * 1e-6).abs() < 1e-12, "{p:?}");
+        assert_eq!(p.limiter, Term::Issue);
+        // 10 rounds of loads with nothing else to do: latency-bound.
+        let rounds = LaunchTimes {
+            stages: 10.0,
+            waves: 1.0,
+            warps_per_scheduler: 8.0,
             memory_s: 0.1e-6,
             ..LaunchTimes::default()
         };
-        let p = predict(&[l], &m, 2e9);
+        let p = predict(&[rounds], &m);
         assert!(
-            (p.time_s - (4.0 + 8.0 * 0.5 + 2.0) * 1e-6).abs() < 1e-12,
+            (p.time_s - (4.0 + 10.0 * 0.5) * 1e-6).abs() < 1e-12,
             "{p:?}"
         );
         assert_eq!(p.limiter, Term::Latency);
         // A further launch costs its own launch and time.
-        let two = predict(&[l, l], &m, 2e9);
-        assert!((two.time_s - p.time_s - (3.0 + 6.0) * 1e-6).abs() < 1e-12);
+        let two = predict(&[rounds, rounds], &m);
+        assert!((two.time_s - p.time_s - (3.0 + 5.0) * 1e-6).abs() < 1e-12);
     }
 
     #[test]
@@ -439,21 +490,21 @@ mod tests {
             shared_s: 7e-6,
             stages: 10.0,
             waves: 1.0,
+            warps_per_scheduler: 8.0,
             ..LaunchTimes::default()
         };
-        let p = predict(&[l], &m, 2e9);
+        let p = predict(&[l], &m);
         assert_eq!(p.limiter, Term::Tensor);
         assert!((p.time_s - (4.0 + 0.5 + 9.0) * 1e-6).abs() < 1e-12, "{p:?}");
         let lib = predict_library_call(3e-6, 8e-6, &m);
         assert!((lib.time_s - 12.5e-6).abs() < 1e-12);
         assert_eq!(lib.limiter, Term::Compute);
-        assert_eq!(predict(&[], &m, 2e9).time_s, m.fixed_s());
+        assert_eq!(predict(&[], &m).time_s, m.fixed_s());
     }
 
     #[test]
     fn the_fit_recovers_the_constants_of_its_own_predictions() {
-        let truth = model_of([3.5, 2.0, 0.4, 4.0], "truth");
-        let clock = 2e9;
+        let truth = model_of([3.5, 2.0, 0.4, 4.0, 2.0], "truth");
         let mut samples = Vec::new();
         for i in 0..40 {
             let f = f64::from(i);
@@ -463,12 +514,12 @@ mod tests {
                     issue_s: (40.0 - f) * 0.3e-6,
                     stages: 1.0 + (i % 7) as f64,
                     waves: 1.0,
-                    path_instructions: 50.0 * f,
+                    warps_per_scheduler: 1.0 + (i % 5) as f64,
                     ..LaunchTimes::default()
                 };
                 1 + (i % 3) as usize
             ];
-            let measured_s = predict(&launches, &truth, clock).time_s;
+            let measured_s = predict(&launches, &truth).time_s;
             samples.push(Sample {
                 key: format!("op/{i:02}/bf16"),
                 pipes: SamplePipes::Kernels(launches),
@@ -479,8 +530,8 @@ mod tests {
         assert_eq!((fit_on.len(), held.len()), (20, 20));
         assert_eq!(fit_on[0].key, "op/00/bf16");
         assert_eq!(held[0].key, "op/01/bf16");
-        let fitted = fit(&fit_on, clock, "test");
-        let figures = FitFigures::of(&held, &fitted, clock);
+        let fitted = fit(&fit_on, "test");
+        let figures = FitFigures::of(&held, &fitted);
         assert!(figures.median < 0.01, "{figures:?} {fitted:?}");
         assert_eq!(figures.within_25, 20);
     }

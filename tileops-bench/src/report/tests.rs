@@ -476,13 +476,15 @@ fn ledger_rows_are_priced_in_every_format_and_joined_onto_gpu_rows() {
     assert!(md.contains("| issue | 50.0% |"), "{md}");
     let json = report.to_json();
     assert_eq!(json["rows"][0]["pipes"]["limiter"], "issue");
+    // The H200 profile has a time model: every priced row has a predicted time, a prediction.
+    let predicted = json["rows"][0]["pipes"]["predicted_ms"].as_f64().unwrap();
+    assert!(predicted > 0.0 && predicted.is_finite());
+    assert!(json["rows"][0]["pipes"]["predicted_limiter"].is_string());
     let csv = report.to_csv();
-    assert!(
-        csv.lines()
-            .next()
-            .unwrap()
-            .ends_with(",limiter,ceiling,traffic_ratio,ledger_note")
-    );
+    assert!(csv.lines().next().unwrap().ends_with(
+        ",limiter,ceiling,predicted_ms,predicted_efficiency,predicted_limiter,traffic_ratio,\
+         ledger_note"
+    ));
 
     // A GPU-timed row of the same key takes the emulated run's ledger: measured efficiency
     // beside the ceiling. Its time is the issue-bound one, so efficiency = ceiling.
@@ -506,5 +508,7 @@ fn ledger_rows_are_priced_in_every_format_and_joined_onto_gpu_rows() {
     let row = &joined.rows[0];
     let pipes = row.pipes.as_ref().unwrap().as_ref().unwrap();
     assert!((row.efficiency().unwrap() - pipes.ceiling()).abs() < 1e-6);
-    assert!(joined.to_markdown().contains("| 50.0% | 50.0% |"));
+    let md = joined.to_markdown();
+    assert!(md.contains("| issue | 50.0% |"), "{md}");
+    assert!(md.contains("| 50.0% |  |"), "{md}");
 }

@@ -448,8 +448,7 @@ fn backtest_table_is_current() {
         .model
         .as_ref()
         .expect("the H200 profile has a time model");
-    let clock = h200.sm.as_ref().unwrap().clock_hz;
-    let all = tileops_bench::report::predict::FitFigures::of(&samples, model, clock);
+    let all = tileops_bench::report::predict::FitFigures::of(&samples, model);
     assert!(all.median <= 0.10, "{all:?}");
     assert!(all.within_25 * 10 >= all.rows * 9, "{all:?}");
     // Every row outside 25% is named with its reason.
@@ -493,24 +492,25 @@ fn backtest_fit_reproduces_the_profile_model() {
     let samples: Vec<tileops_bench::report::predict::Sample> =
         rows.iter().map(|r| r.sample.clone()).collect();
     let (fit_on, held_out) = fit_half(&samples);
-    let clock = h200.sm.as_ref().unwrap().clock_hz;
-    let fitted = fit(&fit_on, clock, "refit");
+    let fitted = fit(&fit_on, "refit");
     let model = h200.model.as_ref().unwrap();
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
     assert!(
         close(fitted.fixed_us, model.fixed_us)
             && close(fitted.launch_us, model.launch_us)
             && close(fitted.latency_us, model.latency_us)
-            && close(fitted.chain_cycles, model.chain_cycles),
-        "the refit gives fixed_us {} launch_us {} latency_us {} chain_cycles {}; \
+            && close(fitted.chain_cycles, model.chain_cycles)
+            && close(fitted.pipe_norm, model.pipe_norm),
+        "the refit gives fixed_us {} launch_us {} latency_us {} chain_cycles {} pipe_norm {}; \
          tileops-bench/profiles/h200.yaml states {model:?}",
         fitted.fixed_us,
         fitted.launch_us,
         fitted.latency_us,
-        fitted.chain_cycles
+        fitted.chain_cycles,
+        fitted.pipe_norm
     );
-    let on_fit = FitFigures::of(&fit_on, &fitted, clock);
-    let on_held = FitFigures::of(&held_out, &fitted, clock);
+    let on_fit = FitFigures::of(&fit_on, &fitted);
+    let on_held = FitFigures::of(&held_out, &fitted);
     announce(&format!(
         "backtest fit: fit half {on_fit:?}; held-out half {on_held:?}"
     ));

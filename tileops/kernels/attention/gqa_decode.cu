@@ -52,10 +52,27 @@
 
 // The entry points, with the global accesses each is written to issue: tileops's build script
 // reads these lines into `tileops::kernels`, and the compile test checks them against the PTX.
-// @entry gqa_decode_{f16,bf16}: vector loads
-// @entry gqa_decode_fp8_{f16,bf16}: vector loads
-// @entry gqa_decode_paged_{f16,bf16}: vector loads
-// @entry gqa_decode_paged_fp8_{f16,bf16}: vector loads
+// One entry point per instantiation: the cache (16-bit or fp8, dense or paged), the heads a block
+// takes (g4, g8: the host picks 4 for groups up to 4 and for an fp8 cache, 8 otherwise) and the head
+// dim; the host picks the one a call needs, so the SASS ledger walks exactly the loop a row runs.
+// @entry gqa_decode_g4_d64_{f16,bf16}: vector loads
+// @entry gqa_decode_g4_d128_{f16,bf16}: vector loads
+// @entry gqa_decode_g4_d256_{f16,bf16}: vector loads
+// @entry gqa_decode_g8_d64_{f16,bf16}: vector loads
+// @entry gqa_decode_g8_d128_{f16,bf16}: vector loads
+// @entry gqa_decode_g8_d256_{f16,bf16}: vector loads
+// @entry gqa_decode_fp8_g4_d64_{f16,bf16}: vector loads
+// @entry gqa_decode_fp8_g4_d128_{f16,bf16}: vector loads
+// @entry gqa_decode_fp8_g4_d256_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_g4_d64_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_g4_d128_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_g4_d256_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_g8_d64_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_g8_d128_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_g8_d256_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_fp8_g4_d64_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_fp8_g4_d128_{f16,bf16}: vector loads
+// @entry gqa_decode_paged_fp8_g4_d256_{f16,bf16}: vector loads
 // @entry gqa_decode_merge_{f16,bf16}: vector loads
 
 #include "tileops_common.cuh"
@@ -439,49 +456,6 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
     }
 }
 
-// Picks the lanes per key (D / E: 4..32) of the instantiation. D = 128 (every Llama, Qwen and
-// Mistral model) sits on the path the SASS ledger walks (the branch that holds two
-// instantiations, then the fall-through, which ptxas gives the final else).
-template <typename T, typename C, bool kPaged, int GT>
-__device__ __forceinline__ void gqa_decode_dim(const T* __restrict__ q, const void* __restrict__ k_cache,
-                                               const void* __restrict__ v_cache, const int* __restrict__ seqlens,
-                                               const int* __restrict__ block_table, const float* __restrict__ k_scale,
-                                               const float* __restrict__ v_scale, T* __restrict__ o,
-                                               float* __restrict__ lse, float* __restrict__ part_o,
-                                               float* __restrict__ part_lse, const DecodeArgs& a, DecodeShared& sm) {
-    constexpr int E = Cache<C>::E;
-    if (a.dim == 64) {
-        gqa_decode_block<T, C, kPaged, GT, 64 / E>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o,
-                                                   lse, part_o, part_lse, a, sm);
-    } else if (a.dim == 256) {
-        gqa_decode_block<T, C, kPaged, GT, 256 / E>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o,
-                                                    lse, part_o, part_lse, a, sm);
-    } else {
-        gqa_decode_block<T, C, kPaged, GT, 128 / E>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o,
-                                                    lse, part_o, part_lse, a, sm);
-    }
-}
-
-// The entry points' body: picks the head tile of the instantiation. A 16-bit cache takes 4 heads a
-// block for groups of up to 4 (Llama-3.1-8B's 4: no work on idle heads) and 8 for larger groups; an
-// fp8 cache (16 elements a lane, so twice the registers per head) always takes 4.
-template <typename T, typename C, bool kPaged>
-__device__ __forceinline__ void gqa_decode(const T* __restrict__ q, const void* __restrict__ k_cache,
-                                           const void* __restrict__ v_cache, const int* __restrict__ seqlens,
-                                           const int* __restrict__ block_table, const float* __restrict__ k_scale,
-                                           const float* __restrict__ v_scale, T* __restrict__ o,
-                                           float* __restrict__ lse, float* __restrict__ part_o,
-                                           float* __restrict__ part_lse, const DecodeArgs& a) {
-    __shared__ DecodeShared sm;
-    if (!Cache<C>::kFp8 && a.heads / a.kv_heads > 4) {
-        gqa_decode_dim<T, C, kPaged, Cache<C>::kFp8 ? 4 : 8>(q, k_cache, v_cache, seqlens, block_table, k_scale,
-                                                             v_scale, o, lse, part_o, part_lse, a, sm);
-    } else {
-        gqa_decode_dim<T, C, kPaged, 4>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o, lse, part_o,
-                                        part_lse, a, sm);
-    }
-}
-
 // The second pass of split-KV: for each (b, h) row, o = sum_s w_s o_s / sum_s w_s with
 // w_s = exp2(lse_s - max lse), lse = max + log2(sum w) (returned as a natural log). Rows of D / 4
 // threads (4 elements each, one 16-byte load per split), 512 / D rows per block.
@@ -522,7 +496,7 @@ __device__ __forceinline__ void gqa_decode_merge(const float* __restrict__ part_
     if (write_lse && c == 0) lse[row] = row_lse * kLn2;
 }
 
-#define TILEOPS_GQA_DECODE_ENTRY(NAME, T, C, PAGED)                                                                  \
+#define TILEOPS_GQA_DECODE_ENTRY(NAME, T, C, PAGED, GT, D)                                                         \
     extern "C" __global__ void __launch_bounds__(128, 2) NAME(                                                    \
         const T* __restrict__ q, const void* __restrict__ k_cache, const void* __restrict__ v_cache,              \
         const int* __restrict__ seqlens, const int* __restrict__ block_table, const float* __restrict__ k_scale, \
@@ -531,15 +505,31 @@ __device__ __forceinline__ void gqa_decode_merge(const float* __restrict__ part_
         int num_pages, int splits, int chunk, int head_tiles, float qscale, float cap2, int write_lse) {           \
         const DecodeArgs a{batch, heads,  kv_heads,   dim,    s_max, max_pages, num_pages,                      \
                            splits, chunk, head_tiles, qscale, cap2, write_lse};                                 \
-        gqa_decode<T, C, PAGED>(q, k_cache, v_cache, seqlens, block_table, k_scale, v_scale, o, lse, part_o,    \
-                                part_lse, a);                                                                   \
+        __shared__ DecodeShared sm;                                                                             \
+        gqa_decode_block<T, C, PAGED, GT, D / Cache<C>::E>(q, k_cache, v_cache, seqlens, block_table, k_scale,  \
+                                                           v_scale, o, lse, part_o, part_lse, a, sm);           \
     }
 
+// Every instantiation of one q dtype: each cache kind, heads per block and head dim; then the merge.
 #define TILEOPS_GQA_DECODE_ENTRIES(T, SUFFIX)                                                             \
-    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_##SUFFIX, T, T, false)                                            \
-    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_fp8_##SUFFIX, T, Fp8E4M3, false)                                  \
-    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_##SUFFIX, T, T, true)                                       \
-    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_fp8_##SUFFIX, T, Fp8E4M3, true)                             \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_g4_d64_##SUFFIX, T, T, false, 4, 64)                              \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_g4_d128_##SUFFIX, T, T, false, 4, 128)                            \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_g4_d256_##SUFFIX, T, T, false, 4, 256)                            \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_g8_d64_##SUFFIX, T, T, false, 8, 64)                              \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_g8_d128_##SUFFIX, T, T, false, 8, 128)                            \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_g8_d256_##SUFFIX, T, T, false, 8, 256)                            \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_fp8_g4_d64_##SUFFIX, T, Fp8E4M3, false, 4, 64)                    \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_fp8_g4_d128_##SUFFIX, T, Fp8E4M3, false, 4, 128)                  \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_fp8_g4_d256_##SUFFIX, T, Fp8E4M3, false, 4, 256)                  \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_g4_d64_##SUFFIX, T, T, true, 4, 64)                         \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_g4_d128_##SUFFIX, T, T, true, 4, 128)                       \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_g4_d256_##SUFFIX, T, T, true, 4, 256)                       \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_g8_d64_##SUFFIX, T, T, true, 8, 64)                         \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_g8_d128_##SUFFIX, T, T, true, 8, 128)                       \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_g8_d256_##SUFFIX, T, T, true, 8, 256)                       \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_fp8_g4_d64_##SUFFIX, T, Fp8E4M3, true, 4, 64)               \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_fp8_g4_d128_##SUFFIX, T, Fp8E4M3, true, 4, 128)             \
+    TILEOPS_GQA_DECODE_ENTRY(gqa_decode_paged_fp8_g4_d256_##SUFFIX, T, Fp8E4M3, true, 4, 256)             \
     extern "C" __global__ void __launch_bounds__(128) gqa_decode_merge_##SUFFIX(                          \
         const float* __restrict__ part_o, const float* __restrict__ part_lse, T* __restrict__ o,          \
         float* __restrict__ lse, long long rows, int dim, int splits, int write_lse) {                    \

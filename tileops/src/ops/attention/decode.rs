@@ -819,13 +819,16 @@ impl DecodePlan {
         };
 
         let paged = matches!(self.layout, KvLayout::Paged { .. });
-        let base = match (paged, self.fp8()) {
+        let cache = match (paged, self.fp8()) {
             (false, false) => "gqa_decode",
             (false, true) => "gqa_decode_fp8",
             (true, false) => "gqa_decode_paged",
             (true, true) => "gqa_decode_paged_fp8",
         };
-        let entry = kernels::entry(&GQA_DECODE, base, self.q_dtype)?;
+        // One entry point per instantiation (cache, heads per block, head dim): the plan checked
+        // the head dim is one of the compiled ones.
+        let base = format!("{cache}_g{}_d{}", self.heads_per_block(), self.dim);
+        let entry = kernels::entry(&GQA_DECODE, &base, self.q_dtype)?;
         let blocks = self.batch * self.kv_heads * splits * head_tiles;
         let cfg = LaunchConfig {
             grid_dim: (grid_dim(entry, blocks)?, 1, 1),

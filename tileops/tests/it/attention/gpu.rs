@@ -364,19 +364,47 @@ pub(crate) fn record(
 
 /// Every (q dtype, cache, head dim) of one layout over [`cases_for`].
 pub(crate) fn decode_cases(device: &Device, layout: Layout) -> Measures {
-    decode_sweep(device, layout, &[64, 128, 256], usize::MAX)
+    decode_sweep(device, layout, &[64, 128, 256], |dim, index| {
+        cases_for(dim, index, layout)
+    })
 }
 
-/// The coverage test's share: every entry point (each q dtype x cache x layout, through the merge
-/// kernel) once, head dim 128, the first case of [`cases_for`] (ragged, several splits); the
-/// family tests above sweep the rest.
+/// The coverage test's share: every entry point once — each q dtype x cache x layout x head dim
+/// x heads per block (a group of 4 takes the 4-head instantiation, a group of 8 the 8-head one
+/// with a 16-bit cache), small problems, and at head dim 128 the first case of [`cases_for`]
+/// (ragged, several splits: the merge kernel); the family tests above sweep the rest.
 pub(crate) fn decode_entry_cases(device: &Device, layout: Layout) -> Measures {
-    decode_sweep(device, layout, &[128], 1)
+    decode_sweep(device, layout, &[64, 128, 256], |dim, index| {
+        let rows = |longest: usize| match layout {
+            Layout::Dense => longest + 3,
+            Layout::Paged => 16,
+        };
+        let small = |heads: usize, lens: Vec<i32>| Case {
+            heads,
+            kv_heads: 2,
+            dim,
+            rows: rows(lens.iter().copied().max().unwrap_or(0) as usize),
+            lens,
+            softcap: 0.0,
+            return_lse: true,
+            max_splits: Some(1),
+        };
+        let mut cases = vec![small(8, vec![37]), small(16, vec![5, 37])];
+        if dim == 128 {
+            cases.extend(cases_for(dim, index, layout).into_iter().take(1));
+        }
+        cases
+    })
 }
 
-/// The cases of [`cases_for`] (at most `per_dim` of each) for every q dtype, cache and head dim of
-/// `dims`, on one layout.
-fn decode_sweep(device: &Device, layout: Layout, dims: &[usize], per_dim: usize) -> Measures {
+/// The cases `cases(dim, index)` for every q dtype, cache and head dim of `dims`, on one layout
+/// (`index` counts the (q dtype, cache, head dim) combinations, to vary the cases between them).
+fn decode_sweep(
+    device: &Device,
+    layout: Layout,
+    dims: &[usize],
+    cases: impl Fn(usize, usize) -> Vec<Case>,
+) -> Measures {
     let op = match layout {
         Layout::Dense => "gqa_decode",
         Layout::Paged => "gqa_decode_paged",
@@ -389,7 +417,7 @@ fn decode_sweep(device: &Device, layout: Layout, dims: &[usize], per_dim: usize)
         for cache in [dtype, DType::Float8E4M3Fn] {
             for &dim in dims {
                 index += 1;
-                for case in cases_for(dim, index, layout).into_iter().take(per_dim) {
+                for case in cases(dim, index) {
                     seed += 3;
                     let p = problem(&case, dtype, cache, layout, seed);
                     let planned = Planned::new(&case, &p, dtype, cache, layout, device);
