@@ -54,7 +54,7 @@ pub struct Tally {
     pub barriers: u32,
     /// Dependent rounds of global loads: a round is the loads issued before any of their
     /// results is used (a wait on HBM's latency), opened by its first load. Computed from the
-    /// registers the path's instructions read and write ([`load_rounds`]).
+    /// registers the path's instructions read and write (`count_load_rounds`).
     #[serde(default)]
     pub load_rounds: u32,
     /// Of `instructions`, those in a region the walk entered by a branch whose predicate also

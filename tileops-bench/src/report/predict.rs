@@ -358,7 +358,7 @@ fn model_of(x: [f64; 5], fitted_on: &str) -> TimeModel {
     }
 }
 
-/// Fits the five constants on `samples` (deterministic: a grid at [`SEARCH`]'s steps, then a
+/// Fits the five constants on `samples` (deterministic: a grid over each constant's range, then a
 /// coordinate search halving the steps to 1/128 of them), minimising
 /// [`FitFigures::objective`]. Returns the model, its constants rounded to the final step.
 pub fn fit(samples: &[&Sample], fitted_on: &str) -> TimeModel {
