@@ -43,7 +43,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::files;
-use crate::profile::Profile;
+use crate::profile::{MMA_SYNC_ROOF, Profile};
 use crate::records::RecordKey;
 use crate::report::{Report, Row, Verdict, sig4};
 use crate::text;
@@ -437,7 +437,9 @@ pub fn render(report: &Report, profile: Option<&Profile>) -> Result<Chart, SvgEr
         .map(|p| {
             p.roofs
                 .iter()
-                .filter(|(k, _)| k.as_str() != RoofKey::HBM.as_str())
+                // HBM is the diagonal; `mma.sync`'s roof prices the ledger's HMMA instructions,
+                // not a record: neither is a compute roof of the chart.
+                .filter(|(k, _)| k.as_str() != RoofKey::HBM.as_str() && k.as_str() != MMA_SYNC_ROOF)
                 .map(|(k, r)| (k.as_str(), r.theoretical / 1e12, r.effective() / 1e12))
                 .collect()
         })
@@ -1282,7 +1284,11 @@ mod tests {
         }
         let svg = chart().svg;
         let h200 = Profile::builtin("h200").unwrap();
-        for key in h200.roofs.keys().filter(|k| *k != "hbm") {
+        for key in h200
+            .roofs
+            .keys()
+            .filter(|k| *k != "hbm" && *k != MMA_SYNC_ROOF)
+        {
             let stroke = format!("stroke=\"{}\"", hex(roof_color(key)));
             assert!(svg.matches(&stroke).count() >= 3, "{key}: {stroke}");
         }
