@@ -673,6 +673,10 @@ fn bench_case(
             planned.op_name()
         ));
     }
+    // Each input's dtype as the plan took it (an fp8 cache is float8_e4m3fn, not the case's).
+    for (name, dtype) in planned.input_dtypes() {
+        record = record.with_input_dtype(name, dtype.to_string());
+    }
     record = record.with_roof(planned.roof().0);
     let roofline = match planned.roofline() {
         Ok(roofline) => roofline,

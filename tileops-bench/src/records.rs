@@ -658,6 +658,14 @@ impl Record {
         self
     }
 
+    /// Sets the dtype of the input `name` already added (no-op for an input not listed).
+    pub fn with_input_dtype(mut self, name: &str, dtype: impl Into<String>) -> Self {
+        if let Some(input) = self.inputs.iter_mut().find(|i| i.name == name) {
+            input.dtype = dtype.into();
+        }
+        self
+    }
+
     /// Sets a param.
     pub fn with_param(mut self, name: impl Into<String>, value: serde_json::Value) -> Self {
         self.params.insert(name.into(), value);

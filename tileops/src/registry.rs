@@ -329,6 +329,13 @@ pub trait BenchOp: RooflineModel {
     fn streamed_bytes(&self) -> Option<u64> {
         None
     }
+    /// The dtype of each input the plan took in another dtype than the manifest row's case
+    /// dtype says (an fp8 KV cache beside 16-bit queries), by its manifest name: what the bench
+    /// records for it. Empty (the default): every input is the case's dtype or the one its
+    /// declaration fixes.
+    fn input_dtypes(&self) -> Vec<(&'static str, crate::DType)> {
+        Vec::new()
+    }
 }
 
 /// The tensors one call of an op reads and writes: each distinct input once, each output once.

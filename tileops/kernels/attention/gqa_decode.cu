@@ -120,13 +120,14 @@ struct Cache<Fp8E4M3> {
 };
 
 // NaN when either is NaN, else the larger: a NaN partial (a refused page) must not be dropped.
-__device__ __forceinline__ float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 
 struct DecodeArgs {
     int batch, heads, kv_heads, dim;
     long long s_max;  // dense: keys per sequence in the cache; paged: page_size
     int max_pages, num_pages;
-    int splits, chunk, head_tiles;
+    int splits;
+    long long chunk;  // keys per split: up to a whole sequence, which an int holds, plus a step
+    int head_tiles;
     float qscale;  // sm_scale * log2(e), or sm_scale / softcap
     float cap2;    // softcap * log2(e), 0 = no softcap
     int write_lse;
@@ -323,8 +324,12 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
                 bad |= !ok;
                 const unsigned long long off =
                     static_cast<unsigned long long>(static_cast<unsigned>(page) * page_size + r) * stride;
+                // A key past the end reads a row of the page the sequence does not own, whatever
+                // the pool holds there (a NaN, say): its value is zeroed, as its weight is 0 and
+                // 0 * NaN would be NaN.
+                const bool live = first + j < k_end;
                 kv[0][j] = ok ? load16(kc + off) : make_uint4(0, 0, 0, 0);
-                kv[1][j] = ok ? load16(vc + off) : make_uint4(0, 0, 0, 0);
+                kv[1][j] = ok && live ? load16(vc + off) : make_uint4(0, 0, 0, 0);
             }
             prow += step_rows;
             pidx += step_pages;
@@ -364,17 +369,20 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
 
         // Online softmax on the lane's own N scores: the head's step max over its LPH lanes,
         // then the weights p = exp2(s - m) overwrite the scores.
+        // The maxima keep a NaN (fmaxf would drop it): a NaN score (a NaN in q, a key or the
+        // k scale) makes the row's max, weights, sum and output NaN, never a plausible number.
         float step_max = neg_inf();
 #pragma unroll
         for (int i = 0; i < N; ++i) {
             float dot = s[i];
             if (a.cap2 != 0.0f) dot = a.cap2 * tanhf(dot);
             s[i] = first + own_j + i < k_end ? dot : neg_inf();
-            step_max = fmaxf(step_max, s[i]);
+            step_max = fmax_nan(step_max, s[i]);
         }
 #pragma unroll
-        for (int off = SPAN; off < LPH; off <<= 1) step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, off));
-        const float m_new = fmaxf(m_own, step_max);
+        for (int off = SPAN; off < LPH; off <<= 1)
+            step_max = fmax_nan(step_max, __shfl_xor_sync(0xffffffffu, step_max, off));
+        const float m_new = fmax_nan(m_own, step_max);
         // Every key so far masked: nothing to add (and -inf - -inf would be NaN).
         const float m_use = m_new == neg_inf() ? 0.0f : m_new;
         const float corr = exp2f(m_own - m_use);
@@ -432,7 +440,7 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
         const int h = i / D;
         const int d = i % D;
         float mx = neg_inf();
-        for (int g = 0; g < KG; ++g) mx = fmaxf(mx, sm_m[g * GT + h]);
+        for (int g = 0; g < KG; ++g) mx = fmax_nan(mx, sm_m[g * GT + h]);
         float sum = 0.0f, out = 0.0f;
         if (mx != neg_inf()) {
             for (int g = 0; g < KG; ++g) {
@@ -441,10 +449,12 @@ __device__ __forceinline__ void gqa_decode_block(const T* __restrict__ q, const 
                 out = fmaf(sm_o[(g * GT + h) * D + d], w, out);
             }
         }
-        // sum > 0 whenever a key was seen: the largest key's own term is exp2(0) = 1.
+        // Only a row with no visible key (its max still -inf) is the empty result, o = 0 and
+        // lse = -inf; a NaN max (a NaN score) carries into both.
         const float nan = __int_as_float(0x7fc00000);
-        const float value = refused ? nan : (sum > 0.0f ? out / sum * vs : 0.0f);
-        const float row_lse = refused ? nan : (sum > 0.0f ? mx + log2f(sum) : neg_inf());  // base 2
+        const bool empty = mx == neg_inf();
+        const float value = refused ? nan : (empty ? 0.0f : out / sum * vs);
+        const float row_lse = refused ? nan : (empty ? neg_inf() : mx + log2f(sum));  // base 2
         const long long row = static_cast<long long>(b) * a.heads + h0 + h;
         if (a.splits == 1) {
             Elem<T>::store(o + row * D + d, value);
@@ -469,7 +479,7 @@ __device__ __forceinline__ void gqa_decode_merge(const float* __restrict__ part_
     if (row >= rows) return;
     const float* pl = part_lse + row * splits;
     float mx = neg_inf();
-    for (int s = 0; s < splits; ++s) mx = max_keep_nan(mx, __ldg(pl + s));
+    for (int s = 0; s < splits; ++s) mx = fmax_nan(mx, __ldg(pl + s));
     float out[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float row_lse = neg_inf();
     if (mx != mx) {
@@ -502,7 +512,7 @@ __device__ __forceinline__ void gqa_decode_merge(const float* __restrict__ part_
         const int* __restrict__ seqlens, const int* __restrict__ block_table, const float* __restrict__ k_scale, \
         const float* __restrict__ v_scale, T* __restrict__ o, float* __restrict__ lse, float* __restrict__ part_o, \
         float* __restrict__ part_lse, int batch, int heads, int kv_heads, int dim, long long s_max, int max_pages, \
-        int num_pages, int splits, int chunk, int head_tiles, float qscale, float cap2, int write_lse) {           \
+        int num_pages, int splits, long long chunk, int head_tiles, float qscale, float cap2, int write_lse) {     \
         const DecodeArgs a{batch, heads,  kv_heads,   dim,    s_max, max_pages, num_pages,                      \
                            splits, chunk, head_tiles, qscale, cap2, write_lse};                                 \
         __shared__ DecodeShared sm;                                                                             \

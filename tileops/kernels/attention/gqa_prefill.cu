@@ -290,12 +290,14 @@ __device__ __forceinline__ void gqa_prefill(const T* __restrict__ q, const T* __
         const float mul = kSoftcap ? 1.0f : scale2;  // scores to base-2 units
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+            // NaN-keeping maxima (fmaxf drops a NaN): a NaN score, from a NaN in q or a visible
+            // key, makes the row's max, weights, sum, output and lse NaN.
             float mx = neg_inf();
 #pragma unroll
-            for (int n = 0; n < kNTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(row_max[r], mx * mul);
+            for (int n = 0; n < kNTiles; ++n) mx = fmax_nan(mx, fmax_nan(s[n][2 * r], s[n][2 * r + 1]));
+            mx = fmax_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmax_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmax_nan(row_max[r], mx * mul);
             // No visible key so far: nothing to add, and no -inf - -inf.
             const float m_use = m_new == neg_inf() ? 0.0f : m_new;
             const float corr = ex2_ftz(row_max[r] - m_use);
@@ -350,12 +352,14 @@ __device__ __forceinline__ void gqa_prefill(const T* __restrict__ q, const T* __
         float l = row_sum[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
-        // l >= 1 whenever a key was visible: the row max's own weight is exp2(0).
-        inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
+        // Only a row with no visible key (its max still -inf) is empty, o = 0 and lse = -inf;
+        // otherwise l >= 1 (the row max's own weight is exp2(0)), or NaN with a NaN max.
+        const bool empty = row_max[r] == neg_inf();
+        inv[r] = empty ? 0.0f : 1.0f / l;
         const int i = r == 0 ? qi0 : qi1;
         if (lse != nullptr && t == 0 && i < lq) {
             lse[static_cast<long long>(h) * total_q + q_start + i] =
-                l > 0.0f ? (row_max[r] + log2f(l)) * kLn2 : neg_inf();
+                empty ? neg_inf() : (row_max[r] + log2f(l)) * kLn2;
         }
     }
     cp_async_wait_group(0);

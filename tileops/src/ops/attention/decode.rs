@@ -167,11 +167,12 @@ impl KvLayout {
     fn capacity(&self) -> usize {
         match self {
             KvLayout::Dense { s_max } => *s_max,
+            // Lengths are ints: a capacity past usize (or past them) bounds nothing more.
             KvLayout::Paged {
                 page_size,
                 max_pages,
                 ..
-            } => page_size * max_pages,
+            } => page_size.saturating_mul(*max_pages),
         }
     }
 }
@@ -233,6 +234,16 @@ pub(super) fn bad_param(
 
 /// The largest extent the kernels take as a 32-bit int.
 const MAX_I32: usize = i32::MAX as usize;
+
+/// A launch argument that does not fit the kernel's integer.
+fn too_large(op: &'static str, field: &'static str, value: usize) -> Error {
+    bad_param(
+        op,
+        field,
+        value.to_string(),
+        "does not fit the decode kernel's integer argument",
+    )
+}
 
 impl DecodePlan {
     /// Checks q `[B, H, D]`, the caches (their layout given by `paged`), the host lengths and
@@ -337,10 +348,14 @@ impl DecodePlan {
                 "empty tensors are not supported (a dimension is 0)".to_owned(),
             ));
         }
-        // Every extent the kernels take as an int, and every byte offset as an i64.
+        // Every extent the kernels take as an int (a key's row stride, H_kv x D elements, is
+        // one too), and every byte offset as an i64.
         let fits = batch <= MAX_I32
             && heads <= MAX_I32
             && rows <= MAX_I32
+            && kv_heads
+                .checked_mul(dim * k_spec.dtype.size_in_bytes())
+                .is_some_and(|row| row <= MAX_I32)
             && k_spec
                 .size_in_bytes()
                 .is_ok_and(|bytes| bytes <= isize::MAX as usize);
@@ -389,14 +404,35 @@ impl DecodePlan {
                         format!("must be [B = {batch}, max_pages >= 1]"),
                     ));
                 }
-                if table.len() != batch * max_pages {
+                let entries = batch.checked_mul(max_pages).ok_or_else(|| {
+                    bad_shape(
+                        op,
+                        "block_table",
+                        table_spec,
+                        "B x max_pages overflows".to_owned(),
+                    )
+                })?;
+                if table.len() != entries {
                     return Err(bad_param(
                         op,
                         "block_table",
                         format!("{} entries", table.len()),
-                        &format!(
-                            "the host copy must hold B x max_pages = {} entries",
-                            batch * max_pages
+                        &format!("the host copy must hold B x max_pages = {entries} entries"),
+                    ));
+                }
+                // The kernel addresses a pool row as the 32-bit `page * page_size + row`.
+                if rows
+                    .checked_mul(per_row)
+                    .is_none_or(|pool_rows| pool_rows > u32::MAX as usize)
+                {
+                    return Err(bad_shape(
+                        op,
+                        k_name,
+                        k_spec,
+                        format!(
+                            "its num_pages x page_size = {rows} x {per_row} rows must fit 32 bits \
+                             (at most {})",
+                            u32::MAX
                         ),
                     ));
                 }
@@ -555,6 +591,16 @@ impl DecodePlan {
         })
     }
 
+    /// The caches' dtype as the bench records it (`k_cache` and `v_cache`, or the paged
+    /// `k_pages` and `v_pages`: q's dtype or float8_e4m3fn).
+    pub(crate) fn cache_input_dtypes(&self) -> Vec<(&'static str, DType)> {
+        let names = match self.layout {
+            KvLayout::Dense { .. } => ["k_cache", "v_cache"],
+            KvLayout::Paged { .. } => ["k_pages", "v_pages"],
+        };
+        names.map(|n| (n, self.cache_dtype)).to_vec()
+    }
+
     /// Query heads one block serves (gqa_decode.cu's GT): 4 with an fp8 cache; with a 16-bit one,
     /// 4 for groups of up to 4 and 8 for larger ones.
     fn heads_per_block(&self) -> usize {
@@ -587,10 +633,16 @@ impl DecodePlan {
         let group = self.heads / self.kv_heads;
         let head_tiles = group.div_ceil(self.heads_per_block());
         let step = (THREADS as usize / self.lanes_per_key()) * TILE_KEYS;
-        let units = (self.batch * self.kv_heads * head_tiles).max(1);
+        // Every product saturates: a device of absurd SM counts (the tests pass usize::MAX)
+        // gets the most splits, not an overflow.
+        let units = self
+            .batch
+            .saturating_mul(self.kv_heads)
+            .saturating_mul(head_tiles)
+            .max(1);
         let longest = self.lens.iter().map(|&l| l as usize).max().unwrap_or(0);
         let sms = sms.max(1);
-        let target = TARGET_BLOCKS_PER_SM * sms;
+        let target = TARGET_BLOCKS_PER_SM.saturating_mul(sms);
         let max_splits = longest
             .div_ceil(step * MIN_STEPS_PER_SPLIT)
             .max(1)
@@ -602,13 +654,17 @@ impl DecodePlan {
             (longest.div_ceil(chunk).max(1), chunk)
         };
         let two_waves = target.div_ceil(units);
-        let lo = (3 * target).div_ceil(4 * units).clamp(1, max_splits);
-        let hi = (2 * two_waves).clamp(lo, max_splits);
+        let lo = target
+            .saturating_mul(3)
+            .div_ceil(units.saturating_mul(4))
+            .clamp(1, max_splits);
+        let hi = two_waves.saturating_mul(2).clamp(lo, max_splits);
+        let slots = sms.saturating_mul(BLOCKS_PER_SM);
         let (splits, chunk) = (lo..=hi)
             .map(shape)
             .min_by_key(|&(splits, chunk)| {
-                let waves = (units * splits).div_ceil(sms * BLOCKS_PER_SM);
-                (waves * chunk, splits)
+                let waves = units.saturating_mul(splits).div_ceil(slots);
+                (waves.saturating_mul(chunk), splits)
             })
             .unwrap_or_else(|| shape(max_splits));
         (splits, chunk, head_tiles)
@@ -861,12 +917,19 @@ impl DecodePlan {
             self.kv_heads as i32,
             self.dim as i32,
         );
-        let (splits_arg, chunk_arg, tiles_arg) = (splits as i32, chunk as i32, head_tiles as i32);
+        // A split count and head tiles each fit an int (at most a sequence's keys, an int, and
+        // the group); the chunk is a long long: a one-pass chunk is the longest sequence rounded
+        // up to whole steps, which can pass i32::MAX.
+        let (splits_arg, chunk_arg, tiles_arg) = (
+            i32::try_from(splits).map_err(|_| too_large(op, "splits", splits))?,
+            i64::try_from(chunk).map_err(|_| too_large(op, "chunk", chunk))?,
+            i32::try_from(head_tiles).map_err(|_| too_large(op, "head_tiles", head_tiles))?,
+        );
         let write_lse = i32::from(self.return_lse);
         // SAFETY: gqa_decode*_*(const T* q, const void* k_cache, const void* v_cache,
         // const int* seqlens, const int* block_table, const float* k_scale, const float* v_scale,
         // T* o, float* lse, float* part_o, float* part_lse, int B, int H, int H_kv, int D,
-        // long long s_max, int max_pages, int num_pages, int splits, int chunk, int head_tiles,
+        // long long s_max, int max_pages, int num_pages, int splits, long long chunk, int head_tiles,
         // float qscale, float cap2, int write_lse). Every buffer holds what the plan checked
         // against its spec; the pointers passed as 0 are never read by this entry (see `read`);
         // with splits > 1 part_o and part_lse hold B * H * splits * (D + 1) floats, and with one
@@ -1233,6 +1296,67 @@ mod tests {
         let mut one = plan(1, 32, 4, &[262_144], bf16);
         one.max_splits = 1;
         assert_eq!(one.split(132), (1, 262_144, 1));
+    }
+
+    /// The boundaries a plan's arithmetic meets: a one-pass chunk past i32::MAX (the kernel takes
+    /// it as a long long), an SM count of usize::MAX, and paged capacities whose product would
+    /// overflow.
+    #[test]
+    fn plans_at_the_integer_limits() {
+        let bf16 = DType::BFloat16;
+        // One sequence of i32::MAX keys on one split: the chunk is the length rounded up to whole
+        // 32-key steps, past i32::MAX, and covers every key.
+        let q = TensorSpec::new([1, 8, 128], bf16);
+        let c = TensorSpec::new([1, i32::MAX as usize, 2, 128], bf16);
+        let long = DecodePlan::new(
+            "gqa_decode",
+            &q,
+            ("k_cache", &c),
+            ("v_cache", &c),
+            &[i32::MAX],
+            None,
+            DecodeOptions::default().max_splits(1),
+            defaults::<GqaDecode>(),
+        )
+        .unwrap();
+        let (splits, chunk, _) = long.split(132);
+        assert_eq!(splits, 1);
+        assert!(chunk >= i32::MAX as usize && chunk > MAX_I32, "{chunk}");
+        assert!(i64::try_from(chunk).is_ok());
+        // Without the cap the splits fill the GPU; every product saturates at absurd SM counts.
+        let split = plan(8, 32, 8, &[32_768; 8], bf16);
+        for sms in [0, 1, usize::MAX / 2, usize::MAX] {
+            let (splits, chunk, tiles) = split.split(sms);
+            assert!(
+                splits >= 1 && splits * chunk >= 32_768 && tiles == 1,
+                "{sms}"
+            );
+        }
+        // Paged: page_size x max_pages past usize, and pools past 2^32 rows, are refused or
+        // saturate; none panics.
+        let paged = |pages: usize, page_size: usize, max_pages: usize| {
+            let pool = TensorSpec::new([pages, page_size, 1, 64], bf16);
+            let table = TensorSpec::new([1, max_pages], DType::Int32);
+            let host = vec![0; max_pages.min(4)];
+            DecodePlan::new(
+                "gqa_decode_paged",
+                &TensorSpec::new([1, 1, 64], bf16),
+                ("k_pages", &pool),
+                ("v_pages", &pool),
+                &[1],
+                Some((&table, host.as_slice())),
+                DecodeOptions::default(),
+                defaults::<GqaDecodePaged>(),
+            )
+        };
+        let err = paged(1 << 20, 1 << 13, 4).unwrap_err().to_string();
+        assert!(err.contains("must fit 32 bits"), "{err}");
+        assert!(paged(2, 16, 4).is_ok());
+        let err = paged(1, 1 << 40, 1 << 30).unwrap_err().to_string();
+        assert!(
+            err.contains("k_pages") || err.contains("block_table"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::decode::{
     KvScales, decode_accessors, defaults, workload_decode,
 };
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
-use crate::{Device, Error, Tensor, TensorRef, TensorSpec};
+use crate::{DType, Device, Error, Tensor, TensorRef, TensorSpec};
 
 const OP: &str = GqaDecode::NAME;
 
@@ -215,6 +215,10 @@ impl BenchOp for GqaDecode {
 
     fn traffic(&self) -> Option<Traffic> {
         Some(self.plan.traffic(&self.q))
+    }
+
+    fn input_dtypes(&self) -> Vec<(&'static str, DType)> {
+        self.plan.cache_input_dtypes()
     }
 }
 

@@ -280,6 +280,10 @@ impl BenchOp for GqaDecodePaged {
     fn traffic(&self) -> Option<Traffic> {
         Some(self.plan.traffic(&self.q))
     }
+
+    fn input_dtypes(&self) -> Vec<(&'static str, DType)> {
+        self.plan.cache_input_dtypes()
+    }
 }
 
 /// Attention decode over a paged cache in one call: plans a [`GqaDecodePaged`] for the tensors'

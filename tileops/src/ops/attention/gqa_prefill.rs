@@ -431,6 +431,28 @@ impl PrefillPlan {
             }
         };
 
+        // A window as wide as the longest key range cuts no key: it is no window. So the kernel
+        // never takes a window near i32::MAX, whose bounds (a query's position less the window,
+        // relative to a key) would overflow its ints.
+        let longest_k = (0..batch)
+            .map(|b| (cu_seqlens_k[b + 1] - cu_seqlens_k[b]) as usize)
+            .max()
+            .unwrap_or(0);
+        let window_left = window_left.filter(|&w| w < longest_k);
+        // The kernel's mask bounds (a query's diagonal less the window, relative to a key) stay
+        // within an int when a sequence's q_len + 2 k_len does.
+        for b in 0..batch {
+            let q_len = i64::from(cu_seqlens_q[b + 1] - cu_seqlens_q[b]);
+            let k_len = i64::from(cu_seqlens_k[b + 1] - cu_seqlens_k[b]);
+            if q_len + 2 * k_len > i64::from(i32::MAX) {
+                return Err(bad_param(
+                    OP,
+                    "cu_seqlens_k",
+                    format!("{k_len} keys over {q_len} queries (sequence {b})"),
+                    "q_len + 2 x k_len of a sequence must fit the kernel's int, 2147483647",
+                ));
+            }
+        }
         let mut visible_pairs = 0u64;
         let mut max_q_len = 0;
         for b in 0..batch {

@@ -2,4 +2,5 @@
 
 pub(crate) mod bad_inputs;
 pub(crate) mod gpu;
+pub(crate) mod nan_gpu;
 pub(crate) mod prefill_gpu;
