@@ -133,12 +133,27 @@ fn manifest_op_impl(x: &Expansion<'_>) -> Result<TokenStream, Diagnostic> {
         };
         params.push(quote! { ::tileops::registry::ParamDecl::__new(#param, #default) });
     }
+    // Each constant's own rustdoc names this entry (the trait's would show another op's
+    // example on every op's page).
+    let docs = [
+        format!("The manifest entry's name: `{name}`."),
+        format!("`{name}`'s family: `{family}`."),
+        format!("`{name}`'s inputs, as its manifest signature declares them."),
+        format!("`{name}`'s outputs, as its manifest signature declares them."),
+        format!("`{name}`'s params, with the manifest's defaults."),
+    ];
+    let [name_doc, family_doc, inputs_doc, outputs_doc, params_doc] = &docs;
     Ok(quote! {
         impl #impl_generics ::tileops::registry::ManifestOp for #ident #ty_generics #where_clause {
+            #[doc = #name_doc]
             const NAME: &'static str = #name;
+            #[doc = #family_doc]
             const FAMILY: &'static str = #family;
+            #[doc = #inputs_doc]
             const INPUTS: &'static [::tileops::registry::TensorDecl] = #inputs;
+            #[doc = #outputs_doc]
             const OUTPUTS: &'static [::tileops::registry::TensorDecl] = #outputs;
+            #[doc = #params_doc]
             const PARAMS: &'static [::tileops::registry::ParamDecl] = &[#(#params),*];
         }
     })

@@ -297,6 +297,12 @@ mod tests {
         );
         assert!(out.contains("fn eval_roofline"), "{out}");
         assert!(out.contains("inventory :: submit"), "{out}");
+        // The ManifestOp constants' rustdoc names this entry, not another op's example.
+        assert!(
+            out.contains("doc = \"The manifest entry's name: `op_a`.\""),
+            "{out}"
+        );
+        assert!(out.contains("doc = \"`op_a`'s family: `t`.\""), "{out}");
         assert!(out.contains("include_bytes"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
     }

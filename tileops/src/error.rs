@@ -219,16 +219,31 @@ pub enum Error {
         got_bytes: usize,
     },
 
-    /// A typed GPU buffer whose element type is not the dtype it was to be used as
-    /// (a `CudaSlice<f32>` wrapped as bfloat16, a bfloat16 tensor viewed as `f32`).
+    /// A typed buffer whose element type is not the dtype it was to be used as (a
+    /// `CudaSlice<f32>` wrapped as bfloat16, a bfloat16 tensor viewed as `f32`, a `&mut [bool]`
+    /// for an op to write), in GPU or host memory.
+    ///
+    /// ```
+    /// # use tileops::{DType, Error};
+    /// let err = Error::BufferDType { spec: "bool[4]".into(), buffer: DType::Bool, host: true };
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "a host buffer of bool elements cannot be used as bool[4]; wrap raw bytes instead \
+    ///      (from_host_bytes, from_host_bytes_mut)"
+    /// );
+    /// ```
     #[error(
-        "a GPU buffer of {buffer} elements cannot be used as {spec}; wrap raw bytes with from_cuda_bytes"
+        "a {} buffer of {buffer} elements cannot be used as {spec}; wrap raw bytes instead ({})",
+        if *.host { "host" } else { "GPU" },
+        if *.host { "from_host_bytes, from_host_bytes_mut" } else { "from_cuda_bytes, from_cuda_bytes_mut" }
     )]
     BufferDType {
         /// The tensor's spec (`bfloat16[4, 8]`).
         spec: String,
         /// The dtype of the buffer's element type.
         buffer: crate::DType,
+        /// Whether the buffer is the caller's host memory (else GPU memory).
+        host: bool,
     },
 
     /// A stream or buffer that belongs to another CUDA context (or GPU) than the one it is used

@@ -181,6 +181,38 @@ impl<'a> From<&'a Tensor> for TensorRef<'a> {
     }
 }
 
+/// A shared tensor (`&Arc<Tensor>`, as candle blocks and caches hold them) borrows its tensor, as
+/// `&Tensor` did through deref before ops took `impl Into<TensorRef>`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tileops::{DType, Device, Tensor, TensorRef, TensorSpec};
+///
+/// let x = Arc::new(Tensor::zeros(&TensorSpec::new([2, 3], DType::Float32), &Device::cpu())?);
+/// let view: TensorRef<'_> = (&x).into();
+/// assert_eq!(view.shape(), [2, 3]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+impl<'a> From<&'a std::sync::Arc<Tensor>> for TensorRef<'a> {
+    fn from(tensor: &'a std::sync::Arc<Tensor>) -> TensorRef<'a> {
+        TensorRef::from(&**tensor)
+    }
+}
+
+/// A boxed tensor borrows its tensor, as [`Arc`](std::sync::Arc) does.
+impl<'a> From<&'a Box<Tensor>> for TensorRef<'a> {
+    fn from(tensor: &'a Box<Tensor>) -> TensorRef<'a> {
+        TensorRef::from(&**tensor)
+    }
+}
+
+/// A reference-counted tensor borrows its tensor, as [`Arc`](std::sync::Arc) does.
+impl<'a> From<&'a std::rc::Rc<Tensor>> for TensorRef<'a> {
+    fn from(tensor: &'a std::rc::Rc<Tensor>) -> TensorRef<'a> {
+        TensorRef::from(&**tensor)
+    }
+}
+
 impl<'a> From<&'a mut Tensor> for TensorMut<'a> {
     fn from(tensor: &'a mut Tensor) -> TensorMut<'a> {
         let storage = match &mut tensor.storage {
@@ -577,6 +609,7 @@ impl<'a> TensorMut<'a> {
             return Err(Error::BufferDType {
                 spec: spec.to_string(),
                 buffer: T::DTYPE,
+                host: false,
             });
         }
         check_cuda_device(&spec, view.stream(), device)?;
@@ -640,6 +673,7 @@ impl<'a> TensorMut<'a> {
             return Err(Error::BufferDType {
                 spec: spec.to_string(),
                 buffer: T::DTYPE,
+                host: true,
             });
         }
         check_host(&spec, data.len(), device)?;
@@ -971,7 +1005,16 @@ mod tests {
         // A bool output could be written with bytes that are not bools.
         let mut flags = [false; 2];
         let err = TensorMut::from_host_slice_mut(&mut flags, [2], &cpu).unwrap_err();
-        assert!(matches!(err, Error::BufferDType { .. }), "{err}");
+        assert!(
+            matches!(err, Error::BufferDType { host: true, .. }),
+            "{err}"
+        );
+        // ... and says so of host memory, with the host constructor to use.
+        assert_eq!(
+            err.to_string(),
+            "a host buffer of bool elements cannot be used as bool[2]; wrap raw bytes instead \
+             (from_host_bytes, from_host_bytes_mut)"
+        );
         // Reading bools is fine.
         let x = TensorRef::from_host_slice(&flags, [2], &cpu).unwrap();
         assert_eq!(x.dtype(), DType::Bool);
@@ -1052,6 +1095,16 @@ mod tests {
             .forward(borrowed(&xs, &x_spec), borrowed(&ws, &w_spec))
             .unwrap();
         assert_eq!(owned.to_vec::<bf16>().unwrap(), want);
+        // And of shared and boxed tensors, as a caller's cache holds them.
+        let shared = std::sync::Arc::new(x.try_clone().unwrap());
+        let boxed = Box::new(w.try_clone().unwrap());
+        let rc = std::rc::Rc::new(w.try_clone().unwrap());
+        let via_arc = norm.forward(&shared, &boxed).unwrap();
+        assert_eq!(via_arc.to_vec::<bf16>().unwrap(), want);
+        assert_eq!(
+            norm.forward(&x, &rc).unwrap().to_vec::<bf16>().unwrap(),
+            want
+        );
 
         // Two outputs, one of them read back by the CPU backend after it is written.
         let fused =

@@ -122,6 +122,7 @@ impl Tensor {
             let error = Error::BufferDType {
                 spec: spec.to_string(),
                 buffer: T::DTYPE,
+                host: false,
             };
             return Err(FromCudaError::new(error, slice));
         }
@@ -248,6 +249,7 @@ impl Tensor {
             return Err(Error::BufferDType {
                 spec: self.spec.to_string(),
                 buffer: T::DTYPE,
+                host: false,
             });
         }
         Ok(())

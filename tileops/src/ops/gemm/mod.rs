@@ -15,7 +15,8 @@ use crate::{DType, Device, Error, Tensor, TensorSpec};
 
 const OP: &str = Gemm::NAME;
 
-/// How the operands of a [`Gemm`] are read: named options instead of positional flags.
+/// How the operands of a [`Gemm`](crate::ops::Gemm) are read: named options instead of positional
+/// flags.
 ///
 /// `Default` is the plain product `a @ b` in strict float32 when the dtype is float32; the
 /// setters chain, as candle's and PyTorch's keyword arguments read:
