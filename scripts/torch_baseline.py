@@ -238,8 +238,18 @@ def _neox_rope(torch, x, positions, cache):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+def _interleaved_rope(torch, x, positions, cache):
+    """GPT-J (interleaved) RoPE of [tokens, heads, d] in f32: pairs (x[2i], x[2i + 1])."""
+    half = x.shape[-1] // 2
+    table = cache[positions].float()
+    cos, sin = table[:, None, :half], table[:, None, half:]
+    a, b = x[..., 0::2].float(), x[..., 1::2].float()
+    return torch.stack((a * cos - b * sin, b * cos + a * sin), dim=-1).flatten(-2)
+
+
 def _rope(torch, p):
-    return lambda x, positions, cache: _neox_rope(torch, x, positions, cache).to(x.dtype)
+    rotate = _neox_rope if p.get("is_neox_style", True) else _interleaved_rope
+    return lambda x, positions, cache: rotate(torch, x, positions.long(), cache.float()).to(x.dtype)
 
 
 FP8_MAX = 448.0
@@ -1008,6 +1018,7 @@ def driver_version(proc_text, cuda_version):
 TORCH_DTYPES = {
     "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
     "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
+    "uint32": "uint32",
     "bool": "bool", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
 }
 

@@ -17,6 +17,7 @@ pub(crate) fn tileops_dtype(dtype: candle_core::DType) -> Option<DType> {
         C::I32 => DType::Int32,
         C::I16 => DType::Int16,
         C::U8 => DType::UInt8,
+        C::U32 => DType::UInt32,
         // The same code (e4m3fn: no infinities, NaN 0x7F/0xFF) in both crates.
         C::F8E4M3 => DType::Float8E4M3Fn,
         _ => return None,
@@ -63,6 +64,7 @@ pub(crate) fn host_ref<'a>(
         CpuStorage::I32(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
         CpuStorage::I16(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
         CpuStorage::U8(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
+        CpuStorage::U32(v) => TensorRef::from_host_slice(&v[start..end], shape, &cpu),
         // Bit patterns, never values: float8 0.7 (candle) and 0.4 (tileops) are different
         // types, and the codes are what both mean.
         CpuStorage::F8E4M3(v) => TensorRef::from_host_bytes(
@@ -90,6 +92,7 @@ pub(crate) fn cpu_storage(tensor: &Tensor) -> candle_core::Result<CpuStorage> {
         DType::Int32 => CpuStorage::I32(tensor.to_vec().map_err(e)?),
         DType::Int16 => CpuStorage::I16(tensor.to_vec().map_err(e)?),
         DType::UInt8 => CpuStorage::U8(tensor.to_vec().map_err(e)?),
+        DType::UInt32 => CpuStorage::U32(tensor.to_vec().map_err(e)?),
         DType::Float8E4M3Fn => CpuStorage::F8E4M3(
             tensor
                 .to_bytes()

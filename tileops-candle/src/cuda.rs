@@ -144,6 +144,7 @@ fn borrow<'a>(
         CudaStorageSlice::I32(s) => typed::<i32>(s, range, layout, device),
         CudaStorageSlice::I16(s) => typed::<i16>(s, range, layout, device),
         CudaStorageSlice::U8(s) => typed::<u8>(s, range, layout, device),
+        CudaStorageSlice::U32(s) => typed::<u32>(s, range, layout, device),
         CudaStorageSlice::F8E4M3(s) => {
             let view: CudaView<'a, F8E4M3> = s.slice(start..end);
             // SAFETY: float8 0.7's F8E4M3 is `#[repr(transparent)]` over u8: every code is a
@@ -201,6 +202,9 @@ fn candle_storage(t: Tensor, device: &CudaDevice) -> candle_core::Result<CudaSto
         }
         DType::Int32 => {
             CudaStorage::wrap_cuda_slice(t.into_cuda_slice::<i32>().map_err(e)?, device)
+        }
+        DType::UInt32 => {
+            CudaStorage::wrap_cuda_slice(t.into_cuda_slice::<u32>().map_err(e)?, device)
         }
         DType::Float8E4M3Fn => {
             let bytes = t.into_cuda_bytes().map_err(e)?;

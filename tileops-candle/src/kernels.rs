@@ -108,16 +108,22 @@ impl Kernel for LogSoftmax {
     }
 }
 
-pub(crate) struct Rope;
+pub(crate) struct Rope {
+    pub(crate) style: t::RopeStyle,
+}
 
 impl Kernel for Rope {
     fn name(&self) -> &'static str {
-        "rope"
+        match self.style {
+            t::RopeStyle::NeoX => "rope",
+            t::RopeStyle::Interleaved => "rope_i",
+        }
     }
 
     fn run(&self, device: &Device, ins: &[TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
         let [x, positions, table] = inputs(self.name(), ins)?;
-        let op = t::Rope::new(spec(x), spec(positions), spec(table), device)?;
+        let op =
+            t::Rope::new(spec(x), spec(positions), spec(table), device)?.with_style(self.style);
         Ok(vec![op.forward(x, positions, table)?])
     }
 }

@@ -158,9 +158,16 @@ pub fn log_softmax<D: Dim>(x: &Tensor, dim: D) -> candle_core::Result<Tensor> {
     x.apply_op1_no_bwd(&Op(kernels::LogSoftmax { dim }))
 }
 
-/// NeoX rotary embedding (vLLM's layout) of `x` `[tokens, heads, head_dim]` (float32, float16 or
-/// bfloat16) at `positions` (`[tokens]` i64), with the f32 table `cos_sin_cache`
-/// `[max_pos, head_dim]` whose row `p` is `[cos (head_dim/2) | sin (head_dim/2)]` of position `p`.
+/// NeoX rotary embedding (vLLM's layout; candle-nn's `rope` and `rope_thd` pairs) of `x`
+/// `[tokens, heads, head_dim]` (float32, float16 or bfloat16) at `positions` (`[tokens]` u32,
+/// i32 or i64), with the table `cos_sin_cache` `[max_pos, head_dim]` (f32 or `x`'s dtype) whose
+/// row `p` is `[cos (head_dim/2) | sin (head_dim/2)]` of position `p`: candle-nn's `cos` and
+/// `sin` side by side ([`rope_table`]). Pair `i` of a head row is `(x[i], x[i + head_dim/2])`.
+///
+/// In candle-nn's terms: `rope_thd(x, cos, sin)` with `x` `[b, t, h, d]` is this op on
+/// `x.reshape((b * t, h, d))` at positions `0..t` for each sequence; `rope(x, cos, sin)` with `x`
+/// `[b, h, t, d]` is this op on `x.reshape((b * h * t, 1, d))` at positions `i % t`. The tests
+/// compare the two with candle-nn's own.
 ///
 /// ```
 /// use candle_core::{Device, Tensor};
@@ -175,7 +182,45 @@ pub fn log_softmax<D: Dim>(x: &Tensor, dim: D) -> candle_core::Result<Tensor> {
 /// # Ok::<(), candle_core::Error>(())
 /// ```
 pub fn rope(x: &Tensor, positions: &Tensor, cos_sin_cache: &Tensor) -> candle_core::Result<Tensor> {
-    x.apply_op3_no_bwd(positions, cos_sin_cache, &Op(kernels::Rope))
+    let kernel = kernels::Rope {
+        style: tileops::ops::RopeStyle::NeoX,
+    };
+    x.apply_op3_no_bwd(positions, cos_sin_cache, &Op(kernel))
+}
+
+/// Interleaved (GPT-J; candle-nn's `rope_i`) rotary embedding: as [`rope`], with pair `i` of a
+/// head row `(x[2i], x[2i + 1])`. candle-nn's `rope_i(x, cos, sin)` with `x` `[b, h, t, d]` is
+/// this op on `x.reshape((b * h * t, 1, d))` at positions `i % t`.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+///
+/// let dev = Device::Cpu;
+/// let x = Tensor::new(&[[[1f32, 2.0, 3.0, 4.0]]], &dev)?; // 1 token, 1 head, head_dim 4
+/// // A quarter turn (cos 0, sin 1): each pair (a, b) becomes (-b, a).
+/// let table = tileops_candle::rope_table(&Tensor::new(&[[0f32, 0.0]], &dev)?, &Tensor::new(&[[1f32, 1.0]], &dev)?)?;
+/// let positions = Tensor::new(&[0u32], &dev)?;
+/// let y = tileops_candle::rope_i(&x, &positions, &table)?;
+/// assert_eq!(y.to_vec3::<f32>()?, [[[-2.0, 1.0, -4.0, 3.0]]]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn rope_i(
+    x: &Tensor,
+    positions: &Tensor,
+    cos_sin_cache: &Tensor,
+) -> candle_core::Result<Tensor> {
+    let kernel = kernels::Rope {
+        style: tileops::ops::RopeStyle::Interleaved,
+    };
+    x.apply_op3_no_bwd(positions, cos_sin_cache, &Op(kernel))
+}
+
+/// The `cos_sin_cache` of [`rope`] and [`rope_i`] from candle-nn's `cos` and `sin` tables
+/// (`[max_pos, head_dim / 2]` each, as a Llama `Cache` computes them once): `[max_pos, head_dim]`,
+/// each row `[cos | sin]`, in their dtype. Built once per model, like the tables themselves (on a
+/// GPU it is candle's `cat`).
+pub fn rope_table(cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
+    Tensor::cat(&[cos, sin], candle_core::D::Minus1)
 }
 
 /// SwiGLU (vLLM's `silu_and_mul`): `x` `[..., 2N]` holds gate then up along the last dim, the

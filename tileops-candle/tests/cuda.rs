@@ -125,8 +125,22 @@ fn norms_softmax_rope_silu_on_the_gpu() -> Result<()> {
         same_on_both(
             &format!("rope {dtype:?}"),
             &gpu,
-            &[heads, positions.clone(), table.clone()],
+            &[heads.clone(), positions.clone(), table.clone()],
             |t| Ok(vec![tileops_candle::rope(&tail(&t[0])?, &t[1], &t[2])?]),
+        )?;
+        // candle's forms: u32 positions, the table in x's dtype, NeoX and interleaved pairs.
+        let positions_u32 = positions.to_dtype(DType::U32)?;
+        let table_x = table.to_dtype(dtype)?;
+        same_on_both(
+            &format!("rope and rope_i, u32 positions, {dtype:?} table"),
+            &gpu,
+            &[heads, positions_u32, table_x],
+            |t| {
+                Ok(vec![
+                    tileops_candle::rope(&tail(&t[0])?, &t[1], &t[2])?,
+                    tileops_candle::rope_i(&tail(&t[0])?, &t[1], &t[2])?,
+                ])
+            },
         )?;
     }
     Ok(())

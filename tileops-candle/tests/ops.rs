@@ -164,6 +164,59 @@ fn rope() -> Result<()> {
     Ok(())
 }
 
+/// candle-nn's rotary embeddings (`rope`, `rope_i`, `rope_thd`) against the bridge's `rope` and
+/// `rope_i` on the same cos/sin tables (joined by `rope_table`) at the positions each layout
+/// implies, in every float dtype, with u32 positions and the tables in x's dtype as candle keeps
+/// them.
+#[test]
+fn rope_matches_candle_nn() -> Result<()> {
+    let (b, h, t, d) = (2, 3, 5, 64);
+    let full = rope_table(16, d, 10_000.0)?;
+    let positions = |rows: usize| {
+        let p: Vec<u32> = (0..rows).map(|i| (i % t) as u32).collect();
+        Tensor::from_vec(p, rows, &Device::Cpu)
+    };
+    for dtype in FLOATS {
+        let cos = full
+            .narrow(0, 0, t)?
+            .narrow(1, 0, d / 2)?
+            .to_dtype(dtype)?
+            .contiguous()?;
+        let sin = full
+            .narrow(0, 0, t)?
+            .narrow(1, d / 2, d / 2)?
+            .to_dtype(dtype)?
+            .contiguous()?;
+        let table = tileops_candle::rope_table(&cos, &sin)?;
+        assert_eq!(table.dims(), &[t, d]);
+        // [b, h, t, d]: rows of one head each, at position i % t.
+        let x = randn(&[b, h, t, d], dtype, 3)?;
+        let rows = x.reshape((b * h * t, 1, d))?;
+        let ours = tileops_candle::rope(&rows, &positions(b * h * t)?, &table)?;
+        let theirs = candle_nn::rotary_emb::rope(&x, &cos, &sin)?;
+        let what = format!("rope vs candle-nn rope {dtype:?}");
+        assert_close(&what, &ours.reshape((b, h, t, d))?, &theirs, dtype)?;
+        let ours = tileops_candle::rope_i(&rows, &positions(b * h * t)?, &table)?;
+        let theirs = candle_nn::rotary_emb::rope_i(&x, &cos, &sin)?;
+        let what = format!("rope_i vs candle-nn rope_i {dtype:?}");
+        assert_close(&what, &ours.reshape((b, h, t, d))?, &theirs, dtype)?;
+        // The two layouts differ: the check above would catch a swapped style.
+        let neox = tileops_candle::rope(&rows, &positions(b * h * t)?, &table)?;
+        let diff = (neox.to_dtype(DType::F32)? - ours.to_dtype(DType::F32)?)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f32>()?;
+        assert!(diff > 0.1, "rope and rope_i agree ({diff}) {dtype:?}");
+        // [b, t, h, d]: tokens of h heads, at position i % t.
+        let x = randn(&[b, t, h, d], dtype, 4)?;
+        let ours = tileops_candle::rope(&x.reshape((b * t, h, d))?, &positions(b * t)?, &table)?;
+        let theirs = candle_nn::rotary_emb::rope_thd(&x, &cos, &sin)?;
+        let what = format!("rope vs candle-nn rope_thd {dtype:?}");
+        assert_close(&what, &ours.reshape((b, t, h, d))?, &theirs, dtype)?;
+    }
+    Ok(())
+}
+
 #[test]
 fn silu_and_mul() -> Result<()> {
     for dtype in FLOATS {

@@ -46,6 +46,7 @@ pub const DTYPES: &[DTypeInfo] = &[
     dtype("int32", 4, Some("Int32")),
     dtype("int64", 8, Some("Int64")),
     dtype("uint8", 1, Some("UInt8")),
+    dtype("uint32", 4, Some("UInt32")),
     dtype("bool", 1, Some("Bool")),
     dtype("complex64", 8, None),
     dtype("complex128", 16, None),

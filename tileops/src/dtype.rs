@@ -35,6 +35,8 @@ pub enum DType {
     Int64,
     /// `uint8`: unsigned 8-bit integer.
     UInt8,
+    /// `uint32`: unsigned 32-bit integer (candle's index type: RoPE positions).
+    UInt32,
     /// `bool`: one byte, 0 or 1.
     Bool,
     /// `float8_e4m3fn`: fp8 with 4 exponent and 3 mantissa bits, finite only (no infinities; one
@@ -47,7 +49,7 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 12] = [
+    pub const ALL: [DType; 13] = [
         DType::Float32,
         DType::Float16,
         DType::BFloat16,
@@ -57,6 +59,7 @@ impl DType {
         DType::Int32,
         DType::Int64,
         DType::UInt8,
+        DType::UInt32,
         DType::Bool,
         DType::Float8E4M3Fn,
         DType::Float8E5M2,
@@ -66,7 +69,7 @@ impl DType {
     pub const fn size_in_bytes(self) -> usize {
         match self {
             DType::Float64 | DType::Int64 => 8,
-            DType::Float32 | DType::Int32 => 4,
+            DType::Float32 | DType::Int32 | DType::UInt32 => 4,
             DType::Float16 | DType::BFloat16 | DType::Int16 => 2,
             DType::Int8 | DType::UInt8 | DType::Bool | DType::Float8E4M3Fn | DType::Float8E5M2 => 1,
         }
@@ -84,6 +87,7 @@ impl DType {
             DType::Int32 => "int32",
             DType::Int64 => "int64",
             DType::UInt8 => "uint8",
+            DType::UInt32 => "uint32",
             DType::Bool => "bool",
             DType::Float8E4M3Fn => "float8_e4m3fn",
             DType::Float8E5M2 => "float8_e5m2",

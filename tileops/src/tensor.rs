@@ -108,6 +108,7 @@ element!(i16, DType::Int16, 2);
 element!(i32, DType::Int32, 4);
 element!(i64, DType::Int64, 8);
 element!(u8, DType::UInt8, 1);
+element!(u32, DType::UInt32, 4);
 element!(bool, DType::Bool, |v, out| out.push(u8::from(v)), |b| b[0]
     != 0);
 element!(
@@ -219,7 +220,7 @@ impl Tensor {
     /// and seed, on every device and every run.
     ///
     /// Floats are standard normal samples rounded to the dtype; signed integers are uniform in
-    /// `[-8, 8)`, `uint8` in `[0, 16)`, `bool` 0 or 1.
+    /// `[-8, 8)`, `uint8` and `uint32` in `[0, 16)`, `bool` 0 or 1.
     pub fn random(spec: &TensorSpec, seed: u64, device: &Device) -> Result<Tensor, Error> {
         /// Values drawn and encoded at a time: the f64 staging stays small (32 KiB) whatever the
         /// tensor's size, so the only large allocation is the tensor's own.
@@ -227,7 +228,7 @@ impl Tensor {
         let mut rng = SplitMix64::new(seed);
         let mut draw = || match spec.dtype {
             d if d.is_float() => rng.normal(),
-            DType::UInt8 => (rng.next_u64() >> 60) as f64,
+            DType::UInt8 | DType::UInt32 => (rng.next_u64() >> 60) as f64,
             DType::Bool => (rng.next_u64() >> 63) as f64,
             _ => (rng.next_u64() >> 60) as f64 - 8.0,
         };

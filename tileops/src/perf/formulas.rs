@@ -32,6 +32,14 @@
 //! agree (full-length dense rows; one full-length paged sequence whose pool is exactly its
 //! pages) the terms are equal (`tileops/src/perf/formulas.rs`'s tests).
 //!
+//! # RoPE (`rope`)
+//!
+//! `4` FLOPs per element of `x` (TileOPs's count: `x·cos + rotate(x)·sin`); bytes: `x` read and
+//! `y` written at `x`'s size, the positions once at theirs (8, or 4 for int32/uint32), and one
+//! table row per token capped by the table's length, at the table's size (4, or 2 for a 16-bit
+//! table): `2·N·elem + T·pos_elem + min(T, max_pos)·D·table_elem`. The rest of the table is never
+//! read and is not counted.
+//!
 //! # Attention prefill (`gqa_prefill`)
 //!
 //! From the plan's host offsets (`cu_seqlens_q`, `cu_seqlens_k`): `V`, the (query, key) pairs
@@ -52,7 +60,7 @@
 
 use crate::ops::GqaPrefill;
 use crate::ops::attention::{DecodePlan, KvLayout};
-use crate::ops::{GqaDecode, GqaDecodePaged};
+use crate::ops::{GqaDecode, GqaDecodePaged, Rope};
 use crate::registry::ManifestOp;
 use crate::{Roofline, RooflineError};
 
@@ -133,6 +141,45 @@ pub fn gqa_prefill_roofline(op: &GqaPrefill) -> Result<Roofline, RooflineError> 
         mul(&[2, total_kv, kv_heads, dim, elem])?,
         mul(&[2, 4, add(&[batch, 1])?])?,
         mul(&[4, heads, total_q, lse])?,
+    ])?;
+    Ok(Roofline { flops, bytes })
+}
+
+/// The roofline of [`Rope`]: see the module docs.
+///
+/// ```
+/// use tileops::ops::Rope;
+/// use tileops::{DType, Device, TensorSpec};
+///
+/// // 2 tokens of 4 heads of 8, uint32 positions, a bfloat16 table of 16 rows.
+/// let op = Rope::new(
+///     TensorSpec::new([2, 4, 8], DType::BFloat16),
+///     TensorSpec::new([2], DType::UInt32),
+///     TensorSpec::new([16, 8], DType::BFloat16),
+///     &Device::cpu(),
+/// )?;
+/// let r = tileops::perf::formulas::rope_roofline(&op)?;
+/// assert_eq!(r.flops, 4 * 64);
+/// assert_eq!(r.bytes, 2 * 64 * 2 + 2 * 4 + 2 * 8 * 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn rope_roofline(op: &Rope) -> Result<Roofline, RooflineError> {
+    let overflow = || RooflineError::Func {
+        op: Rope::NAME,
+        message: "the FLOPs or bytes of one call overflow u64".to_owned(),
+    };
+    let (mul, add) = checked(overflow);
+    let n = |value: usize| u64::try_from(value).map_err(|_| overflow());
+    let (x, positions, table) = (op.x(), op.positions(), op.cos_sin_cache());
+    let elements = n(x.numel().map_err(|_| overflow())?)?;
+    let tokens = n(positions.shape[0])?;
+    let (rows, width) = (n(table.shape[0])?, n(table.shape[1])?);
+    let size = |spec: &crate::TensorSpec| n(spec.dtype.size_in_bytes());
+    let flops = mul(&[4, elements])?;
+    let bytes = add(&[
+        mul(&[2, elements, size(x)?])?,
+        mul(&[tokens, size(positions)?])?,
+        mul(&[tokens.min(rows), width, size(table)?])?,
     ])?;
     Ok(Roofline { flops, bytes })
 }

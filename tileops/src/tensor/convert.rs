@@ -155,6 +155,7 @@ pub(crate) fn encode_f64_into(
             DType::Int32 => out.extend_from_slice(&int_in_range::<i32>(dtype, v)?.to_le_bytes()),
             DType::Int64 => out.extend_from_slice(&int_in_range::<i64>(dtype, v)?.to_le_bytes()),
             DType::UInt8 => out.extend_from_slice(&int_in_range::<u8>(dtype, v)?.to_le_bytes()),
+            DType::UInt32 => out.extend_from_slice(&int_in_range::<u32>(dtype, v)?.to_le_bytes()),
             DType::Bool => out.push(match v {
                 0.0 => 0,
                 1.0 => 1,
@@ -201,6 +202,8 @@ pub(crate) fn decode_f64(dtype: DType, bytes: &[u8]) -> Option<Result<Vec<f64>, 
         DType::Int32 => out
             .extend(chunks.map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))),
         DType::UInt8 | DType::Bool => out.extend(chunks.map(|c| f64::from(c[0]))),
+        DType::UInt32 => out
+            .extend(chunks.map(|c| f64::from(u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))),
         DType::Int64 => return None,
     }
     Some(Ok(out))

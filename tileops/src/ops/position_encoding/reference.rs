@@ -1,6 +1,8 @@
 //! The f64 reference of `rope` (the CPU path of the op and the yardstick of its GPU tests), and
 //! the NeoX rotation of one head row that `qk_norm_rope_fp8`'s reference shares.
 
+use super::rope::RopeStyle;
+
 /// The `[cos | sin]` halves of the table row of `position`, or `None` when it is out of range.
 pub(crate) fn table_row(cache: &[f64], position: i64, head_dim: usize) -> Option<&[f64]> {
     let rows = cache.len() / head_dim;
@@ -32,14 +34,30 @@ pub(crate) fn assert_head_rows(x: &[f64], positions: &[i64], heads: usize, head_
 /// with it, each output's condition magnitude `|x1 cos| + |x2 sin|` (the size of the terms that
 /// cancel), which bounds the rounding error of any implementation.
 pub(crate) fn rope_row(x: &[f64], table: Option<&[f64]>, out: &mut [f64], magnitude: &mut [f64]) {
+    rope_row_styled(x, table, RopeStyle::NeoX, out, magnitude);
+}
+
+/// [`rope_row`] with the pairs of `style`: `(x[i], x[i + d/2])` (NeoX) or `(x[2i], x[2i + 1])`
+/// (interleaved), pair `i` rotated by table entries `i` and `d/2 + i`.
+pub(crate) fn rope_row_styled(
+    x: &[f64],
+    table: Option<&[f64]>,
+    style: RopeStyle,
+    out: &mut [f64],
+    magnitude: &mut [f64],
+) {
     let half = x.len() / 2;
     for i in 0..half {
         let (c, s) = table.map_or((f64::NAN, f64::NAN), |t| (t[i], t[half + i]));
-        let (x1, x2) = (x[i], x[half + i]);
-        out[i] = x1 * c - x2 * s;
-        out[half + i] = x2 * c + x1 * s;
-        magnitude[i] = (x1 * c).abs() + (x2 * s).abs();
-        magnitude[half + i] = (x2 * c).abs() + (x1 * s).abs();
+        let (first, second) = match style {
+            RopeStyle::NeoX => (i, half + i),
+            RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+        };
+        let (x1, x2) = (x[first], x[second]);
+        out[first] = x1 * c - x2 * s;
+        out[second] = x2 * c + x1 * s;
+        magnitude[first] = (x1 * c).abs() + (x2 * s).abs();
+        magnitude[second] = (x2 * c).abs() + (x1 * s).abs();
     }
 }
 
@@ -69,6 +87,32 @@ pub fn rope(
     heads: usize,
     head_dim: usize,
 ) -> (Vec<f64>, Vec<f64>) {
+    rope_with_style(x, positions, cache, heads, head_dim, RopeStyle::NeoX)
+}
+
+/// [`rope`] with the pairs of `style`: NeoX `(x[i], x[i + d/2])`, as [`rope`], or interleaved
+/// (GPT-J, candle's `rope_i`) `(x[2i], x[2i + 1])`; pair `i` is rotated by the table row's entries
+/// `i` (cos) and `d/2 + i` (sin) in both.
+///
+/// # Panics
+///
+/// As [`rope`].
+///
+/// ```
+/// use tileops::ops::RopeStyle;
+/// use tileops::ops::reference::rope_with_style;
+/// // A quarter turn (cos 0, sin 1) on interleaved pairs: (1, 2) -> (-2, 1), (3, 4) -> (-4, 3).
+/// let (y, _) = rope_with_style(&[1.0, 2.0, 3.0, 4.0], &[0], &[0.0, 0.0, 1.0, 1.0], 1, 4, RopeStyle::Interleaved);
+/// assert_eq!(y, vec![-2.0, 1.0, -4.0, 3.0]);
+/// ```
+pub fn rope_with_style(
+    x: &[f64],
+    positions: &[i64],
+    cache: &[f64],
+    heads: usize,
+    head_dim: usize,
+    style: RopeStyle,
+) -> (Vec<f64>, Vec<f64>) {
     assert_head_rows(x, positions, heads, head_dim);
     assert!(
         cache.len().is_multiple_of(head_dim),
@@ -82,9 +126,10 @@ pub fn rope(
         for h in 0..heads {
             let at = t * token_len + h * head_dim;
             let range = at..at + head_dim;
-            rope_row(
+            rope_row_styled(
                 &x[range.clone()],
                 table,
+                style,
                 &mut y[range.clone()],
                 &mut magnitude[range],
             );

@@ -1,10 +1,11 @@
-//! `rope`: NeoX rotary position embedding with a cos/sin table given as an input.
+//! `rope`: rotary position embedding (NeoX or interleaved pairs) with a cos/sin table given as an
+//! input.
 
 use cudarc::driver::LaunchConfig;
 
 use crate::device::CudaDevice;
 use crate::kernels::{self, ROPE};
-use crate::ops::backend::{self, Backends, exact_inputs};
+use crate::ops::backend::{self, Backends, exact_inputs, workload_bool};
 use crate::ops::launch::{grid_dim, launch};
 use crate::ops::{check_extents, check_float_dtype, check_input};
 use crate::registry::{BenchOp, FromWorkload, ManifestOp, RoofKey, Traffic, WorkloadCase};
@@ -15,11 +16,48 @@ const OP: &str = Rope::NAME;
 /// The widest head row the kernels stage a table row for (in shared memory, 4 bytes each).
 const MAX_HEAD_DIM: usize = 8192;
 
-/// NeoX-style RoPE (vLLM's `rotary_embedding` layout) on `x` `[tokens, heads, head_dim]` with
-/// int64 `positions` `[tokens]` and a float32 `cos_sin_cache` `[max_pos, head_dim]` whose row `p`
-/// is `[cos (head_dim/2) | sin (head_dim/2)]` of position `p`: with `x1`, `x2` the halves of a
-/// head row, `y1 = x1 cos - x2 sin` and `y2 = x2 cos + x1 sin`. `x` in float32, float16 or
-/// bfloat16; math in f32 on the GPU (f64 on the CPU), one rounding to `x`'s dtype.
+/// Which elements of a head row RoPE rotates together (the manifest's `is_neox_style`).
+///
+/// ```
+/// use tileops::ops::{Rope, RopeStyle};
+/// use tileops::{DType, Device, Tensor, TensorSpec};
+///
+/// let cpu = Device::cpu();
+/// // One head of 4, a quarter turn (cos 0, sin 1) for both pairs.
+/// let x = Tensor::from_f32_slice(&[1.0, 2.0, 3.0, 4.0], [1, 1, 4], &cpu)?;
+/// let positions = Tensor::from_slice(&[0u32], [1], &cpu)?;
+/// let table = Tensor::from_f32_slice(&[0.0, 0.0, 1.0, 1.0], [1, 4], &cpu)?;
+/// let plan = |style| {
+///     Rope::new(x.spec().clone(), positions.spec().clone(), table.spec().clone(), &cpu)
+///         .map(|op| op.with_style(style))
+/// };
+/// // NeoX pairs (1, 3) and (2, 4); interleaved pairs (1, 2) and (3, 4).
+/// let neox = plan(RopeStyle::NeoX)?.forward(&x, &positions, &table)?;
+/// assert_eq!(neox.to_vec_f32()?, vec![-3.0, -4.0, 1.0, 2.0]);
+/// let interleaved = plan(RopeStyle::Interleaved)?.forward(&x, &positions, &table)?;
+/// assert_eq!(interleaved.to_vec_f32()?, vec![-2.0, 1.0, -4.0, 3.0]);
+/// # Ok::<(), tileops::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RopeStyle {
+    /// Half rotation (GPT-NeoX, Llama, vLLM's default, candle's `rope` and `rope_thd`): pair `i`
+    /// is `(x[i], x[i + head_dim/2])`.
+    #[default]
+    NeoX,
+    /// Interleaved (GPT-J, candle's `rope_i`): pair `i` is `(x[2i], x[2i + 1])`.
+    Interleaved,
+}
+
+/// The position dtypes `rope` takes.
+const POSITION_DTYPES: [DType; 3] = [DType::Int64, DType::Int32, DType::UInt32];
+
+/// RoPE (vLLM's `rotary_embedding` layout) on `x` `[tokens, heads, head_dim]` with `positions`
+/// `[tokens]` (int64, int32 or uint32) and a `cos_sin_cache` `[max_pos, head_dim]` (float32, or
+/// `x`'s dtype) whose row `p` is `[cos (head_dim/2) | sin (head_dim/2)]` of position `p`: each
+/// pair `(a, b)` of a head row becomes `(a cos_i - b sin_i, b cos_i + a sin_i)`. The pairs are
+/// NeoX's by default, `(x[i], x[i + head_dim/2])`, or interleaved, `(x[2i], x[2i + 1])`, with
+/// [`Rope::with_style`]. `x` in float32, float16 or bfloat16; math in f32 on the GPU (f64 on the
+/// CPU), one rounding to `x`'s dtype.
 ///
 /// The kernel reads `x`, each position once, and only the table rows of the call's positions, each
 /// once per token (staged in shared memory for all heads): what the manifest's bytes count.
@@ -49,10 +87,12 @@ const MAX_HEAD_DIM: usize = 8192;
 pub struct Rope {
     /// `[tokens, heads, head_dim]`.
     x: TensorSpec,
-    /// `[tokens]`, int64.
+    /// `[tokens]`, int64, int32 or uint32.
     positions: TensorSpec,
-    /// `[max_pos, head_dim]`, float32.
+    /// `[max_pos, head_dim]`, float32 or `x`'s dtype.
     cos_sin_cache: TensorSpec,
+    /// The manifest's `is_neox_style`.
+    style: RopeStyle,
     device: Device,
     tokens: usize,
     heads: usize,
@@ -64,12 +104,13 @@ impl Rope {
     /// The roof an optimal RoPE is priced against: memory-bound work on CUDA cores.
     pub const ROOF: RoofKey = RoofKey::CUDA_CORE_FP32;
 
-    /// Plans a RoPE of `x` `[tokens, heads, head_dim]` with `positions` `[tokens]` (int64) and
-    /// `cos_sin_cache` `[max_pos, head_dim]` (float32).
+    /// Plans a NeoX RoPE of `x` `[tokens, heads, head_dim]` with `positions` `[tokens]` (int64,
+    /// int32 or uint32) and `cos_sin_cache` `[max_pos, head_dim]` (float32 or `x`'s dtype); see
+    /// [`Rope::with_style`] for interleaved pairs.
     ///
     /// Errors when `x` is not rank 3, empty, or not float32/float16/bfloat16; when `head_dim` is
-    /// odd or above 8192; when `positions` is not int64 `[tokens]`; or when the table is not
-    /// float32 `[max_pos, head_dim]` with `max_pos >= 1`.
+    /// odd or above 8192; when `positions` is not `[tokens]` of int64, int32 or uint32; or when
+    /// the table is not `[max_pos, head_dim]` with `max_pos >= 1`, in float32 or `x`'s dtype.
     pub fn new(
         x: TensorSpec,
         positions: TensorSpec,
@@ -94,8 +135,8 @@ impl Rope {
                 reason: format!("head_dim must be even and at most {MAX_HEAD_DIM}"),
             });
         }
-        check_positions_spec(OP, &positions, tokens)?;
-        let max_pos = cos_sin_cache_rows(OP, &cos_sin_cache, head_dim)?;
+        check_positions_of(OP, &positions, tokens, &POSITION_DTYPES)?;
+        let max_pos = table_rows(OP, &cos_sin_cache, head_dim, &[DType::Float32, x.dtype])?;
         if i32::try_from(heads * head_dim).is_err() {
             return Err(Error::InvalidShape {
                 op: OP,
@@ -108,12 +149,24 @@ impl Rope {
             x,
             positions,
             cos_sin_cache,
+            style: RopeStyle::NeoX,
             device: device.clone(),
             tokens,
             heads,
             head_dim,
             max_pos,
         })
+    }
+
+    /// The plan with the pairs of `style` (NeoX by default).
+    pub fn with_style(mut self, style: RopeStyle) -> Rope {
+        self.style = style;
+        self
+    }
+
+    /// The pairs the plan rotates.
+    pub fn style(&self) -> RopeStyle {
+        self.style
     }
 
     /// The input spec the op is planned for.
@@ -192,17 +245,23 @@ impl Backends<3, 1> for Rope {
         &self.device
     }
 
-    /// Not `cpu_f64`: the positions stay int64 (checked against the table, not widened).
+    /// Not `cpu_f64`: the positions stay integers (checked against the table, not widened).
     fn cpu(
         &self,
         [x, positions, cos_sin_cache]: [crate::TensorRef<'_>; 3],
         [mut y]: [crate::TensorMut<'_>; 1],
     ) -> Result<(), Error> {
-        let pos = positions.host_vec::<i64>()?;
+        let pos = host_positions(&positions)?;
         check_positions(OP, &pos, self.max_pos)?;
         let (table, rows) = used_table_rows(&cos_sin_cache, &pos, self.head_dim)?;
-        let (values, _) =
-            super::reference::rope(&x.host_f64()?, &rows, &table, self.heads, self.head_dim);
+        let (values, _) = super::reference::rope_with_style(
+            &x.host_f64()?,
+            &rows,
+            &table,
+            self.heads,
+            self.head_dim,
+            self.style,
+        );
         y.set_host_f64(&values)
     }
 
@@ -214,9 +273,13 @@ impl Backends<3, 1> for Rope {
     ) -> Result<(), Error> {
         let dtype = self.x.dtype;
         let per_vector = 16 / dtype.size_in_bytes();
+        let (vec_kernel, scalar_kernel) = match self.style {
+            RopeStyle::NeoX => ("rope_vec", "rope_scalar"),
+            RopeStyle::Interleaved => ("rope_vec_interleaved", "rope_scalar_interleaved"),
+        };
         let (entry, cfg) = match vec_plan(self.tokens, self.heads, self.head_dim, per_vector) {
             Some((grid, block)) => {
-                let entry = kernels::entry(&ROPE, "rope_vec", dtype)?;
+                let entry = kernels::entry(&ROPE, vec_kernel, dtype)?;
                 let cfg = LaunchConfig {
                     grid_dim: (grid_dim(entry, grid.0)?, grid.1, 1),
                     block_dim: (block.0, block.1, 1),
@@ -225,7 +288,7 @@ impl Backends<3, 1> for Rope {
                 (entry, cfg)
             }
             None => {
-                let entry = kernels::entry(&ROPE, "rope_scalar", dtype)?;
+                let entry = kernels::entry(&ROPE, scalar_kernel, dtype)?;
                 let cfg = LaunchConfig {
                     grid_dim: (grid_dim(entry, self.tokens.min(1 << 24))?, 1, 1),
                     block_dim: (rope_threads(self.heads * (self.head_dim / 2)), 1, 1),
@@ -240,14 +303,23 @@ impl Backends<3, 1> for Rope {
             self.head_dim as i32,
             self.max_pos as i64,
         );
-        // SAFETY: rope_*(const T*, const long long*, const float*, T*, long long, int, int,
-        // long long); x and y hold tokens * heads * head_dim elements, positions tokens, the
-        // table max_pos * head_dim floats (each buffer matches the plan's spec); head_dim * 4 <=
-        // 32 KiB of dynamic shared memory (under the 48 KiB default); the block is within the
-        // launch bounds (512); rope_vec's grid and block follow its contract (vec_plan).
+        let pos_kind: i32 = match self.positions.dtype {
+            DType::Int64 => 0,
+            DType::Int32 => 1,
+            _ => 2,
+        };
+        // The table in x's dtype (16-bit x only: an f32 x's table is f32 either way).
+        let table_x = i32::from(self.cos_sin_cache.dtype != DType::Float32);
+        // SAFETY: rope_*(const T*, const void*, const void*, T*, long long, int, int, long long,
+        // int, int); x and y hold tokens * heads * head_dim elements, positions tokens of the
+        // dtype pos_kind names (int64 0, int32 1, uint32 2), the table max_pos * head_dim
+        // elements of f32, or of T where table_x is 1 (each buffer matches the plan's spec);
+        // head_dim * 4 <= 32 KiB of dynamic shared memory (under the 48 KiB default); the block is
+        // within the launch bounds (512); rope_vec's grid and block follow its contract
+        // (vec_plan).
         unsafe {
             launch!(dev, &ROPE, entry, cfg;
-                xs, ps, cs, ys, &tokens, &heads, &head_dim, &max_pos)
+                xs, ps, cs, ys, &tokens, &heads, &head_dim, &max_pos, &pos_kind, &table_x)
         }
     }
 }
@@ -304,6 +376,23 @@ pub(crate) fn used_table_rows(
     Ok((cache.host_rows_f64(&used, head_dim)?, renumbered))
 }
 
+/// The positions of a `positions` input (int64, int32 or uint32) as i64, on the host.
+pub(crate) fn host_positions(positions: &crate::TensorRef<'_>) -> Result<Vec<i64>, Error> {
+    Ok(match positions.dtype() {
+        DType::Int32 => positions
+            .host_vec::<i32>()?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
+        DType::UInt32 => positions
+            .host_vec::<u32>()?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
+        _ => positions.host_vec::<i64>()?,
+    })
+}
+
 /// Refuses positions outside `[0, max_pos)` (the CPU path; the GPU writes NaN rows instead).
 pub(crate) fn check_positions(
     op: &'static str,
@@ -324,19 +413,29 @@ pub(crate) fn check_positions(
     }
 }
 
-/// Checks a `positions` spec: int64 `[tokens]`, one position per token (shared with the fused
-/// ops that apply RoPE).
+/// Checks a `positions` spec: int64 `[tokens]`, one position per token (the fused ops that apply
+/// RoPE).
 pub(crate) fn check_positions_spec(
     op: &'static str,
     positions: &TensorSpec,
     tokens: usize,
 ) -> Result<(), Error> {
-    if positions.dtype != DType::Int64 {
+    check_positions_of(op, positions, tokens, &[DType::Int64])
+}
+
+/// Checks a `positions` spec: `[tokens]` of one of `dtypes`.
+fn check_positions_of(
+    op: &'static str,
+    positions: &TensorSpec,
+    tokens: usize,
+    dtypes: &[DType],
+) -> Result<(), Error> {
+    if !dtypes.contains(&positions.dtype) {
         return Err(Error::InvalidDType {
             op,
             field: "positions",
             value: positions.dtype,
-            supported: "int64".to_owned(),
+            supported: dtype_list(dtypes),
         });
     }
     if positions.shape != [tokens] {
@@ -351,18 +450,43 @@ pub(crate) fn check_positions_spec(
 }
 
 /// Checks a `cos_sin_cache` spec, float32 `[max_pos >= 1, head_dim]` with rows `[cos | sin]`,
-/// and returns `max_pos`.
+/// and returns `max_pos` (the fused ops that apply RoPE).
 pub(crate) fn cos_sin_cache_rows(
     op: &'static str,
     cos_sin_cache: &TensorSpec,
     head_dim: usize,
 ) -> Result<usize, Error> {
-    if cos_sin_cache.dtype != DType::Float32 {
+    table_rows(op, cos_sin_cache, head_dim, &[DType::Float32])
+}
+
+/// `dtypes` as a message lists them: `int64, int32 or uint32`.
+fn dtype_list(dtypes: &[DType]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for d in dtypes {
+        if !names.contains(&d.name()) {
+            names.push(d.name());
+        }
+    }
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
+}
+
+/// Checks a `cos_sin_cache` spec, `[max_pos >= 1, head_dim]` of one of `dtypes` with rows
+/// `[cos | sin]`, and returns `max_pos`.
+fn table_rows(
+    op: &'static str,
+    cos_sin_cache: &TensorSpec,
+    head_dim: usize,
+    dtypes: &[DType],
+) -> Result<usize, Error> {
+    if !dtypes.contains(&cos_sin_cache.dtype) {
         return Err(Error::InvalidDType {
             op,
             field: "cos_sin_cache",
             value: cos_sin_cache.dtype,
-            supported: "float32".to_owned(),
+            supported: dtype_list(dtypes),
         });
     }
     let max_pos = match cos_sin_cache.shape.as_slice() {
@@ -382,21 +506,33 @@ pub(crate) fn cos_sin_cache_rows(
     Ok(max_pos)
 }
 
-/// Positions for random inputs: distinct where the table allows (the manifest's ideal), spread
-/// over the table deterministically from `seed`.
+/// Positions for random inputs (int64): distinct where the table allows (the manifest's ideal),
+/// spread over the table deterministically from `seed`.
 pub(crate) fn random_positions(
     tokens: usize,
     max_pos: usize,
     seed: u64,
     device: &Device,
 ) -> Result<Tensor, Error> {
-    let start = (seed as usize).wrapping_mul(7919) % max_pos;
-    let mut values = crate::alloc::host_vec::<i64>(tokens)?;
-    values.extend((0..tokens).map(|t| ((start + t) % max_pos) as i64));
-    Tensor::from_slice(&values, [tokens], device)
+    random_positions_as(tokens, max_pos, seed, DType::Int64, device)
 }
 
-/// A valid cos/sin table: row p holds cos and sin of p * 10000^(-2i/head_dim).
+/// [`random_positions`] in `dtype` (int64, int32 or uint32).
+pub(crate) fn random_positions_as(
+    tokens: usize,
+    max_pos: usize,
+    seed: u64,
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor, Error> {
+    let start = (seed as usize).wrapping_mul(7919) % max_pos;
+    let mut values = crate::alloc::host_vec::<f64>(tokens)?;
+    values.extend((0..tokens).map(|t| ((start + t) % max_pos) as f64));
+    Tensor::from_f64_rounded(&values, &TensorSpec::new([tokens], dtype), device)
+}
+
+/// A valid cos/sin table in `spec`'s dtype: row p holds cos and sin of p * 10000^(-2i/head_dim),
+/// rounded once to the dtype.
 pub(crate) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, Error> {
     let (rows, width) = (spec.shape[0], spec.shape[1]);
     let half = width / 2;
@@ -404,27 +540,36 @@ pub(crate) fn rope_table(spec: &TensorSpec, device: &Device) -> Result<Tensor, E
         .map(|i| 10000f64.powf(-2.0 * i as f64 / width as f64))
         .collect();
     let n = spec.numel()?;
-    let mut values = crate::alloc::host_vec::<f32>(n)?;
+    let mut values = crate::alloc::host_vec::<f64>(n)?;
     values.resize(n, 0.0);
     for (p, row) in values.chunks_exact_mut(width).enumerate() {
         for (i, f) in inv_freq.iter().enumerate() {
             let (sin, cos) = (p as f64 * f).sin_cos();
-            row[i] = cos as f32;
-            row[half + i] = sin as f32;
+            row[i] = cos;
+            row[half + i] = sin;
         }
     }
-    Tensor::from_f32_slice(&values, [rows, width], device)
+    debug_assert_eq!(spec.shape, [rows, width]);
+    Tensor::from_f64_rounded(&values, spec, device)
 }
 
 impl FromWorkload for Rope {
-    /// `x_shape` in the case dtype, `positions_shape` int64, `cos_sin_cache_shape` float32.
+    /// `x_shape` in the case dtype, `positions_shape` int64, `cos_sin_cache_shape` float32; the
+    /// row's `is_neox_style` (the manifest's default, true, where it gives none).
     fn from_workload(device: &Device, case: &WorkloadCase) -> Result<Self, Error> {
-        Rope::new(
+        let neox = workload_bool::<Rope>(case, "is_neox_style")?;
+        let style = if neox {
+            RopeStyle::NeoX
+        } else {
+            RopeStyle::Interleaved
+        };
+        Ok(Rope::new(
             case.require_input_as(OP, "x", case.dtype)?,
             case.require_input_as(OP, "positions", DType::Int64)?,
             case.require_input_as(OP, "cos_sin_cache", DType::Float32)?,
             device,
-        )
+        )?
+        .with_style(style))
     }
 }
 
@@ -436,7 +581,13 @@ impl BenchOp for Rope {
     fn random_inputs(&self, seed: u64) -> Result<Vec<Tensor>, Error> {
         Ok(vec![
             Tensor::random(&self.x, seed, &self.device)?,
-            random_positions(self.tokens, self.max_pos, seed, &self.device)?,
+            random_positions_as(
+                self.tokens,
+                self.max_pos,
+                seed,
+                self.positions.dtype,
+                &self.device,
+            )?,
             rope_table(&self.cos_sin_cache, &self.device)?,
         ])
     }
@@ -509,29 +660,93 @@ mod tests {
     }
 
     #[test]
-    fn cpu_forward_matches_the_reference_in_every_dtype() {
+    fn cpu_forward_matches_the_reference_in_every_dtype_style_and_index_type() {
         let cpu = Device::cpu();
         for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
-            for (tokens, heads, head_dim) in [(3, 2, 8), (1, 1, 2), (5, 3, 6), (2, 4, 128)] {
-                let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
-                let cs = TensorSpec::new([7, head_dim], DType::Float32);
-                let ps = TensorSpec::new([tokens], DType::Int64);
-                let op = Rope::new(xs.clone(), ps, cs.clone(), &cpu).unwrap();
-                let x = Tensor::random(&xs, 3, &cpu).unwrap();
-                let p = random_positions(tokens, 7, 5, &cpu).unwrap();
-                let c = rope_table(&cs, &cpu).unwrap();
-                let y = op.forward(&x, &p, &c).unwrap();
-                let (want, _) = super::super::reference::rope(
-                    &x.to_vec_f64().unwrap(),
-                    &p.to_vec::<i64>().unwrap(),
-                    &c.to_vec_f64().unwrap(),
-                    heads,
-                    head_dim,
-                );
-                let want = Tensor::from_f64_rounded(&want, &xs, &cpu).unwrap();
-                assert_eq!(y.to_bytes().unwrap(), want.to_bytes().unwrap(), "{dtype}");
+            for style in [RopeStyle::NeoX, RopeStyle::Interleaved] {
+                for (tokens, heads, head_dim) in [(3, 2, 8), (1, 1, 2), (5, 3, 6), (2, 4, 128)] {
+                    let (pos_dtype, table_dtype) = match tokens % 3 {
+                        0 => (DType::Int64, DType::Float32),
+                        1 => (DType::Int32, dtype),
+                        _ => (DType::UInt32, dtype),
+                    };
+                    let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
+                    let cs = TensorSpec::new([7, head_dim], table_dtype);
+                    let ps = TensorSpec::new([tokens], pos_dtype);
+                    let op = Rope::new(xs.clone(), ps, cs.clone(), &cpu)
+                        .unwrap()
+                        .with_style(style);
+                    let x = Tensor::random(&xs, 3, &cpu).unwrap();
+                    let p = random_positions_as(tokens, 7, 5, pos_dtype, &cpu).unwrap();
+                    let c = rope_table(&cs, &cpu).unwrap();
+                    let y = op.forward(&x, &p, &c).unwrap();
+                    let (want, _) = super::super::reference::rope_with_style(
+                        &x.to_vec_f64().unwrap(),
+                        &host_positions(&p.as_tensor_ref()).unwrap(),
+                        &c.to_vec_f64().unwrap(),
+                        heads,
+                        head_dim,
+                        style,
+                    );
+                    let want = Tensor::from_f64_rounded(&want, &xs, &cpu).unwrap();
+                    let what = format!("{dtype} {style:?} {pos_dtype} {table_dtype}");
+                    assert_eq!(y.to_bytes().unwrap(), want.to_bytes().unwrap(), "{what}");
+                }
             }
         }
+    }
+
+    #[test]
+    fn the_styles_pair_different_elements() {
+        // One head of 4 at a quarter turn: NeoX rotates (x0, x2) and (x1, x3), interleaved (x0,
+        // x1) and (x2, x3).
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let table = [0.0, 0.0, 1.0, 1.0];
+        let (neox, _) =
+            super::super::reference::rope_with_style(&x, &[0], &table, 1, 4, RopeStyle::NeoX);
+        let (inter, _) = super::super::reference::rope_with_style(
+            &x,
+            &[0],
+            &table,
+            1,
+            4,
+            RopeStyle::Interleaved,
+        );
+        assert_eq!(neox, [-3.0, -4.0, 1.0, 2.0]);
+        assert_eq!(inter, [-2.0, 1.0, -4.0, 3.0]);
+    }
+
+    #[test]
+    fn index_and_table_dtypes_outside_the_contract_are_refused_by_name() {
+        let cpu = Device::cpu();
+        let xs = TensorSpec::new([2, 1, 4], DType::BFloat16);
+        let table = TensorSpec::new([3, 4], DType::Float32);
+        let err = Rope::new(
+            xs.clone(),
+            TensorSpec::new([2], DType::Float32),
+            table.clone(),
+            &cpu,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("int64, int32 or uint32"), "{err}");
+        // A table in another 16-bit dtype than x's.
+        let err = Rope::new(
+            xs,
+            TensorSpec::new([2], DType::UInt32),
+            TensorSpec::new([3, 4], DType::Float16),
+            &cpu,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("float32 or bfloat16"), "{err}");
+        // An f32 x takes an f32 table only, listed once.
+        let err = Rope::new(
+            TensorSpec::new([2, 1, 4], DType::Float32),
+            TensorSpec::new([2], DType::Int64),
+            TensorSpec::new([3, 4], DType::BFloat16),
+            &cpu,
+        )
+        .unwrap_err();
+        assert!(err.to_string().ends_with("supported: float32"), "{err}");
     }
 
     #[test]

@@ -40,13 +40,14 @@ use crate::common::{DTYPES, POISON, Report, Special, bound, element_error, floor
 use crate::common::{Fp8Check, code_distance, worst_scaled};
 use crate::common::{gemm_bound, input_with, lined_up, make_input, reduction_sets, rope_table};
 use crate::common::{row_specials, softmax_lines, worst_by, worst_codes, worst_error};
+use crate::position_encoding::gpu::{case_plan, positions_as};
 use tileops::kernels::{self, KernelSource};
 use tileops::ops::reference as norm_act;
 use tileops::ops::reference as rope_fp8;
 use tileops::ops::reference::{self as reference_reduction, ReduceKind};
 use tileops::ops::{
     Abs, Amax, Fp8Quant, FusedAddRmsNorm, Gelu, GeluApproximate, Gemm, LayerNorm, LogSoftmax,
-    Logsumexp, Mean, Neg, QkNormRopeFp8, QkNormRopeFp8Output, ReduceDim, Relu, RmsNorm, Rope,
+    Logsumexp, Mean, Neg, QkNormRopeFp8, QkNormRopeFp8Output, ReduceDim, Relu, RmsNorm, RopeStyle,
     Sigmoid, Silu, SiluAndMul, Softmax, Sum, reference,
 };
 use tileops::{DType, Device, Tensor, TensorSpec};
@@ -896,18 +897,21 @@ fn rope_cases(device: &Device) -> Measures {
     let mut seed = 50_000;
     let max_pos = 37;
     for dtype in DTYPES {
-        for (tokens, heads, head_dim, special, bad) in rope_shapes(per_vector(dtype)) {
+        for (i, (tokens, heads, head_dim, special, bad)) in
+            rope_shapes(per_vector(dtype)).into_iter().enumerate()
+        {
             seed += 1;
             let bad = bad && device.is_cuda();
-            let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
-            let cs = TensorSpec::new([max_pos, head_dim], DType::Float32);
-            let op = Rope::new(
-                xs.clone(),
-                TensorSpec::new([tokens], DType::Int64),
-                cs.clone(),
-                device,
-            )
-            .expect("valid plan");
+            // Both pair layouts on the scalar and the vector kernels (shapes 0-4 and 5-8), and
+            // every index and table dtype in turn.
+            let style = if i % 2 == 0 {
+                RopeStyle::NeoX
+            } else {
+                RopeStyle::Interleaved
+            };
+            let shape = [tokens, heads, head_dim];
+            let (op, xs, cs) = case_plan(i, shape, dtype, max_pos, style, device);
+            let (pos_dtype, table_dtype) = (op.positions().dtype, cs.dtype);
             let mut specials = Vec::new();
             if special {
                 let last = xs.numel().unwrap() - 1;
@@ -920,9 +924,15 @@ fn rope_cases(device: &Device) -> Measures {
             let x = input_with(&xs, seed, &specials, device);
             let xv = x.to_vec_f64().expect("x");
             let pv = rope_positions(tokens, max_pos, seed, bad);
-            let tv = rope_table(max_pos, head_dim);
-            let p = Tensor::from_slice(&pv, [tokens], device).expect("positions");
-            let c = Tensor::from_f64_rounded(&tv, &cs, device).expect("table");
+            // A uint32 -1 is 2^32 - 1: outside the table too.
+            let stored: Vec<i64> = match pos_dtype {
+                DType::UInt32 => pv.iter().map(|&p| i64::from(p as u32)).collect(),
+                _ => pv.clone(),
+            };
+            let p = positions_as(&stored, pos_dtype, device);
+            let c = Tensor::from_f64_rounded(&rope_table(max_pos, head_dim), &cs, device)
+                .expect("table");
+            let tv = c.to_vec_f64().expect("table");
             let mut y = Tensor::full(&xs, POISON, device).expect("poisoned output");
             ledger::call(
                 device,
@@ -933,10 +943,11 @@ fn rope_cases(device: &Device) -> Measures {
             )
             .expect("launch");
             let got = download(device, &y);
-            let (want, magnitude) = rope_fp8::rope(&xv, &pv, &tv, heads, head_dim);
+            let (want, magnitude) =
+                rope_fp8::rope_with_style(&xv, &stored, &tv, heads, head_dim, style);
             let err = worst_scaled(&got, &want, &magnitude, floor(dtype));
             let label = format!(
-                "[{tokens}, {heads}, {head_dim}] pos 0, {}{}{}",
+                "[{tokens}, {heads}, {head_dim}] {style:?} {pos_dtype} {table_dtype} pos 0, {}{}{}",
                 max_pos - 1,
                 special_label(special),
                 if bad { " +bad pos" } else { "" }

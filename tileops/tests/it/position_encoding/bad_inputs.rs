@@ -59,15 +59,12 @@ fn rope_rejects_bad_ranks_dims_and_dtypes() {
             "{err:?}"
         );
     }
-    let err = rope(
-        &[4, 2, 8],
-        DType::Float32,
-        spec(&[4], DType::Int32),
-        table(8),
-    )
-    .unwrap_err();
-    assert_eq!(field_of(&err), "positions", "{err:?}");
-    assert!(err.to_string().contains("int64"), "{err}");
+    // Positions of a float or 8/16-bit type: the message names the index types taken.
+    for dtype in [DType::Float32, DType::Int16, DType::UInt8] {
+        let err = rope(&[4, 2, 8], DType::Float32, spec(&[4], dtype), table(8)).unwrap_err();
+        assert_eq!(field_of(&err), "positions", "{err:?}");
+        assert!(err.to_string().contains("int64, int32 or uint32"), "{err}");
+    }
     let err = rope(
         &[4, 2, 8],
         DType::Float32,

@@ -16,8 +16,8 @@ use crate::fused::gpu::fused_cases;
 use crate::quantization::gpu::fp8_quant_cases;
 // The per-dtype bounds of `reduction::gpu::softmax` (`common::bound`).
 use crate::common::bound as rope_bound;
-use tileops::ops::Rope;
 use tileops::ops::reference::{self};
+use tileops::ops::{Rope, RopeStyle};
 use tileops::{DType, Device, Tensor, TensorSpec};
 
 /// Random values of `spec` as f64 (already rounded to its dtype), from `seed`.
@@ -82,59 +82,98 @@ const ROPE_CASES: &[(usize, usize, usize, bool, bool)] = &[
     (3, 2, 10, false, false),
 ];
 
+/// The position and table dtypes of case `i`: int64 and f32 (vLLM's), int32 and f32, uint32 and
+/// `dtype` (candle's), in turn.
+pub(crate) fn index_and_table_dtypes(i: usize, dtype: DType) -> (DType, DType) {
+    match i % 3 {
+        0 => (DType::Int64, DType::Float32),
+        1 => (DType::Int32, DType::Float32),
+        _ => (DType::UInt32, dtype),
+    }
+}
+
+/// The rope plan of case `i`: `x` `[tokens, heads, head_dim]` in `dtype`, the index and table
+/// dtypes of [`index_and_table_dtypes`], a table of `max_pos` rows, the pairs of `style`. Returns
+/// the plan with its `x` and table specs.
+pub(crate) fn case_plan(
+    i: usize,
+    [tokens, heads, head_dim]: [usize; 3],
+    dtype: DType,
+    max_pos: usize,
+    style: RopeStyle,
+    device: &Device,
+) -> (Rope, TensorSpec, TensorSpec) {
+    let (pos_dtype, table_dtype) = index_and_table_dtypes(i, dtype);
+    let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
+    let cs = TensorSpec::new([max_pos, head_dim], table_dtype);
+    let op = Rope::new(
+        xs.clone(),
+        TensorSpec::new([tokens], pos_dtype),
+        cs.clone(),
+        device,
+    )
+    .expect("valid plan")
+    .with_style(style);
+    (op, xs, cs)
+}
+
+/// `positions` as a tensor of `dtype` (int64, int32 or uint32).
+pub(crate) fn positions_as(positions: &[i64], dtype: DType, device: &Device) -> Tensor {
+    let values: Vec<f64> = positions.iter().map(|&p| p as f64).collect();
+    upload(&values, &TensorSpec::new([positions.len()], dtype), device)
+}
+
 fn rope_cases(device: &Device) -> Measures {
-    let mut report = Measures::new(40, KeepWorst::Largest, 0);
+    let mut report = Measures::new(80, KeepWorst::Largest, 0);
     let mut seed = 900;
     let max_pos = 97;
     for dtype in DTYPES {
-        for &(tokens, heads, head_dim, special, bad_pos) in ROPE_CASES {
-            seed += 1;
-            let xs = TensorSpec::new([tokens, heads, head_dim], dtype);
-            let cs = TensorSpec::new([max_pos, head_dim], DType::Float32);
-            let op = Rope::new(
-                xs.clone(),
-                TensorSpec::new([tokens], DType::Int64),
-                cs.clone(),
-                device,
-            )
-            .expect("valid plan");
-            let mut xv = random_values(&xs, seed);
-            if special {
-                xv[1] = f64::NAN;
-                xv[head_dim + 2] = f64::INFINITY;
-                let last = xv.len() - 1;
-                xv[last] = f64::NEG_INFINITY;
-            }
-            let pv = positions(tokens, max_pos, seed, bad_pos && device.is_cuda());
-            let tv = rope_table(max_pos, head_dim);
-            let x = upload(&xv, &xs, device);
-            let p = Tensor::from_slice(&pv, [tokens], device).expect("positions");
-            let c = upload(&tv, &cs, device);
-            let mut y = Tensor::full(&xs, POISON, device).expect("poisoned output");
-            op.forward_into(&x, &p, &c, &mut y).expect("launch");
-            device.synchronize().expect("kernel ran");
-            let got = y.to_vec_f64().expect("copy back");
-            let (want, magnitude) = reference::rope(&xv, &pv, &tv, heads, head_dim);
-            let err = worst_scaled(&got, &want, &magnitude, floor(dtype));
-            let label = format!(
-                "[{tokens}, {heads}, {head_dim}]{}{}",
-                if special { " +nan/inf" } else { "" },
-                if bad_pos && device.is_cuda() {
-                    " +bad pos"
-                } else {
-                    ""
+        for (i, &(tokens, heads, head_dim, special, bad_pos)) in ROPE_CASES.iter().enumerate() {
+            for style in [RopeStyle::NeoX, RopeStyle::Interleaved] {
+                seed += 1;
+                let shape = [tokens, heads, head_dim];
+                let (op, xs, cs) = case_plan(i, shape, dtype, max_pos, style, device);
+                let (pos_dtype, table_dtype) = (op.positions().dtype, cs.dtype);
+                let mut xv = random_values(&xs, seed);
+                if special {
+                    xv[1] = f64::NAN;
+                    xv[head_dim + 2] = f64::INFINITY;
+                    let last = xv.len() - 1;
+                    xv[last] = f64::NEG_INFINITY;
                 }
-            );
-            let detail = format!("got {}, want {}", got[err.1], want[err.1]);
-            report.record(
-                "rope",
-                &label,
-                dtype,
-                "rel err",
-                err,
-                rope_bound(dtype),
-                detail,
-            );
+                let pv = positions(tokens, max_pos, seed, bad_pos && device.is_cuda());
+                let x = upload(&xv, &xs, device);
+                let p = positions_as(&pv, pos_dtype, device);
+                let c = upload(&rope_table(max_pos, head_dim), &cs, device);
+                // The table as the kernel reads it (rounded to a 16-bit dtype where it is one).
+                let tv = c.to_vec_f64().expect("table");
+                let mut y = Tensor::full(&xs, POISON, device).expect("poisoned output");
+                op.forward_into(&x, &p, &c, &mut y).expect("launch");
+                device.synchronize().expect("kernel ran");
+                let got = y.to_vec_f64().expect("copy back");
+                let (want, magnitude) =
+                    reference::rope_with_style(&xv, &pv, &tv, heads, head_dim, style);
+                let err = worst_scaled(&got, &want, &magnitude, floor(dtype));
+                let label = format!(
+                    "[{tokens}, {heads}, {head_dim}] {style:?} {pos_dtype} {table_dtype}{}{}",
+                    if special { " +nan/inf" } else { "" },
+                    if bad_pos && device.is_cuda() {
+                        " +bad pos"
+                    } else {
+                        ""
+                    }
+                );
+                let detail = format!("got {}, want {}", got[err.1], want[err.1]);
+                report.record(
+                    "rope",
+                    &label,
+                    dtype,
+                    "rel err",
+                    err,
+                    rope_bound(dtype),
+                    detail,
+                );
+            }
         }
     }
     report
