@@ -15,7 +15,7 @@ use crate::{DType, Device, Error, Tensor, TensorSpec};
 
 const OP: &str = Gemm::NAME;
 
-/// How the operands of a [`Gemm`](crate::ops::Gemm) are read: named options instead of positional
+/// How the operands of a [`Gemm` op](crate::ops::Gemm) are read: named options instead of positional
 /// flags.
 ///
 /// `Default` is the plain product `a @ b` in strict float32 when the dtype is float32; the
