@@ -220,19 +220,19 @@ __device__ __forceinline__ void rope_scalar(const T* __restrict__ x, const void*
     }
 }
 
-#define TILEOPS_ROPE_ENTRY(KIND, LAYOUT, INTERLEAVED, T, SUFFIX)                                                  \
-    extern "C" __global__ void __launch_bounds__(512) rope_##KIND##LAYOUT##SUFFIX(                              \
+#define TILEOPS_ROPE_ENTRY(NAME, KIND, INTERLEAVED, T)                                                          \
+    extern "C" __global__ void __launch_bounds__(512) NAME(                                                     \
         const T* __restrict__ x, const void* __restrict__ positions, const void* __restrict__ cache,            \
         T* __restrict__ y, long long tokens, int heads, int head_dim, long long max_pos, int pos_kind,          \
         int table_x) {                                                                                          \
         rope_##KIND<T, INTERLEAVED>(x, positions, cache, y, tokens, heads, head_dim, max_pos, pos_kind, table_x); \
     }
 
-#define TILEOPS_ROPE_ENTRIES(T, SUFFIX)                        \
-    TILEOPS_ROPE_ENTRY(vec, _, false, T, SUFFIX)               \
-    TILEOPS_ROPE_ENTRY(scalar, _, false, T, SUFFIX)            \
-    TILEOPS_ROPE_ENTRY(vec, _interleaved_, true, T, SUFFIX)    \
-    TILEOPS_ROPE_ENTRY(scalar, _interleaved_, true, T, SUFFIX)
+#define TILEOPS_ROPE_ENTRIES(T, SUFFIX)                                     \
+    TILEOPS_ROPE_ENTRY(rope_vec_##SUFFIX, vec, false, T)                    \
+    TILEOPS_ROPE_ENTRY(rope_scalar_##SUFFIX, scalar, false, T)              \
+    TILEOPS_ROPE_ENTRY(rope_vec_interleaved_##SUFFIX, vec, true, T)         \
+    TILEOPS_ROPE_ENTRY(rope_scalar_interleaved_##SUFFIX, scalar, true, T)
 
 TILEOPS_ROPE_ENTRIES(float, f32)
 TILEOPS_ROPE_ENTRIES(__half, f16)
