@@ -454,8 +454,8 @@ fn calibrate_checks_its_output_before_measuring() {
 
 #[test]
 fn a_log_states_a_skip_reason_once_then_points_back_to_it() {
-    // Four rope prefill rows over the CPU budget: stderr is not a terminal here, so the progress
-    // is a line per row.
+    // Five rope prefill rows over the CPU budget (the interleaved one included): stderr is not a
+    // terminal here, so the progress is a line per row.
     let dir = scratch("skip-reasons-once");
     let out = dir.join("run.json");
     let (code, _, err) = run(&[
@@ -470,13 +470,13 @@ fn a_log_states_a_skip_reason_once_then_points_back_to_it() {
     ]);
     assert_eq!(code, 0, "{err}");
     let skips: Vec<&str> = err.lines().filter(|l| l.contains(": skipped: ")).collect();
-    assert_eq!(skips.len(), 4, "{err}");
+    assert_eq!(skips.len(), 5, "{err}");
     let advice = "a GPU run times it";
     assert!(skips[0].contains(advice), "the first in full: {}", skips[0]);
     for line in &skips[1..] {
         assert!(!line.contains(advice), "{line}");
         assert!(line.contains("over the reference budget"), "{line}");
-        assert!(line.ends_with("(the rest as in [1/4])"), "{line}");
+        assert!(line.ends_with("(the rest as in [1/5])"), "{line}");
     }
     // No built-in profile describes a CPU: the way to priced rows is said.
     assert!(
