@@ -37,7 +37,11 @@ cargo fmt --check
 echo "== candle-check: clippy (candle-core with cuda, tileops with dynamic-linking)"
 cargo clippy --locked --all-targets --features cuda -- -D warnings
 echo "== candle-check: rustdoc (every warning, broken intra-doc links included, fails)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --features cuda
+# The examples too: a command that builds a target needing the dev-dependencies resolves the
+# dependencies' features as clippy's --all-targets did, so the doc build reuses its checked
+# candle-core (the library alone resolved other features, and checked candle-core and compiled
+# candle's kernels again: eight minutes of CI).
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --features cuda --lib --examples
 echo "== candle-check: tests (CPU and the emulated device)"
 cargo test --locked --features cuda
 echo "== candle-check: the decoder layer, on the CPU and on the emulated device"

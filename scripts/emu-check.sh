@@ -11,7 +11,8 @@
 #    `normalization::gpu::...`, `coverage::gpu::...`) with TILEOPS_REQUIRE_GPU=1 (nothing skips),
 #    the coverage tests (`coverage::gpu::`, one case per entry point) in a process of their own,
 #    as their check of the entry points launched reads that process's list:
-#      pass A  every GPU test; schedule round-robin, every launch compared with warp-greedy
+#      pass A  the coverage tests (every entry point); schedule round-robin, every launch
+#              compared with warp-greedy
 #      pass B  the family tests (shape sweeps); schedule random (seeded, preempting at loads),
 #              every launch compared with reverse
 #      pass C  the coverage tests (every entry point) in the ASan build, round-robin, with the
@@ -25,17 +26,21 @@
 #    every manifest row launched dry for its kernel ledger, the ceiling gate against
 #    tileops-bench/ledger/ceilings.txt, tileops/docs/kernels.md compared with its regeneration);
 #    rehearses the GPU check (scripts/gpu-rehearsal.sh: gpu-prepare.sh + gpu-check.sh against the
-#    emulated device), when that script exists;
+#    emulated device), when that script exists, its bench_all over the rows of a few ops (the
+#    bench_all test above ran every row);
 # 5. prints the entry points launched across all of it.
 #
 # Ends with `emulated: P passed, F failed; entry points launched: L of T` and exits non-zero on any
 # failure, on a test run whose filter selected no test, or on an entry point that never launched.
 # Times of each phase go to stdout.
 # Environment: EMU_CHECK_SEED (random schedule's seed, default 1), EMU_CHECK_PASSES (default
-# "A B C"), EMU_CHECK_REHEARSAL=0 to leave out step 4, EMU_CHECK_PHASE=build to build everything
+# "A B C"), EMU_CHECK_REHEARSAL=0 to leave out the rehearsal, EMU_CHECK_REHEARSAL_FILTER (the
+# rehearsal's bench_all filter, GPU_REHEARSAL_BENCH_FILTER; empty runs every row, as the GPU
+# machine does), EMU_CHECK_PHASE=build-asan to build the AddressSanitizer emulator only (its own
+# target directory), EMU_CHECK_PHASE=build to build everything
 # the steps run (the emulator and its ASan twin, the GPU test binaries, the emulated builds of the
-# bench test and of the rehearsal's bundle) and stop: scripts/test.sh builds them beside the CPU
-# tests, then runs this script, whose builds are then no-ops.
+# bench test and of the rehearsal's bundle) and stop: scripts/test.sh builds them with the CPU
+# tests (the same profile), then runs this script, whose builds are then no-ops.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -44,12 +49,25 @@ bash scripts/install-cuda-wheels.sh || exit 1
 # Named explicitly: tileops never looks for NVRTC in the working directory or its ancestors.
 export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$root/.cuda-wheels}"
 export TILEOPS_REQUIRE_NVRTC=1
+# Every test process loads the kernels the first one compiled (README: "Compiled kernels across
+# processes").
+export TILEOPS_KERNEL_CACHE="${TILEOPS_KERNEL_CACHE:-$root/target/kernel-cache}"
 seed="${EMU_CHECK_SEED:-1}"
 passes="${EMU_CHECK_PASSES:-A B C}"
 work="$root/target/emu"
 coverage="$work/coverage"
-rm -rf "$coverage" "$work/logs" "$work"/ledger-*.jsonl
-mkdir -p "$coverage" "$work/logs" "$work/lib" "$work/lib-asan"
+phase="${EMU_CHECK_PHASE:-all}"
+case "$phase" in
+  all | build | build-asan) ;;
+  *) echo "emu-check: EMU_CHECK_PHASE must be all, build or build-asan (got $phase)"; exit 2 ;;
+esac
+# The ASan build's log has a folder of its own: scripts/test.sh makes that build (build-asan)
+# beside another phase of this script, which starts by emptying logs/.
+asan_logs="$work/logs-asan"
+if [[ "$phase" != build-asan ]]; then
+  rm -rf "$coverage" "$work/logs" "$work"/ledger-*.jsonl
+fi
+mkdir -p "$coverage" "$work/logs" "$asan_logs" "$work/lib" "$work/lib-asan"
 
 passed=0
 failed=0
@@ -96,9 +114,29 @@ run_tests() {
   fi
 }
 
+# Every cargo command that builds tileops selects the workspace without the emulator, as
+# scripts/test.sh and gpu-prepare.sh do: cargo resolves the dependencies' features per selection,
+# and `-p tileops` against `-p tileops-suite` built tileops (and all above it) once each.
+workspace=(--workspace --exclude cuda-emu)
+
 link_driver() { # DIR SO: the stand-in driver under the names cudarc and tileops load
   local n
   for n in libcuda.so libcuda.so.1 libcublas.so.13 libcublasLt.so.13; do ln -sf "$2" "$1/$n"; done
+}
+
+# The AddressSanitizer build of the emulator and of its planted-bug test (a target directory of
+# its own). EMU_CHECK_PHASE=build-asan makes only these and stops.
+build_asan() {
+  local t0
+  t0=$(now)
+  # Not stripped: ASan's reports name the kernel's source line from the debug info.
+  CARGO_PROFILE_RELEASE_STRIP=none cargo build -p cuda-emu --release --lib --features asan \
+    --target-dir "$root/target/emu-asan" --locked >"$asan_logs/build-asan.log" 2>&1 &&
+    CARGO_PROFILE_RELEASE_STRIP=none cargo test -p cuda-emu --release --features asan \
+      --target-dir "$root/target/emu-asan" --locked --test planted --no-run >>"$asan_logs/build-asan.log" 2>&1 ||
+    { tail -40 "$asan_logs/build-asan.log"; exit 1; }
+  echo "  ASan build (the emulator and its planted-bug test): $(since "$t0") s"
+  link_driver "$work/lib-asan" "$root/target/emu-asan/release/libcuda_emu.so"
 }
 
 # Every build the steps below run, first: the emulator (normal and ASan), the emulator's own test
@@ -111,19 +149,11 @@ build_all() {
     { tail -40 "$work/logs/build.log"; exit 1; }
   echo "  normal build: $(since "$t0") s"
   link_driver "$work/lib" "$root/target/emulated/libcuda_emu.so"
-  t0=$(now)
-  # Not stripped: ASan's reports name the kernel's source line from the debug info.
-  CARGO_PROFILE_RELEASE_STRIP=none cargo build -p cuda-emu --release --lib --features asan \
-    --target-dir "$root/target/emu-asan" --locked >"$work/logs/build-asan.log" 2>&1 ||
-    { tail -40 "$work/logs/build-asan.log"; exit 1; }
-  echo "  ASan build: $(since "$t0") s"
-  link_driver "$work/lib-asan" "$root/target/emu-asan/release/libcuda_emu.so"
+  build_asan
 
   echo "== build the emulator's own test binaries"
   t0=$(now)
-  cargo test -p cuda-emu --profile emulated --locked --no-run >"$work/logs/build-self-tests.log" 2>&1 &&
-    CARGO_PROFILE_RELEASE_STRIP=none cargo test -p cuda-emu --release --features asan \
-      --target-dir "$root/target/emu-asan" --locked --test planted --no-run >>"$work/logs/build-self-tests.log" 2>&1 ||
+  cargo test -p cuda-emu --profile emulated --locked --no-run >"$work/logs/build-self-tests.log" 2>&1 ||
     { tail -40 "$work/logs/build-self-tests.log"; exit 1; }
   echo "  $(since "$t0") s"
   echo "== build the GPU tests"
@@ -131,7 +161,7 @@ build_all() {
   # Optimised (profile `emulated`): the f64 references are slow in a debug build. The GPU tests are
   # those of tileops's `it` test binary under a `gpu` module, and tileops-bench's (the calibration
   # kernels' check); one cargo invocation builds both.
-  cargo test -p tileops -p tileops-bench --profile emulated --test it --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
+  cargo test "${workspace[@]}" --profile emulated --test it --no-run --locked --message-format=json 2>"$work/logs/build-tests.log" |
     python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -158,16 +188,21 @@ for line in sys.stdin:
   t0=$(now)
   # The rehearsal bundles what scripts/gpu-prepare.sh builds: tileops's test executables and the
   # workspace's examples, with these two commands.
-  cargo test -p tileops-suite --profile emulated --locked --test it --no-run >"$work/logs/build-bench.log" 2>&1 &&
-    cargo test -p tileops --profile emulated --locked --no-run >>"$work/logs/build-bench.log" 2>&1 &&
-    cargo build --profile emulated --locked --workspace --examples >>"$work/logs/build-bench.log" 2>&1 ||
+  cargo test "${workspace[@]}" --profile emulated --locked --lib --test it --no-run >"$work/logs/build-bench.log" 2>&1 &&
+    cargo build "${workspace[@]}" --profile emulated --locked --examples >>"$work/logs/build-bench.log" 2>&1 ||
     { tail -40 "$work/logs/build-bench.log"; exit 1; }
   echo "  $(since "$t0") s"
 }
 
+if [[ "$phase" == build-asan ]]; then
+  echo "== build the emulator with AddressSanitizer"
+  build_asan
+  echo "emu-check: built (EMU_CHECK_PHASE=build-asan)"
+  exit 0
+fi
 build_all
 libasan="$(gcc -print-file-name=libasan.so)"
-if [[ "${EMU_CHECK_PHASE:-all}" == build ]]; then
+if [[ "$phase" == build ]]; then
   echo "emu-check: built (EMU_CHECK_PHASE=build)"
   exit 0
 fi
@@ -218,15 +253,16 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of 
   echo "  pass $name: $(since "$t0") s"
 }
 
-# Every GPU test runs in pass A, under two schedules compared byte for byte. Pass B runs the
-# family tests (the shape sweeps) under a random schedule and its reverse; pass C runs every entry
-# point once (the coverage tests) in the AddressSanitizer build, which checks the emulator and
-# the host side (the emulator checks every kernel access against its allocation in each pass).
-# The coverage tests are not repeated in B nor the sweeps in C: each costs minutes of CI, and the
-# emulator's own checks run in every pass.
+# Every GPU test runs once under a pair of schedules compared byte for byte: the coverage tests
+# (every entry point) in pass A, round-robin against warp-greedy; the family tests (the shape
+# sweeps, most of the launches) in pass B, under a random schedule and its reverse, the pair that
+# reorders the most. Pass C runs every entry point once more (the coverage tests) in the
+# AddressSanitizer build, which checks the emulator and the host side and counts the traffic
+# ledger (the emulator checks every kernel access against its allocation in each pass). The sweeps
+# run under one pair only: a second pair cost four and a half minutes of CI.
 for pass in $passes; do
   case "$pass" in
-    A) gpu_pass A "$work/lib" round-robin warp-greedy "coverage gpu bench" ;;
+    A) gpu_pass A "$work/lib" round-robin warp-greedy "coverage bench" ;;
     B) gpu_pass B "$work/lib" "random:$seed" reverse "gpu bench" ;;
     C) gpu_pass C "$work/lib-asan" round-robin "" "coverage bench" "$libasan" ;;
     *) echo "emu-check: unknown pass $pass"; exit 2 ;;
@@ -240,13 +276,15 @@ traffic_log=()
 [[ -s "$work/ledger-C.jsonl" ]] && traffic_log=(TILEOPS_TRAFFIC_LOG="$work/ledger-C.jsonl")
 run_tests "bench_all emulated" "$work/logs/bench-all.log" \
   env TILEOPS_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" "${traffic_log[@]}" \
-  cargo test -p tileops-suite --profile emulated --locked --test it \
+  cargo test "${workspace[@]}" --profile emulated --locked --test it \
   bench_all::bench_all_on_the_emulated_device
 
 if [[ "${EMU_CHECK_REHEARSAL:-1}" != 0 && -f scripts/gpu-rehearsal.sh ]]; then
   echo "== the GPU check, rehearsed on the emulated device"
+  # The plumbing of each kind of op: an elementwise kernel, a reduction, cuBLAS, attention.
   run "gpu-rehearsal" "$work/logs/rehearsal.log" \
     env CUDA_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
+    GPU_REHEARSAL_BENCH_FILTER="${EMU_CHECK_REHEARSAL_FILTER-^(relu|rms_norm|gemm|gqa_decode)/}" \
     bash scripts/gpu-rehearsal.sh "$work/rehearsal"
 fi
 

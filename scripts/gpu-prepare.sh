@@ -41,10 +41,12 @@ command -v "$python" >/dev/null || { echo "gpu-prepare: $python is needed to rea
 rm -rf "$bundle"
 mkdir -p "$bundle/tests" "$bundle/bin"
 
-# Prints the executables of the artifacts in cargo's JSON messages on stdin, as `kind name path`.
+# executables [PACKAGE]: `kind name path` of each executable cargo's JSON on stdin reports (only
+# PACKAGE's, when given).
 executables() {
   "$python" -c '
 import json, sys
+package = sys.argv[1] if len(sys.argv) > 1 else None
 for line in sys.stdin:
     try:
         msg = json.loads(line)
@@ -52,11 +54,21 @@ for line in sys.stdin:
         continue
     if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
         continue
+    # A package id is `path+file:///dir#[name@]version`: the name, else the last directory.
+    source, _, fragment = msg["package_id"].partition("#")
+    name = fragment.split("@")[0] if "@" in fragment else source.rstrip("/").rsplit("/", 1)[-1]
+    if package is not None and name != package:
+        continue
     target = msg["target"]
     kind = "test" if msg["profile"]["test"] else target["kind"][0]
     print(kind, target["name"], msg["executable"])
-'
+' "$@"
 }
+
+# Every build here selects the workspace without the emulator, as scripts/test.sh's builds do:
+# cargo resolves the dependencies' features per selection, and a command selecting one package
+# can resolve them otherwise and build tileops again.
+workspace=(--workspace --exclude cuda-emu)
 
 skip_tests="${GPU_PREPARE_SKIP_TESTS:-0}"
 if [[ "$skip_tests" == 1 ]]; then
@@ -64,8 +76,8 @@ if [[ "$skip_tests" == 1 ]]; then
   : >"$bundle/.tests.txt"
 else
   echo "gpu-prepare: building tileops test executables ($profile)"
-  cargo test --profile "$profile" --locked -p tileops --no-run --message-format=json-render-diagnostics \
-    | executables >"$bundle/.tests.txt"
+  cargo test --profile "$profile" --locked "${workspace[@]}" --lib --test it --no-run \
+    --message-format=json-render-diagnostics | executables tileops >"$bundle/.tests.txt"
 fi
 while read -r kind name path; do
   # The library's unit tests are named after the crate; give them a clearer name.
@@ -74,7 +86,7 @@ while read -r kind name path; do
 done <"$bundle/.tests.txt"
 
 echo "gpu-prepare: building the workspace's examples ($profile)"
-cargo build --profile "$profile" --locked --workspace --examples --message-format=json-render-diagnostics \
+cargo build --profile "$profile" --locked "${workspace[@]}" --examples --message-format=json-render-diagnostics \
   | executables >"$bundle/.examples.txt"
 while read -r kind name path; do
   [[ "$kind" == "example" ]] && cp "$path" "$bundle/bin/$name"

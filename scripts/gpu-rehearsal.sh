@@ -13,7 +13,8 @@
 # The rehearsal checks, on top of gpu-check's own steps:
 #   - records.json: from the emulated device; no record carries a time or a sample; every row ran
 #     once (timing `emulated`) or was skipped for the emulator budget or by the manifest, none
-#     failed; every registered op (as `bench_all --list` names them) has a row that ran
+#     failed; every registered op (as `bench_all --list` names them; those the filter selects,
+#     with GPU_REHEARSAL_BENCH_FILTER) has a row that ran
 #   - roofline.md and roofline.svg written; every row blank, the rows that ran with the reason
 #     "emulated device: no timing"
 #   - calibrate checked its kernels and wrote no profile
@@ -32,6 +33,11 @@
 #                         tests against the emulator itself); run: runs them too, on the emulator
 #                         (slow); skip: leaves them out of the bundle (GPU_PREPARE_SKIP_TESTS=1,
 #                         the quickest build)
+#   GPU_REHEARSAL_BENCH_FILTER  a regular expression over `op/workload/dtype` (bench_all's
+#                         --filter, no spaces): the bench_all step runs only the rows it selects,
+#                         and every op it selects must run a row. Default: every row, as on the GPU
+#                         machine (about two and a half minutes on the emulator); scripts/emu-check.sh
+#                         passes a few ops, since its bench_all test runs every row already
 #   TILEOPS_BUNDLE_NVRTC  as for gpu-prepare.sh (default gzip, as on the GPU machine); the NVRTC
 #                         copy gpu-check.sh unpacks into OUTDIR/nvrtc is removed afterwards
 set -uo pipefail
@@ -41,6 +47,7 @@ out="${1:?usage: gpu-rehearsal.sh OUTDIR}"
 lib="${CUDA_EMU_LIB:-$root/target/emu/lib}"
 bundle="${GPU_REHEARSAL_BUNDLE:-$root/target/gpu-rehearsal-bundle}"
 tests="${GPU_REHEARSAL_TESTS:-build}"
+bench_filter="${GPU_REHEARSAL_BENCH_FILTER:-}"
 profile="${GPU_REHEARSAL_PROFILE:-}"
 if [[ -z "$profile" ]]; then
   profile=release
@@ -52,6 +59,10 @@ case "$tests" in
   build | run | skip) ;;
   *) echo "gpu-rehearsal: GPU_REHEARSAL_TESTS must be build, run or skip (got $tests)" >&2; exit 2 ;;
 esac
+if [[ "$bench_filter" == *[[:space:]]* ]]; then
+  echo "gpu-rehearsal: GPU_REHEARSAL_BENCH_FILTER may not contain spaces (got '$bench_filter')" >&2
+  exit 2
+fi
 if [[ ! -e "$lib/libcuda.so.1" ]]; then
   echo "gpu-rehearsal: no libcuda.so.1 in $lib: build the emulator first (scripts/emu-check.sh)," \
     "or point CUDA_EMU_LIB at its library directory" >&2
@@ -95,21 +106,26 @@ echo "   PASS in $((prepared - start)) s"
 echo "== gpu-rehearsal: gpu-check.sh against the emulated device ($lib)"
 skip_run=1
 [[ "$tests" == run ]] && skip_run=0
+# bench_all's arguments: gpu-check's default, plus the filter when one is given.
+bench_args=(--out "$out/records.json")
+[[ -n "$bench_filter" ]] && bench_args+=(--filter "$bench_filter")
 # The bundle is run as on the GPU machine: from its own folder, with nothing of this checkout.
-(cd "$bundle" && CUDA_EMU_LIB="$lib" GPU_CHECK_SKIP_TESTS=$skip_run bash ./gpu-check.sh "$out") \
-  >"$out/logs/check.log" 2>&1
+(cd "$bundle" && CUDA_EMU_LIB="$lib" GPU_CHECK_SKIP_TESTS=$skip_run BENCH_ALL_ARGS="${bench_args[*]}" \
+  bash ./gpu-check.sh "$out") >"$out/logs/check.log" 2>&1
 check_rc=$?
 checked=$(date +%s)
 rm -rf "$out/nvrtc"
 grep -E '^(== |   [A-Z])' "$out/logs/check.log" || true
 
-# The registered ops, as the bundle's bench_all names them (`name (family, file): N cases`).
-ops="$("$bundle/bin/bench_all" --list 2>/dev/null | sed -n 's/^\([a-z0-9_]*\) (.*$/\1/p' | tr '\n' ' ')"
+# The registered ops the filter selects, as the bundle's bench_all names them
+# (`name (family, file): N cases`).
+ops="$("$bundle/bin/bench_all" --list "${bench_args[@]:2}" 2>/dev/null |
+  sed -n 's/^\([a-z0-9_]*\) (.*$/\1/p' | tr '\n' ' ')"
 
-"$python" - "$out" "$ops" >"$out/logs/rehearsal.log" 2>&1 <<'EOF'
+"$python" - "$out" "$ops" "$bench_filter" >"$out/logs/rehearsal.log" 2>&1 <<'EOF'
 import json, os, sys
 
-out, ops = sys.argv[1], sys.argv[2].split()
+out, ops, selected = sys.argv[1], sys.argv[2].split(), sys.argv[3]
 failures, notes = [], []
 
 def check(ok, text):
@@ -139,7 +155,8 @@ else:
     ran_ops = sorted({r["op"] for r in ran})
     missing = [op for op in ops if op not in ran_ops]
     check(ops and not missing,
-          f"every registered op ran at least one row ({len(ops) - len(missing)} of {len(ops)})"
+          f"every registered op{' the filter selects' if selected else ''} ran at least one row "
+          f"({len(ops) - len(missing)} of {len(ops)})"
           + (f"; none ran: {', '.join(missing)}" if missing else ""))
 
 md = os.path.join(out, "roofline.md")
@@ -197,6 +214,7 @@ end=$(date +%s)
   echo
   echo "## rehearsal"
   echo
+  [[ -n "$bench_filter" ]] && echo "bench_all ran the rows of --filter '$bench_filter' only" && echo
   echo "prepare $((prepared - start)) s (logs/prepare.log), gpu-check $((checked - prepared)) s" \
     "(exit $check_rc), checks $((end - checked)) s; total $((end - start)) s"
   echo

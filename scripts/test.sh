@@ -4,8 +4,9 @@
 # - the pinned NVRTC/ptxas wheels into .cuda-wheels/ (exported as TILEOPS_CUDA_WHEELS), so the
 #   kernel compile check really compiles every kernel for sm_90 and sm_80 even without a GPU;
 # - formatting and lints (cargo fmt, cargo clippy -D warnings, on the workspace and on downstream/);
-# - the whole workspace's tests: unit, integration (downstream crate, trybuild UI, TileOPs
-#   compatibility), doc tests; all but the GPU tests, which then run:
+# - the whole workspace's tests, built once in the profile `emulated` (optimised, with a debug
+#   build's checks): unit, integration (downstream crate, trybuild UI, TileOPs compatibility), doc
+#   tests; all but the GPU tests, which then run:
 # - every GPU test on the emulated CUDA device (scripts/emu-check.sh: two schedule pairs and
 #   an AddressSanitizer build, TILEOPS_REQUIRE_GPU=1, every entry point launched), so in CI no
 #   GPU test skips;
@@ -59,6 +60,10 @@ fi
 # would run its constructor): the wheels are named explicitly, for every test and every process
 # they start.
 export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$PWD/.cuda-wheels}"
+# One kernel cache for every process below (README: "Compiled kernels across processes"): each
+# kernel file is compiled once per target, not once per test process (the kernel compile check,
+# the SASS ledger, every emulated test process and the candle check each compiled every file).
+export TILEOPS_KERNEL_CACHE="${TILEOPS_KERNEL_CACHE:-$PWD/target/kernel-cache}"
 
 # Headless Chromium for the HTML report test (tests/it/html_report.rs), which fails in CI without it;
 # DejaVu for the chart's 10ⁿ superscripts.
@@ -82,10 +87,10 @@ export TILEOPS_REQUIRE_NVRTC="${TILEOPS_REQUIRE_NVRTC:-1}"
 step "fmt" "cargo fmt --check"
 cargo fmt --all -- --check
 
-# Lane B: the checks whose builds have target directories of their own (MSRV's toolchain, the
-# package check's fresh directory, the emulated and ASan builds of emu-check.sh), in the background
-# beside the steps below, so that the two cores stay busy while one lane is in a serial stretch (a
-# big crate's codegen, a test binary's run, a link). Its output goes to target/ci-logs/lane-b.log,
+# Lane B: the checks whose builds have target directories of their own (the emulator's ASan
+# build, MSRV's toolchain, the package check's fresh directory), in the background beside the
+# steps below, so that the two cores stay busy while one lane is in a serial stretch (a big
+# crate's codegen, a test binary's run, a link). Its output goes to target/ci-logs/lane-b.log,
 # shown when it fails; its steps' times join the table.
 mkdir -p target/ci-logs
 lane_b_log="$PWD/target/ci-logs/lane-b.log"
@@ -101,7 +106,7 @@ lane_b_step() { # NAME COMMAND...: runs and times one step of lane B
     echo "| lane B: $name | $(($(date +%s) - t0)) |" >>"$lane_b_times"
     return $rc
 }
-msrv_check() { # MSRV: cargo check on the declared rust-version
+msrv_check() { # MSRV: cargo check of what a user builds (libraries, binaries) on the declared rust-version
     # The one rust-version of the workspace ([workspace.package] in Cargo.toml), read from cargo.
     msrv=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
@@ -110,7 +115,10 @@ if len(versions) != 1:
     sys.exit(f"expected one rust-version in the workspace, found {sorted(versions)}")
 print(versions.pop())')
     rustup toolchain install "$msrv" --profile minimal
-    cargo "+$msrv" check --workspace --all-targets --locked --target-dir target/msrv
+    # The libraries and binaries: what a crate depending on tileops, or installing its tools,
+    # compiles with that toolchain. The tests, examples and benches (and their dev-dependencies)
+    # are this repository's own, built with the current toolchain by the steps of lane A.
+    cargo "+$msrv" check --workspace --lib --bins --locked --target-dir target/msrv
 }
 package_check() { # cargo package: tileops, the crates it depends on and tileops-bench, verified against each other
     # #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
@@ -139,11 +147,11 @@ package_check() { # cargo package: tileops, the crates it depends on and tileops
 }
 lane_b() {
     set -e
+    lane_b_step "ASan emulator" env EMU_CHECK_PHASE=build-asan bash scripts/emu-check.sh
     lane_b_step "msrv" msrv_check
     lane_b_step "package" package_check
-    lane_b_step "emulated builds" env EMU_CHECK_PHASE=build bash scripts/emu-check.sh
 }
-step "lane B start" "msrv, package, emulated builds in the background (target/ci-logs/lane-b.log)"
+step "lane B start" "the ASan emulator, msrv, package in the background (target/ci-logs/lane-b.log)"
 # Its own process group (job control on for the one command), so that a failure of this lane
 # stops all of lane B, its cargo and rustc processes included.
 set -m
@@ -159,8 +167,9 @@ step "clippy downstream" "cargo clippy on downstream/ (a user's crate, its lints
 # cargo adds the downstream package itself to the copy and keeps every locked version, so the
 # copy cannot be --locked.
 cp Cargo.lock downstream/Cargo.lock
-(cd downstream && CARGO_TARGET_DIR="$PWD/../target/downstream-test/target" \
-    cargo clippy --all-targets -- -D warnings)
+# The workspace's target directory: the dependencies (tileops among them, the same path) were
+# checked by the clippy step above.
+(cd downstream && CARGO_TARGET_DIR="$PWD/../target" cargo clippy --all-targets -- -D warnings)
 rm downstream/Cargo.lock
 
 step "doc" "cargo doc (private items too; every rustdoc warning, broken intra-doc links included, fails)"
@@ -169,48 +178,62 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-it
 step "python" "torch baseline script (its pure parts; PyTorch-dependent cases skip)"
 python3 -m unittest discover -s scripts -p 'test_*.py'
 
-step "test: unit, examples, benches, other targets" "cargo test (every target but the GPU tests, which emu-check.sh runs on the emulated device)"
-# Each crate has one integration-test binary, `it` (cuda-emu keeps its own test targets). The GPU
-# tests (tileops's `it`, every one under a `gpu` module: `normalization::gpu::...`) would only print
-# SKIP here, with no GPU; they run below instead, on the emulated device with TILEOPS_REQUIRE_GPU=1,
-# so nothing skips in CI. libtest's --skip matches any substring of a test's path, so it is given to
-# the `it` binaries only (no test of theirs but tileops's GPU tests has `gpu::` in its path; unit
-# tests such as tileops-bench's `calibrate_gpu::tests::...` do).
-# bench_all's emulated-device test runs in emu-check.sh too (it needs the emulator's libraries).
+# Every cargo command from here on that builds tileops selects the same packages (the workspace
+# without the emulator, as emu-check.sh and gpu-prepare.sh do): cargo resolves the dependencies'
+# features per selection, and one selecting a single package could build tileops once more.
+# Every test below is built once, in the profile `emulated` (release with a debug build's
+# assertions and overflow checks, tests/it's crate unoptimised: Cargo.toml), the one the GPU tests
+# on the emulated device need (the f64 references are slow unoptimised): a second, debug build of
+# the same tests cost about ten minutes of CI. The selection is a debug build's (the tests ignored
+# under debug assertions are ignored here too; "test: optimised" runs them).
+step "build: emulated" "the emulator, every test, example and bench, and the GPU check's bundle (profile emulated)"
+# Each crate has one integration-test binary, `it` (cuda-emu keeps its own test targets, which
+# emu-check.sh runs). The GPU tests (tileops's `it`, every one under a `gpu` module:
+# `normalization::gpu::...`) would only print SKIP here, with no GPU; they run below instead, on
+# the emulated device with TILEOPS_REQUIRE_GPU=1, so nothing skips in CI. libtest's --skip matches
+# any substring of a test's path, so it is given to the `it` binaries only (no test of theirs but
+# tileops's GPU tests has `gpu::` in its path; unit tests such as tileops-bench's
+# `calibrate_gpu::tests::...` do). bench_all's emulated-device test runs in emu-check.sh too (it
+# needs the emulator's libraries).
 mapfile -t other_tests < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
 for package in json.load(sys.stdin)["packages"]:
+    if package["name"] == "cuda-emu":
+        continue
     for target in package["targets"]:
         if "test" in target["kind"] and target["name"] != "it":
             print("--test=" + target["name"])')
-cargo test --workspace --lib --bins --examples --benches "${other_tests[@]}" --locked
-step "test: it" "the it test binaries"
-cargo test --workspace --test it --locked -- \
-    --skip gpu:: --skip bench_all::bench_all_on_the_emulated_device
-step "test: doc" "doc tests"
-cargo test --workspace --doc --locked
-step "lane B wait" "msrv, package and the emulated builds finishing"
-if ! wait "$lane_b_pid"; then
-    echo "lane B failed (msrv, package or the emulated builds); its log:" >&2
-    tail -n 80 "$lane_b_log" >&2
-    exit 1
-fi
+unit_targets=(--lib --bins --examples --benches "${other_tests[@]}")
+cargo test --workspace --exclude cuda-emu --profile emulated --locked "${unit_targets[@]}" --test it --no-run
+EMU_CHECK_PHASE=build bash scripts/emu-check.sh
 # Lane C: tileops beside candle (scripts/candle-check.sh: candle-core with `cuda` and tileops with
-# `dynamic-linking`, built with the wheels' nvcc and linked against the emulator lane B just
-# built; the bridge's tests and the decoder layer on the CPU and the emulated device), in the
-# background beside the emulated GPU tests. Its own target directory (target/candle).
+# `dynamic-linking`, built with the wheels' nvcc and linked against the emulator just built; the
+# bridge's tests and the decoder layer on the CPU and the emulated device), in the background
+# beside the tests. Its own target directory (target/candle).
 candle_log="$PWD/target/ci-logs/candle.log"
 candle_start=$(date +%s)
 set -m
 (bash scripts/candle-check.sh) >"$candle_log" 2>&1 &
 lane_c_pid=$!
 set +m
-step "test: optimised" "huge shapes and the fp8 sweep, optimised"
-# The library's unit tests optimised (profile `emulated`: release with overflow checks, whose
-# test binary lane B built for the GPU check's bundle, so this builds nothing): the huge shapes
-# again, and the dense fp8 sweep (the float8 crate against the hand-written codec it replaced;
-# ignored in debug, where it is slow).
-cargo test -p tileops --profile emulated --locked --lib -- --include-ignored huge_shapes:: fp8_oracle
+step "test: unit, examples, benches, other targets" "cargo test (every target but the it binaries)"
+cargo test --workspace --exclude cuda-emu --profile emulated --locked "${unit_targets[@]}"
+step "test: it" "the it test binaries (all but the GPU tests, which emu-check.sh runs on the emulated device)"
+cargo test --workspace --exclude cuda-emu --profile emulated --locked --test it -- \
+    --skip gpu:: --skip bench_all::bench_all_on_the_emulated_device
+step "test: doc" "doc tests"
+cargo test --workspace --exclude cuda-emu --profile emulated --locked --doc
+step "test: optimised" "huge shapes and the fp8 sweep"
+# The library's unit tests that a debug build ignores as slow (huge shapes again, and the dense fp8
+# sweep: the float8 crate against the hand-written codec it replaced), in the same build.
+cargo test --workspace --exclude cuda-emu --profile emulated --locked --lib -- \
+    --include-ignored huge_shapes:: fp8_oracle
+step "lane B wait" "the ASan emulator, msrv and package finishing"
+if ! wait "$lane_b_pid"; then
+    echo "lane B failed (the ASan emulator, msrv or package); its log:" >&2
+    tail -n 80 "$lane_b_log" >&2
+    exit 1
+fi
 step "emu-check" "emulated GPU tests"
 bash scripts/emu-check.sh
 step "lane C wait" "the candle check finishing"

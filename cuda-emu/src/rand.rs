@@ -10,9 +10,43 @@
 
 use std::ffi::c_void;
 
-use cudarc::curand::sys::{curandGenerator_t, curandStatus};
-
 use crate::memory;
+
+/// cuRAND's generator handle (curand.h's `curandGenerator_t`): a pointer to an opaque struct.
+///
+/// This module's types are declared here, from curand.h, rather than taken from cudarc's `curand`
+/// feature: that feature, enabled by this crate, was unified into tileops's cudarc by every cargo
+/// command that selects the whole workspace and left out by those that select tileops alone, so
+/// tileops and everything above it were built twice in each profile.
+#[allow(non_camel_case_types)]
+pub(crate) type curandGenerator_t = *mut curandGenerator_st;
+
+/// What a [`curandGenerator_t`] points to; only ever a pointer here.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+pub(crate) struct curandGenerator_st {
+    _opaque: [u8; 0],
+}
+
+/// cuRAND's status codes (curand.h's `curandStatus_t`), the values of the header.
+#[allow(non_camel_case_types, dead_code)]
+#[repr(u32)]
+#[derive(Debug, Copy, Clone, PartialEq, Eq)]
+pub(crate) enum curandStatus {
+    CURAND_STATUS_SUCCESS = 0,
+    CURAND_STATUS_VERSION_MISMATCH = 100,
+    CURAND_STATUS_NOT_INITIALIZED = 101,
+    CURAND_STATUS_ALLOCATION_FAILED = 102,
+    CURAND_STATUS_TYPE_ERROR = 103,
+    CURAND_STATUS_OUT_OF_RANGE = 104,
+    CURAND_STATUS_LENGTH_NOT_MULTIPLE = 105,
+    CURAND_STATUS_DOUBLE_PRECISION_REQUIRED = 106,
+    CURAND_STATUS_LAUNCH_FAILURE = 201,
+    CURAND_STATUS_PREEXISTING_FAILURE = 202,
+    CURAND_STATUS_INITIALIZATION_FAILED = 203,
+    CURAND_STATUS_ARCH_MISMATCH = 204,
+    CURAND_STATUS_INTERNAL_ERROR = 999,
+}
 
 /// A generator: its seed and the draws made since it was seeded.
 struct Generator {

@@ -38,7 +38,11 @@ fn build() -> Result<PathBuf, String> {
     };
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let output = Command::new(env!("CARGO"))
+        // The workspace without the emulator, as scripts/test.sh selects it: the same feature
+        // resolution, so the test's own build of tileops serves (one package alone can resolve
+        // the dependencies' features otherwise, and build everything again).
         .args(["build", "--quiet", "--locked", "--profile", profile])
+        .args(["--workspace", "--exclude", "cuda-emu"])
         .args([
             "--example",
             "bench_all",

@@ -7,7 +7,10 @@ use std::fmt;
 use cudarc::nvrtc::result::NvrtcError;
 use cudarc::nvrtc::sys::{self as nvrtc, nvrtcProgram};
 
-use super::{HEADERS, KernelSource, toolkit};
+use std::sync::OnceLock;
+
+use super::disk_cache::{CompileInputs, KernelCache};
+use super::{HEADERS, KernelSource, Toolkit, toolkit};
 use crate::Error;
 
 /// What to compile a kernel file to.
@@ -104,7 +107,38 @@ pub fn compile_text(
     headers: &[(&str, &str)],
     target: Target,
 ) -> Result<Compiled, Error> {
+    compile_with(
+        KernelCache::from_env().as_ref(),
+        file,
+        text,
+        headers,
+        target,
+    )
+}
+
+/// [`compile_text`] through `cache` when there is one (loaded from it, or compiled and stored).
+pub(super) fn compile_with(
+    cache: Option<&KernelCache>,
+    file: &'static str,
+    text: &str,
+    headers: &[(&str, &str)],
+    target: Target,
+) -> Result<Compiled, Error> {
     let toolkit = toolkit()?;
+    let opts = options(target, &toolkit.include_dir);
+    let inputs = CompileInputs {
+        file,
+        text,
+        headers,
+        target,
+        options: &opts,
+        compiler: compiler_identity(toolkit),
+    };
+    // Threads of this process compiling the same inputs wait for the first, then load its entry.
+    let _one_compile = cache.map(|c| c.lock(&inputs));
+    if let Some(hit) = cache.and_then(|c| c.load(&inputs, file)) {
+        return Ok(hit);
+    }
     let failed = |message: String, log: String, source_error: Option<NvrtcError>| Error::Compile {
         kernel: file.to_owned(),
         arch: target.to_string(),
@@ -146,7 +180,6 @@ pub fn compile_text(
         .map_err(|e| failed(format!("nvrtcCreateProgram: {e}"), String::new(), Some(e)))?;
     let program = Program(prog);
 
-    let opts = options(target, &toolkit.include_dir);
     // SAFETY: `program` is a live program made above (destroyed only by its `Drop`), and the
     // options are owned strings that outlive the call.
     let compiled = unsafe { cudarc::nvrtc::result::compile_program(program.0, &opts) };
@@ -165,12 +198,43 @@ pub fn compile_text(
             log,
         ));
     }
-    Ok(Compiled {
+    let compiled = Compiled {
         file,
         target,
         cubin,
         ptx,
         log,
+    };
+    if let Some(cache) = cache {
+        cache.store(&inputs, &compiled);
+    }
+    Ok(compiled)
+}
+
+/// NVRTC as the kernel cache's key names it: the version, and the library file that was loaded
+/// (its path, size and modification time: another build of the same version is another file).
+fn compiler_identity(toolkit: &Toolkit) -> &'static str {
+    static IDENTITY: OnceLock<String> = OnceLock::new();
+    IDENTITY.get_or_init(|| {
+        let (major, minor) = toolkit.nvrtc_version;
+        let library = match &toolkit.nvrtc_library {
+            Some(path) => {
+                let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+                let meta = std::fs::metadata(&path).ok();
+                let modified = meta
+                    .as_ref()
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                format!(
+                    "{} {} bytes modified {modified}",
+                    path.display(),
+                    meta.map_or(0, |m| m.len())
+                )
+            }
+            None => "resolved by the dynamic linker".to_owned(),
+        };
+        format!("nvrtc {major}.{minor} {library}")
     })
 }
 

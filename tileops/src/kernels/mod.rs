@@ -1,6 +1,7 @@
 //! The CUDA kernels and libraries behind the ops: `.cu` files under `tileops/kernels/`, embedded
 //! in the binary, compiled by NVRTC at first use for the device's own architecture (CUBIN, with
-//! PTX for the driver's JIT as the fallback), and cached per device and kernel file; and the
+//! PTX for the driver's JIT as the fallback), and cached per device and kernel file (and across
+//! processes in the directory `TILEOPS_KERNEL_CACHE` names: [`KernelCache`]); and the
 //! cuBLAS/cuBLASLt state of the gemm op (`blas`).
 //!
 //! The layering is one way: ops call this module, this module calls the device's context and
@@ -14,6 +15,7 @@
 
 pub(crate) mod blas;
 mod compile;
+mod disk_cache;
 mod toolkit;
 
 use std::collections::HashMap;
@@ -24,6 +26,7 @@ use cudarc::nvrtc::Ptx;
 
 #[doc(hidden)]
 pub use compile::{Compiled, ResourceUsage, Target, compile, compile_text, supported_archs};
+pub use disk_cache::{CACHE_ENV, KernelCache};
 #[doc(hidden)]
 pub use toolkit::{Toolkit, toolkit};
 

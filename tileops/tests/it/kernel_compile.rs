@@ -287,19 +287,24 @@ fn memory_bound_kernels_issue_128_bit_global_loads_and_stores() {
     let mut problems = Vec::new();
     for source in SOURCES {
         for arch in ARCHS {
-            let compiled = kernels::compile(source, Target::Compute(arch))
-                .unwrap_or_else(|err| panic!("{err}"));
-            let ptx = compiled.ptx.expect("PTX for a virtual architecture");
+            // The PTX NVRTC made on the way to the CUBIN (the same text a `compute_XX` compile
+            // gives, `.target sm_XX`): with TILEOPS_KERNEL_CACHE set, the compile the test above
+            // made, not a second one.
+            let compiled =
+                kernels::compile(source, Target::Sm(arch)).unwrap_or_else(|err| panic!("{err}"));
+            let ptx = compiled
+                .ptx
+                .expect("NVRTC keeps the PTX of a CUBIN compile");
             let version = ptx
                 .lines()
                 .find(|l| l.starts_with(".version"))
                 .unwrap_or("?");
-            println!("{} compute_{arch}: PTX {version}", source.file);
+            println!("{} sm_{arch}: PTX {version}", source.file);
             let entries = ptx_entries(&ptx);
             for entry in source.entries {
                 let Some((_, body)) = entries.iter().find(|(name, _)| name == entry.name) else {
                     problems.push(format!(
-                        "{} compute_{arch}: {} missing from the PTX",
+                        "{} sm_{arch}: {} missing from the PTX",
                         source.file, entry.name
                     ));
                     continue;
@@ -312,13 +317,13 @@ fn memory_bound_kernels_issue_128_bit_global_loads_and_stores() {
                 );
                 if entry.vector_loads && loads == 0 {
                     problems.push(format!(
-                        "{} compute_{arch}: {} has no 128-bit global load",
+                        "{} sm_{arch}: {} has no 128-bit global load",
                         source.file, entry.name
                     ));
                 }
                 if entry.vector_stores && stores == 0 {
                     problems.push(format!(
-                        "{} compute_{arch}: {} has no 128-bit global store",
+                        "{} sm_{arch}: {} has no 128-bit global store",
                         source.file, entry.name
                     ));
                 }
@@ -355,4 +360,90 @@ fn wide_access_recognition() {
         "\tst.global.v2.f32 \t[%rd7], {%f1, %f2};",
         "st"
     ));
+}
+
+/// The entries of a cache directory, by name.
+fn cache_entries(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| {
+                    e.expect("a directory entry")
+                        .file_name()
+                        .into_string()
+                        .expect("UTF-8")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_kernel_file_compiled_once_is_loaded_from_the_disk_cache() {
+    if !toolkit_or_skip("a_kernel_file_compiled_once_is_loaded_from_the_disk_cache") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let cache = kernels::KernelCache::new(dir.path());
+    // The smallest kernel file: this test compiles it twice.
+    let source = SOURCES
+        .iter()
+        .min_by_key(|s| s.source.len())
+        .expect("a kernel file");
+
+    let sm90 = cache
+        .compile(source, Target::Sm(90))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after_sm90 = cache_entries(dir.path());
+    assert_eq!(after_sm90.len(), 1, "one entry per compile: {after_sm90:?}");
+    let sm80 = cache
+        .compile(source, Target::Sm(80))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after_sm80 = cache_entries(dir.path());
+    assert_eq!(
+        after_sm80.len(),
+        2,
+        "another target, another entry: {after_sm80:?}"
+    );
+    assert_ne!(sm90.cubin, sm80.cubin);
+
+    // What the cache holds is what is returned: the sm_80 entry copied over the sm_90 one comes
+    // back for sm_90, so the second compile read the disk instead of calling NVRTC.
+    let sm90_entry = dir.path().join(after_sm90.iter().next().expect("one"));
+    let sm80_entry = dir.path().join(
+        after_sm80
+            .difference(&after_sm90)
+            .next()
+            .expect("the sm_80 entry"),
+    );
+    let again = cache
+        .compile(source, Target::Sm(90))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.cubin, sm90.cubin, "a hit returns the stored CUBIN");
+    assert_eq!(again.log, sm90.log);
+    std::fs::copy(&sm80_entry, &sm90_entry).expect("copy an entry");
+    let planted = cache
+        .compile(source, Target::Sm(90))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        planted.cubin, sm80.cubin,
+        "the sm_90 compile did not read its entry"
+    );
+
+    // A truncated entry is a miss: compiled again and written whole.
+    let bytes = std::fs::read(&sm90_entry).expect("read the entry");
+    std::fs::write(&sm90_entry, &bytes[..bytes.len() / 2]).expect("truncate the entry");
+    let recompiled = cache
+        .compile(source, Target::Sm(90))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(recompiled.cubin, sm90.cubin, "NVRTC's own CUBIN again");
+    assert_eq!(
+        cache_entries(dir.path()),
+        after_sm80,
+        "rewritten in place, no temporary file left"
+    );
+    let rewritten = cache
+        .compile(source, Target::Sm(90))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rewritten.cubin, sm90.cubin);
 }
