@@ -20,6 +20,11 @@ source "$root/scripts/cuda-env.sh"
 # them without device optimisation (NVVM and ptxas at -O0), which takes half the time of the -O3
 # build a GPU machine makes. NVCC_APPEND_FLAGS is nvcc's own variable, read on every call.
 export NVCC_APPEND_FLAGS="-Xcicc -O0 -Xptxas -O0"
+# candle-kernels's build script runs once per distinct build of it (three here: clippy's, the
+# tests', the first-day crate's), and its object compiles are the same each time: compiled once,
+# then copied from a cache (scripts/nvcc-cache.sh; it runs the nvcc that PATH names).
+export NVCC="$root/scripts/nvcc-cache.sh"
+export NVCC_CACHE_DIR="$root/target/candle/nvcc-cache"
 # Every CUDA test runs on the emulated device: none may skip.
 export TILEOPS_REQUIRE_GPU=1
 export CARGO_TARGET_DIR="$root/target/candle"
@@ -54,6 +59,7 @@ env -i HOME="$HOME" PATH="$user_path" USER="${USER:-ci}" \
   ${CARGO_HOME:+CARGO_HOME="$CARGO_HOME"} ${RUSTUP_HOME:+RUSTUP_HOME="$RUSTUP_HOME"} \
   ${RUSTUP_TOOLCHAIN:+RUSTUP_TOOLCHAIN="$RUSTUP_TOOLCHAIN"} \
   CARGO_TARGET_DIR="$CARGO_TARGET_DIR" NVCC_APPEND_FLAGS="$NVCC_APPEND_FLAGS" \
+  NVCC="$NVCC" NVCC_CACHE_DIR="$NVCC_CACHE_DIR" \
   CARGO_PROFILE_DEV_DEBUG="$CARGO_PROFILE_DEV_DEBUG" CARGO_INCREMENTAL="$CARGO_INCREMENTAL" \
   bash "$root/scripts/candle-first-day.sh"
 echo "candle-check: passed in $(($(date +%s) - t0)) s"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# nvcc with a cache of compiled objects, for CI's candle builds (scripts/candle-check.sh sets
+# NVCC to this script; candle-kernels's build script runs $NVCC when it is set).
+#
+# candle-kernels's build script compiles its quantised-MoE kernels into a static library, about nine
+# minutes of nvcc on two cores, and cargo runs that build script once per distinct build of it: the
+# candle check has three (clippy's, the tests', and the first-day crate's, whose dependencies
+# resolve other features), the same sources compiled by the same nvcc with the same flags each time.
+# This compiles each object once and copies it on the later calls.
+#
+# Only an object compile (`-c -o FILE`) is cached; everything else (PTX, the library archive,
+# --version) runs nvcc as given. An entry is named by the SHA-256 of everything its output depends
+# on: nvcc's and the host compiler's versions, the arguments (the output's directory left out: it
+# is the build script's own OUT_DIR), NVCC_APPEND_FLAGS (which nvcc reads itself), the working
+# directory and the contents of every file under it (the build script runs in candle-kernels's
+# source directory, so the kernel and every header it includes are there; the toolkit's own headers
+# are the version's). ccache could do this too; it would be one more system package for CI to
+# install, for this one use.
+#
+#   NVCC=scripts/nvcc-cache.sh NVCC_CACHE_DIR=target/nvcc-cache cargo build ...
+#
+# The real nvcc is the first on PATH; the cache is $NVCC_CACHE_DIR (required).
+set -euo pipefail
+
+real_nvcc="$(command -v nvcc)" || {
+  echo "nvcc-cache: no nvcc on PATH" >&2
+  exit 1
+}
+cache="${NVCC_CACHE_DIR:?nvcc-cache: set NVCC_CACHE_DIR}"
+
+output="" compile=0 previous=""
+key_args=()
+for arg in "$@"; do
+  if [[ "$previous" == "-o" ]]; then
+    output="$arg"
+    key_args+=("$(basename -- "$arg")")
+  else
+    key_args+=("$arg")
+  fi
+  [[ "$arg" == "-c" ]] && compile=1
+  previous="$arg"
+done
+if ((compile == 0)) || [[ -z "$output" ]]; then
+  exec "$real_nvcc" "$@"
+fi
+
+key=$(
+  {
+    "$real_nvcc" --version
+    "${NVCC_CCBIN:-c++}" --version 2>/dev/null || true
+    printf 'arg %s\n' "${key_args[@]}"
+    printf 'NVCC_APPEND_FLAGS %s\n' "${NVCC_APPEND_FLAGS:-}"
+    printf 'cwd %s\n' "$PWD"
+    find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -c1-64
+)
+entry="$cache/$key.o"
+if [[ -f "$entry" ]]; then
+  cp -- "$entry" "$output"
+  exit 0
+fi
+"$real_nvcc" "$@"
+mkdir -p "$cache"
+# Written whole, then renamed: a concurrent reader sees the entry or nothing.
+tmp="$(mktemp "$cache/.tmp.XXXXXX")"
+cp -- "$output" "$tmp"
+mv -f -- "$tmp" "$entry"
