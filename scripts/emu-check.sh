@@ -14,7 +14,9 @@
 #      pass A  the coverage tests (every entry point); schedule round-robin, every launch
 #              compared with warp-greedy
 #      pass B  the family tests (shape sweeps); schedule random (seeded, preempting at loads),
-#              every launch compared with reverse
+#              every launch compared with reverse, on a device of 16 SMs (CUDA_EMU_SM_COUNT):
+#              the plans sized from the SM count (grids, decode's KV splits) take their small-GPU
+#              forms, and the shapes sized to exceed one wave stay small
 #      pass C  the coverage tests (every entry point) in the ASan build, round-robin, with the
 #              traffic ledger: its launch log in target/emu/ledger-C.jsonl, and the gates of
 #              tileops/tests/it/coverage/ledger.rs on every op call (unique bytes against
@@ -225,14 +227,15 @@ gpu_runs=(
   "bench|$bench_it_exe|gpu::"
 )
 
-gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of gpu_runs to run
-  local name="$1" lib="$2" schedule="$3" compare="$4" runs="$5" preload="${6:-}"
+gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE SMS RUNS [PRELOAD]: RUNS, the labels of gpu_runs to
+  # run; SMS, the emulated device's SM count ("": the emulator's own, an H200's 132)
+  local name="$1" lib="$2" schedule="$3" compare="$4" sms="$5" runs="$6" preload="${7:-}"
   # The ASan build also counts the traffic ledger, for the coverage tests only (counting costs
   # time, and it only counts with CUDA_EMU_LEDGER set): their gates
   # (tileops/tests/it/coverage/ledger.rs) must find traffic in its launch log.
   local ledger=()
   local t0 r label filters
-  echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${preload:+, AddressSanitizer} ($runs)"
+  echo "== pass $name: schedule $schedule${compare:+, compared with $compare}${sms:+, $sms SMs}${preload:+, AddressSanitizer} ($runs)"
   t0=$(now)
   local exe rest
   for r in "${gpu_runs[@]}"; do
@@ -247,6 +250,7 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of 
     run_tests "$label: ${filters[*]} [$name]" "$work/logs/pass-$name-it-$label.log" \
       env LD_LIBRARY_PATH="$lib" TILEOPS_REQUIRE_GPU=1 CUDA_EMU_SCHEDULE="$schedule" \
       CUDA_EMU_COMPARE="$compare" CUDA_EMU_COVERAGE_DIR="$coverage" "${ledger[@]}" \
+      ${sms:+CUDA_EMU_SM_COUNT="$sms"} \
       ${preload:+LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1} \
       "$exe" "${filters[@]}" --test-threads=2
   done
@@ -262,9 +266,9 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE RUNS [PRELOAD]: RUNS, the labels of 
 # run under one pair only: a second pair cost four and a half minutes of CI.
 for pass in $passes; do
   case "$pass" in
-    A) gpu_pass A "$work/lib" round-robin warp-greedy "coverage bench" ;;
-    B) gpu_pass B "$work/lib" "random:$seed" reverse "gpu bench" ;;
-    C) gpu_pass C "$work/lib-asan" round-robin "" "coverage bench" "$libasan" ;;
+    A) gpu_pass A "$work/lib" round-robin warp-greedy "" "coverage bench" ;;
+    B) gpu_pass B "$work/lib" "random:$seed" reverse 16 "gpu bench" ;;
+    C) gpu_pass C "$work/lib-asan" round-robin "" "" "coverage bench" "$libasan" ;;
     *) echo "emu-check: unknown pass $pass"; exit 2 ;;
   esac
 done

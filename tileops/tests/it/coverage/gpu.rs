@@ -586,7 +586,7 @@ fn activations_reach_every_kernel() {
     let Some(gpu) = gpu_or_skip("activations_reach_every_kernel") else {
         return;
     };
-    activation_cases(&gpu, true).finish();
+    activation_cases(&gpu, false).finish();
     ledger::no_stale_exceptions(&ACTIVATIONS.map(|(name, _)| name));
     assert_launched(
         &gpu,

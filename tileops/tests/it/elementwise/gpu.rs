@@ -104,27 +104,34 @@ fn assert_holds_tail(x: &Tensor, tail: &[f64]) {
     }
 }
 
-/// Elementwise shapes: shorter than one vector, odd, one row, many blocks, and (`big`) more
-/// vectors than one wave of blocks covers on an H200, so the grid-stride loop wraps.
-const ACT_CASES: &[(&[usize], bool)] = &[
-    (&[1], false),
-    (&[7], false),
-    (&[3, 33], false),
-    (&[1, 4096], false),
-    (&[257, 1001], false),
-    (&[1, 14336], false),
-    (&[4099, 2300], true),
-];
+/// Elementwise shapes: shorter than one vector, odd, one row, many blocks; [`beyond_one_wave`]
+/// adds the shape that makes the grid-stride loop wrap.
+const ACT_CASES: &[&[usize]] = &[&[1], &[7], &[3, 33], &[1, 4096], &[257, 1001], &[1, 14336]];
 
+/// A `[rows, 2300]` shape with about 9% more elements than one full wave of blocks covers on
+/// `device`, in every dtype, so that the grid-stride loop wraps: an SM holds at most 2048 threads,
+/// each taking 4 vectors of 16 bytes (8 elements of a 16-bit dtype) per pass, so one wave covers at
+/// most `SMs x 65,536` elements. Sized from the device's SM count (132 on an H200: 4,100 rows),
+/// not fixed, so that it wraps on a larger GPU too, and stays small on an emulated device with few
+/// SMs (scripts/emu-check.sh's second pass runs with 16).
+fn beyond_one_wave(device: &Device) -> Vec<usize> {
+    let sms = device.sm_count().expect("a CUDA device") as usize;
+    vec![(sms * 65_536 * 109 / 100).div_ceil(2300), 2300]
+}
+
+/// Every activation in every dtype over [`ACT_CASES`] (and, `with_big`, the shape of
+/// [`beyond_one_wave`], a device's own: the family test's), against the f64 reference.
 pub(crate) fn activation_cases(device: &Device, with_big: bool) -> Report {
     let mut report = Report::new(22, 30);
     let mut seed = 3000;
+    let mut shapes: Vec<Vec<usize>> = ACT_CASES.iter().map(|shape| shape.to_vec()).collect();
+    if with_big {
+        shapes.push(beyond_one_wave(device));
+    }
     for (name, f) in ACTIVATIONS {
         for dtype in DTYPES {
-            for &(shape, big) in ACT_CASES {
-                if big && !with_big {
-                    continue;
-                }
+            for shape in &shapes {
+                let shape = shape.as_slice();
                 seed += 1;
                 let spec = TensorSpec::new(shape, dtype);
                 // The tail first: the scattered specials win where the two meet.
