@@ -51,7 +51,7 @@ bash scripts/install-cuda-wheels.sh || exit 1
 # Named explicitly: tileops never looks for NVRTC in the working directory or its ancestors.
 export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$root/.cuda-wheels}"
 export TILEOPS_REQUIRE_NVRTC=1
-# Every test process loads the kernels the first one compiled (README: "Compiled kernels across
+# Every test process loads the kernels the first one compiled (docs/cuda.md: "Compiled kernels across
 # processes").
 export TILEOPS_KERNEL_CACHE="${TILEOPS_KERNEL_CACHE:-$root/target/kernel-cache}"
 seed="${EMU_CHECK_SEED:-1}"
@@ -264,14 +264,68 @@ gpu_pass() { # NAME LIBDIR SCHEDULE COMPARE SMS RUNS [PRELOAD]: RUNS, the labels
 # AddressSanitizer build, which checks the emulator and the host side and counts the traffic
 # ledger (the emulator checks every kernel access against its allocation in each pass). The sweeps
 # run under one pair only: a second pair cost four and a half minutes of CI.
+#
+# The passes, and the rehearsal, run at the same time, each in processes of its own: the emulator
+# runs one launch at a time in a process, on one core, so one pass after another left the other
+# core idle. Each writes its output, counts and failures to files of its own (target/emu/logs/
+# job-*), shown and added up in order when all have ended.
+job() { # NAME COMMAND...: COMMAND in the background, its report kept for report_jobs
+  local name="$1"
+  shift
+  (
+    passed=0 failed=0 failures=()
+    "$@"
+    echo "$passed $failed" >"$work/logs/job-$name.counts"
+    ((${#failures[@]} == 0)) || printf '%s\n' "${failures[@]}" >"$work/logs/job-$name.failures"
+  ) >"$work/logs/job-$name.out" 2>&1 &
+  job_pids+=("$!")
+  job_names+=("$name")
+}
+report_jobs() { # waits for every job, then shows each one's output and adds up its results
+  local i name p f line
+  for i in "${!job_pids[@]}"; do
+    name="${job_names[i]}"
+    wait "${job_pids[i]}"
+    cat "$work/logs/job-$name.out"
+    if [[ -s "$work/logs/job-$name.counts" ]]; then
+      read -r p f <"$work/logs/job-$name.counts"
+      passed=$((passed + p))
+      failed=$((failed + f))
+    else
+      failed=$((failed + 1))
+      failures+=("$name: ended without its counts (log: ${work#"$root"/}/logs/job-$name.out)")
+    fi
+    if [[ -s "$work/logs/job-$name.failures" ]]; then
+      while IFS= read -r line; do failures+=("$line"); done <"$work/logs/job-$name.failures"
+    fi
+  done
+  job_pids=()
+  job_names=()
+}
+job_pids=()
+job_names=()
+rm -f "$work"/logs/job-*
 for pass in $passes; do
   case "$pass" in
-    A) gpu_pass A "$work/lib" round-robin warp-greedy "" "coverage bench" ;;
-    B) gpu_pass B "$work/lib" "random:$seed" reverse 16 "gpu bench" ;;
-    C) gpu_pass C "$work/lib-asan" round-robin "" "" "coverage bench" "$libasan" ;;
+    A) job "pass-A" gpu_pass A "$work/lib" round-robin warp-greedy "" "coverage bench" ;;
+    B) job "pass-B" gpu_pass B "$work/lib" "random:$seed" reverse 16 "gpu bench" ;;
+    C) job "pass-C" gpu_pass C "$work/lib-asan" round-robin "" "" "coverage bench" "$libasan" ;;
     *) echo "emu-check: unknown pass $pass"; exit 2 ;;
   esac
 done
+
+if [[ "${EMU_CHECK_REHEARSAL:-1}" != 0 && -f scripts/gpu-rehearsal.sh ]]; then
+  rehearse() {
+    echo "== the GPU check, rehearsed on the emulated device"
+    # The plumbing of each kind of op: an elementwise kernel, a reduction, cuBLAS, attention.
+    run "gpu-rehearsal" "$work/logs/rehearsal.log" \
+      env CUDA_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
+      GPU_REHEARSAL_BENCH_FILTER="${EMU_CHECK_REHEARSAL_FILTER-^(relu|rms_norm|gemm|gqa_decode)/}" \
+      bash scripts/gpu-rehearsal.sh "$work/rehearsal"
+  }
+  job "rehearsal" rehearse
+fi
+report_jobs
 
 echo "== bench_all, the roofline report, calibrate and the kernel ledger on the emulated device (tests/it/bench_all.rs)"
 # The kernel ledger document (tileops/docs/kernels.md) is compared with its regeneration when the
@@ -282,15 +336,6 @@ run_tests "bench_all emulated" "$work/logs/bench-all.log" \
   env TILEOPS_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" "${traffic_log[@]}" \
   cargo test "${workspace[@]}" --profile emulated --locked --test it \
   bench_all::bench_all_on_the_emulated_device
-
-if [[ "${EMU_CHECK_REHEARSAL:-1}" != 0 && -f scripts/gpu-rehearsal.sh ]]; then
-  echo "== the GPU check, rehearsed on the emulated device"
-  # The plumbing of each kind of op: an elementwise kernel, a reduction, cuBLAS, attention.
-  run "gpu-rehearsal" "$work/logs/rehearsal.log" \
-    env CUDA_EMU_LIB="$work/lib" CUDA_EMU_COVERAGE_DIR="$coverage" \
-    GPU_REHEARSAL_BENCH_FILTER="${EMU_CHECK_REHEARSAL_FILTER-^(relu|rms_norm|gemm|gqa_decode)/}" \
-    bash scripts/gpu-rehearsal.sh "$work/rehearsal"
-fi
 
 echo "== coverage"
 coverage_line=$("$root/target/emulated/cuda-emu-coverage" "$coverage")

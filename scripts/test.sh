@@ -42,7 +42,7 @@ step_report() {
 }
 on_exit() {
     local pid
-    for pid in "${lane_b_pid:-}" "${lane_c_pid:-}"; do
+    for pid in "${lane_b_pid:-}" "${lane_c_pid:-}" "${lane_d_pid:-}"; do
         if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
             kill -- "-$pid" 2>/dev/null || true
         fi
@@ -60,7 +60,7 @@ fi
 # would run its constructor): the wheels are named explicitly, for every test and every process
 # they start.
 export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$PWD/.cuda-wheels}"
-# One kernel cache for every process below (README: "Compiled kernels across processes"): each
+# One kernel cache for every process below (docs/cuda.md: "Compiled kernels across processes"): each
 # kernel file is compiled once per target, not once per test process (the kernel compile check,
 # the SASS ledger, every emulated test process and the candle check each compiled every file).
 export TILEOPS_KERNEL_CACHE="${TILEOPS_KERNEL_CACHE:-$PWD/target/kernel-cache}"
@@ -159,6 +159,23 @@ set -m
 lane_b_pid=$!
 set +m
 
+# Lane C: tileops beside candle (scripts/candle-check.sh: candle-core with `cuda` and tileops with
+# `dynamic-linking`, built with the wheels' nvcc and linked against the emulator, which it builds
+# first if no step has; the bridge's tests and the decoder layer on the CPU and the emulated
+# device), in the background from the start: nvcc's compile of candle's kernels alone is minutes
+# of work that needs nothing from the steps below. Its own target directory (target/candle).
+candle_log="$PWD/target/ci-logs/candle.log"
+candle_start=$(date +%s)
+set -m
+(
+    rc=0
+    bash scripts/candle-check.sh || rc=$?
+    echo "| lane C: candle-check | $(($(date +%s) - candle_start)) |" >>"$lane_b_times"
+    exit "$rc"
+) >"$candle_log" 2>&1 &
+lane_c_pid=$!
+set +m
+
 step "clippy" "cargo clippy on the workspace"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
@@ -206,15 +223,14 @@ for package in json.load(sys.stdin)["packages"]:
 unit_targets=(--lib --bins --examples --benches "${other_tests[@]}")
 cargo test --workspace --exclude cuda-emu --profile emulated --locked "${unit_targets[@]}" --test it --no-run
 EMU_CHECK_PHASE=build bash scripts/emu-check.sh
-# Lane C: tileops beside candle (scripts/candle-check.sh: candle-core with `cuda` and tileops with
-# `dynamic-linking`, built with the wheels' nvcc and linked against the emulator just built; the
-# bridge's tests and the decoder layer on the CPU and the emulated device), in the background
-# beside the tests. Its own target directory (target/candle).
-candle_log="$PWD/target/ci-logs/candle.log"
-candle_start=$(date +%s)
+# Lane D: every GPU test on the emulated device (scripts/emu-check.sh, whose builds are now
+# no-ops), in the background beside the CPU tests below: the emulator runs one launch at a time
+# per process, on one core, and the CPU tests have serial stretches of their own.
+emu_log="$PWD/target/ci-logs/emu-check.log"
+emu_start=$(date +%s)
 set -m
-(bash scripts/candle-check.sh) >"$candle_log" 2>&1 &
-lane_c_pid=$!
+(bash scripts/emu-check.sh) >"$emu_log" 2>&1 &
+lane_d_pid=$!
 set +m
 step "test: unit, examples, benches, other targets" "cargo test (every target but the it binaries)"
 cargo test --workspace --exclude cuda-emu --profile emulated --locked "${unit_targets[@]}"
@@ -234,12 +250,18 @@ if ! wait "$lane_b_pid"; then
     tail -n 80 "$lane_b_log" >&2
     exit 1
 fi
-step "emu-check" "emulated GPU tests"
-bash scripts/emu-check.sh
+step "lane D wait" "the emulated GPU tests finishing"
+emu_rc=0
+wait "$lane_d_pid" || emu_rc=$?
+echo "| lane D: emu-check | $(($(date +%s) - emu_start)) |" >>"$lane_b_times"
+cat "$emu_log"
+if ((emu_rc != 0)); then
+    echo "lane D failed (scripts/emu-check.sh): its log is above" >&2
+    exit 1
+fi
 step "lane C wait" "the candle check finishing"
 if ! wait "$lane_c_pid"; then
     echo "lane C failed (scripts/candle-check.sh); its log:" >&2
     tail -n 80 "$candle_log" >&2
     exit 1
 fi
-echo "| lane C: candle-check | $(($(date +%s) - candle_start)) |" >>"$lane_b_times"
