@@ -5,8 +5,9 @@
 //! as fields, for `tests/it/tileops_compat.rs`. A suite that cannot be read is a build error. The
 //! macro reads the files in place at compile time.
 //!
-//! Also extracts the README's Rust examples for `tests/it/readme.rs` (see [`readme_examples`]), so
-//! that the code a newcomer copies is compiled, and run, as this downstream crate.
+//! Also extracts the Rust examples of the README and of the pages of `docs/` for
+//! `tests/it/readme.rs` (see [`readme_examples`]), so that the code a newcomer copies is compiled,
+//! and run, as this downstream crate.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -28,21 +29,45 @@ fn main() {
     std::fs::write(&out, code).expect("OUT_DIR is writable");
 
     println!("cargo:rerun-if-changed={README}");
+    println!("cargo:rerun-if-changed={DOCS_DIR}");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     // A README without the blocks the test needs fails that test's compilation (a
     // `compile_error!` in the generated file), not the examples' build.
-    let code = match std::fs::read_to_string(crate_dir.join(README)) {
-        Ok(text) => readme_examples(&text, &crate_dir, &out_dir.join("readme-manifest"))
-            .unwrap_or_else(|why| format!("compile_error!({:?});\n", format!("{README}: {why}"))),
-        Err(e) => format!("compile_error!({:?});\n", format!("{README}: {e}")),
-    };
+    let code = documents(&crate_dir)
+        .and_then(|docs| readme_examples(&docs, &crate_dir, &out_dir.join("readme-manifest")))
+        .unwrap_or_else(|why| format!("compile_error!({why:?});\n"));
     std::fs::write(out_dir.join("readme_examples.rs"), code).expect("OUT_DIR is writable");
 }
 
 const README: &str = "README.md";
+/// The reference pages the README links, one `*.md` each.
+const DOCS_DIR: &str = "docs";
 
-/// A fenced code block of the README: its info string (`rust`, `rust,ignore`, `yaml`), the
-/// `## ` section it is in, its first line's number and its text.
+/// The README and every page of `docs/` (in name order), as (path relative to the crate, text):
+/// the documents whose Rust examples are compiled.
+fn documents(crate_dir: &Path) -> Result<Vec<(String, String)>, String> {
+    let read = |name: String| {
+        std::fs::read_to_string(crate_dir.join(&name))
+            .map(|text| (name.clone(), text))
+            .map_err(|e| format!("{name}: {e}"))
+    };
+    let mut pages: Vec<String> = std::fs::read_dir(crate_dir.join(DOCS_DIR))
+        .map_err(|e| format!("{DOCS_DIR}/: {e}"))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("{DOCS_DIR}/{name}"))
+        .collect();
+    pages.sort();
+    std::iter::once(README.to_owned())
+        .chain(pages)
+        .map(read)
+        .collect()
+}
+
+/// A fenced code block of a document: its info string (`rust`, `rust,ignore`, `yaml`), the
+/// section it is in (the last `## ` or `# ` heading above it), its first line's number and its
+/// text.
 struct Block {
     info: String,
     section: String,
@@ -50,7 +75,7 @@ struct Block {
     text: String,
 }
 
-/// The README's fenced blocks, in order.
+/// A document's fenced blocks, in order.
 fn blocks(readme: &str) -> Result<Vec<Block>, String> {
     let mut blocks = Vec::new();
     let mut section = String::new();
@@ -72,7 +97,7 @@ fn blocks(readme: &str) -> Result<Vec<Block>, String> {
                 });
             }
             (None, None) => {
-                if let Some(heading) = line.strip_prefix("## ") {
+                if let Some(heading) = line.strip_prefix("## ").or(line.strip_prefix("# ")) {
                     section = heading.trim().to_owned();
                 }
             }
@@ -87,8 +112,9 @@ fn blocks(readme: &str) -> Result<Vec<Block>, String> {
     }
 }
 
-/// The README's ```` ```rust ```` blocks as one module each (`block_<line>`), for
-/// `tests/it/readme.rs` to include:
+/// The ```` ```rust ```` blocks of the documents (the README and the `docs/` pages) as one module
+/// each (`block_<line>` for the README's, `<page>_block_<line>` for a page's: `attention_block_12`),
+/// for `tests/it/readme.rs` to include:
 ///
 /// - a block with `fn main` is a complete program: its module gets a test that runs `main`, which
 ///   must return `Ok`;
@@ -97,60 +123,80 @@ fn blocks(readme: &str) -> Result<Vec<Block>, String> {
 /// - ```` ```rust,ignore ```` blocks (code naming a crate that does not exist here) are skipped.
 ///
 /// A block whose attribute says `register = false)]` is an op of the reader's own, against the
-/// ```` ```yaml ```` block of the same section (the reader's `manifest/`): that YAML is written to
-/// `manifest_dir` and the attribute pointed at it with `manifest = "..."`, a path relative to this
-/// crate as the macro wants it.
+/// ```` ```yaml ```` block of the same section of the same document (the reader's `manifest/`):
+/// that YAML is written to `manifest_dir` and the attribute pointed at it with `manifest = "..."`,
+/// a path relative to this crate as the macro wants it.
 ///
 /// # Errors
-/// What is missing: the two sections a newcomer reads first must each hold a complete program.
-fn readme_examples(readme: &str, crate_dir: &Path, manifest_dir: &Path) -> Result<String, String> {
-    let blocks = blocks(readme)?;
-    let mut code = String::from("// Generated by build.rs from README.md; do not edit.\n\n");
-    for required in ["Using an op", "Your own op"] {
-        if !blocks
-            .iter()
-            .any(|b| b.section == required && b.info == "rust" && b.text.contains("fn main"))
-        {
-            return Err(format!(
-                "no ```rust block with a `fn main` under `## {required}`"
-            ));
+/// What is missing, naming the document: the README's two sections a newcomer reads first must
+/// each hold a complete program.
+fn readme_examples(
+    documents: &[(String, String)],
+    crate_dir: &Path,
+    manifest_dir: &Path,
+) -> Result<String, String> {
+    let mut code =
+        String::from("// Generated by build.rs from README.md and docs/*.md; do not edit.\n\n");
+    for (path, text) in documents {
+        let blocks = blocks(text).map_err(|why| format!("{path}: {why}"))?;
+        if path == README {
+            for required in ["Using an op", "Your own op"] {
+                if !blocks.iter().any(|b| {
+                    b.section == required && b.info == "rust" && b.text.contains("fn main")
+                }) {
+                    return Err(format!(
+                        "{path}: no ```rust block with a `fn main` under `## {required}`"
+                    ));
+                }
+            }
         }
-    }
-    for block in blocks.iter().filter(|b| b.info == "rust") {
-        let mut text = block.text.clone();
-        if text.contains("register = false)]") {
-            let yaml = blocks
-                .iter()
-                .find(|b| b.section == block.section && b.info == "yaml")
-                .ok_or_else(|| {
+        let prefix = match path.strip_prefix(&format!("{DOCS_DIR}/")) {
+            Some(page) => format!("{}_", page.trim_end_matches(".md").replace('-', "_")),
+            None => String::new(),
+        };
+        for block in blocks.iter().filter(|b| b.info == "rust") {
+            let mut text = block.text.clone();
+            if text.contains("register = false)]") {
+                let yaml = blocks
+                    .iter()
+                    .find(|b| b.section == block.section && b.info == "yaml")
+                    .ok_or_else(|| {
+                        format!(
+                            "{path} line {}: an op of one's own, but no ```yaml manifest block \
+                             under `## {}`",
+                            block.line, block.section
+                        )
+                    })?;
+                std::fs::create_dir_all(manifest_dir)
+                    .and_then(|()| std::fs::write(manifest_dir.join("ops.yaml"), &yaml.text))
+                    .map_err(|e| format!("writing {}: {e}", manifest_dir.display()))?;
+                let relative = relative_path(crate_dir, manifest_dir);
+                text = text.replace(
+                    "register = false)]",
+                    &format!("manifest = {relative:?}, register = false)]"),
+                );
+            }
+            let line = block.line;
+            let module = format!("{prefix}block_{line}");
+            // A program's `main` is run by a test; a fragment is compiled inside a function.
+            let (note, body) = if text.contains("fn main") {
+                (
+                    ".",
                     format!(
-                        "line {}: an op of one's own, but no ```yaml manifest block under `## {}`",
-                        block.line, block.section
-                    )
-                })?;
-            std::fs::create_dir_all(manifest_dir)
-                .and_then(|()| std::fs::write(manifest_dir.join("ops.yaml"), &yaml.text))
-                .map_err(|e| format!("writing {}: {e}", manifest_dir.display()))?;
-            let relative = relative_path(crate_dir, manifest_dir);
-            text = text.replace(
-                "register = false)]",
-                &format!("manifest = {relative:?}, register = false)]"),
-            );
-        }
-        let module = format!("block_{}", block.line);
-        if text.contains("fn main") {
+                        "{text}\n    #[test]\n    fn runs() {{\n        main().unwrap_or_else(|e| panic!(\"{path} line {line}: {{e}}\"));\n    }}\n"
+                    ),
+                )
+            } else {
+                (
+                    ": compiled, not run.\n#[allow(dead_code, unused_variables)]",
+                    format!(
+                        "    fn fragment() -> Result<(), Box<dyn std::error::Error>> {{\n{text}\n        Ok(())\n    }}\n"
+                    ),
+                )
+            };
             write!(
                 code,
-                "/// README.md line {line} (`## {section}`).\nmod {module} {{\n{text}\n    #[test]\n    fn runs() {{\n        main().unwrap_or_else(|e| panic!(\"README.md line {line}: {{e}}\"));\n    }}\n}}\n\n",
-                line = block.line,
-                section = block.section,
-            )
-            .unwrap();
-        } else {
-            write!(
-                code,
-                "/// README.md line {line} (`## {section}`): compiled, not run.\n#[allow(dead_code, unused_variables)]\nmod {module} {{\n    fn fragment() -> Result<(), Box<dyn std::error::Error>> {{\n{text}\n        Ok(())\n    }}\n}}\n\n",
-                line = block.line,
+                "/// {path} line {line} (under `{section}`){note}\nmod {module} {{\n{body}}}\n\n",
                 section = block.section,
             )
             .unwrap();

@@ -170,7 +170,7 @@ if [[ -d "$bundle/nvrtc/nvidia/cu13" ]]; then
   export TILEOPS_CUDA_PATH="$nvrtc/nvidia/cu13"
 fi
 export TILEOPS_REQUIRE_GPU=1 TILEOPS_REQUIRE_NVRTC=1
-# Each step below is a process of its own: they share one kernel cache (README: "Compiled kernels
+# Each step below is a process of its own: they share one kernel cache (docs/cuda.md: "Compiled kernels
 # across processes"), so each kernel file is compiled once for the run, not once per step.
 export TILEOPS_KERNEL_CACHE="${TILEOPS_KERNEL_CACHE:-$bundle/kernel-cache}"
 

@@ -1,6 +1,7 @@
-//! The README, kept true: what a newcomer copies from it must work.
+//! The README and the reference pages of `docs/` it links, kept true: what a newcomer copies from
+//! them must work, and every link leads somewhere.
 //!
-//! - Its Rust examples are compiled as part of this crate (which depends on tileops as a user's
+//! - Their Rust examples are compiled as part of this crate (which depends on tileops as a user's
 //!   crate does): build.rs extracts each ```` ```rust ```` block into a module, and a complete
 //!   program's `main` is run by a test (`readme::block_<line>::runs`). "Using an op" and "Your own
 //!   op" must each hold one; "Your own op" compiles against the README's own YAML block.
@@ -12,6 +13,8 @@
 //! - Every cargo target it names (`--example`, `--bench`, `--test`, `--bin`, `-p`) exists, every
 //!   `tileops SUBCOMMAND` is one of the `tileops` binary's, every `cargo install` is `--locked`,
 //!   and every script it runs with `bash` or `python3` exists.
+//! - Every relative link resolves: the file or directory exists, and a `#fragment` names a heading
+//!   of the page it points to (as GitHub makes a heading's anchor).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -26,8 +29,33 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The README and the reference pages of `docs/` it links, as (path relative to the repository,
+/// text), the README first.
+fn documents() -> Vec<(String, String)> {
+    let mut pages: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/ is readable")
+        .map(|entry| entry.expect("docs/ is readable").file_name())
+        .map(|name| format!("docs/{}", name.to_string_lossy()))
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    pages.sort();
+    std::iter::once("README.md".to_owned())
+        .chain(pages)
+        .map(|path| {
+            let text = std::fs::read_to_string(repo().join(&path))
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            (path, text)
+        })
+        .collect()
+}
+
+/// Every document of [`documents`] in one text: the checks below hold for each of them.
 fn readme() -> String {
-    std::fs::read_to_string(repo().join("README.md")).expect("README.md is readable")
+    documents()
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The README's fenced blocks as (info string, text), and its prose with the blocks left out.
@@ -49,7 +77,10 @@ fn split(readme: &str) -> (Vec<(String, String)>, String) {
             }
         }
     }
-    assert!(open.is_none(), "README.md: a code block is never closed");
+    assert!(
+        open.is_none(),
+        "README.md or docs/: a code block is never closed"
+    );
     (blocks, prose)
 }
 
@@ -148,7 +179,7 @@ fn every_filter_the_readme_shows_selects_a_case() {
     for filter in &filters {
         match selected(filter) {
             Ok(n) => assert!(n > 0, "--filter {filter:?} selects nothing"),
-            Err(e) => panic!("README.md: --filter {filter:?}: {e}"),
+            Err(e) => panic!("README.md or docs/: --filter {filter:?}: {e}"),
         }
     }
 }
@@ -216,17 +247,17 @@ fn check_tool(tool: &str, args: &[String], line: &str) {
     match tool {
         "bench" => {
             let parsed = BenchArgs::try_parse_from(argv("bench"))
-                .unwrap_or_else(|e| panic!("README.md: `{line}`: {e}"));
+                .unwrap_or_else(|e| panic!("README.md or docs/: `{line}`: {e}"));
             let cases = bench::cases(&parsed).unwrap_or_else(|e| panic!("`{line}`: {e}"));
             assert!(!cases.is_empty(), "`{line}` selects nothing");
         }
         "roofline" => {
             RooflineArgs::try_parse_from(argv("roofline"))
-                .unwrap_or_else(|e| panic!("README.md: `{line}`: {e}"));
+                .unwrap_or_else(|e| panic!("README.md or docs/: `{line}`: {e}"));
         }
         "calibrate" => {
             CalibrateArgs::try_parse_from(argv("calibrate"))
-                .unwrap_or_else(|e| panic!("README.md: `{line}`: {e}"));
+                .unwrap_or_else(|e| panic!("README.md or docs/: `{line}`: {e}"));
         }
         "manifest" => {
             assert_eq!(args.first().map(String::as_str), Some("check"), "`{line}`");
@@ -239,7 +270,7 @@ fn check_tool(tool: &str, args: &[String], line: &str) {
             let failed = tileops_manifest::check::run_command(&repo(), &paths, false, &mut out);
             assert!(!failed, "`{line}`:\n{}", String::from_utf8_lossy(&out));
         }
-        other => panic!("README.md: `{line}`: no tool `{other}` to check it with"),
+        other => panic!("README.md or docs/: `{line}`: no tool `{other}` to check it with"),
     }
 }
 
@@ -274,7 +305,7 @@ fn every_tool_command_of_the_readme_parses_and_selects() {
         if let Some((tool, args)) = tool_args {
             assert!(
                 subcommands.contains(&tool),
-                "README.md: `{line}`: `tileops` has no subcommand `{tool}` (it has {subcommands:?})"
+                "README.md or docs/: `{line}`: `tileops` has no subcommand `{tool}` (it has {subcommands:?})"
             );
             check_tool(&tool, &args, &line);
             checked.insert(tool);
@@ -317,7 +348,7 @@ fn every_tileops_subcommand_the_readme_names_exists() {
         named += 1;
         assert!(
             subcommands.contains(sub.as_str()),
-            "README.md: `{line}`: `tileops` has no subcommand `{sub}` (it has {subcommands:?})"
+            "README.md or docs/: `{line}`: `tileops` has no subcommand `{sub}` (it has {subcommands:?})"
         );
     }
     assert!(named >= 4, "found only {named} `tileops SUBCOMMAND`s");
@@ -455,14 +486,14 @@ fn every_cargo_target_and_script_the_readme_names_exists() {
             "cargo" => {
                 cargo += 1;
                 check_cargo(words, &packages)
-                    .unwrap_or_else(|e| panic!("README.md: `{line}`: {e}"));
+                    .unwrap_or_else(|e| panic!("README.md or docs/: `{line}`: {e}"));
             }
             // Scripts of the checkout (`target/` ones are built, not shipped).
             "bash" | "python3" if !words[1].starts_with("target/") && !placeholder(&words[1]) => {
                 scripts += 1;
                 assert!(
                     repo().join(&words[1]).is_file(),
-                    "README.md: `{line}`: no script {}",
+                    "README.md or docs/: `{line}`: no script {}",
                     words[1]
                 );
             }
@@ -472,5 +503,95 @@ fn every_cargo_target_and_script_the_readme_names_exists() {
     assert!(
         cargo >= 10 && scripts >= 3,
         "{cargo} cargo commands, {scripts} scripts"
+    );
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces to hyphens, every character but
+/// letters, digits, `-` and `_` dropped (`Compiled kernels: \`X_Y\`` is `compiled-kernels-x_y`).
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a markdown page's headings.
+fn anchors(page: &str) -> BTreeSet<String> {
+    let (_, prose) = split(page);
+    prose
+        .lines()
+        .filter_map(|line| line.strip_prefix('#'))
+        .map(|rest| anchor(rest.trim_start_matches('#')))
+        .collect()
+}
+
+/// The targets of a page's markdown links (`[text](target)`), outside code blocks and spans.
+fn link_targets(page: &str) -> Vec<String> {
+    let (_, prose) = split(page);
+    let outside_spans: String = prose.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+    outside_spans
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')').map(|(target, _)| target.to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_relative_link_of_the_readme_and_docs_resolves() {
+    let mut checked = 0;
+    for (path, text) in documents() {
+        let dir = repo().join(&path).parent().expect("a file").to_path_buf();
+        for target in link_targets(&text) {
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let (file, fragment) = target.split_once('#').unwrap_or((&target, ""));
+            let resolved = if file.is_empty() {
+                repo().join(&path)
+            } else {
+                dir.join(file)
+            };
+            assert!(
+                resolved.exists(),
+                "{path}: the link ({target}) points to {}, which does not exist",
+                resolved.display()
+            );
+            if !fragment.is_empty() {
+                let page = std::fs::read_to_string(&resolved)
+                    .unwrap_or_else(|e| panic!("{path}: the link ({target}): {e}"));
+                let known = anchors(&page);
+                assert!(
+                    known.contains(fragment),
+                    "{path}: the link ({target}) names no heading of {} (its anchors: {known:?})",
+                    resolved.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    // The README links the docs pages, tileops-candle's README and more: a parser that found
+    // nothing would pass vacuously.
+    assert!(checked >= 20, "only {checked} relative links found");
+}
+
+#[test]
+fn anchors_are_made_as_github_makes_them() {
+    assert_eq!(
+        anchor(" Compiled kernels across processes: `TILEOPS_KERNEL_CACHE`"),
+        "compiled-kernels-across-processes-tileops_kernel_cache"
+    );
+    assert_eq!(
+        anchor("The kernel ledger: speed without a GPU"),
+        "the-kernel-ledger-speed-without-a-gpu"
+    );
+    assert_eq!(
+        link_targets("see [a](b.md#c) and `[x](y)`\n```\n[d](e)\n```\n"),
+        ["b.md#c"]
     );
 }

@@ -359,6 +359,19 @@ fn gqa_decode() -> Result<()> {
             tileops_candle::gqa_decode(&q, &kc, &vc, &seqlens, None, DecodeOptions::default()),
         );
     }
+    // f32 is not a decode dtype: refused, naming the cast to make.
+    let (q, kc) = (
+        randn(&[3, 8, 64], DType::F32, 1)?,
+        randn(&[3, 16, 2, 64], DType::F32, 2)?,
+    );
+    let message =
+        tileops_candle::gqa_decode(&q, &kc, &kc, &seqlens, None, DecodeOptions::default())
+            .unwrap_err()
+            .to_string();
+    assert!(
+        message.contains("cast float32 inputs to bfloat16"),
+        "{message}"
+    );
     Ok(())
 }
 
@@ -573,13 +586,17 @@ fn gqa_prefill() -> Result<()> {
             tileops_candle::gqa_prefill(&q, &k, &v, &cu_q, &cu_k, PrefillOptions::default()),
         );
     }
-    // f32 is not a prefill dtype: tileops's refusal, as a candle error.
+    // f32 is not a prefill dtype: tileops's refusal, as a candle error naming the cast to make.
     let q = randn(&[3, 2, 64], DType::F32, 1)?;
     let message =
         tileops_candle::gqa_prefill(&q, &q, &q, &[0, 3], &[0, 3], PrefillOptions::default())
             .unwrap_err()
             .to_string();
     assert!(message.contains("gqa_prefill"), "{message}");
+    assert!(
+        message.contains("cast float32 inputs to bfloat16"),
+        "{message}"
+    );
     Ok(())
 }
 

@@ -21,6 +21,13 @@ use crate::{DType, Device, Error, Tensor, TensorMut, TensorRef, TensorSpec};
 
 /// The head dims the kernels are written for.
 pub(crate) const HEAD_DIMS: [usize; 3] = [64, 128, 256];
+
+/// The attention ops' dtypes, as an error names them. float32 is refused, not computed: the
+/// kernels take 16-bit inputs (the prefill's tensor cores, the decode's 16-byte loads of 8 keys'
+/// elements), as FlashAttention's and FlashInfer's do, and a float32 path run at 16-bit precision
+/// inside would hide the rounding from its caller. The message names the cast to make.
+pub(crate) const ATTENTION_DTYPES: &str =
+    "float16, bfloat16 (cast float32 inputs to bfloat16 first, as FlashAttention requires)";
 /// Threads per block of the decode kernels (their `__launch_bounds__`).
 const THREADS: u32 = 128;
 /// Keys a lane group takes per step (`kTileKeys` in gqa_decode.cu).
@@ -264,7 +271,7 @@ impl DecodePlan {
                 op,
                 field: "q",
                 value: q.dtype,
-                supported: "float16, bfloat16".to_owned(),
+                supported: ATTENTION_DTYPES.to_owned(),
             });
         }
         let &[batch, heads, dim] = q.shape.as_slice() else {

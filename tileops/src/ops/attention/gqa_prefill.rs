@@ -11,7 +11,9 @@
 
 use cudarc::driver::{DevicePtrMut, LaunchConfig};
 
-use super::decode::{AttentionOutputMut, HEAD_DIMS, aligned, bad_param, bad_shape};
+use super::decode::{
+    ATTENTION_DTYPES, AttentionOutputMut, HEAD_DIMS, aligned, bad_param, bad_shape,
+};
 use super::reference::PrefillProblem;
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_PREFILL};
@@ -263,7 +265,7 @@ impl PrefillPlan {
                 op: OP,
                 field: "q",
                 value: q.dtype,
-                supported: "float16, bfloat16".to_owned(),
+                supported: ATTENTION_DTYPES.to_owned(),
             });
         }
         let &[total_q, heads, dim] = q.shape.as_slice() else {

@@ -71,7 +71,7 @@ fn gqa_decode_rejects_bad_shapes_dtypes_lengths_and_options() {
                 ok,
             ),
             "q",
-            "float16, bfloat16",
+            "cast float32 inputs to bfloat16",
         ),
         (
             dense(&[2, 1024], &[2, 16, 2, 128], f16, f16, &[1, 1], ok),
@@ -402,7 +402,7 @@ fn gqa_prefill_rejects_bad_shapes_offsets_and_options() {
                 ok,
             ),
             "q",
-            "float16, bfloat16",
+            "cast float32 inputs to bfloat16",
         ),
         (
             prefill(&[5, 1024], &[9, 2, 128], (f16, f16), cu, ok),
