@@ -304,7 +304,6 @@ report_jobs() { # waits for every job, then shows each one's output and adds up 
 }
 job_pids=()
 job_names=()
-rm -f "$work"/logs/job-*
 for pass in $passes; do
   case "$pass" in
     A) job "pass-A" gpu_pass A "$work/lib" round-robin warp-greedy "" "coverage bench" ;;

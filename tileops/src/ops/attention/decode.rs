@@ -22,12 +22,23 @@ use crate::{DType, Device, Error, Tensor, TensorMut, TensorRef, TensorSpec};
 /// The head dims the kernels are written for.
 pub(crate) const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-/// The attention ops' dtypes, as an error names them. float32 is refused, not computed: the
-/// kernels take 16-bit inputs (the prefill's tensor cores, the decode's 16-byte loads of 8 keys'
-/// elements), as FlashAttention's and FlashInfer's do, and a float32 path run at 16-bit precision
-/// inside would hide the rounding from its caller. The message names the cast to make.
-pub(crate) const ATTENTION_DTYPES: &str =
-    "float16, bfloat16 (cast float32 inputs to bfloat16 first, as FlashAttention requires)";
+/// The attention ops' check of q's dtype: float16 or bfloat16. float32 is refused, not computed:
+/// the kernels take 16-bit inputs (the prefill's tensor cores, the decode's 16-byte loads of 8
+/// keys' elements), as FlashAttention's and FlashInfer's do, and a float32 path run at 16-bit
+/// precision inside would hide the rounding from its caller. The error names the cast to make.
+pub(crate) fn check_q_dtype(op: &'static str, q: &TensorSpec) -> Result<(), Error> {
+    if matches!(q.dtype, DType::Float16 | DType::BFloat16) {
+        return Ok(());
+    }
+    Err(Error::InvalidDType {
+        op,
+        field: "q",
+        value: q.dtype,
+        supported: "float16, bfloat16 (cast float32 inputs to bfloat16 first, as FlashAttention \
+                    requires)"
+            .to_owned(),
+    })
+}
 /// Threads per block of the decode kernels (their `__launch_bounds__`).
 const THREADS: u32 = 128;
 /// Keys a lane group takes per step (`kTileKeys` in gqa_decode.cu).
@@ -266,14 +277,7 @@ impl DecodePlan {
         options: DecodeOptions,
         defaults: Defaults,
     ) -> Result<DecodePlan, Error> {
-        if !matches!(q.dtype, DType::Float16 | DType::BFloat16) {
-            return Err(Error::InvalidDType {
-                op,
-                field: "q",
-                value: q.dtype,
-                supported: ATTENTION_DTYPES.to_owned(),
-            });
-        }
+        check_q_dtype(op, q)?;
         let &[batch, heads, dim] = q.shape.as_slice() else {
             return Err(bad_shape(
                 op,

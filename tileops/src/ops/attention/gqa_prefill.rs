@@ -11,9 +11,7 @@
 
 use cudarc::driver::{DevicePtrMut, LaunchConfig};
 
-use super::decode::{
-    ATTENTION_DTYPES, AttentionOutputMut, HEAD_DIMS, aligned, bad_param, bad_shape,
-};
+use super::decode::{AttentionOutputMut, HEAD_DIMS, aligned, bad_param, bad_shape, check_q_dtype};
 use super::reference::PrefillProblem;
 use crate::device::CudaDevice;
 use crate::kernels::{self, GQA_PREFILL};
@@ -260,14 +258,7 @@ impl PrefillPlan {
         cu_seqlens_k: &[i32],
         options: PrefillOptions,
     ) -> Result<PrefillPlan, Error> {
-        if !matches!(q.dtype, DType::Float16 | DType::BFloat16) {
-            return Err(Error::InvalidDType {
-                op: OP,
-                field: "q",
-                value: q.dtype,
-                supported: ATTENTION_DTYPES.to_owned(),
-            });
-        }
+        check_q_dtype(OP, q)?;
         let &[total_q, heads, dim] = q.shape.as_slice() else {
             return Err(bad_shape(
                 OP,
