@@ -13,7 +13,7 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::entries::Entry;
-use crate::schedule::{Picker, Schedule};
+use crate::schedule::{Picker, ReadyLanes, Schedule};
 use crate::{Dim3, Fault, LaunchConfig};
 
 /// A fiber's stack: 256 KiB with a guard page was enough for every tileops kernel, with room for
@@ -259,12 +259,12 @@ pub(crate) unsafe fn run_block(
     };
     LOAD_PREEMPTION.with(|state| state.set(seed));
     crate::async_copy::begin_block(lanes.len());
-    let warps = lanes.len().div_ceil(32);
     let mut block = Block {
+        ready: ReadyLanes::all(lanes.len()),
         lanes,
         builtins,
         picker,
-        exchange: vec![0; warps * 32 * MAX_EXCHANGE_WORDS],
+        exchange: Vec::new(),
         landing: seed.rotate_left(17) | 1,
         random: seed != 0,
     };
@@ -290,11 +290,15 @@ pub(crate) unsafe fn run_block(
 
 struct Block<'p> {
     lanes: Vec<Lane>,
+    /// Which lanes are [`LaneState::Ready`], kept with every change of state ([`Block::set_state`]).
+    ready: ReadyLanes,
     builtins: Vec<ThreadBuiltins>,
     picker: &'p mut Picker,
     /// Each warp's gathered exchange words (32 lanes x [`MAX_EXCHANGE_WORDS`]). A warp's lanes
     /// read them after the exchange completes and before they suspend again, and the warp's next
     /// exchange completes only when all of them have suspended again: one buffer per warp serves.
+    /// Allocated at the block's first exchange (most kernels have none, and clearing it for
+    /// every block of a large grid cost more than some of the kernels).
     exchange: Vec<u32>,
     /// The random schedule's generator for early `cp.async` landings (xorshift64).
     landing: u64,
@@ -302,11 +306,14 @@ struct Block<'p> {
 }
 
 impl Block<'_> {
+    fn set_state(&mut self, t: usize, state: LaneState) {
+        self.ready.set(t, matches!(state, LaneState::Ready));
+        self.lanes[t].state = state;
+    }
+
     fn run(&mut self) -> Result<(), BlockFault> {
         loop {
-            let lanes = &self.lanes;
-            let ready = |t: usize| matches!(lanes[t].state, LaneState::Ready);
-            if let Some(t) = self.picker.pick(lanes.len(), ready) {
+            if let Some(t) = self.picker.pick(&self.ready) {
                 self.step(t)?;
                 continue;
             }
@@ -345,9 +352,9 @@ impl Block<'_> {
             .expect("a ready lane has a fiber");
         match fiber.resume(value) {
             CoroutineResult::Return(()) => {
-                self.lanes[t].state = LaneState::Done;
+                self.set_state(t, LaneState::Done);
                 crate::async_copy::land_all(t);
-                self.check_waiters_of(t, "has exited")
+                self.check_waiters_of(t, || "has exited".to_owned())
             }
             CoroutineResult::Yield(Suspend::Preempt) => Ok(()),
             CoroutineResult::Yield(Suspend::Fail(message)) => Err(BlockFault {
@@ -355,19 +362,20 @@ impl Block<'_> {
                 message,
             }),
             CoroutineResult::Yield(Suspend::Barrier(site)) => {
-                self.lanes[t].state = LaneState::Barrier(site);
-                self.check_waiters_of(t, &format!("waits at __syncthreads ({site})"))
+                self.set_state(t, LaneState::Barrier(site));
+                self.check_waiters_of(t, || format!("waits at __syncthreads ({site})"))
             }
             CoroutineResult::Yield(Suspend::Collective(op)) => {
-                self.lanes[t].state = LaneState::Collective(op);
+                self.set_state(t, LaneState::Collective(op));
                 self.try_complete(t, op)
             }
         }
     }
 
     /// Lane `t` left the warp's collectives (it exited or reached a barrier): a warp-mate waiting
-    /// for it at a collective would wait forever.
-    fn check_waiters_of(&self, t: usize, doing: &str) -> Result<(), BlockFault> {
+    /// for it at a collective would wait forever. `doing` says what lane `t` did, made only for
+    /// the error.
+    fn check_waiters_of(&self, t: usize, doing: impl Fn() -> String) -> Result<(), BlockFault> {
         let lane_bit = 1u32 << (t % 32);
         let warp = t / 32;
         for mate in warp * 32..((warp + 1) * 32).min(self.lanes.len()) {
@@ -377,12 +385,13 @@ impl Block<'_> {
                 return Err(BlockFault {
                     thread: Some(mate),
                     message: format!(
-                        "{} mask {:#010x} at {} names lane {}, which {doing}: the mask does \
+                        "{} mask {:#010x} at {} names lane {}, which {}: the mask does \
                              not match the lanes executing it",
                         op.kind.name(),
                         op.mask,
                         op.site,
-                        t % 32
+                        t % 32,
+                        doing()
                     ),
                 });
             }
@@ -465,21 +474,25 @@ impl Block<'_> {
             }
         }
         // Everyone arrived: compute every lane's result, then release them.
-        let ops: Vec<(u32, Collective)> = (0..32u32)
-            .filter(|l| op.mask & (1 << l) != 0)
-            .map(|l| match self.lanes[warp_base + l as usize].state {
-                LaneState::Collective(c) => (l, c),
-                _ => unreachable!("checked above"),
-            })
-            .collect();
+        // On the stack: a warp's collective completes at every shuffle of a reduction.
+        let mut arrived = [(0u32, op); 32];
+        let mut count = 0;
+        for l in (0..32u32).filter(|l| op.mask & (1 << l) != 0) {
+            let LaneState::Collective(c) = self.lanes[warp_base + l as usize].state else {
+                unreachable!("checked above")
+            };
+            arrived[count] = (l, c);
+            count += 1;
+        }
+        let ops = &arrived[..count];
         if let CollectiveKind::Exchange(_) = op.kind {
-            return self.complete_exchange(warp_base, &ops);
+            return self.complete_exchange(warp_base, ops);
         }
         let mut values = [0u32; 32];
-        for &(l, c) in &ops {
+        for &(l, c) in ops {
             values[l as usize] = c.value;
         }
-        for &(l, c) in &ops {
+        for &(l, c) in ops {
             let result = match c.kind {
                 CollectiveKind::Shuffle(mode) => {
                     let src = shuffle_source(mode, l, c.b, c.c);
@@ -504,9 +517,8 @@ impl Block<'_> {
                     .fold(0u32, |acc, (ol, _)| acc | (1 << ol)),
                 CollectiveKind::Exchange(_) => unreachable!("completed above"),
             };
-            let mate = &mut self.lanes[warp_base + l as usize];
-            mate.state = LaneState::Ready;
-            mate.resume_with = result;
+            self.set_state(warp_base + l as usize, LaneState::Ready);
+            self.lanes[warp_base + l as usize].resume_with = result;
         }
         Ok(())
     }
@@ -534,6 +546,9 @@ impl Block<'_> {
             });
         }
         let stride = 32 * MAX_EXCHANGE_WORDS;
+        if self.exchange.is_empty() {
+            self.exchange = vec![0; self.lanes.len().div_ceil(32) * stride];
+        }
         let start = warp_base / 32 * stride;
         let buffer = &mut self.exchange[start..start + stride];
         for &(l, c) in ops {
@@ -546,9 +561,8 @@ impl Block<'_> {
         for &(l, c) in ops {
             // SAFETY: `out` points at the waiting lane's result slot, on its stack.
             unsafe { *c.out = gathered };
-            let mate = &mut self.lanes[warp_base + l as usize];
-            mate.state = LaneState::Ready;
-            mate.resume_with = 0;
+            self.set_state(warp_base + l as usize, LaneState::Ready);
+            self.lanes[warp_base + l as usize].resume_with = 0;
         }
         Ok(())
     }
@@ -607,6 +621,7 @@ impl Block<'_> {
             lane.state = LaneState::Ready;
             lane.resume_with = 0;
         }
+        self.ready = ReadyLanes::all(self.lanes.len());
         Ok(())
     }
 }

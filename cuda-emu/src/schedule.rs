@@ -109,29 +109,24 @@ impl Picker {
         }
     }
 
-    /// The next thread of `n` to run, or `None` when none is ready.
-    pub(crate) fn pick(&mut self, n: usize, ready: impl Fn(usize) -> bool) -> Option<usize> {
+    /// The next thread to run of those `ready` holds, or `None` when none is ready.
+    pub(crate) fn pick(&mut self, ready: &ReadyLanes) -> Option<usize> {
+        let n = ready.len();
         if n == 0 {
             return None;
         }
         let found = match self.schedule {
-            Schedule::RoundRobin => (0..n).map(|k| (self.cursor + k) % n).find(|&t| ready(t)),
-            Schedule::Reverse => (0..n)
-                .map(|k| (self.cursor + n - k % n) % n)
-                .find(|&t| ready(t)),
-            Schedule::Random(_) => {
-                let start = self.rng.usize(0..n);
-                (0..n).map(|k| (start + k) % n).find(|&t| ready(t))
-            }
+            Schedule::RoundRobin => ready.next_from(self.cursor),
+            Schedule::Reverse => ready.previous_from(self.cursor),
+            Schedule::Random(_) => ready.next_from(self.rng.usize(0..n)),
             Schedule::WarpGreedy => {
                 // Stay in the current warp while it can run, else the lowest warp that can.
-                let warp = self.cursor / 32;
-                let in_warp = warp * 32..((warp + 1) * 32).min(n);
-                let width = in_warp.len();
-                (0..width)
-                    .map(|k| in_warp.start + (self.cursor - in_warp.start + k) % width)
-                    .find(|&t| ready(t))
-                    .or_else(|| (0..n).find(|&t| ready(t)))
+                let warp_start = self.cursor / 32 * 32;
+                let warp_end = (warp_start + 32).min(n);
+                ready
+                    .first_in(self.cursor, warp_end)
+                    .or_else(|| ready.first_in(warp_start, self.cursor))
+                    .or_else(|| ready.first_in(0, n))
             }
         };
         if let Some(t) = found {
@@ -148,15 +143,161 @@ impl Picker {
     }
 }
 
+/// The threads of a block that can run, one bit each: the picker finds the next one a word (64
+/// threads) at a time, where a scan thread by thread made most of a switch's cost in blocks that
+/// wait at barriers and shuffles.
+#[derive(Clone, Debug)]
+pub(crate) struct ReadyLanes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl ReadyLanes {
+    /// `len` threads, all ready.
+    pub(crate) fn all(len: usize) -> ReadyLanes {
+        let mut words = vec![u64::MAX; len.div_ceil(64)];
+        if !len.is_multiple_of(64)
+            && let Some(last) = words.last_mut()
+        {
+            *last = (1u64 << (len % 64)) - 1;
+        }
+        ReadyLanes { words, len }
+    }
+
+    /// The number of threads (ready or not).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Marks thread `t` ready or not.
+    pub(crate) fn set(&mut self, t: usize, ready: bool) {
+        let bit = 1u64 << (t % 64);
+        if ready {
+            self.words[t / 64] |= bit;
+        } else {
+            self.words[t / 64] &= !bit;
+        }
+    }
+
+    /// The lowest ready thread in `start..end`.
+    fn first_in(&self, start: usize, end: usize) -> Option<usize> {
+        let end = end.min(self.len);
+        let mut t = start;
+        while t < end {
+            let word = self.words[t / 64] >> (t % 64);
+            if word != 0 {
+                let found = t + word.trailing_zeros() as usize;
+                return (found < end).then_some(found);
+            }
+            t = (t / 64 + 1) * 64;
+        }
+        None
+    }
+
+    /// The highest ready thread in `start..=last`.
+    fn last_in(&self, start: usize, last: usize) -> Option<usize> {
+        let mut t = last as isize;
+        while t >= start as isize {
+            let i = t as usize;
+            let word = self.words[i / 64] & (u64::MAX >> (63 - i % 64));
+            if word != 0 {
+                let found = i / 64 * 64 + 63 - word.leading_zeros() as usize;
+                return (found >= start).then_some(found);
+            }
+            t = (i / 64 * 64) as isize - 1;
+        }
+        None
+    }
+
+    /// The first ready thread at or after `from`, wrapping around to 0.
+    fn next_from(&self, from: usize) -> Option<usize> {
+        self.first_in(from, self.len)
+            .or_else(|| self.first_in(0, from))
+    }
+
+    /// The first ready thread at or before `from`, wrapping around to the last.
+    fn previous_from(&self, from: usize) -> Option<usize> {
+        self.last_in(0, from)
+            .or_else(|| self.last_in(from + 1, self.len - 1))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn order(schedule: Schedule, n: usize, steps: usize) -> Vec<usize> {
         let mut picker = Picker::new(schedule, 0);
-        (0..steps)
-            .filter_map(|_| picker.pick(n, |_| true))
-            .collect()
+        let ready = ReadyLanes::all(n);
+        (0..steps).filter_map(|_| picker.pick(&ready)).collect()
+    }
+
+    fn ready_where(n: usize, mut ready: impl FnMut(usize) -> bool) -> ReadyLanes {
+        let mut lanes = ReadyLanes::all(n);
+        for t in 0..n {
+            lanes.set(t, ready(t));
+        }
+        lanes
+    }
+
+    /// The picker as it was written before the bit set: one thread at a time, from the cursor.
+    fn scan_pick(
+        schedule: Schedule,
+        cursor: usize,
+        start: usize,
+        ready: &ReadyLanes,
+    ) -> Option<usize> {
+        let n = ready.len();
+        let is_ready = |t: usize| ready.words[t / 64] >> (t % 64) & 1 == 1;
+        match schedule {
+            Schedule::RoundRobin => (0..n).map(|k| (cursor + k) % n).find(|&t| is_ready(t)),
+            Schedule::Reverse => (0..n)
+                .map(|k| (cursor + n - k % n) % n)
+                .find(|&t| is_ready(t)),
+            Schedule::Random(_) => (0..n).map(|k| (start + k) % n).find(|&t| is_ready(t)),
+            Schedule::WarpGreedy => {
+                let warp = cursor / 32;
+                let in_warp = warp * 32..((warp + 1) * 32).min(n);
+                let width = in_warp.len();
+                (0..width)
+                    .map(|k| in_warp.start + (cursor - in_warp.start + k) % width)
+                    .find(|&t| is_ready(t))
+                    .or_else(|| (0..n).find(|&t| is_ready(t)))
+            }
+        }
+    }
+
+    #[test]
+    fn the_bit_set_picks_what_a_scan_thread_by_thread_picks() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        for n in [1, 5, 31, 32, 33, 63, 64, 65, 100, 128, 129, 1024] {
+            for _ in 0..200 {
+                let density = rng.u32(0..4);
+                let ready = ready_where(n, |_| rng.u32(0..4) < density);
+                let cursor = rng.usize(0..n);
+                for schedule in [
+                    Schedule::RoundRobin,
+                    Schedule::Reverse,
+                    Schedule::WarpGreedy,
+                ] {
+                    let mut picker = Picker::new(schedule, 0);
+                    picker.cursor = cursor;
+                    assert_eq!(
+                        picker.pick(&ready),
+                        scan_pick(schedule, cursor, 0, &ready),
+                        "{schedule} n {n} cursor {cursor} ready {:x?}",
+                        ready.words
+                    );
+                }
+                let mut picker = Picker::new(Schedule::Random(5), 9);
+                let start = picker.rng.clone().usize(0..n);
+                assert_eq!(
+                    picker.pick(&ready),
+                    scan_pick(Schedule::Random(5), 0, start, &ready),
+                    "random n {n} start {start}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -171,7 +312,7 @@ mod tests {
         assert!(picks.iter().all(|&t| t < 32), "{picks:?}");
         // Once warp 0 is blocked, warp 1 runs.
         let mut picker = Picker::new(Schedule::WarpGreedy, 0);
-        assert_eq!(picker.pick(64, |t| t >= 32), Some(32));
+        assert_eq!(picker.pick(&ready_where(64, |t| t >= 32)), Some(32));
     }
 
     #[test]
@@ -186,9 +327,9 @@ mod tests {
         );
         let mut picker = Picker::new(Schedule::Random(3), 0);
         for _ in 0..50 {
-            assert_eq!(picker.pick(16, |t| t == 5), Some(5));
+            assert_eq!(picker.pick(&ready_where(16, |t| t == 5)), Some(5));
         }
-        assert_eq!(picker.pick(16, |_| false), None);
+        assert_eq!(picker.pick(&ready_where(16, |_| false)), None);
     }
 
     #[test]

@@ -9,8 +9,11 @@
 //! library file that was loaded). A change to any of them is another name, so no entry is ever
 //! stale; an entry that does not read back whole (truncated, another format) is a miss, compiled
 //! and written again. Entries are written to a temporary file and renamed into place, so
-//! processes sharing the directory never read a partial one. A directory that cannot be written
-//! costs the cache, not the compile.
+//! processes sharing the directory never read a partial one. Processes that need the same entry
+//! at once take turns on a lock file beside it (`<name>.lock`, an advisory `flock`): the first
+//! compiles, the others wait and read its entry, so test processes started together compile each
+//! file once between them, not once each. A directory that cannot be written costs the cache (and
+//! its lock), not the compile.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -50,13 +53,17 @@ fn in_progress() -> &'static (Mutex<HashSet<PathBuf>>, Condvar) {
     IN_PROGRESS.get_or_init(Default::default)
 }
 
-/// One thread's turn at an entry ([`KernelCache::lock`]), given up when dropped.
+/// One thread's turn at an entry ([`KernelCache::lock`]), given up when dropped: the process's
+/// own claim, and the lock file that keeps other processes out (released when the file closes).
 pub(crate) struct EntryGuard {
     path: PathBuf,
+    other_processes: Option<std::fs::File>,
 }
 
 impl Drop for EntryGuard {
     fn drop(&mut self) {
+        // The lock file first, so that a thread let in below does not wait on this process's lock.
+        drop(self.other_processes.take());
         let (busy, done) = in_progress();
         busy.lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -105,17 +112,37 @@ impl KernelCache {
         compile_with(Some(self), source.file, source.source, HEADERS, target)
     }
 
-    /// Holds the process-wide lock of `inputs`' entry until dropped: threads that would compile
+    /// Holds the lock of `inputs`' entry until dropped: threads and processes that would compile
     /// the same inputs at once take turns, and the later ones find the first one's entry.
+    ///
+    /// Within the process a set of claimed entries serves (a `flock` is per open file, and two
+    /// threads of one process must not both compile); between processes, an exclusive lock on
+    /// `<entry>.lock`. A lock file that cannot be opened or locked (a read-only directory, a file
+    /// system without locks) leaves the compile unguarded, never failed.
     pub(crate) fn lock(&self, inputs: &CompileInputs<'_>) -> EntryGuard {
         let path = self.entry_path(inputs);
         let (busy, done) = in_progress();
-        let mut busy = busy.lock().unwrap_or_else(|poison| poison.into_inner());
-        while busy.contains(&path) {
-            busy = done.wait(busy).unwrap_or_else(|poison| poison.into_inner());
+        {
+            let mut busy = busy.lock().unwrap_or_else(|poison| poison.into_inner());
+            while busy.contains(&path) {
+                busy = done.wait(busy).unwrap_or_else(|poison| poison.into_inner());
+            }
+            busy.insert(path.clone());
         }
-        busy.insert(path.clone());
-        EntryGuard { path }
+        let other_processes = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(path.with_extension("lock"))
+            })
+            .and_then(|file| file.lock().map(|()| file))
+            .ok();
+        EntryGuard {
+            path,
+            other_processes,
+        }
     }
 
     /// The compiled file stored for `inputs`, if a whole entry is there.
@@ -399,6 +426,25 @@ mod tests {
     }
 
     #[test]
+    fn another_process_waits_on_the_entry_s_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::new(dir.path());
+        let headers = [];
+        let key_inputs = inputs("k", &headers, Target::Sm(90));
+        let lock_file = cache.entry_path(&key_inputs).with_extension("lock");
+        // What another process does: its own open of the lock file (a separate open file
+        // description, so `flock` treats it as another owner even inside this process).
+        let other = || std::fs::File::open(&lock_file).unwrap().try_lock();
+        let held = cache.lock(&key_inputs);
+        assert!(
+            matches!(other(), Err(std::fs::TryLockError::WouldBlock)),
+            "another process could take the entry while this one compiles it"
+        );
+        drop(held);
+        assert!(other().is_ok(), "the lock outlived the guard");
+    }
+
+    #[test]
     fn an_unwritable_directory_costs_the_cache_only() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("a-file");
@@ -406,6 +452,8 @@ mod tests {
         let cache = KernelCache::new(&file);
         let headers = [];
         let key_inputs = inputs("k", &headers, Target::Sm(90));
+        // No lock file can be made there either: the compile goes ahead unguarded.
+        drop(cache.lock(&key_inputs));
         cache.store(&key_inputs, &compiled(Target::Sm(90)));
         assert!(cache.load(&key_inputs, "softmax.cu").is_none());
     }
