@@ -81,6 +81,14 @@ fi
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
 
+# The package check's verify build (lane B) and the downstream test (tests/it/downstream.rs, which
+# reads this variable) build the same registry dependencies in the same profile: one target
+# directory serves both, so they are compiled once. Outside the repository (the package check must
+# have no manifest/ above its unpacked crates), and emptied here, once per run (a registry crate's
+# build is never rebuilt for changed sources, see package_check).
+export TILEOPS_DOWNSTREAM_TARGET_DIR="${TILEOPS_DOWNSTREAM_TARGET_DIR:-${TMPDIR:-/tmp}/tileops-package-target}"
+rm -rf "$TILEOPS_DOWNSTREAM_TARGET_DIR"
+
 # CI must compile every kernel: a missing toolkit is a failure there, not a SKIP.
 export TILEOPS_REQUIRE_NVRTC="${TILEOPS_REQUIRE_NVRTC:-1}"
 
@@ -114,11 +122,19 @@ versions = {p["rust_version"] for p in json.load(sys.stdin)["packages"] if p["ru
 if len(versions) != 1:
     sys.exit(f"expected one rust-version in the workspace, found {sorted(versions)}")
 print(versions.pop())')
+    # The packages a user can depend on or install: those that may be published. The emulator
+    # and the root test suite (publish = false) are this repository's own test tools, built with
+    # the current toolchain (the emulator's build script alone is a minute of C++ per build).
+    mapfile -t published < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p["publish"] != []:
+        print("--package=" + p["name"])')
     rustup toolchain install "$msrv" --profile minimal
-    # The libraries and binaries: what a crate depending on tileops, or installing its tools,
+    # Their libraries and binaries: what a crate depending on tileops, or installing its tools,
     # compiles with that toolchain. The tests, examples and benches (and their dev-dependencies)
     # are this repository's own, built with the current toolchain by the steps of lane A.
-    cargo "+$msrv" check --workspace --lib --bins --locked --target-dir target/msrv
+    cargo "+$msrv" check "${published[@]}" --lib --bins --locked --target-dir target/msrv
 }
 package_check() { # cargo package: tileops, the crates it depends on and tileops-bench, verified against each other
     # #[roofline_op] reads the nearest manifest/ above the crate, and the repository root has one (a
@@ -130,15 +146,15 @@ package_check() { # cargo package: tileops, the crates it depends on and tileops
         exit 1
     fi
     # The verify build compiles each packaged crate alone, tileops against the packaged macro and
-    # manifest crates, in a fresh target directory outside the repository (no manifest/ above it).
-    # Fresh, and the unpacked copies of an earlier run dropped, because cargo treats a registry crate
-    # of a given name and version as immutable: a rerun would otherwise verify against the first
+    # manifest crates, in the target directory it shares with the downstream test: outside the
+    # repository (no manifest/ above the unpacked crates), and emptied when this script started.
+    # The unpacked copies of an earlier run are dropped too: cargo treats a registry crate of a
+    # given name and version as immutable, so a rerun would otherwise verify against the first
     # run's tileops-macros (its sources unpacked under $CARGO_HOME/registry/src/-<hash>/, a local
     # registry's; crates.io's live under index.crates.io-*/, and its build kept by the fingerprint).
     # --allow-dirty: this checks what would be packaged, it publishes nothing.
-    package_target="${TMPDIR:-/tmp}/tileops-package-target"
-    rm -rf "$package_target" \
-        "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
+    package_target="$TILEOPS_DOWNSTREAM_TARGET_DIR"
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-manifest-[0-9]* \
         "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-macros-[0-9]* \
         "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-[0-9]* \
         "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/tileops-bench-[0-9]*

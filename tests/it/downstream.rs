@@ -52,14 +52,21 @@ struct Outcome {
     stderr: String,
 }
 
+/// The downstream crate's target directory: `TILEOPS_DOWNSTREAM_TARGET_DIR` where set (CI shares
+/// it with the package check, whose verify build compiles the same dependencies first), else
+/// `target/downstream-test/target`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("TILEOPS_DOWNSTREAM_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/downstream-test/target"))
+}
+
 fn cargo(dir: &Path, args: &[&str]) -> Outcome {
     let output = Command::new(env!("CARGO"))
         .args(args)
         .current_dir(dir)
-        .env(
-            "CARGO_TARGET_DIR",
-            repo().join("target/downstream-test/target"),
-        )
+        .env("CARGO_TARGET_DIR", target_dir())
         .env_remove("TILEOPS_MANIFEST_BASE_DIR")
         .output()
         .expect("cargo runs");
