@@ -8,10 +8,12 @@
 # resolve other features), the same sources compiled by the same nvcc with the same flags each time.
 # This compiles each object once and copies it on the later calls.
 #
-# Only an object compile (`-c -o FILE`) is cached; everything else (PTX, the library archive,
-# --version) runs nvcc as given. An entry is named by the SHA-256 of everything its output depends
-# on: nvcc's and the host compiler's versions, the arguments (the output's directory left out: it
-# is the build script's own OUT_DIR), NVCC_APPEND_FLAGS (which nvcc reads itself), the working
+# An object compile (`-c -o FILE`) and a PTX compile of one file (`--ptx --output-directory DIR
+# FILE.cu`, which writes DIR/FILE.ptx: the build script's PTX kernels, half a minute to a minute of
+# nvcc per build) are cached; everything else (the library archive, --version) runs nvcc as given.
+# An entry is named by the SHA-256 of everything its output depends on: nvcc's and the host
+# compiler's versions, the arguments (the output's directory left out: it is the build script's
+# own OUT_DIR), NVCC_APPEND_FLAGS (which nvcc reads itself), the working
 # directory and the contents of every file under it (the build script runs in candle-kernels's
 # source directory, so the kernel and every header it includes are there; the toolkit's own headers
 # are the version's). ccache could do this too; it would be one more system package for CI to
@@ -28,19 +30,29 @@ real_nvcc="$(command -v nvcc)" || {
 }
 cache="${NVCC_CACHE_DIR:?nvcc-cache: set NVCC_CACHE_DIR}"
 
-output="" compile=0 previous=""
+output="" compile=0 ptx=0 output_dir="" sources=() previous=""
 key_args=()
 for arg in "$@"; do
   if [[ "$previous" == "-o" ]]; then
     output="$arg"
     key_args+=("$(basename -- "$arg")")
+  elif [[ "$previous" == "--output-directory" ]]; then
+    output_dir="$arg"
+    key_args+=("(output directory)")
   else
     key_args+=("$arg")
   fi
-  [[ "$arg" == "-c" ]] && compile=1
+  case "$arg" in
+    -c) compile=1 ;;
+    --ptx | -ptx) ptx=1 ;;
+    *.cu) [[ "$previous" == "-o" ]] || sources+=("$arg") ;;
+  esac
   previous="$arg"
 done
-if ((compile == 0)) || [[ -z "$output" ]]; then
+if ((ptx == 1 && compile == 0)) && [[ -z "$output" && -n "$output_dir" ]] && ((${#sources[@]} == 1)); then
+  # nvcc names the PTX after the source: DIR/NAME.ptx for NAME.cu.
+  output="$output_dir/$(basename -- "${sources[0]}" .cu).ptx"
+elif ((compile == 0 || ptx == 1)) || [[ -z "$output" ]]; then
   exec "$real_nvcc" "$@"
 fi
 
@@ -54,7 +66,7 @@ key=$(
     find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-64
 )
-entry="$cache/$key.o"
+entry="$cache/$key.out"
 if [[ -f "$entry" ]]; then
   cp -- "$entry" "$output"
   exit 0
@@ -64,4 +76,5 @@ mkdir -p "$cache"
 # Written whole, then renamed: a concurrent reader sees the entry or nothing.
 tmp="$(mktemp "$cache/.tmp.XXXXXX")"
 cp -- "$output" "$tmp"
+chmod 644 -- "$tmp" # mktemp's 0600 would be copied to every later output
 mv -f -- "$tmp" "$entry"

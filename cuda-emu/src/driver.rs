@@ -1237,15 +1237,20 @@ unsafe fn run(
         // SAFETY: see above.
         None => guards(unsafe { crate::launch(entry, config, params, schedule) }),
         Some(other) => {
-            let before = memory::Snapshot::take();
+            // Kept from launch to launch (their buffers: see Snapshot::retake); the caller holds
+            // the device exclusively, so no other launch uses them meanwhile.
+            static SNAPSHOTS: Mutex<(memory::Snapshot, memory::Snapshot)> =
+                Mutex::new((memory::Snapshot::EMPTY, memory::Snapshot::EMPTY));
+            let mut snapshots = SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner());
+            let (before, first) = &mut *snapshots;
+            before.retake();
             // SAFETY: see above.
             guards(unsafe { crate::launch(entry, config, params, schedule) })?;
-            let first = memory::Snapshot::take();
+            first.retake();
             before.restore();
             // SAFETY: see above.
             guards(unsafe { crate::launch(entry, config, params, other) })?;
-            let second = memory::Snapshot::take();
-            match first.first_difference(&second) {
+            match first.first_difference_from_live() {
                 None => Ok(()),
                 Some((allocation, offset, a, b)) => Err(Fault::new(
                     FaultKind::Race,

@@ -171,17 +171,31 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Copies every live allocation.
-    pub fn take() -> Snapshot {
-        let contents = table()
-            .iter()
-            .map(|(&body, a)| {
-                // SAFETY: the body is `size` bytes inside the block.
-                let bytes = unsafe { std::slice::from_raw_parts(body as *const u8, a.size) };
-                (body, bytes.to_vec())
-            })
-            .collect();
-        Snapshot { contents }
+    /// A snapshot of nothing, filled by [`Snapshot::retake`].
+    pub const EMPTY: Snapshot = Snapshot {
+        contents: Vec::new(),
+    };
+
+    /// Copies every live allocation into this snapshot, in address order, reusing the buffer each
+    /// allocation had in it before: a compared launch copies all device memory twice, and fresh
+    /// buffers every time had the kernel zero and fault in their pages, most of a compared
+    /// launch's cost.
+    pub fn retake(&mut self) {
+        let mut previous = std::mem::take(&mut self.contents).into_iter().peekable();
+        for (&body, a) in table().iter() {
+            // Both lists are in address order: skip the allocations freed since, then take this
+            // one's buffer if it had one.
+            while previous.next_if(|(b, _)| *b < body).is_some() {}
+            let mut buffer = previous
+                .next_if(|(b, _)| *b == body)
+                .map(|(_, buffer)| buffer)
+                .unwrap_or_default();
+            // SAFETY: the body is `size` bytes inside the block.
+            let bytes = unsafe { std::slice::from_raw_parts(body as *const u8, a.size) };
+            buffer.clear();
+            buffer.extend_from_slice(bytes);
+            self.contents.push((body, buffer));
+        }
     }
 
     /// Writes the copy back.
@@ -197,11 +211,24 @@ impl Snapshot {
         }
     }
 
-    /// The first byte where `self` and `other` differ: (allocation, offset, self's, other's).
-    pub fn first_difference(&self, other: &Snapshot) -> Option<(usize, usize, u8, u8)> {
-        for ((body, a), (_, b)) in self.contents.iter().zip(&other.contents) {
-            if let Some(i) = a.iter().zip(b).position(|(x, y)| x != y) {
-                return Some((*body, i, a[i], b[i]));
+    /// The first byte where live memory differs from this copy: (allocation, offset, the copy's,
+    /// memory's). Allocations freed since are skipped.
+    pub fn first_difference_from_live(&self) -> Option<(usize, usize, u8, u8)> {
+        let table = table();
+        for (body, saved) in &self.contents {
+            let Some(a) = table.get(body).filter(|a| a.size == saved.len()) else {
+                continue;
+            };
+            // SAFETY: the body is `size` bytes inside the block.
+            let live = unsafe { std::slice::from_raw_parts(*body as *const u8, a.size) };
+            // A whole-slice comparison (memcmp) first; the byte is looked for only on a difference.
+            if live != saved.as_slice() {
+                let i = live
+                    .iter()
+                    .zip(saved)
+                    .position(|(x, y)| x != y)
+                    .expect("unequal slices of one length differ somewhere");
+                return Some((*body, i, saved[i], live[i]));
             }
         }
         None
