@@ -297,8 +297,8 @@ struct Block<'p> {
     /// Each warp's gathered exchange words (32 lanes x [`MAX_EXCHANGE_WORDS`]). A warp's lanes
     /// read them after the exchange completes and before they suspend again, and the warp's next
     /// exchange completes only when all of them have suspended again: one buffer per warp serves.
-    /// Allocated at the block's first exchange (most kernels have none, and clearing it for
-    /// every block of a large grid cost more than some of the kernels).
+    /// Allocated at the block's first exchange: most kernels have none, and clearing 1 KiB per
+    /// warp for every block of a large grid was wasted work.
     exchange: Vec<u32>,
     /// The random schedule's generator for early `cp.async` landings (xorshift64).
     landing: u64,

@@ -362,9 +362,11 @@ fn wide_access_recognition() {
     ));
 }
 
-/// The entries of a cache directory, by name.
+/// The files of a cache directory, by name: its entries and anything else left there, but not
+/// the lock files beside the entries (`<entry>.lock`, which other processes wait on), each checked
+/// to belong to an entry.
 fn cache_entries(dir: &Path) -> std::collections::BTreeSet<String> {
-    std::fs::read_dir(dir)
+    let names: std::collections::BTreeSet<String> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .map(|e| {
@@ -375,7 +377,17 @@ fn cache_entries(dir: &Path) -> std::collections::BTreeSet<String> {
                 })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let (locks, rest): (std::collections::BTreeSet<String>, _) =
+        names.into_iter().partition(|name| name.ends_with(".lock"));
+    for lock in &locks {
+        let entry = lock.replace(".lock", ".bin");
+        assert!(
+            rest.contains(&entry),
+            "{lock}: a lock file without its entry {entry}"
+        );
+    }
+    rest
 }
 
 #[test]
