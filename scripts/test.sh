@@ -115,21 +115,26 @@ lane_b_step() { # NAME COMMAND...: runs and times one step of lane B
     return $rc
 }
 msrv_check() { # MSRV: cargo check of what a user builds (libraries, binaries) on the declared rust-version
-    # The one rust-version of the workspace ([workspace.package] in Cargo.toml), read from cargo.
-    msrv=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+    # From one read of the workspace's metadata: its one rust-version ([workspace.package] in
+    # Cargo.toml), on the first line, then the packages a user can depend on or install, those that
+    # may be published. The emulator and the root test suite (publish = false) are this
+    # repository's own test tools, built with the current toolchain (the emulator's build script
+    # alone is a minute of C++ per build).
+    local plan
+    plan=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
-versions = {p["rust_version"] for p in json.load(sys.stdin)["packages"] if p["rust_version"]}
+packages = json.load(sys.stdin)["packages"]
+versions = {p["rust_version"] for p in packages if p["rust_version"]}
 if len(versions) != 1:
     sys.exit(f"expected one rust-version in the workspace, found {sorted(versions)}")
-print(versions.pop())')
-    # The packages a user can depend on or install: those that may be published. The emulator
-    # and the root test suite (publish = false) are this repository's own test tools, built with
-    # the current toolchain (the emulator's build script alone is a minute of C++ per build).
-    mapfile -t published < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
-import json, sys
-for p in json.load(sys.stdin)["packages"]:
+print(versions.pop())
+for p in packages:
     if p["publish"] != []:
         print("--package=" + p["name"])')
+    local lines msrv published
+    mapfile -t lines <<<"$plan"
+    msrv="${lines[0]}"
+    published=("${lines[@]:1}")
     rustup toolchain install "$msrv" --profile minimal
     # Their libraries and binaries: what a crate depending on tileops, or installing its tools,
     # compiles with that toolchain. The tests, examples and benches (and their dev-dependencies)

@@ -135,7 +135,7 @@ impl KernelCache {
                     .create(true)
                     .truncate(false)
                     .write(true)
-                    .open(path.with_extension("lock"))
+                    .open(self.lock_path(inputs))
             })
             .and_then(|file| file.lock().map(|()| file))
             .ok();
@@ -175,6 +175,11 @@ impl KernelCache {
 
     fn entry_path(&self, inputs: &CompileInputs<'_>) -> PathBuf {
         self.dir.join(format!("{}.bin", key(inputs)))
+    }
+
+    /// The lock file beside the entry of `inputs`, which processes compiling it take turns on.
+    fn lock_path(&self, inputs: &CompileInputs<'_>) -> PathBuf {
+        self.entry_path(inputs).with_extension("lock")
     }
 }
 
@@ -431,7 +436,7 @@ mod tests {
         let cache = KernelCache::new(dir.path());
         let headers = [];
         let key_inputs = inputs("k", &headers, Target::Sm(90));
-        let lock_file = cache.entry_path(&key_inputs).with_extension("lock");
+        let lock_file = cache.lock_path(&key_inputs);
         // What another process does: its own open of the lock file (a separate open file
         // description, so `flock` treats it as another owner even inside this process).
         let other = || std::fs::File::open(&lock_file).unwrap().try_lock();
