@@ -59,6 +59,7 @@ fn main() {
         "CXX",
         "OBJCOPY",
         "AR",
+        "CUDA_EMU_OBJECT_CACHE",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -173,18 +174,47 @@ fn main() {
             .flag("--param")
             .flag("asan-instrumentation-with-call-threshold=0");
     }
-    let objects = kernels.compile_intermediates();
-    // Both builds keep static shared memory in one section (the ASan build for the ledger).
-    for object in &objects {
-        move_template_statics_to_shared_section(object);
-    }
-    archive(&out_dir.join("libcuda_emu_kernels.a"), &objects);
-    println!("cargo:rustc-link-search=native={}", out_dir.display());
-    println!("cargo:rustc-link-lib=static=cuda_emu_kernels");
-
     let mut runtime = base_build(&include_dir, &kernels_dir, &cuda_include, &cpp_dir, asan);
     runtime.file(cpp_dir.join("runtime.cpp")).file(&table_path);
-    runtime.compile("cuda_emu_runtime");
+
+    let libraries = [KERNELS_LIBRARY, RUNTIME_LIBRARY];
+    let cache = env::var_os("CUDA_EMU_OBJECT_CACHE")
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| {
+            let key = library_key(
+                &[&kernels, &runtime],
+                &[
+                    &kernels_dir,
+                    &include_dir,
+                    &cpp_dir,
+                    &manifest_dir.join("tests/planted"),
+                    &cuda_include,
+                ],
+                &generated.iter().chain([&table_path]).collect::<Vec<_>>(),
+            );
+            LibraryCache::open(PathBuf::from(dir), key)
+        });
+    if !cache
+        .as_ref()
+        .is_some_and(|cache| cache.restore(&out_dir, &libraries))
+    {
+        let objects = kernels.compile_intermediates();
+        // Both builds keep static shared memory in one section (the ASan build for the ledger).
+        for object in &objects {
+            move_template_statics_to_shared_section(object);
+        }
+        archive(&out_dir.join(KERNELS_LIBRARY), &objects);
+        archive(
+            &out_dir.join(RUNTIME_LIBRARY),
+            &runtime.compile_intermediates(),
+        );
+        if let Some(cache) = &cache {
+            cache.store(&out_dir, &libraries);
+        }
+    }
+    println!("cargo:rustc-link-search=native={}", out_dir.display());
+    println!("cargo:rustc-link-lib=static=cuda_emu_kernels");
+    println!("cargo:rustc-link-lib=static=cuda_emu_runtime");
 
     if asan {
         // libasan is also preloaded at run time: it must come first in the process, and the
@@ -193,6 +223,130 @@ fn main() {
     }
     println!("cargo:rustc-link-lib=stdc++");
     println!("cargo:rustc-link-lib=m");
+}
+
+const KERNELS_LIBRARY: &str = "libcuda_emu_kernels.a";
+const RUNTIME_LIBRARY: &str = "libcuda_emu_runtime.a";
+
+/// Compiled libraries shared between builds, in `$CUDA_EMU_OBJECT_CACHE` (CI sets it): the kernels'
+/// C++ is a minute of compiling on two cores, and the same in the debug build that clippy and
+/// `cargo check` run this script for as in the `emulated` build, whose flags are fixed here
+/// (`-O2`, debug info only with ASan). An entry is a directory named by the SHA-256 of everything
+/// the libraries depend on ([`library_key`]); builds of one entry take turns on `<key>.lock` (an
+/// advisory lock; the second copies what the first compiled), and an entry is written to a
+/// temporary directory, then renamed into place whole. A cache that cannot be used costs the
+/// cache only: the libraries are compiled as without one.
+struct LibraryCache {
+    entry: PathBuf,
+    /// Held while this build restores or compiles the entry; released when the file closes.
+    _turn: Option<std::fs::File>,
+}
+
+impl LibraryCache {
+    fn open(dir: PathBuf, key: String) -> LibraryCache {
+        let turn = std::fs::create_dir_all(&dir)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(dir.join(format!("{key}.lock")))
+            })
+            .and_then(|file| file.lock().map(|()| file))
+            .ok();
+        LibraryCache {
+            entry: dir.join(key),
+            _turn: turn,
+        }
+    }
+
+    /// Copies the entry's libraries into `out_dir`; false if the entry is not there whole.
+    fn restore(&self, out_dir: &Path, libraries: &[&str]) -> bool {
+        libraries
+            .iter()
+            .all(|name| std::fs::copy(self.entry.join(name), out_dir.join(name)).is_ok())
+    }
+
+    fn store(&self, out_dir: &Path, libraries: &[&str]) {
+        let tmp = self
+            .entry
+            .with_extension(format!("tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let written = std::fs::create_dir_all(&tmp).and_then(|()| {
+            libraries
+                .iter()
+                .try_for_each(|name| std::fs::copy(out_dir.join(name), tmp.join(name)).map(|_| ()))
+        });
+        if written
+            .and_then(|()| std::fs::rename(&tmp, &self.entry))
+            .is_err()
+        {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+    }
+}
+
+/// The SHA-256 of what the libraries are made from: each build's compiler, its `--version` and
+/// its every argument (cc's flags, including CXXFLAGS, the include directories and the defines),
+/// then the path and contents of every file under the directories the sources include from (the
+/// kernels, the shim, NVIDIA's headers), and the name and contents of each generated source.
+fn library_key(builds: &[&cc::Build], dirs: &[&PathBuf], generated: &[&PathBuf]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    field(b"cuda-emu libraries 1");
+    for build in builds {
+        let tool = build.get_compiler();
+        let version = Command::new(tool.path())
+            .arg("--version")
+            .output()
+            .map(|out| out.stdout)
+            .unwrap_or_default();
+        field(tool.path().as_os_str().as_encoded_bytes());
+        field(&version);
+        for arg in tool.args() {
+            field(arg.as_encoded_bytes());
+        }
+    }
+    let mut file = |label: &Path, path: &Path| {
+        field(label.as_os_str().as_encoded_bytes());
+        field(&std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display())));
+    };
+    // A generated source by its name alone: it lives in this build's OUT_DIR, which differs
+    // between the builds that share an entry.
+    for path in generated {
+        file(Path::new(path.file_name().expect("a file name")), path);
+    }
+    let mut sources = Vec::new();
+    for dir in dirs {
+        files_under(dir, &mut sources);
+    }
+    for path in &sources {
+        file(path, path);
+    }
+    hash.finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Every file under `dir`, recursively, in sorted order (links followed).
+fn files_under(dir: &Path, files: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            files_under(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
 }
 
 /// GCC ignores the section attribute of a function-local static with vague linkage (a

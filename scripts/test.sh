@@ -21,6 +21,11 @@ cd "$(dirname "$0")/.."
 step_names=()
 step_starts=()
 script_start=$(date +%s)
+# The machine's CPU time (/proc/stat's first line, in clock ticks: busy and idle) when the script
+# started: the report says how busy the cores were, so that a lane's time can be told from a
+# shortage of cores.
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
+read -r cpu_busy_start cpu_idle_start < <(cpu_ticks)
 step() {
     echo "== $*"
     step_names+=("$1")
@@ -39,6 +44,14 @@ step_report() {
     done
     [[ -s "${lane_b_times:-}" ]] && cat "$lane_b_times"
     echo "| total | $((now - script_start)) |"
+    local busy idle tick
+    read -r busy idle < <(cpu_ticks)
+    busy=$((busy - cpu_busy_start))
+    idle=$((idle - cpu_idle_start))
+    tick=$(getconf CLK_TCK)
+    if ((busy + idle > 0)); then
+        echo "| CPU time, all cores (busy share) | $((busy / tick)) ($((100 * busy / (busy + idle)))%) |"
+    fi
 }
 on_exit() {
     local pid
@@ -64,6 +77,10 @@ export TILEOPS_CUDA_WHEELS="${TILEOPS_CUDA_WHEELS:-$PWD/.cuda-wheels}"
 # kernel file is compiled once per target, not once per test process (the kernel compile check,
 # the SASS ledger, every emulated test process and the candle check each compiled every file).
 export TILEOPS_KERNEL_CACHE="${TILEOPS_KERNEL_CACHE:-$PWD/target/kernel-cache}"
+# The same for the emulator's C++ (cuda-emu/build.rs: every kernel compiled as host code, a minute
+# of both cores): the debug build that clippy checks, the emulated build the tests run and the
+# candle check's build of it (which starts beside clippy) compile the same libraries, once.
+export CUDA_EMU_OBJECT_CACHE="${CUDA_EMU_OBJECT_CACHE:-$PWD/target/cuda-emu-cache}"
 
 # Headless Chromium for the HTML report test (tests/it/html_report.rs), which fails in CI without it;
 # DejaVu for the chart's 10ⁿ superscripts.
