@@ -20,19 +20,23 @@ extern "C" char __start_cuda_emu_shared[] __attribute__((weak));
 extern "C" char __stop_cuda_emu_shared[] __attribute__((weak));
 #endif
 
-// Fills all static shared memory with 0xFF (NaN in every float type): a read of an element no
-// thread of the block wrote shows as NaN. Returns the bytes poisoned.
-extern "C" std::size_t cuda_emu_poison_shared(void) {
+// Fills `len` bytes of static shared memory from `offset` into the section with 0xFF (NaN in every
+// float type): a read of an element no thread of the block wrote shows as NaN. The emulator passes
+// the ranges a launch's kernel can reach (src/shared_section.rs).
+extern "C" void cuda_emu_poison_shared(std::size_t offset, std::size_t len) {
 // Not in the AddressSanitizer build: its redzones around the arrays of templates (which it keeps
 // in the section too) must not be written.
 #ifndef CUDA_EMU_ASAN
     if (__start_cuda_emu_shared != nullptr && +__stop_cuda_emu_shared > +__start_cuda_emu_shared) {
         const std::size_t n = static_cast<std::size_t>(__stop_cuda_emu_shared - __start_cuda_emu_shared);
-        std::memset(__start_cuda_emu_shared, 0xff, n);
-        return n;
+        if (offset <= n && len <= n - offset) {
+            std::memset(__start_cuda_emu_shared + offset, 0xff, len);
+        }
     }
+#else
+    (void)offset;
+    (void)len;
 #endif
-    return 0;
 }
 
 // The bounds of the static shared section, for the traffic ledger's classification of accesses

@@ -47,6 +47,7 @@ pub mod gate;
 mod memory;
 mod rand;
 pub mod schedule;
+mod shared_section;
 mod shim;
 pub mod traffic;
 
@@ -284,7 +285,9 @@ impl fmt::Display for Fault {
 impl std::error::Error for Fault {}
 
 unsafe extern "C" {
-    fn cuda_emu_poison_shared() -> usize;
+    /// Poisons `len` bytes of the static shared section from `offset` (cpp/runtime.cpp; a range
+    /// outside the section is ignored).
+    fn cuda_emu_poison_shared(offset: usize, len: usize);
 }
 
 /// Bytes after the dynamic shared memory that must keep their pattern.
@@ -337,11 +340,14 @@ pub unsafe fn launch(
         },
         dynamic,
     ));
+    let poisoned = shared_section::poison_ranges(entry.name);
     let result = (|| {
         for block in schedule.block_order(config.grid.count()) {
             let block_idx = config.grid.unlinear(block);
-            // SAFETY: no block is running; the section holds only shared arrays.
-            unsafe { cuda_emu_poison_shared() };
+            for range in poisoned.iter() {
+                // SAFETY: no block is running; the section holds only shared arrays.
+                unsafe { cuda_emu_poison_shared(range.start, range.len()) };
+            }
             dynamic_shared[..dynamic].fill(0xFF);
             dynamic_shared[dynamic..].fill(CANARY_BYTE);
             let mut picker = schedule::Picker::new(schedule, block);

@@ -651,7 +651,7 @@ fn symbolise(pcs: impl Iterator<Item = usize>) -> HashMap<usize, String> {
 }
 
 /// The shared object holding `pc`, and its load base.
-fn object_of(pc: usize) -> Option<(String, usize)> {
+pub(crate) fn object_of(pc: usize) -> Option<(String, usize)> {
     // SAFETY: Dl_info is plain pointers and integers, for which all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address and fills `info`.
