@@ -265,7 +265,8 @@ python3 -m unittest discover -s scripts -p 'test_*.py'
 # under debug assertions are ignored here too; "test: optimised" runs them).
 step "build: emulated" "the emulator, every test, example and bench, and the GPU check's bundle (profile emulated)"
 # Each crate has one integration-test binary, `it` (cuda-emu keeps its own test targets, which
-# emu-check.sh runs). The GPU tests (tileops's `it`, every one under a `gpu` module:
+# emu-check.sh runs; the root package's trybuild UI tests are `ui`, a binary of their own since
+# they set a variable of the process's environment, run with the other targets). The GPU tests (tileops's `it`, every one under a `gpu` module:
 # `normalization::gpu::...`) would only print SKIP here, with no GPU; they run below instead, on
 # the emulated device with TILEOPS_REQUIRE_GPU=1, so nothing skips in CI. libtest's --skip matches
 # any substring of a test's path, so it is given to the `it` binaries only (no test of theirs but

@@ -1,6 +1,7 @@
 //! The root package's integration tests (tileops-suite, the downstream user's view), one test
 //! binary: `cargo test --test it`. A module per check; the helpers for running the built tools in
-//! their own processes are in `common`.
+//! their own processes are in `common`. The trybuild UI tests are a binary of their own
+//! (tests/ui.rs, `cargo test --test ui`): they set a variable of the process's environment.
 //!
 //! `cargo test --test it -- bench_all::` runs one module's tests. bench_all's emulated-device test
 //! (`bench_all::bench_all_on_the_emulated_device_runs_rows_once_and_records_no_figure`) needs
@@ -25,4 +26,3 @@ mod roofline_tool;
 mod tileops_compat;
 mod tileops_constructs;
 mod typed_paths;
-mod ui;
