@@ -169,7 +169,7 @@ package_check() { # cargo package: tileops, the crates it depends on and tileops
     fi
     # Packaged without cargo's own verify build, which compiles each package alone, each with the
     # features its own dependency graph resolves to (the shared dependencies compiled again per
-    # package: syn four times, 240 s of CPU): the four packages are unpacked side by side into one
+    # package: syn four times, 230 s of CPU): the four packages are unpacked side by side into one
     # workspace, each depending on the others' packaged copies ([patch]), and built together once,
     # from the workspace's lock file, as `cargo build` builds a package (its library and binaries,
     # default features). In the target directory it shares with the downstream test: outside the
@@ -266,9 +266,10 @@ python3 -m unittest discover -s scripts -p 'test_*.py'
 step "build: emulated" "the emulator, every test, example and bench, and the GPU check's bundle (profile emulated)"
 # Each crate has one integration-test binary, `it` (cuda-emu keeps its own test targets, which
 # emu-check.sh runs; the root package's trybuild UI tests are `ui`, a binary of their own since
-# they set a variable of the process's environment, run with the other targets). The GPU tests (tileops's `it`, every one under a `gpu` module:
-# `normalization::gpu::...`) would only print SKIP here, with no GPU; they run below instead, on
-# the emulated device with TILEOPS_REQUIRE_GPU=1, so nothing skips in CI. libtest's --skip matches
+# they set a variable of the process's environment, run with the other targets). The GPU tests
+# (tileops's `it`, every one under a `gpu` module: `normalization::gpu::...`) would only print
+# SKIP here, with no GPU; they run below instead, on the emulated device with
+# TILEOPS_REQUIRE_GPU=1, so nothing skips in CI. libtest's --skip matches
 # any substring of a test's path, so it is given to the `it` binaries only (no test of theirs but
 # tileops's GPU tests has `gpu::` in its path; unit tests such as tileops-bench's
 # `calibrate_gpu::tests::...` do). bench_all's emulated-device test runs in emu-check.sh too (it

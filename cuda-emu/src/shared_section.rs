@@ -24,14 +24,14 @@ struct Layout {
     /// Arrays no entry owns: poisoned for every launch.
     common: Vec<Range<usize>>,
     /// Each entry's own arrays.
-    owned: HashMap<String, Vec<Range<usize>>>,
+    owned: HashMap<&'static str, Vec<Range<usize>>>,
 }
 
 /// The ranges of the section (offsets from its start, sorted, disjoint) to poison before each
 /// block of a launch of `entry`: empty when there is no section.
-pub(crate) fn poison_ranges(entry: &str) -> Ranges {
+pub(crate) fn poison_ranges(entry: &'static str) -> Ranges {
     static LAYOUT: OnceLock<Option<(usize, Option<Layout>)>> = OnceLock::new();
-    static BY_ENTRY: OnceLock<Mutex<HashMap<String, Ranges>>> = OnceLock::new();
+    static BY_ENTRY: OnceLock<Mutex<HashMap<&'static str, Ranges>>> = OnceLock::new();
     let Some((len, layout)) = LAYOUT.get_or_init(read_layout) else {
         return Arc::from([]);
     };
@@ -40,7 +40,7 @@ pub(crate) fn poison_ranges(entry: &str) -> Ranges {
         .lock()
         .unwrap_or_else(|poison| poison.into_inner());
     by_entry
-        .entry(entry.to_owned())
+        .entry(entry)
         .or_insert_with(|| match layout {
             Some(layout) => layout.ranges_for(entry).into(),
             None => std::iter::once(0..*len).collect(),
@@ -82,11 +82,12 @@ fn read_layout() -> Option<(usize, Option<Layout>)> {
     if start == 0 || stop <= start {
         return None;
     }
-    let names: HashSet<&str> = crate::entries::entries().iter().map(|e| e.name).collect();
-    Some((stop - start, layout_from_image(start, stop - start, &names)))
+    let len = stop - start;
+    let names: HashSet<&'static str> = crate::entries::entries().iter().map(|e| e.name).collect();
+    Some((len, layout_from_image(start, len, &names)))
 }
 
-fn layout_from_image(start: usize, len: usize, entries: &HashSet<&str>) -> Option<Layout> {
+fn layout_from_image(start: usize, len: usize, entries: &HashSet<&'static str>) -> Option<Layout> {
     use object::{Object, ObjectSection, ObjectSymbol};
     let (file, base) = crate::traffic::object_of(start)?;
     let bytes = std::fs::read(file).ok()?;
@@ -114,12 +115,8 @@ fn layout_from_image(start: usize, len: usize, entries: &HashSet<&str>) -> Optio
             continue;
         }
         let range = offset..offset.checked_add(size)?;
-        match owner(symbol.name().ok()?).filter(|name| entries.contains(name)) {
-            Some(entry) => layout
-                .owned
-                .entry(entry.to_owned())
-                .or_default()
-                .push(range),
+        match owner(symbol.name().ok()?).and_then(|name| entries.get(name)) {
+            Some(&entry) => layout.owned.entry(entry).or_default().push(range),
             None => layout.common.push(range),
         }
     }
@@ -172,8 +169,8 @@ mod tests {
             len: 100,
             common: vec![0..10, 90..100],
             owned: HashMap::from([
-                ("a".to_owned(), std::iter::once(10..30).collect()),
-                ("b".to_owned(), std::iter::once(30..60).collect()),
+                ("a", std::iter::once(10..30).collect()),
+                ("b", std::iter::once(30..60).collect()),
             ]),
         };
         assert_eq!(layout.ranges_for("a"), vec![0..30, 90..100]);
